@@ -28,7 +28,8 @@ class Random {
 
   // Uniform in [0, n); n > 0. Lemire's multiply-shift (bias < 2^-64 * n).
   uint64_t Uniform(uint64_t n) {
-    return static_cast<uint64_t>((static_cast<unsigned __int128>(Next()) * n) >> 64);
+    __extension__ using U128 = unsigned __int128;
+    return static_cast<uint64_t>((static_cast<U128>(Next()) * n) >> 64);
   }
   // Uniform in [lo, hi].
   uint64_t Range(uint64_t lo, uint64_t hi) { return lo + Uniform(hi - lo + 1); }
