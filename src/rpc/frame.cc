@@ -1,0 +1,75 @@
+#include "rpc/frame.h"
+
+#include <cstring>
+#include <string>
+
+#include "common/coding.h"
+#include "common/crc32c.h"
+
+namespace slip::rpc {
+
+size_t FrameSize(size_t payload_len) { return AlignUp(kFrameHeader + payload_len, kFrameAlign); }
+
+Status EncodeFrame(const FrameHeader& h, std::string_view payload, size_t max_payload,
+                   std::vector<std::byte>* out) {
+  if (payload.size() > max_payload || payload.size() > UINT32_MAX) {
+    return Status::TooLarge("RPC payload of " + std::to_string(payload.size()) +
+                            " bytes exceeds the limit of " + std::to_string(max_payload));
+  }
+  out->assign(FrameSize(payload.size()), std::byte{0});
+  std::byte* p = out->data();
+  StoreLE<uint32_t>(p, kFrameMagic);
+  StoreLE<uint8_t>(p + 4, kFrameVersion);
+  StoreLE<uint8_t>(p + 5, static_cast<uint8_t>(h.kind));
+  StoreLE<uint16_t>(p + 6, h.method);
+  StoreLE<uint64_t>(p + 8, h.request_id);
+  StoreLE<uint32_t>(p + 16, static_cast<uint32_t>(payload.size()));
+  StoreLE<uint8_t>(p + 20, static_cast<uint8_t>(h.status));
+  if (!payload.empty()) std::memcpy(p + kFrameHeader, payload.data(), payload.size());
+  StoreLE<uint32_t>(p + 24, Crc32c(0, p, out->size()));
+  return Status::Ok();
+}
+
+Result<DecodedFrame> DecodeFrame(std::span<const std::byte> buf, size_t max_payload) {
+  if (buf.size() < kFrameHeader) {
+    return Status::Corruption("RPC frame truncated: " + std::to_string(buf.size()) + " bytes");
+  }
+  const std::byte* p = buf.data();
+  if (LoadLE<uint32_t>(p) != kFrameMagic) return Status::Corruption("RPC frame: bad magic");
+  if (LoadLE<uint8_t>(p + 4) != kFrameVersion) {
+    return Status::Corruption("RPC frame: unsupported version " +
+                              std::to_string(LoadLE<uint8_t>(p + 4)));
+  }
+  const uint8_t kind = LoadLE<uint8_t>(p + 5);
+  if (kind != 1 && kind != 2) return Status::Corruption("RPC frame: bad kind");
+  if (LoadLE<uint8_t>(p + 21) != 0 || LoadLE<uint16_t>(p + 22) != 0 || LoadLE<uint32_t>(p + 28) != 0) {
+    return Status::Corruption("RPC frame: reserved bits set");
+  }
+  const uint8_t status = LoadLE<uint8_t>(p + 20);
+  if (status > static_cast<uint8_t>(Code::kNotSupported) || (kind == 1 && status != 0)) {
+    return Status::Corruption("RPC frame: bad status byte");
+  }
+  const uint64_t len = LoadLE<uint32_t>(p + 16);
+  if (len > max_payload) {
+    return Status::TooLarge("RPC payload of " + std::to_string(len) +
+                            " bytes exceeds the limit of " + std::to_string(max_payload));
+  }
+  const size_t size = FrameSize(len);
+  if (size > buf.size()) return Status::Corruption("RPC frame: length runs past the message");
+  // CRC over the frame with the crc field taken as zero.
+  const uint32_t zero = 0;
+  uint32_t crc = Crc32c(0, p, 24);
+  crc = Crc32c(crc, &zero, 4);
+  crc = Crc32c(crc, p + 28, size - 28);
+  if (crc != LoadLE<uint32_t>(p + 24)) return Status::Corruption("RPC frame: checksum mismatch");
+  DecodedFrame f;
+  f.header.kind = static_cast<FrameKind>(kind);
+  f.header.method = LoadLE<uint16_t>(p + 6);
+  f.header.request_id = LoadLE<uint64_t>(p + 8);
+  f.header.status = static_cast<Code>(status);
+  f.payload = buf.subspan(kFrameHeader, len);
+  f.frame_bytes = size;
+  return f;
+}
+
+}  // namespace slip::rpc

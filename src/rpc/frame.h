@@ -1,0 +1,67 @@
+// RPC frame codec: how one request or response travels in one fabric message.
+// Specification: docs/formats/wire.md.
+//
+// A frame is a 32-byte header followed by the payload, padded to 64 bytes
+// (the multi-receive stride). The header carries the request id that pairs a
+// response with its request, the method, the payload length and a CRC32C of
+// the whole frame, so a receiver rejects a torn, truncated or malformed
+// message with a clear error instead of acting on it.
+//
+// Header (little-endian):
+//   off size field
+//    0   4   magic      0x50524c53 ("SLRP")
+//    4   1   version    1
+//    5   1   kind       1 request, 2 response
+//    6   2   method     request: method id; response: same as its request
+//    8   8   request_id unique per (client endpoint, session)
+//   16   4   payload_len
+//   20   1   status     response: slip::Code; request: 0
+//   21   3   reserved   0
+//   24   4   crc        CRC32C over the padded frame with this field = 0
+//   28   4   reserved   0
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace slip::rpc {
+
+constexpr uint32_t kFrameMagic = 0x50524c53;
+constexpr uint8_t kFrameVersion = 1;
+constexpr size_t kFrameHeader = 32;
+constexpr size_t kFrameAlign = 64;
+
+enum class FrameKind : uint8_t { kRequest = 1, kResponse = 2 };
+
+struct FrameHeader {
+  FrameKind kind = FrameKind::kRequest;
+  uint16_t method = 0;
+  uint64_t request_id = 0;
+  Code status = Code::kOk;
+};
+
+// Bytes a frame with `payload_len` bytes occupies (padded).
+size_t FrameSize(size_t payload_len);
+
+// Encodes into `out` (resized to FrameSize). Fails with TooLarge when the
+// payload exceeds `max_payload`.
+Status EncodeFrame(const FrameHeader& h, std::string_view payload, size_t max_payload,
+                   std::vector<std::byte>* out);
+
+struct DecodedFrame {
+  FrameHeader header;
+  std::span<const std::byte> payload;  // points into the input
+  size_t frame_bytes = 0;              // padded size consumed
+};
+
+// Decodes the frame at buf[0]. Corruption for anything malformed (bad magic,
+// version, kind, reserved bits, length past the buffer, CRC mismatch);
+// TooLarge when payload_len exceeds `max_payload`. Never reads past buf.
+Result<DecodedFrame> DecodeFrame(std::span<const std::byte> buf, size_t max_payload);
+
+}  // namespace slip::rpc

@@ -1,0 +1,67 @@
+#include "rpc/frame.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/random.h"
+
+namespace slip::rpc {
+namespace {
+
+std::string AsString(std::span<const std::byte> s) {
+  return std::string(reinterpret_cast<const char*>(s.data()), s.size());
+}
+
+TEST(FrameTest, RoundTrip) {
+  for (size_t len : {0u, 1u, 31u, 32u, 33u, 100u, 4000u}) {
+    std::string payload(len, 'p');
+    FrameHeader h{FrameKind::kResponse, 7, 0x1122334455667788ull, Code::kNotFound};
+    std::vector<std::byte> buf;
+    ASSERT_TRUE(EncodeFrame(h, payload, 1 << 20, &buf).ok());
+    EXPECT_EQ(buf.size() % kFrameAlign, 0u);
+    auto f = DecodeFrame(buf, 1 << 20);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    EXPECT_EQ(f->header.kind, FrameKind::kResponse);
+    EXPECT_EQ(f->header.method, 7);
+    EXPECT_EQ(f->header.request_id, 0x1122334455667788ull);
+    EXPECT_EQ(f->header.status, Code::kNotFound);
+    EXPECT_EQ(AsString(f->payload), payload);
+    EXPECT_EQ(f->frame_bytes, buf.size());
+  }
+}
+
+TEST(FrameTest, OversizedPayloadIsRefusedBothWays) {
+  std::vector<std::byte> buf;
+  EXPECT_TRUE(EncodeFrame({}, std::string(1000, 'x'), 999, &buf).Is(Code::kTooLarge));
+  ASSERT_TRUE(EncodeFrame({}, std::string(1000, 'x'), 1000, &buf).ok());
+  EXPECT_TRUE(DecodeFrame(buf, 999).status().Is(Code::kTooLarge));
+}
+
+TEST(FrameTest, EveryBitFlipAndTruncationIsRejected) {
+  std::vector<std::byte> buf;
+  ASSERT_TRUE(EncodeFrame({FrameKind::kRequest, 3, 42, Code::kOk}, "hello rpc", 4096, &buf).ok());
+  for (size_t bit = 0; bit < buf.size() * 8; ++bit) {
+    auto bad = buf;
+    bad[bit / 8] ^= std::byte(1u << (bit % 8));
+    EXPECT_FALSE(DecodeFrame(bad, 4096).ok()) << "bit " << bit;
+  }
+  for (size_t n = 0; n < buf.size(); ++n) {
+    EXPECT_FALSE(DecodeFrame(std::span(buf).first(n), 4096).ok()) << "length " << n;
+  }
+}
+
+TEST(FrameTest, RandomBytesNeverDecode) {
+  Random rng(8);
+  for (int i = 0; i < 100000; ++i) {
+    std::vector<std::byte> junk(rng.Uniform(300));
+    for (auto& b : junk) b = std::byte(rng.Next());
+    if (rng.Bernoulli(0.5) && junk.size() >= 4) {  // get past the magic check sometimes
+      junk[0] = std::byte{0x53}; junk[1] = std::byte{0x4c}; junk[2] = std::byte{0x52}; junk[3] = std::byte{0x50};
+    }
+    EXPECT_FALSE(DecodeFrame(junk, 1 << 20).ok());
+  }
+}
+
+}  // namespace
+}  // namespace slip::rpc
