@@ -1,0 +1,166 @@
+// The fabric contract test suite: the behaviour fabric/fabric.h promises,
+// written once and run UNCHANGED against every provider (sim, shm, tcp,
+// verbs). A provider passes when its harness passes every test here.
+//
+// How to instantiate it for a provider (one .cc in the provider's test
+// binary, linked with slip_fabric_contract):
+//
+//   class MyHarness : public slip::fabric::contract::FabricHarness { ... };
+//
+//   INSTANTIATE_TEST_SUITE_P(
+//       Shm, FabricContractTest,
+//       ::testing::Values(slip::fabric::contract::HarnessFactory{
+//           "shm", [] { return std::make_unique<MyHarness>(); }}),
+//       slip::fabric::contract::HarnessName);
+//
+// (inside namespace slip::fabric::contract, or qualify FabricContractTest).
+// A provider that is absent on this machine (e.g. verbs without a device)
+// returns NotSupported from Start(); the suite then skips, not fails.
+//
+// The tests never assert on wall-clock performance: every wait is a generous
+// bound that only matters when something hangs.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "fabric/fabric.h"
+
+namespace slip::fabric::contract {
+
+// What the suite needs from a provider: N endpoints on N distinct "nodes",
+// all connected pairwise, a way to make progress, and a way to kill a node.
+//
+// Implementations must poll endpoint i ONLY through PollEndpoint(i), so the
+// suite sees every completion (and can check that the target of one-sided
+// operations gets none).
+class FabricHarness {
+ public:
+  virtual ~FabricHarness() = default;
+
+  // Creates `n` endpoints with `options`, endpoint i on its own node i, and
+  // makes every endpoint a peer of every other. Called once per test, first.
+  // NotSupported: the provider is not available here (the test is skipped).
+  virtual Status Start(int n, const EndpointOptions& options) = 0;
+
+  // REQUIRES: Start() succeeded, 0 <= i < n, node i not killed.
+  virtual Endpoint& endpoint(int i) = 0;
+  // The PeerId endpoint `from` uses to address endpoint `to`.
+  virtual PeerId peer(int from, int to) const = 0;
+
+  // Progresses every live endpoint (the simulator runs virtual time; a real
+  // provider polls all endpoints in a loop) until done() returns true or
+  // `timeout` passes (virtual time for the simulator, wall clock otherwise).
+  // Returns done(). A simulator with nothing left to do may return early.
+  virtual bool DriveUntil(const std::function<bool()>& done,
+                          std::chrono::nanoseconds timeout) = 0;
+
+  // Node i dies as a machine would: its endpoint stops progressing and
+  // answering, its memory is no longer reachable. Peers' operations to it
+  // must then complete with an error within their op_timeout. The suite
+  // never touches endpoint(i) afterwards.
+  virtual Status KillNode(int i) = 0;
+
+  // --- completion bookkeeping shared by all harnesses ---
+
+  // Every completion polled from endpoint i so far, in poll order.
+  const std::vector<Completion>& completions(int i) const;
+  // The first completion of endpoint i with this context and op, if any.
+  std::optional<Completion> Find(int i, uint64_t context, Op op) const;
+  bool Has(int i, uint64_t context, Op op) const { return Find(i, context, op).has_value(); }
+  // Received messages (kRecv completions carrying data) of endpoint i.
+  std::vector<Completion> Messages(int i) const;
+
+ protected:
+  // Polls endpoint(i) once and records what it returns. Returns how many
+  // completions it got (a poller's "did work").
+  size_t PollEndpoint(int i);
+
+ private:
+  std::vector<std::vector<Completion>> completions_;  // grows on demand
+};
+
+// One provider under test: a name (the test-name suffix) and a factory that
+// makes a fresh harness per test.
+struct HarnessFactory {
+  std::string name;
+  std::function<std::unique_ptr<FabricHarness>()> make;
+};
+
+// For INSTANTIATE_TEST_SUITE_P's name generator.
+std::string HarnessName(const ::testing::TestParamInfo<HarnessFactory>& info);
+
+// A 64-byte aligned, zero-filled heap buffer (multi-receive buffers must be
+// stride-aligned; atomics need 8-byte alignment).
+class AlignedBuffer {
+ public:
+  explicit AlignedBuffer(size_t len);
+  ~AlignedBuffer();
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+
+  std::byte* data() const { return data_; }
+  size_t size() const { return len_; }
+  std::span<std::byte> span() const { return {data_, len_}; }
+
+ private:
+  std::byte* data_;
+  size_t len_;
+};
+
+// The fixture. Tests use the helpers below; all of them drive progress
+// through the harness only.
+class FabricContractTest : public ::testing::TestWithParam<HarnessFactory> {
+ protected:
+  void SetUp() override;
+
+  // Starts the harness with n endpoints; skips the test if NotSupported.
+  // Returns false (after recording a failure or skip) when the test must stop.
+  bool StartNodes(int n, EndpointOptions options = DefaultOptions());
+  static EndpointOptions DefaultOptions();
+
+  FabricHarness& h() { return *harness_; }
+  Endpoint& ep(int i) { return harness_->endpoint(i); }
+  PeerId peer(int from, int to) const { return harness_->peer(from, to); }
+
+  // Posts with `post`; while the provider says Busy (queue full), drives
+  // progress a little and retries. Returns the final posting status.
+  Status PostRetrying(const std::function<Status()>& post);
+  // Drives until endpoint i has a completion (context, op); returns it.
+  std::optional<Completion> Await(int i, uint64_t context, Op op);
+  // Drives until cond() or the generous suite bound passes.
+  bool DriveUntil(const std::function<bool()>& cond);
+  // Lets `d` of (virtual or wall) time pass while driving progress.
+  void DriveFor(std::chrono::nanoseconds d);
+  // A zero-filled 64 B-aligned buffer owned by the fixture: it outlives the
+  // endpoints, so no in-flight operation can touch freed memory.
+  AlignedBuffer& Buffer(size_t len);
+  // Registers `buf` on endpoint i for local use and every remote access.
+  MemoryRegion Register(int i, const AlignedBuffer& buf);
+  // Kills node i through the harness and stops touching its endpoint.
+  Status Kill(int i);
+
+  // Bound on any single wait in the suite: only reached when something hangs.
+  static constexpr std::chrono::nanoseconds kPatience = std::chrono::seconds(20);
+
+  std::unique_ptr<FabricHarness> harness_;
+  // Registrations made through Register(), deregistered before the harness
+  // is destroyed (endpoints must outlive their registrations).
+  std::vector<std::pair<int, MemoryRegion>> registrations_;
+  std::vector<int> killed_;
+  std::vector<std::unique_ptr<AlignedBuffer>> buffers_;
+
+  void TearDown() override;
+};
+
+}  // namespace slip::fabric::contract
