@@ -1,0 +1,228 @@
+#include "runtime/sim_runtime.h"
+
+#include <time.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+
+namespace slip::runtime {
+namespace {
+
+uint64_t MixSeed(uint64_t seed, uint64_t id) {
+  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (id + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  return z ^ (z >> 31);
+}
+
+Nanos ThreadCpuNanos() {
+  timespec ts{};
+  if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return Nanos{ts.tv_sec} * kSecond + ts.tv_nsec;
+}
+
+constexpr uint32_t kNoExecutor = 0xFFFFFFFF;
+
+}  // namespace
+
+class SimExecutor final : public Executor {
+ public:
+  SimExecutor(SimRuntime* rt, uint32_t id, std::string name, uint64_t seed)
+      : rt_(rt), id_(id), name_(std::move(name)), rng_(seed) {}
+
+  std::string_view name() const override { return name_; }
+  uint32_t id() const override { return id_; }
+  Nanos Now() const override { return rt_->now_; }
+  Random& Rng() override { return rng_; }
+  Nanos CpuTime() const override { return cpu_; }
+  bool IsCurrent() const override { return rt_->current_ == this; }
+
+  TimerId After(Nanos delay, std::function<void()> fn) override {
+    const TimerId id = rt_->next_timer_++;
+    rt_->live_timers_.insert(id);
+    rt_->Push(rt_->now_ + std::max<Nanos>(delay, 0), this, kEventTimer, "timer", id, id,
+              std::move(fn));
+    return id;
+  }
+
+  bool Cancel(TimerId id) override { return rt_->live_timers_.erase(id) == 1; }
+
+  void Post(std::function<void()> fn) override {
+    rt_->Push(rt_->now_, this, kEventPost, "post", 0, 0, std::move(fn));
+  }
+
+  PollerId AddPoller(std::function<bool()> poll) override {
+    const PollerId id = next_poller_++;
+    pollers_.push_back(std::make_unique<Poller>(Poller{id, std::move(poll), false}));
+    return id;
+  }
+
+  void RemovePoller(PollerId id) override {
+    for (auto& p : pollers_) {
+      if (p->id == id) p->removed = true;
+    }
+    pollers_dirty_ = true;
+    if (!running_pollers_) Compact();
+  }
+
+  void Wake() override {
+    if (wake_pending_) return;  // one pending turn covers any number of wakes
+    wake_pending_ = true;
+    rt_->Push(rt_->now_, this, kEventWake, "wake", 0, 0, [this] { wake_pending_ = false; });
+  }
+
+  void AddWaitFd(int, std::function<bool()>) override {}  // never parks
+
+  // Runs pollers until none reports work, bounded by max_poll_rounds.
+  void RunPollers(int max_rounds) {
+    running_pollers_ = true;
+    for (int round = 0; round < max_rounds; ++round) {
+      bool work = false;
+      const size_t n = pollers_.size();  // a poller may add pollers
+      for (size_t i = 0; i < n; ++i) {
+        Poller& p = *pollers_[i];
+        if (!p.removed && p.fn()) work = true;
+      }
+      if (!work) break;
+    }
+    running_pollers_ = false;
+    if (pollers_dirty_) Compact();
+  }
+
+  void AddCpu(Nanos n) { cpu_ += n; }
+
+ private:
+  struct Poller {
+    PollerId id;
+    std::function<bool()> fn;
+    // Set instead of clearing fn: a poller may remove itself while running.
+    bool removed = false;
+  };
+
+  void Compact() {
+    std::erase_if(pollers_, [](const auto& p) { return p->removed; });
+    pollers_dirty_ = false;
+  }
+
+  SimRuntime* const rt_;
+  const uint32_t id_;
+  const std::string name_;
+  Random rng_;
+  std::vector<std::unique_ptr<Poller>> pollers_;
+  PollerId next_poller_ = 1;
+  bool pollers_dirty_ = false;
+  bool running_pollers_ = false;
+  bool wake_pending_ = false;
+  Nanos cpu_ = 0;
+};
+
+SimRuntime::SimRuntime(SimRuntimeOptions options)
+    : options_(options), rng_(MixSeed(options.seed, 0xFFFF'FFFF)) {}
+
+SimRuntime::~SimRuntime() = default;
+
+Executor* SimRuntime::CreateExecutor(std::string name) {
+  const auto id = static_cast<uint32_t>(executors_.size());
+  executors_.push_back(
+      std::make_unique<SimExecutor>(this, id, std::move(name), MixSeed(options_.seed, id)));
+  return executors_.back().get();
+}
+
+void SimRuntime::Schedule(Nanos at, Executor* exec, uint16_t kind, const char* label,
+                          uint64_t tag, std::function<void()> fn) {
+  // Only this runtime's executors can be scheduled on; they are SimExecutors.
+  Push(std::max(at, now_), static_cast<SimExecutor*>(exec), kind, label, tag, 0, std::move(fn));
+}
+
+void SimRuntime::Push(Nanos at, SimExecutor* exec, uint16_t kind, const char* label,
+                      uint64_t tag, TimerId timer, std::function<void()> fn) {
+  queue_.push_back(Event{at, next_seq_++, exec, kind, label, tag, timer, std::move(fn)});
+  std::push_heap(queue_.begin(), queue_.end(), Later{});
+}
+
+bool SimRuntime::Step() {
+  while (!queue_.empty()) {
+    std::pop_heap(queue_.begin(), queue_.end(), Later{});
+    Event e = std::move(queue_.back());
+    queue_.pop_back();
+    // A cancelled timer is not an event: it neither advances time nor counts.
+    if (e.timer != 0 && live_timers_.erase(e.timer) == 0) continue;
+    Dispatch(e);
+    return true;
+  }
+  return false;
+}
+
+void SimRuntime::Dispatch(Event& e) {
+  now_ = e.time;
+  ++events_run_;
+  Fold(e);
+  SimExecutor* prev = current_;
+  current_ = e.exec;
+  const Nanos cpu0 = options_.measure_cpu && e.exec ? ThreadCpuNanos() : 0;
+  e.fn();
+  if (e.exec != nullptr) e.exec->RunPollers(options_.max_poll_rounds);
+  if (options_.measure_cpu && e.exec) e.exec->AddCpu(ThreadCpuNanos() - cpu0);
+  current_ = prev;
+}
+
+void SimRuntime::Fold(const Event& e) {
+  struct Record {
+    int64_t time;
+    uint64_t tag;
+    uint32_t exec;
+    uint16_t kind;
+    uint16_t pad;
+  } r{e.time, e.tag, e.exec ? e.exec->id() : kNoExecutor, e.kind, 0};
+  trace_hash_ = XXH3_64bits_withSeed(&r, sizeof(r), trace_hash_);
+  if (sink_) {
+    char line[192];
+    std::snprintf(line, sizeof(line), "t=%" PRId64 " ex=%d(%.*s) kind=%u %s tag=%" PRIu64,
+                  e.time, e.exec ? static_cast<int>(e.exec->id()) : -1,
+                  e.exec ? static_cast<int>(e.exec->name().size()) : 1,
+                  e.exec ? e.exec->name().data() : "-", e.kind, e.label, e.tag);
+    sink_(line);
+  }
+}
+
+uint64_t SimRuntime::RunUntil(Nanos t) {
+  uint64_t n = 0;
+  for (;;) {
+    // Skip cancelled timers at the head so their times do not count.
+    while (!queue_.empty() && queue_.front().timer != 0 &&
+           !live_timers_.contains(queue_.front().timer)) {
+      std::pop_heap(queue_.begin(), queue_.end(), Later{});
+      queue_.pop_back();
+    }
+    if (queue_.empty() || queue_.front().time > t) break;
+    Step();
+    ++n;
+  }
+  now_ = std::max(now_, t);
+  return n;
+}
+
+bool SimRuntime::RunUntil(const std::function<bool()>& done, Nanos deadline) {
+  for (;;) {
+    if (done()) return true;
+    while (!queue_.empty() && queue_.front().timer != 0 &&
+           !live_timers_.contains(queue_.front().timer)) {
+      std::pop_heap(queue_.begin(), queue_.end(), Later{});
+      queue_.pop_back();
+    }
+    if (queue_.empty() || queue_.front().time > deadline) {
+      now_ = std::max(now_, deadline);
+      return done();
+    }
+    Step();
+  }
+}
+
+uint64_t SimRuntime::RunUntilIdle(uint64_t max_events) {
+  uint64_t n = 0;
+  while (n < max_events && Step()) ++n;
+  return n;
+}
+
+}  // namespace slip::runtime

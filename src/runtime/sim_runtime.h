@@ -1,0 +1,132 @@
+// SimRuntime: the deterministic simulator's runtime. Every executor of a
+// whole cluster runs on ONE OS thread (the caller's), on virtual time.
+//
+// All work is an event in one global queue ordered by (time, sequence
+// number); the sequence number is the order events were scheduled, so ties
+// resolve identically on every run. Running an event advances virtual time
+// to its timestamp (handlers themselves take zero virtual time). After an
+// event that ran on an executor, that executor's pollers run until none
+// reports work. Pollers do NOT run otherwise: code that discovers work by
+// reading memory (not through a completion source that schedules events)
+// must re-check on a timer in the simulator.
+//
+// Every dispatched event folds (time, executor id, kind, tag) into a 64-bit
+// xxh3 chain, TraceHash(): two runs of the same seed and workload produce the
+// same hash, and any divergence in timing or order changes it.
+//
+// Not thread-safe: everything, including Post(), happens on the thread that
+// drives the simulation.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "common/random.h"
+#include "runtime/runtime.h"
+
+namespace slip::runtime {
+
+struct SimRuntimeOptions {
+  uint64_t seed = 1;  // world Rng() and every executor's Rng() derive from it
+  // Measure real CPU time around each handler (CLOCK_THREAD_CPUTIME_ID,
+  // a system call per event) so Executor::CpuTime() is meaningful.
+  bool measure_cpu = false;
+  // Bound on poller rounds after one event, so a poller that always claims
+  // work cannot stall virtual time.
+  int max_poll_rounds = 64;
+};
+
+// Event kinds folded into the trace. Simulated devices (the fabric) use
+// values >= kFirstDeviceKind for their own events.
+enum EventKind : uint16_t {
+  kEventTimer = 1,
+  kEventPost = 2,
+  kEventWake = 3,
+  kFirstDeviceKind = 16,
+};
+
+class SimExecutor;
+
+class SimRuntime : public Runtime {
+ public:
+  explicit SimRuntime(SimRuntimeOptions options = {});
+  ~SimRuntime() override;
+  SimRuntime(const SimRuntime&) = delete;
+  SimRuntime& operator=(const SimRuntime&) = delete;
+
+  Executor* CreateExecutor(std::string name) override;
+  Nanos Now() const override { return now_; }
+
+  // Runs the next event. False when the queue is empty.
+  bool Step();
+  // Runs every event due at or before `t`, then sets Now() to `t` (if later).
+  // Returns the number of events run.
+  uint64_t RunUntil(Nanos t);
+  // Runs events until done() holds (checked before each event) or the next
+  // event lies past `deadline` (then Now() becomes `deadline`). Returns done().
+  bool RunUntil(const std::function<bool()>& done, Nanos deadline);
+  // Runs until the queue is empty or `max_events` ran. Returns events run.
+  uint64_t RunUntilIdle(uint64_t max_events = UINT64_MAX);
+
+  bool idle() const { return queue_.empty(); }
+  uint64_t events_run() const { return events_run_; }
+  uint64_t TraceHash() const { return trace_hash_; }
+
+  // Optional human-readable trace: one line per event
+  // ("t=1200 ex=2(node1/nic) kind=17 place tag=42"). Null turns it off.
+  void SetTraceSink(std::function<void(const std::string&)> sink) { sink_ = std::move(sink); }
+
+  // The world's randomness, for simulated devices (drops, jitter, tears);
+  // executors' handlers use Executor::Rng().
+  Random& Rng() { return rng_; }
+
+  // For simulated devices: runs `fn` at absolute virtual time `at` (clamped
+  // to Now()). `exec` is the executor the event belongs to: its pollers run
+  // afterwards. Null for a device-internal event that runs no pollers.
+  // `label` must be a string literal (kept for trace lines); `tag` is folded
+  // into the trace hash (e.g. an operation id).
+  void Schedule(Nanos at, Executor* exec, uint16_t kind, const char* label, uint64_t tag,
+                std::function<void()> fn);
+
+ private:
+  friend class SimExecutor;
+  struct Event {
+    Nanos time;
+    uint64_t seq;
+    SimExecutor* exec;
+    uint16_t kind;
+    const char* label;
+    uint64_t tag;
+    TimerId timer;  // nonzero: cancellable timer
+    std::function<void()> fn;
+  };
+  struct Later {
+    bool operator()(const Event& a, const Event& b) const {
+      return a.time != b.time ? a.time > b.time : a.seq > b.seq;
+    }
+  };
+
+  void Push(Nanos at, SimExecutor* exec, uint16_t kind, const char* label, uint64_t tag,
+            TimerId timer, std::function<void()> fn);
+  void Dispatch(Event& e);
+  void Fold(const Event& e);
+
+  const SimRuntimeOptions options_;
+  Nanos now_ = 0;
+  uint64_t next_seq_ = 0;
+  uint64_t events_run_ = 0;
+  uint64_t trace_hash_ = 0;
+  Random rng_;
+  std::vector<Event> queue_;  // a min-heap under Later (std::push_heap)
+  std::unordered_set<TimerId> live_timers_;
+  TimerId next_timer_ = 1;
+  std::vector<std::unique_ptr<SimExecutor>> executors_;
+  SimExecutor* current_ = nullptr;  // executor whose handler is running
+  std::function<void(const std::string&)> sink_;
+};
+
+}  // namespace slip::runtime
