@@ -135,6 +135,14 @@ void SimRuntime::Schedule(Nanos at, Executor* exec, uint16_t kind, const char* l
   Push(std::max(at, now_), static_cast<SimExecutor*>(exec), kind, label, tag, 0, std::move(fn));
 }
 
+TimerId SimRuntime::ScheduleTimer(Nanos at, Executor* exec, uint16_t kind, const char* label,
+                                  uint64_t tag, std::function<void()> fn) {
+  const TimerId id = next_timer_++;
+  live_timers_.insert(id);
+  Push(std::max(at, now_), static_cast<SimExecutor*>(exec), kind, label, tag, id, std::move(fn));
+  return id;
+}
+
 void SimRuntime::Push(Nanos at, SimExecutor* exec, uint16_t kind, const char* label,
                       uint64_t tag, TimerId timer, std::function<void()> fn) {
   queue_.push_back(Event{at, next_seq_++, exec, kind, label, tag, timer, std::move(fn)});

@@ -91,6 +91,11 @@ class SimRuntime : public Runtime {
   // into the trace hash (e.g. an operation id).
   void Schedule(Nanos at, Executor* exec, uint16_t kind, const char* label, uint64_t tag,
                 std::function<void()> fn);
+  // As Schedule(), but cancellable with CancelTimer() (e.g. a deadline that
+  // usually becomes moot). A cancelled event neither runs nor counts.
+  TimerId ScheduleTimer(Nanos at, Executor* exec, uint16_t kind, const char* label, uint64_t tag,
+                        std::function<void()> fn);
+  bool CancelTimer(TimerId id) { return live_timers_.erase(id) == 1; }
 
  private:
   friend class SimExecutor;

@@ -51,6 +51,8 @@ std::string HarnessName(const ::testing::TestParamInfo<HarnessFactory>& info) {
   return info.param.name;
 }
 
+void PrintTo(const HarnessFactory& factory, std::ostream* os) { *os << factory.name; }
+
 AlignedBuffer::AlignedBuffer(size_t len)
     : data_(static_cast<std::byte*>(::operator new(len, std::align_val_t{kStride}))), len_(len) {
   std::memset(data_, 0, len_);

@@ -29,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <span>
 #include <string>
 #include <vector>
@@ -99,6 +100,8 @@ struct HarnessFactory {
 
 // For INSTANTIATE_TEST_SUITE_P's name generator.
 std::string HarnessName(const ::testing::TestParamInfo<HarnessFactory>& info);
+// So failure messages name the provider instead of dumping bytes.
+void PrintTo(const HarnessFactory& factory, std::ostream* os);
 
 // A 64-byte aligned, zero-filled heap buffer (multi-receive buffers must be
 // stride-aligned; atomics need 8-byte alignment).
