@@ -14,6 +14,21 @@
 //       slip::fabric::contract::HarnessName);
 //
 // (inside namespace slip::fabric::contract, or qualify FabricContractTest).
+// src/fabric/sim/sim_contract_test.cc is a complete example. For a real
+// provider, DriveUntil is a polling loop on the wall clock:
+//
+//   bool DriveUntil(const std::function<bool()>& done,
+//                   std::chrono::nanoseconds timeout) override {
+//     const auto end = std::chrono::steady_clock::now() + timeout;
+//     while (!done()) {
+//       if (std::chrono::steady_clock::now() >= end) return false;
+//       for (int i = 0; i < n_; ++i) if (!killed_[i]) PollEndpoint(i);
+//     }
+//     return true;
+//   }
+//
+// and KillNode(i) closes endpoint i (and anything else of node i) so that
+// peers see it as gone.
 // A provider that is absent on this machine (e.g. verbs without a device)
 // returns NotSupported from Start(); the suite then skips, not fails.
 //

@@ -133,6 +133,7 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
   std::map<NodeId, Nanos> nic_free_;  // target NIC busy until
   LinkFaults default_faults_;
   std::map<std::pair<NodeId, NodeId>, LinkFaults> link_faults_;
+  std::map<NodeId, LinkFaults> node_faults_;
   std::set<std::pair<NodeId, NodeId>> cut_;
   std::map<NodeId, std::deque<size_t>> tears_;
   std::map<NodeId, std::function<void(const std::byte*, size_t)>> persist_hooks_;
@@ -160,8 +161,10 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
   EpState* Ep(EpId id) { return id < eps_.size() ? eps_[id].get() : nullptr; }
 
   const LinkFaults& Faults(NodeId from, NodeId to) const {
-    auto it = link_faults_.find({from, to});
-    return it == link_faults_.end() ? default_faults_ : it->second;
+    if (auto it = link_faults_.find({from, to}); it != link_faults_.end()) return it->second;
+    if (auto it = node_faults_.find(to); it != node_faults_.end()) return it->second;
+    if (auto it = node_faults_.find(from); it != node_faults_.end()) return it->second;
+    return default_faults_;
   }
   bool Cut(NodeId a, NodeId b) const { return cut_.contains({std::min(a, b), std::max(a, b)}); }
   bool Reachable(NodeId from, NodeId to) const {
@@ -335,7 +338,7 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
     }
     if (!op->validated) {
       op->validated = true;
-      if (!Validate(*op, dst, p)) {
+      if (!Validate(*op, dst)) {
         // Receiver not ready: bounce; later packets wait behind it.
         ++stats_.rnr_retries;
         op->validated = false;
@@ -359,8 +362,7 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
 
   // Target-side checks at the first packet; decides where bytes go. Returns
   // false only for receiver-not-ready.
-  bool Validate(OpState& op, EpState& dst, const Packet& p) {
-    (void)p;
+  bool Validate(OpState& op, EpState& dst) {
     switch (op.kind) {
       case Op::kSend:
         return ChooseRecvBuffer(op, dst);
@@ -781,6 +783,10 @@ void SimFabric::SetDefaultFaults(const LinkFaults& faults) { impl_->default_faul
 
 void SimFabric::SetLinkFaults(NodeId from, NodeId to, const LinkFaults& faults) {
   impl_->link_faults_[{from, to}] = faults;
+}
+
+void SimFabric::SetNodeFaults(NodeId node, const LinkFaults& faults) {
+  impl_->node_faults_[node] = faults;
 }
 
 void SimFabric::Partition(NodeId a, NodeId b) { impl_->cut_.insert({std::min(a, b), std::max(a, b)}); }

@@ -104,12 +104,17 @@ class SimFabric {
   Result<std::unique_ptr<Endpoint>> CreateEndpoint(NodeId node, runtime::Executor* driver,
                                                    const EndpointOptions& options);
   // The Fabric interface for code running on `node`: CreateEndpoint(options)
-  // makes endpoints of that node driven by `driver`.
+  // makes endpoints of that node driven by `driver`. It refers to this
+  // SimFabric, which must outlive it.
   std::unique_ptr<Fabric> ForNode(NodeId node, runtime::Executor* driver);
 
   // --- faults ---
   void SetDefaultFaults(const LinkFaults& faults);
   void SetLinkFaults(NodeId from, NodeId to, const LinkFaults& faults);
+  // Faults on every link to or from `node`. Precedence: the directed link's
+  // own faults, then the destination node's, then the source node's, then
+  // the default.
+  void SetNodeFaults(NodeId node, const LinkFaults& faults);
   // Cuts / restores both directions between a and b.
   void Partition(NodeId a, NodeId b);
   void Heal(NodeId a, NodeId b);

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -84,14 +85,15 @@ class World {
     return *r;
   }
 
-  const Seen* Find(int i, uint64_t ctx, Op op) const {
+  // Copies: `seen` grows while the simulation runs.
+  std::optional<Seen> Find(int i, uint64_t ctx, Op op) const {
     for (const Seen& s : seen[i]) {
-      if (s.c.context == ctx && s.c.op == op) return &s;
+      if (s.c.context == ctx && s.c.op == op) return s;
     }
-    return nullptr;
+    return std::nullopt;
   }
-  const Seen* Await(int i, uint64_t ctx, Op op, Nanos patience = 10 * kSecond) {
-    rt.RunUntil([&] { return Find(i, ctx, op) != nullptr; }, rt.Now() + patience);
+  std::optional<Seen> Await(int i, uint64_t ctx, Op op, Nanos patience = 10 * kSecond) {
+    rt.RunUntil([&] { return Find(i, ctx, op).has_value(); }, rt.Now() + patience);
     return Find(i, ctx, op);
   }
 
@@ -114,11 +116,33 @@ TEST(SimFabricTest, WriteLatencyFollowsTheModelExactly) {
   Buf target(256), src(256);
   MemoryRegion tmr = w.Reg(1, target);
   ASSERT_TRUE(w.ep(0).Write(w.peer(0, 1), src.bytes, 100, nullptr, tmr.remote, 0, 1).ok());
-  const auto* c = w.Await(0, 1, Op::kWrite);
-  ASSERT_NE(c, nullptr);
+  const auto c = w.Await(0, 1, Op::kWrite);
+  ASSERT_TRUE(c.has_value());
   // 100 ns on the sender's wire, 1000 ns flight, 10 ns at the target NIC,
   // 1000 ns back.
   EXPECT_EQ(c->at, 100 + 1000 + 10 + 1000);
+}
+
+TEST(SimFabricTest, LinkAndNodeDelaysApplyWithPrecedence) {
+  SimFabricOptions o;
+  o.latency = 1000;
+  o.bandwidth = 0;
+  o.nic_service = 0;
+  World w(3, o);
+  LinkFaults slow_node;
+  slow_node.extra_delay = 10000;
+  w.fabric.SetNodeFaults(1, slow_node);  // both directions of 0<->1 and 2<->1
+  LinkFaults fast_link;
+  w.fabric.SetLinkFaults(1, 2, fast_link);  // ...except the link 1 -> 2
+  Buf target(64), src(8);
+  MemoryRegion tmr = w.Reg(1, target);
+  ASSERT_TRUE(w.ep(0).Write(w.peer(0, 1), src.bytes, 8, nullptr, tmr.remote, 0, 1).ok());
+  ASSERT_TRUE(w.ep(2).Write(w.peer(2, 1), src.bytes, 8, nullptr, tmr.remote, 0, 2).ok());
+  const auto a = w.Await(0, 1, Op::kWrite);
+  const auto b = w.Await(2, 2, Op::kWrite);
+  ASSERT_TRUE(a.has_value() && b.has_value());
+  EXPECT_EQ(a->at, 2 * (1000 + 10000));
+  EXPECT_EQ(b->at, (1000 + 10000) + 1000);
 }
 
 TEST(SimFabricTest, TargetNicServiceSerialisesSenders) {
@@ -131,9 +155,9 @@ TEST(SimFabricTest, TargetNicServiceSerialisesSenders) {
   MemoryRegion tmr = w.Reg(0, target);
   ASSERT_TRUE(w.ep(1).Write(w.peer(1, 0), src.bytes, 8, nullptr, tmr.remote, 0, 1).ok());
   ASSERT_TRUE(w.ep(2).Write(w.peer(2, 0), src.bytes, 8, nullptr, tmr.remote, 8, 2).ok());
-  const auto* a = w.Await(1, 1, Op::kWrite);
-  const auto* b = w.Await(2, 2, Op::kWrite);
-  ASSERT_TRUE(a && b);
+  const auto a = w.Await(1, 1, Op::kWrite);
+  const auto b = w.Await(2, 2, Op::kWrite);
+  ASSERT_TRUE(a.has_value() && b.has_value());
   EXPECT_EQ(std::min(a->at, b->at), 1000 + 500 + 1000);
   EXPECT_EQ(std::max(a->at, b->at), 1000 + 1000 + 1000);
 }
@@ -155,7 +179,7 @@ TEST(SimFabricTest, LargeOperationsAreSplitAtTheMtuAndInterleaveAcrossConnection
   MemoryRegion m2 = w.Reg(0, t2);
   ASSERT_TRUE(w.ep(1).Write(w.peer(1, 0), src.bytes, 3500, nullptr, m1.remote, 0, 1).ok());
   ASSERT_TRUE(w.ep(2).Write(w.peer(2, 0), src.bytes, 3500, nullptr, m2.remote, 0, 2).ok());
-  ASSERT_TRUE(w.Await(1, 1, Op::kWrite) && w.Await(2, 2, Op::kWrite));
+  ASSERT_TRUE(w.Await(1, 1, Op::kWrite).has_value() && w.Await(2, 2, Op::kWrite).has_value());
   EXPECT_EQ(w.fabric.stats().packets, 8u);
   ASSERT_EQ(order.size(), 8u);
   EXPECT_EQ(order, (std::vector<int>{1, 2, 1, 2, 1, 2, 1, 2}));
@@ -264,8 +288,8 @@ TEST(SimFabricTest, TornWriteLeavesExactlyThePrefixAtEveryByte) {
     std::memset(target.bytes, 0x11, target.len);
     w.fabric.TearNextWrite(1, k);
     ASSERT_TRUE(w.ep(0).Write(w.peer(0, 1), src.bytes, kLen, nullptr, tmr.remote, 32, k).ok());
-    const auto* c = w.Await(0, k, Op::kWrite);
-    ASSERT_NE(c, nullptr);
+    const auto c = w.Await(0, k, Op::kWrite);
+    ASSERT_TRUE(c.has_value());
     EXPECT_EQ(c->c.status, k < kLen ? Code::kAborted : Code::kOk);
     ASSERT_EQ(std::memcmp(target.bytes + 32, src.bytes, k), 0);
     for (size_t i = 32 + k; i < target.len; ++i) ASSERT_EQ(target.bytes[i], std::byte{0x11}) << i;
@@ -293,9 +317,9 @@ TEST(SimFabricTest, WriteCompletionPrecedesPersistenceAndReadWaitsForIt) {
   std::memset(src.bytes, 0x42, 64);
   ASSERT_TRUE(w.ep(0).Write(w.peer(0, 1), src.bytes, 64, nullptr, tmr.remote, 0, 1).ok());
   ASSERT_TRUE(w.ep(0).Read(w.peer(0, 1), back.bytes, 8, nullptr, tmr.remote, 0, 2).ok());
-  const auto* wc = w.Await(0, 1, Op::kWrite);
-  const auto* rc = w.Await(0, 2, Op::kRead);
-  ASSERT_TRUE(wc && rc);
+  const auto wc = w.Await(0, 1, Op::kWrite);
+  const auto rc = w.Await(0, 2, Op::kRead);
+  ASSERT_TRUE(wc.has_value() && rc.has_value());
   EXPECT_EQ(wc->at, 2000);                         // acknowledged when placed
   EXPECT_EQ(rc->at, 1000 + 50 * kMicrosecond + 1000);  // answered once persistent
   ASSERT_EQ(persisted.size(), 1u);
@@ -327,10 +351,10 @@ TEST(SimFabricTest, CrashKeepsWhatReadConfirmedAndFailsPeersOps) {
 
   ASSERT_TRUE(w.ep(0).Write(w.peer(0, 1), a.bytes, 64, nullptr, mr->remote, 0, 1).ok());
   ASSERT_TRUE(w.ep(0).Read(w.peer(0, 1), back.bytes, 8, nullptr, mr->remote, 0, 2).ok());
-  ASSERT_NE(w.Await(0, 2, Op::kRead), nullptr);  // remote persist of `a`
+  ASSERT_TRUE(w.Await(0, 2, Op::kRead).has_value());  // remote persist of `a`
   ASSERT_TRUE(w.ep(0).Write(w.peer(0, 1), b.bytes, 64, nullptr, mr->remote, 64, 3).ok());
-  const auto* bc = w.Await(0, 3, Op::kWrite);
-  ASSERT_NE(bc, nullptr);
+  const auto bc = w.Await(0, 3, Op::kWrite);
+  ASSERT_TRUE(bc.has_value());
   EXPECT_EQ(bc->c.status, Code::kOk);  // placed, not yet persistent
   w.fabric.CrashNode(1);
   w.rt.RunUntil(w.rt.Now() + 2 * kMillisecond);  // the pending persist must not happen
@@ -338,8 +362,8 @@ TEST(SimFabricTest, CrashKeepsWhatReadConfirmedAndFailsPeersOps) {
   EXPECT_EQ(std::memcmp(pmr.base(), a.bytes, 64), 0);
 
   ASSERT_TRUE(w.ep(0).Write(w.peer(0, 1), a.bytes, 64, nullptr, mr->remote, 128, 4).ok());
-  const auto* dead = w.Await(0, 4, Op::kWrite);
-  ASSERT_NE(dead, nullptr);
+  const auto dead = w.Await(0, 4, Op::kWrite);
+  ASSERT_TRUE(dead.has_value());
   EXPECT_EQ(dead->c.status, Code::kTimeout);
   EXPECT_FALSE(w.fabric.CreateEndpoint(1, nullptr, eo).ok());
   w.fabric.RestartNode(1);
@@ -359,8 +383,8 @@ TEST(SimFabricTest, PartitionTimesOutAtOpTimeoutThenHealedConnectionWorks) {
   const Nanos t0 = w.rt.Now();
   ASSERT_TRUE(w.ep(0).Write(w.peer(0, 1), src.bytes, 8, nullptr, tmr.remote, 0, 1).ok());
   ASSERT_TRUE(w.ep(0).Write(w.peer(0, 1), src.bytes, 8, nullptr, tmr.remote, 8, 2).ok());
-  const auto* c1 = w.Await(0, 1, Op::kWrite);
-  const auto* c2 = w.Await(0, 2, Op::kWrite);
+  const auto c1 = w.Await(0, 1, Op::kWrite);
+  const auto c2 = w.Await(0, 2, Op::kWrite);
   ASSERT_TRUE(c1 && c2);
   EXPECT_EQ(c1->c.status, Code::kTimeout);
   EXPECT_EQ(c2->c.status, Code::kUnavailable);  // flushed with its connection
@@ -368,8 +392,8 @@ TEST(SimFabricTest, PartitionTimesOutAtOpTimeoutThenHealedConnectionWorks) {
   w.fabric.Heal(0, 1);
   std::memset(src.bytes, 0x77, 8);
   ASSERT_TRUE(w.ep(0).Write(w.peer(0, 1), src.bytes, 8, nullptr, tmr.remote, 16, 3).ok());
-  const auto* c3 = w.Await(0, 3, Op::kWrite);
-  ASSERT_NE(c3, nullptr);
+  const auto c3 = w.Await(0, 3, Op::kWrite);
+  ASSERT_TRUE(c3.has_value());
   EXPECT_EQ(c3->c.status, Code::kOk);
   EXPECT_EQ(Word(target.bytes + 16), 0x7777777777777777ull);
   EXPECT_EQ(Word(target.bytes), 0u) << "a timed-out write must not land later";
@@ -389,8 +413,8 @@ TEST(SimFabricTest, DropsBecomeDelayNotLoss) {
   w.rt.RunUntilIdle();
   for (uint64_t i = 0; i < 1000; ++i) {
     ASSERT_EQ(Word(target.bytes + 8 * i), i);
-    const auto* c = w.Find(0, i, Op::kWrite);
-    ASSERT_NE(c, nullptr);
+    const auto c = w.Find(0, i, Op::kWrite);
+    ASSERT_TRUE(c.has_value());
     EXPECT_EQ(c->c.status, Code::kOk);
   }
   EXPECT_GT(w.fabric.stats().retransmits, 100u);
@@ -434,8 +458,8 @@ TEST(SimFabricTest, SendWithoutABufferTimesOutAfterRnrRetries) {
   World w(2, SimFabricOptions{}, 1, eo);
   uint64_t v = 5;
   ASSERT_TRUE(w.ep(0).Send(w.peer(0, 1), &v, 8, nullptr, 1).ok());
-  const auto* c = w.Await(0, 1, Op::kSend);
-  ASSERT_NE(c, nullptr);
+  const auto c = w.Await(0, 1, Op::kSend);
+  ASSERT_TRUE(c.has_value());
   EXPECT_EQ(c->c.status, Code::kTimeout);
   EXPECT_GT(w.fabric.stats().rnr_retries, 10u);
 }
@@ -446,21 +470,21 @@ TEST(SimFabricTest, MessageTooLargeForAnyBufferFailsAndSingleRecvTruncates) {
   ASSERT_TRUE(w.ep(1).PostMultiRecv(small.bytes, small.len, nullptr, 1).ok());
   std::vector<std::byte> big(200, std::byte{1});
   ASSERT_TRUE(w.ep(0).Send(w.peer(0, 1), big.data(), big.size(), nullptr, 1).ok());
-  const auto* c = w.Await(0, 1, Op::kSend);
-  ASSERT_NE(c, nullptr);
+  const auto c = w.Await(0, 1, Op::kSend);
+  ASSERT_TRUE(c.has_value());
   EXPECT_EQ(c->c.status, Code::kTooLarge);
 
   Endpoint& r = w.ep(1);
   // The multi buffer is untouched and still first; a fitting message uses it.
   ASSERT_TRUE(w.ep(0).Send(w.peer(0, 1), big.data(), 100, nullptr, 2).ok());
-  ASSERT_NE(w.Await(1, 1, Op::kRecv), nullptr);
+  ASSERT_TRUE(w.Await(1, 1, Op::kRecv).has_value());
   EXPECT_EQ(w.Find(1, 1, Op::kRecv)->c.data, small.bytes);
   // 128 B buffer now full: released with that message; next a 16 B buffer.
   EXPECT_TRUE(w.Find(1, 1, Op::kRecv)->c.buffer_released);
   ASSERT_TRUE(r.PostRecv(single.bytes, single.len, nullptr, 9).ok());
   ASSERT_TRUE(w.ep(0).Send(w.peer(0, 1), big.data(), 40, nullptr, 3).ok());
-  const auto* rc = w.Await(1, 9, Op::kRecv);
-  ASSERT_NE(rc, nullptr);
+  const auto rc = w.Await(1, 9, Op::kRecv);
+  ASSERT_TRUE(rc.has_value());
   EXPECT_EQ(rc->c.status, Code::kTooLarge);
   EXPECT_EQ(rc->c.len, 16u);
   EXPECT_EQ(w.Await(0, 3, Op::kSend)->c.status, Code::kOk);
