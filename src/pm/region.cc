@@ -215,7 +215,16 @@ void PmRegion::Persist(const void* addr, size_t len) {
     // code under test keeps running exactly as if power had already gone.
     uint64_t budget = persist_budget_.load(std::memory_order_relaxed);
     while (budget != UINT64_MAX) {
-      if (budget == 0) return;
+      if (budget == 0) {
+        // Power fails at the first refused call. Stores made after it never
+        // happened, so SimulateCrash resolves dirty lines against the image
+        // as it stood now, not against what the code writes afterwards.
+        if (!power_failed_.exchange(true)) {
+          at_failure_.reset(new std::byte[size_]);
+          std::memcpy(at_failure_.get(), base_, size_);
+        }
+        return;
+      }
       if (persist_budget_.compare_exchange_weak(budget, budget - 1, std::memory_order_relaxed)) {
         break;
       }
@@ -270,9 +279,11 @@ CrashStats PmRegion::SimulateCrash(uint64_t seed) {
 
   Random rng(seed);
   std::byte* durable = durable_.get();
+  // What the media could have seen: the working image when power failed.
+  const std::byte* img = at_failure_ ? at_failure_.get() : base_;
   for (size_t line = 0; line < size_; line += kCacheLine) {
     const size_t line_end = std::min(line + kCacheLine, size_);
-    if (std::memcmp(base_ + line, durable + line, line_end - line) == 0) continue;
+    if (std::memcmp(img + line, durable + line, line_end - line) == 0) continue;
     ++stats.dirty_lines;
 
     // Offsets of the words that actually differ; only they can tear.
@@ -280,7 +291,7 @@ CrashStats PmRegion::SimulateCrash(uint64_t seed) {
     size_t ndiff = 0;
     for (size_t w = line; w < line_end; w += kWord) {
       const size_t n = std::min(kWord, line_end - w);
-      if (std::memcmp(base_ + w, durable + w, n) != 0) diff[ndiff++] = w;
+      if (std::memcmp(img + w, durable + w, n) != 0) diff[ndiff++] = w;
     }
 
     // A line with one differing word cannot be torn at word granularity:
@@ -288,7 +299,7 @@ CrashStats PmRegion::SimulateCrash(uint64_t seed) {
     const uint64_t choice = ndiff >= 2 ? rng.Uniform(3) : rng.Uniform(2);
     if (choice == 0) {
       ++stats.kept;
-      std::memcpy(durable + line, base_ + line, line_end - line);
+      std::memcpy(durable + line, img + line, line_end - line);
     } else if (choice == 1) {
       ++stats.dropped;
     } else {
@@ -302,12 +313,15 @@ CrashStats PmRegion::SimulateCrash(uint64_t seed) {
       } while (take_new == 0 || take_new == all);
       for (size_t i = 0; i < ndiff; ++i) {
         if (take_new & (uint64_t{1} << i)) {
-          std::memcpy(durable + diff[i], base_ + diff[i], std::min(kWord, line_end - diff[i]));
+          std::memcpy(durable + diff[i], img + diff[i], std::min(kWord, line_end - diff[i]));
         }
       }
     }
-    std::memcpy(base_ + line, durable + line, line_end - line);
   }
+  // Lines written after the failure revert too, not only the dirty ones.
+  std::memcpy(base_, durable, size_);
+  at_failure_.reset();
+  power_failed_.store(false);
 
   // The restarted machine sees the resolved image on its media, so a later
   // reopen of the file must read the same thing.
@@ -323,6 +337,8 @@ void PmRegion::FreezePersistenceAfter(uint64_t n) {
   // UINT64_MAX is the "unlimited" sentinel; n that large cannot be reached anyway.
   persist_budget_.store(n, std::memory_order_relaxed);
 }
+
+bool PmRegion::power_failed() const { return power_failed_.load(); }
 
 bool PmRegion::persistence_frozen() const {
   return persist_budget_.load(std::memory_order_relaxed) == 0;

@@ -91,6 +91,9 @@ class PmRegion {
   // power failing part-way through an operation while the code keeps running.
   void FreezePersistenceAfter(uint64_t n);
   bool persistence_frozen() const;
+  // Whether a Persist() call was refused since the last SimulateCrash: power
+  // has failed at that call. An operation that returned before it is durable.
+  bool power_failed() const;
   uint64_t persist_calls() const { return persist_calls_.load(std::memory_order_relaxed); }
 
  private:
@@ -105,6 +108,8 @@ class PmRegion {
   std::unique_ptr<std::byte[]> durable_;  // crash model shadow image, else null
   std::atomic<uint64_t> persist_calls_{0};
   std::atomic<uint64_t> persist_budget_{UINT64_MAX};  // calls still allowed to persist
+  std::atomic<bool> power_failed_{false};
+  std::unique_ptr<std::byte[]> at_failure_;  // working image when power failed
 };
 
 }  // namespace slip::pm

@@ -1,0 +1,545 @@
+#include "store/store.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "common/coding.h"
+#include "common/hash.h"
+
+namespace slip::store {
+namespace {
+
+using log::EntryType;
+using log::SegmentOwner;
+using log::SegmentState;
+
+constexpr uint32_t kNoSegment = UINT32_MAX;
+
+// Header fields read without a CRC check, for entries the store already
+// validated (at write time or by the recovery scan).
+struct RawHeader {
+  EntryType type;
+  uint16_t shard;
+  uint64_t version;
+  uint16_t cnt;
+  uint16_t seq;
+  uint32_t key_len;
+  uint32_t value_len;
+  uint32_t block_payload;
+
+  explicit RawHeader(const std::byte* p)
+      : type(static_cast<EntryType>(LoadLE<uint8_t>(p))),
+        shard(LoadLE<uint16_t>(p + 2)),
+        version(LoadLE<uint64_t>(p + 8) & log::kMaxVersion),
+        cnt(static_cast<uint16_t>(LoadLE<uint64_t>(p + 8) >> 48)),
+        seq(LoadLE<uint16_t>(p + 28)),
+        key_len(LoadLE<uint32_t>(p + 16)),
+        value_len(LoadLE<uint32_t>(p + 20)),
+        block_payload(LoadLE<uint32_t>(p + 24)) {}
+
+  uint32_t BlockBytes() const {
+    uint64_t total = uint64_t{key_len} + value_len;
+    uint64_t chunk = cnt == 1 ? total : std::min<uint64_t>(block_payload, total - uint64_t{seq} * block_payload);
+    return static_cast<uint32_t>(AlignUp(log::kHeaderSize + chunk, log::kAlign));
+  }
+};
+
+// The 8-byte value of a DEL entry: reserved node-local metadata (zero).
+constexpr char kDelValue[8] = {};
+
+}  // namespace
+
+Store::Store(pm::PmRegion* region, StoreOptions options, std::unique_ptr<log::SegmentTable> table)
+    : region_(region),
+      options_(std::move(options)),
+      table_(std::move(table)),
+      shards_(table_->geometry().num_shards),
+      writers_(options_.num_writers),
+      live_(new std::atomic<int64_t>[table_->num_segments()]) {
+  for (auto& s : shards_) s.index = std::make_unique<index::ShardIndex>(static_cast<index::EntryReader*>(this));
+  for (uint32_t i = 0; i < table_->num_segments(); ++i) live_[i] = 0;
+}
+
+Store::~Store() = default;
+
+Result<std::unique_ptr<Store>> Store::Open(pm::PmRegion* region, const StoreOptions& options) {
+  const auto& o = options;
+  if (o.num_writers == 0 || o.num_writers > 4096) {
+    return Status::InvalidArgument("writer count must be 1..4096");
+  }
+  if (o.max_block_bytes < 128 || o.max_block_bytes % log::kAlign != 0) {
+    return Status::InvalidArgument("max_block_bytes must be a multiple of 64, at least 128");
+  }
+  if (uint64_t{o.limits.max_key} + log::kHeaderSize + log::kAlign > o.max_block_bytes) {
+    return Status::InvalidArgument("max_block_bytes " + std::to_string(o.max_block_bytes) +
+                                   " cannot hold a maximal key of " +
+                                   std::to_string(o.limits.max_key) + " bytes in one block");
+  }
+  if (!(o.clean_threshold > 0 && o.clean_threshold <= 1)) {
+    return Status::InvalidArgument("clean_threshold must be in (0, 1]");
+  }
+  std::unique_ptr<log::SegmentTable> table;
+  if (log::SegmentTable::IsBlank(*region)) {
+    SLIP_ASSIGN_OR_RETURN(table, log::SegmentTable::Format(region, o.geometry));
+  } else {
+    SLIP_ASSIGN_OR_RETURN(table, log::SegmentTable::Open(region));
+  }
+  if (o.max_block_bytes > table->segment_size()) {
+    return Status::InvalidArgument("max_block_bytes exceeds the segment size " +
+                                   std::to_string(table->segment_size()));
+  }
+  if (table->num_segments() < o.cleaner_reserve + 2) {
+    return Status::InvalidArgument("region holds only " + std::to_string(table->num_segments()) +
+                                   " segments; need at least " +
+                                   std::to_string(o.cleaner_reserve + 2));
+  }
+  std::unique_ptr<Store> store(new Store(region, o, std::move(table)));
+  SLIP_RETURN_IF_ERROR(store->Recover());
+  return store;
+}
+
+uint32_t Store::ShardOf(uint64_t hash) const {
+  // Shards own contiguous ranges of the 64-bit hash space.
+  __extension__ using U128 = unsigned __int128;
+  return static_cast<uint32_t>((static_cast<U128>(hash) * shards_.size()) >> 64);
+}
+
+index::EntryInfo Store::Read(uint64_t offset) const {
+  const std::byte* p = region_->at(offset);
+  RawHeader h(p);
+  return {std::string_view(reinterpret_cast<const char*>(p + log::kHeaderSize), h.key_len),
+          h.version};
+}
+
+// ---------------------------------------------------------------------------
+// Write path
+
+Status Store::Advance(Writer& w, SegmentOwner owner) {
+  if (w.segment != Writer::kNone) {
+    // A t-log segment skips Used: with no replication in flight every entry
+    // in it is already persistent everywhere it needs to be.
+    SLIP_RETURN_IF_ERROR(table_->Transition(w.segment, SegmentState::kCommitted));
+    w.segment = Writer::kNone;
+  }
+  uint32_t keep = owner == SegmentOwner::kClean ? 0 : options_.cleaner_reserve;
+  SLIP_ASSIGN_OR_RETURN(uint32_t seg, table_->Allocate(owner, keep));
+  w.segment = seg;
+  w.tail = 0;
+  return Status::Ok();
+}
+
+Result<Store::Blocks> Store::Append(Writer& w, SegmentOwner owner, const log::EntryMeta& meta,
+                                   std::string_view key, std::string_view value) {
+  SLIP_ASSIGN_OR_RETURN(log::Layout layout,
+                        log::PlanEntry(key.size(), value.size(), options_.max_block_bytes));
+  const uint64_t payload = key.size() + value.size();
+  Blocks b;
+  for (uint16_t seq = 0; seq < layout.cnt; ++seq) {
+    const uint32_t bytes = layout.BlockBytes(seq, payload);
+    if (w.segment == Writer::kNone || w.tail + bytes > table_->segment_size()) {
+      Status s = Advance(w, owner);
+      if (!s.ok()) {
+        // Hide the blocks already written: zeroing a block's first line ends
+        // a recovery scan of its segment there, and everything after it in
+        // that segment belongs to this entry too (the log is sequential).
+        for (uint64_t off : b.offsets) {
+          std::memset(region_->at(off), 0, pm::kCacheLine);
+          region_->Persist(region_->at(off), pm::kCacheLine);
+        }
+        Retire(b);
+        if (!b.offsets.empty() && table_->SegmentOf(b.offsets.back()) == w.segment) {
+          w.tail = b.offsets.back() - table_->SegmentOffset(w.segment);
+        }
+        return s;
+      }
+    }
+    const uint64_t off = table_->SegmentOffset(w.segment) + w.tail;
+    std::byte* dst = region_->at(off);
+    log::EncodeBlock(meta, key, value, layout, seq, dst);
+    region_->Persist(dst, bytes);
+    live_[w.segment].fetch_add(bytes, std::memory_order_relaxed);
+    w.tail += bytes;
+    b.offsets.push_back(off);
+    b.bytes.push_back(bytes);
+  }
+  appended_.fetch_add(layout.total_bytes, std::memory_order_relaxed);
+  return b;
+}
+
+void Store::Retire(const Blocks& b) {
+  for (size_t i = 0; i < b.offsets.size(); ++i) {
+    live_[table_->SegmentOf(b.offsets[i])].fetch_sub(b.bytes[i], std::memory_order_relaxed);
+  }
+}
+
+Store::Blocks Store::BlocksOf(uint64_t offset0) const {
+  RawHeader h(region_->at(offset0));
+  if (h.cnt == 1) return Blocks{{offset0}, {h.BlockBytes()}};
+  std::lock_guard<std::mutex> lock(large_mu_);
+  auto it = large_.find(offset0);
+  return it == large_.end() ? Blocks{} : it->second;
+}
+
+void Store::RememberLarge(const Blocks& b) {
+  if (b.offsets.size() < 2) return;
+  std::lock_guard<std::mutex> lock(large_mu_);
+  large_[b.offsets[0]] = b;
+  for (size_t i = 1; i < b.offsets.size(); ++i) large_rev_[b.offsets[i]] = b.offsets[0];
+}
+
+Status Store::Write(uint32_t writer, EntryType type, std::string_view key,
+                    std::string_view value) {
+  if (writer >= writers_.size()) {
+    return Status::InvalidArgument("writer " + std::to_string(writer) + " out of range (" +
+                                   std::to_string(writers_.size()) + " writers)");
+  }
+  const uint64_t hash = HashKey(key);
+  const uint32_t shard = ShardOf(hash);
+  Shard& sh = shards_[shard];
+  log::EntryMeta meta{type, static_cast<uint16_t>(shard), 0};
+  SLIP_RETURN_IF_ERROR(log::Validate(meta, key.size(), value.size(), options_.limits));
+  meta.version = sh.version.fetch_add(1) + 1;
+  if (meta.version > log::kMaxVersion) return Status::NoSpace("shard version space exhausted");
+
+  SLIP_ASSIGN_OR_RETURN(Blocks blocks,
+                        Append(writers_[writer], SegmentOwner::kWorker, meta, key, value));
+  RememberLarge(blocks);
+  // Visible only now, after every block is persistent.
+  auto r = sh.index->Upsert(hash, key, meta.version, blocks.offsets[0]);
+  if (!r.applied) {
+    Retire(blocks);  // a concurrent writer of the same key got a newer version in first
+  } else if (r.displaced) {
+    Retire(BlocksOf(*r.displaced));
+  }
+  return Status::Ok();
+}
+
+Status Store::Put(uint32_t writer, std::string_view key, std::string_view value) {
+  SLIP_RETURN_IF_ERROR(Write(writer, EntryType::kPut, key, value));
+  puts_.fetch_add(1, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status Store::Delete(uint32_t writer, std::string_view key) {
+  if (key.empty() || key.size() > options_.limits.max_key) {
+    return Status::InvalidArgument("key length " + std::to_string(key.size()) + " not in 1.." +
+                                   std::to_string(options_.limits.max_key));
+  }
+  // Absent or already deleted: nothing to delete, nothing written.
+  auto cur = Find(key);
+  if (!cur.ok()) return cur.status();  // NotFound, or a read error: nothing written
+  SLIP_RETURN_IF_ERROR(Write(writer, EntryType::kDel, key, std::string_view(kDelValue, 8)));
+  deletes_.fetch_add(1, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------
+// Read path
+
+Result<std::string> Store::ReadValue(uint64_t offset0, std::string_view want_key,
+                                     std::string* key_out) const {
+  // A reader races the cleaner and writers: the segment under `offset0` may be
+  // freed and reused while we read. So every block is copied out of PM first
+  // and only the copy is decoded: a copy torn by a concurrent overwrite fails
+  // its CRC, and a valid entry of another key that now lives there fails the
+  // key comparison. Either way the caller re-reads the index.
+  Blocks b = BlocksOf(offset0);
+  if (b.offsets.empty()) return Status::Corruption("entry blocks unknown");
+  std::vector<std::byte> copy;
+  std::string payload;
+  uint64_t key_len = 0;
+  for (size_t i = 0; i < b.offsets.size(); ++i) {
+    const uint64_t off = b.offsets[i];
+    const uint32_t seg = table_->SegmentOf(off);
+    const uint64_t room = table_->SegmentOffset(seg) + table_->segment_size() - off;
+    const uint64_t len = std::min<uint64_t>({room, b.bytes[i], options_.max_block_bytes});
+    copy.resize(len);
+    std::memcpy(copy.data(), region_->at(off), len);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    auto d = log::DecodeBlock({copy.data(), copy.size()}, options_.limits);
+    if (!d.status.ok()) {
+      return Status::Corruption("entry at offset " + std::to_string(off) + ": " +
+                                d.status.message());
+    }
+    const log::BlockView& v = d.block;
+    if (v.seq != i || v.cnt != b.offsets.size()) {
+      return Status::Corruption("entry at offset " + std::to_string(off) + " changed under the reader");
+    }
+    if (i == 0) {
+      key_len = v.key_len;
+      payload.resize(uint64_t{v.key_len} + v.value_len);
+    } else if (payload.size() != uint64_t{v.key_len} + v.value_len) {
+      return Status::Corruption("entry blocks disagree on their lengths");
+    }
+    std::memcpy(payload.data() + v.chunk_offset, v.chunk.data(), v.chunk.size());
+    if (i == 0 && v.type == EntryType::kDel && v.key_len == want_key.size() &&
+        v.key_len <= v.chunk.size() &&
+        std::memcmp(v.chunk.data(), want_key.data(), want_key.size()) == 0) {
+      return Status::NotFound();
+    }
+  }
+  if (std::string_view(payload).substr(0, key_len) != want_key) {
+    return Status::Corruption("entry at offset " + std::to_string(offset0) +
+                              " holds another key (moved under the reader)");
+  }
+  if (key_out) *key_out = payload.substr(0, key_len);
+  return payload.substr(key_len);
+}
+
+Result<std::string> Store::Get(std::string_view key) const {
+  gets_.fetch_add(1, std::memory_order_relaxed);
+  return Find(key);
+}
+
+Result<std::string> Store::Find(std::string_view key) const {
+  if (key.empty() || key.size() > options_.limits.max_key) {
+    return Status::InvalidArgument("key length " + std::to_string(key.size()) + " not in 1.." +
+                                   std::to_string(options_.limits.max_key));
+  }
+  const uint64_t hash = HashKey(key);
+  const Shard& sh = shards_[ShardOf(hash)];
+  // The cleaner moves an entry before it frees its segment and a concurrent
+  // overwrite only retires the old copy, so an offset read here stays
+  // readable long enough; the CRC check in ReadValue catches a racing reuse,
+  // and the retry re-reads the index.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto off = sh.index->Lookup(hash, key);
+    if (!off) return Status::NotFound();
+    auto v = ReadValue(*off, key, nullptr);
+    if (v.ok() || v.status().Is(Code::kNotFound)) return v;
+    if (sh.index->Lookup(hash, key) == off) return v;  // genuinely corrupt
+  }
+  return Status::Corruption("entry kept moving under the reader");
+}
+
+// ---------------------------------------------------------------------------
+// Cleaner
+
+Result<bool> Store::CleanStep() {
+  std::lock_guard<std::mutex> lock(clean_mu_);
+  uint32_t best = kNoSegment;
+  double best_util = options_.clean_threshold;
+  for (uint32_t seg = 0; seg < table_->num_segments(); ++seg) {
+    if (table_->meta(seg).state != SegmentState::kCommitted) continue;
+    double util = static_cast<double>(live_[seg].load()) / static_cast<double>(table_->segment_size());
+    if (util < best_util) {
+      best_util = util;
+      best = seg;
+    }
+  }
+  if (best == kNoSegment) return false;
+  SLIP_RETURN_IF_ERROR(CleanSegment(best));
+  return true;
+}
+
+Status Store::CleanSegment(uint32_t seg) {
+  const std::byte* base = table_->SegmentBase(seg);
+  const uint64_t seg_off = table_->SegmentOffset(seg);
+  struct Found {
+    uint64_t offset;
+    bool first;  // a block 0 (carries the key)
+  };
+  std::vector<Found> found;
+  for (uint64_t pos = 0; pos + log::kHeaderSize <= table_->segment_size();) {
+    auto d = log::DecodeBlock({base + pos, table_->segment_size() - pos}, options_.limits);
+    if (!d.status.ok()) break;
+    if (d.block.type != EntryType::kCommitVersion) found.push_back({seg_off + pos, d.block.seq == 0});
+    pos += d.block.encoded_bytes;
+  }
+
+  // 1. Relocate every live entry with a block here (whole entry, all blocks).
+  for (const Found& f : found) {
+    uint64_t offset0 = f.offset;
+    if (!f.first) {
+      std::lock_guard<std::mutex> lk(large_mu_);
+      auto it = large_rev_.find(f.offset);
+      if (it == large_rev_.end()) continue;  // orphan block of an entry never applied
+      offset0 = it->second;
+    }
+    RawHeader h(region_->at(offset0));
+    index::EntryInfo info = Read(offset0);
+    const std::string key(info.key);
+    const uint64_t hash = HashKey(key);
+    index::ShardIndex& idx = *shards_[h.shard].index;
+    if (idx.Lookup(hash, key) != offset0) continue;  // dead
+    if (offset0 != f.offset && table_->SegmentOf(offset0) == seg) continue;  // handled at block 0
+    if (h.type == EntryType::kDel && idx.EntryCount(hash, key) == 1) {
+      tombstones_dropped_.fetch_add(1, std::memory_order_relaxed);
+      continue;  // the key's only entry: nothing older can resurface
+    }
+    std::string stored_key;
+    SLIP_ASSIGN_OR_RETURN(std::string value, h.type == EntryType::kDel
+                                                 ? Result<std::string>(std::string(kDelValue, 8))
+                                                 : ReadValue(offset0, key, &stored_key));
+    log::EntryMeta meta{h.type, h.shard, h.version};
+    SLIP_ASSIGN_OR_RETURN(Blocks copy, Append(cleaner_, SegmentOwner::kClean, meta, key, value));
+    RememberLarge(copy);
+    if (idx.Relocate(hash, key, offset0, copy.offsets[0])) {
+      Retire(BlocksOf(offset0));
+    } else {
+      Retire(copy);  // a writer overwrote it meanwhile; the copy is dead but counted
+    }
+    relocated_.fetch_add(1, std::memory_order_relaxed);
+    relocated_bytes_.fetch_add(copy.bytes.size() ? copy.bytes[0] : 0, std::memory_order_relaxed);
+  }
+
+  // 2. Forget every counted entry instance whose block 0 is here.
+  for (const Found& f : found) {
+    RawHeader h(region_->at(f.offset));
+    if (h.cnt > 1) {
+      std::lock_guard<std::mutex> lk(large_mu_);
+      if (!f.first) {
+        large_rev_.erase(f.offset);
+        continue;
+      }
+      auto it = large_.find(f.offset);
+      if (it == large_.end()) continue;  // never counted (incomplete)
+      // Its other blocks may sit in segments cleaned later: they must not
+      // lead back to this offset once the segment is reused.
+      // Only if they still do: a block cleaned earlier may have been freed and
+      // its offset reused by another entry since.
+      for (size_t i = 1; i < it->second.offsets.size(); ++i) {
+        auto rev = large_rev_.find(it->second.offsets[i]);
+        if (rev != large_rev_.end() && rev->second == f.offset) large_rev_.erase(rev);
+      }
+      large_.erase(it);
+    } else if (!f.first) {
+      continue;
+    }
+    index::EntryInfo info = Read(f.offset);
+    shards_[h.shard].index->Release(HashKey(info.key), info.key);
+  }
+
+  // 3. The cleaner's copies must be durable before the originals vanish:
+  //    they are (Append persists each block), so free the segment.
+  SLIP_RETURN_IF_ERROR(table_->Free(seg));
+  live_[seg] = 0;
+  cleaned_.fetch_add(1, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------
+// Cold start
+
+Status Store::Recover() {
+  RecoveryStats& rs = recovery_;
+  struct Partial {
+    uint16_t cnt = 0;
+    std::vector<uint64_t> offset;   // per seq, 0 = not found yet
+    std::vector<uint32_t> bytes;
+    std::vector<uint64_t> firsts;   // every block-0 occurrence (cleaner copies)
+    uint16_t have = 0;
+  };
+  std::map<std::pair<uint16_t, uint64_t>, Partial> partial;
+  std::vector<uint64_t> max_version(shards_.size(), 0);
+
+  auto apply = [&](uint64_t offset0, const Blocks& blocks) {
+    RawHeader h(region_->at(offset0));
+    index::EntryInfo info = Read(offset0);
+    const uint64_t hash = HashKey(info.key);
+    if (ShardOf(hash) != h.shard) return;  // foreign or corrupt: not ours to index
+    RememberLarge(blocks);
+    shards_[h.shard].index->Upsert(hash, info.key, h.version, offset0);
+    ++rs.entries;
+  };
+
+  for (uint32_t seg = 0; seg < table_->num_segments(); ++seg) {
+    const log::SegmentMeta m = table_->meta(seg);
+    if (m.state == SegmentState::kFree) continue;
+    ++rs.segments_scanned;
+    const std::byte* base = table_->SegmentBase(seg);
+    const uint64_t seg_off = table_->SegmentOffset(seg);
+    uint64_t pos = 0;
+    // The tail is where the first block fails to decode: no tail pointer.
+    while (pos + log::kHeaderSize <= table_->segment_size()) {
+      auto d = log::DecodeBlock({base + pos, table_->segment_size() - pos}, options_.limits);
+      if (!d.status.ok()) break;
+      const log::BlockView& b = d.block;
+      ++rs.blocks;
+      if (b.shard < shards_.size()) max_version[b.shard] = std::max(max_version[b.shard], b.version);
+      const uint64_t off = seg_off + pos;
+      if (b.type != EntryType::kCommitVersion && b.shard < shards_.size()) {
+        if (b.cnt == 1) {
+          apply(off, Blocks{{off}, {b.encoded_bytes}});
+        } else {
+          Partial& p = partial[{b.shard, b.version}];
+          if (p.cnt == 0) {
+            p.cnt = b.cnt;
+            p.offset.assign(b.cnt, 0);
+            p.bytes.assign(b.cnt, 0);
+          }
+          if (p.cnt == b.cnt) {
+            if (p.offset[b.seq] == 0) {
+              p.offset[b.seq] = off;
+              p.bytes[b.seq] = b.encoded_bytes;
+              ++p.have;
+            }
+            if (b.seq == 0) p.firsts.push_back(off);
+          }
+        }
+      }
+      pos += b.encoded_bytes;
+    }
+    rs.bytes_scanned += pos;
+    if (pos == 0) {
+      // Nothing valid: a segment allocated just before the crash, or one whose
+      // Free() was interrupted after its first line was zeroed.
+      if (m.state == SegmentState::kUsing) {
+        SLIP_RETURN_IF_ERROR(table_->Transition(seg, SegmentState::kCommitted));
+      } else if (m.state == SegmentState::kUsed) {
+        SLIP_RETURN_IF_ERROR(table_->Transition(seg, SegmentState::kCommitted));
+      }
+      SLIP_RETURN_IF_ERROR(table_->Free(seg));
+      ++rs.segments_freed;
+      continue;
+    }
+    // Seal what was open: writers start on fresh segments after a restart.
+    if (m.state == SegmentState::kUsing || m.state == SegmentState::kUsed) {
+      SLIP_RETURN_IF_ERROR(table_->Transition(seg, SegmentState::kCommitted));
+    }
+  }
+  // Multi-block entries: every copy whose blocks are all present somewhere.
+  // Copies of one entry hold identical bytes, so any valid block of a seq serves.
+  for (auto& [id, p] : partial) {
+    if (p.have < p.cnt) {
+      ++rs.incomplete_entries;
+      continue;
+    }
+    for (uint64_t first : p.firsts) {
+      Blocks b{p.offset, p.bytes};
+      b.offsets[0] = first;
+      b.bytes[0] = p.bytes[0];
+      apply(first, b);
+    }
+  }
+  for (size_t s = 0; s < shards_.size(); ++s) shards_[s].version = max_version[s];
+  // Live bytes: exactly the winners' blocks.
+  for (auto& sh : shards_) {
+    sh.index->ForEach([&](uint64_t off) {
+      Blocks b = BlocksOf(off);
+      for (size_t i = 0; i < b.offsets.size(); ++i) {
+        live_[table_->SegmentOf(b.offsets[i])] += b.bytes[i];
+      }
+    });
+  }
+  return Status::Ok();
+}
+
+StoreStats Store::stats() const {
+  StoreStats s;
+  s.puts = puts_.load();
+  s.deletes = deletes_.load();
+  s.gets = gets_.load();
+  s.appended_bytes = appended_.load();
+  s.segments_cleaned = cleaned_.load();
+  s.entries_relocated = relocated_.load();
+  s.relocated_bytes = relocated_bytes_.load();
+  s.tombstones_dropped = tombstones_dropped_.load();
+  s.free_segments = table_->free_count();
+  s.num_segments = table_->num_segments();
+  for (const auto& sh : shards_) s.keys += sh.index->size();
+  return s;
+}
+
+}  // namespace slip::store

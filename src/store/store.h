@@ -1,0 +1,162 @@
+// Store: the storage engine of one node — per-writer logs of 64 B-aligned
+// entries in PM segments, a DRAM index per shard, a cleaner, and cold start.
+//
+// The store is a passive library: it spawns no threads, reads no clock and
+// never blocks on anything but its own short mutexes. Callers (a server's
+// worker threads, a benchmark, the simulator) drive it; background work is
+// the CleanStep() step function.
+//
+// Durability contract: when Put/Delete returns OK the entry is persistent
+// (PmRegion::Persist returned) and visible to Get. After a crash and Open(),
+// every acknowledged operation is present with its latest value, deleted keys
+// stay deleted, and an operation that did not return is either wholly
+// visible or not at all (docs/design-notes.md "Store recovery").
+//
+// Threading: Put/Delete with *different* writer ids, Get, and one CleanStep
+// at a time may all run concurrently. A writer id is owned by one thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "index/shard_index.h"
+#include "log/entry.h"
+#include "log/segment_table.h"
+#include "pm/region.h"
+
+namespace slip::store {
+
+struct StoreOptions {
+  // --- correctness ---
+  // Used only to format a blank region; an existing region keeps its own.
+  log::Geometry geometry;
+  log::Limits limits;
+
+  // --- performance ---
+  uint32_t num_writers = 1;  // per-thread logs (t-logs)
+  // Largest block an entry is split into. Bigger = less header overhead for
+  // big values; must hold a maximal key in block 0 and fit in a segment.
+  uint32_t max_block_bytes = 1 << 20;
+  // The cleaner picks Committed segments whose live fraction is below this.
+  double clean_threshold = 0.75;
+  // Free segments that writers may not take, so the cleaner can always make
+  // progress (it needs at most one to relocate a segment's live data).
+  uint32_t cleaner_reserve = 2;
+};
+
+struct StoreStats {
+  uint64_t puts = 0, deletes = 0, gets = 0;
+  uint64_t appended_bytes = 0;        // PM bytes written by writers (incl. padding)
+  uint64_t segments_cleaned = 0;
+  uint64_t entries_relocated = 0;
+  uint64_t relocated_bytes = 0;
+  uint64_t tombstones_dropped = 0;
+  uint32_t free_segments = 0;
+  uint32_t num_segments = 0;
+  uint64_t keys = 0;                  // indexed keys (incl. tombstoned ones)
+};
+
+struct RecoveryStats {
+  uint32_t segments_scanned = 0;
+  uint64_t bytes_scanned = 0;       // bytes of valid blocks walked
+  uint64_t blocks = 0;
+  uint64_t entries = 0;             // complete entries applied to the index
+  uint64_t incomplete_entries = 0;  // multi-block entries missing blocks (never acknowledged)
+  uint32_t segments_freed = 0;      // non-free segments found empty (e.g. crash mid-free)
+};
+
+class Store final : private index::EntryReader {
+ public:
+  // Formats a blank region, or recovers an existing one.
+  static Result<std::unique_ptr<Store>> Open(pm::PmRegion* region, const StoreOptions& options);
+  ~Store() override;
+
+  Status Put(uint32_t writer, std::string_view key, std::string_view value);
+  // NotFound (and nothing written) when the key is absent.
+  Status Delete(uint32_t writer, std::string_view key);
+  // The value, NotFound, or Corruption if the stored bytes fail their CRC.
+  Result<std::string> Get(std::string_view key) const;
+
+  // Cleans at most one segment (the least utilised Committed one below the
+  // threshold). Returns whether it cleaned one.
+  Result<bool> CleanStep();
+
+  StoreStats stats() const;
+  const RecoveryStats& recovery_stats() const { return recovery_; }
+  const log::SegmentTable& segments() const { return *table_; }
+  const StoreOptions& options() const { return options_; }
+  uint32_t ShardOf(uint64_t hash) const;
+  uint64_t shard_version(uint32_t shard) const { return shards_[shard].version.load(); }
+  // Live bytes the index references in a segment (cleaner's utilisation).
+  int64_t live_bytes(uint32_t segment) const { return live_[segment].load(); }
+
+ private:
+  struct Shard {
+    std::atomic<uint64_t> version{0};
+    std::unique_ptr<index::ShardIndex> index;
+  };
+  // A log being appended to: a worker's t-log or the cleaner's log.
+  struct Writer {
+    static constexpr uint32_t kNone = UINT32_MAX;
+    uint32_t segment = kNone;
+    uint64_t tail = 0;
+  };
+  // Where an entry's blocks are (offsets in the region, with padded sizes).
+  struct Blocks {
+    std::vector<uint64_t> offsets;
+    std::vector<uint32_t> bytes;
+  };
+
+  Store(pm::PmRegion* region, StoreOptions options, std::unique_ptr<log::SegmentTable> table);
+
+  Status Write(uint32_t writer, log::EntryType type, std::string_view key, std::string_view value);
+  // Appends every block of an entry to `w`, persisting each. On failure
+  // nothing of the entry stays visible to a recovery scan.
+  Result<Blocks> Append(Writer& w, log::SegmentOwner owner, const log::EntryMeta& meta,
+                        std::string_view key, std::string_view value);
+  Status Advance(Writer& w, log::SegmentOwner owner);
+  void Retire(const Blocks& b);            // entry instance became dead: drop its live bytes
+  Blocks BlocksOf(uint64_t offset0) const;  // REQUIRES: a counted entry
+  void RememberLarge(const Blocks& b);
+  // The value of the entry whose block 0 is at offset0, which must hold
+  // `want_key`; NotFound for a tombstone; Corruption if the bytes there fail
+  // their CRC or hold another key (possibly because they moved).
+  Result<std::string> Find(std::string_view key) const;  // Get without counting
+  Result<std::string> ReadValue(uint64_t offset0, std::string_view want_key,
+                                std::string* key_out) const;
+
+  Status Recover();
+  Status CleanSegment(uint32_t seg);
+
+  index::EntryInfo Read(uint64_t offset) const override;
+
+  pm::PmRegion* region_;
+  StoreOptions options_;
+  std::unique_ptr<log::SegmentTable> table_;
+  std::vector<Shard> shards_;
+  std::vector<Writer> writers_;
+  Writer cleaner_;
+  std::mutex clean_mu_;
+  std::unique_ptr<std::atomic<int64_t>[]> live_;  // per segment
+
+  // Multi-block entries: block-0 offset -> all blocks, and the reverse for
+  // blocks 1..n. Only entries that were applied to an index appear here.
+  mutable std::mutex large_mu_;
+  std::unordered_map<uint64_t, Blocks> large_;
+  std::unordered_map<uint64_t, uint64_t> large_rev_;
+
+  RecoveryStats recovery_;
+  mutable std::atomic<uint64_t> gets_{0};
+  std::atomic<uint64_t> puts_{0}, deletes_{0}, appended_{0};
+  std::atomic<uint64_t> cleaned_{0}, relocated_{0}, relocated_bytes_{0}, tombstones_dropped_{0};
+};
+
+}  // namespace slip::store

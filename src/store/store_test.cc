@@ -1,0 +1,273 @@
+#include "store/store.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "common/random.h"
+
+namespace slip::store {
+namespace {
+
+std::unique_ptr<pm::PmRegion> MakeRegion(size_t size) {
+  auto r = pm::PmRegion::Anonymous(size, {});
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return std::move(r).value();
+}
+
+StoreOptions SmallOptions() {
+  StoreOptions o;
+  o.geometry.segment_size = 64 << 10;
+  o.geometry.num_shards = 4;
+  o.max_block_bytes = 8192;
+  o.limits.max_key = 1024;
+  o.limits.max_value = 1 << 20;
+  o.num_writers = 2;
+  return o;
+}
+
+std::string Value(Random& rng, size_t n) {
+  std::string v(n, '\0');
+  for (auto& c : v) c = static_cast<char>('a' + rng.Uniform(26));
+  return v;
+}
+
+TEST(StoreTest, PutGetDeleteOverwrite) {
+  auto region = MakeRegion(4 << 20);
+  auto store = std::move(Store::Open(region.get(), SmallOptions())).value();
+  EXPECT_TRUE(store->Get("a").status().Is(Code::kNotFound));
+  ASSERT_TRUE(store->Put(0, "a", "1").ok());
+  ASSERT_TRUE(store->Put(1, "b", "2").ok());
+  EXPECT_EQ(*store->Get("a"), "1");
+  ASSERT_TRUE(store->Put(0, "a", "one").ok());
+  EXPECT_EQ(*store->Get("a"), "one");
+  ASSERT_TRUE(store->Delete(1, "a").ok());
+  EXPECT_TRUE(store->Get("a").status().Is(Code::kNotFound));
+  EXPECT_TRUE(store->Delete(1, "a").Is(Code::kNotFound));
+  EXPECT_TRUE(store->Delete(1, "never").Is(Code::kNotFound));
+  ASSERT_TRUE(store->Put(0, "a", "again").ok());
+  EXPECT_EQ(*store->Get("a"), "again");
+  ASSERT_TRUE(store->Put(0, "empty", "").ok());
+  EXPECT_EQ(*store->Get("empty"), "");
+}
+
+TEST(StoreTest, BadInputIsRefusedAndChangesNothing) {
+  auto region = MakeRegion(4 << 20);
+  auto store = std::move(Store::Open(region.get(), SmallOptions())).value();
+  ASSERT_TRUE(store->Put(0, "k", "v").ok());
+  auto before = store->stats().appended_bytes;
+  EXPECT_TRUE(store->Put(0, std::string(1025, 'k'), "v").Is(Code::kTooLarge));
+  EXPECT_TRUE(store->Put(0, "k", std::string((1 << 20) + 1, 'v')).Is(Code::kTooLarge));
+  EXPECT_TRUE(store->Put(0, "", "v").Is(Code::kInvalidArgument));
+  EXPECT_TRUE(store->Put(7, "k", "v").Is(Code::kInvalidArgument));
+  EXPECT_TRUE(store->Get("").status().Is(Code::kInvalidArgument));
+  EXPECT_EQ(store->stats().appended_bytes, before);
+  EXPECT_EQ(*store->Get("k"), "v");
+}
+
+TEST(StoreTest, OptionsAreValidated) {
+  auto region = MakeRegion(4 << 20);
+  StoreOptions o = SmallOptions();
+  o.max_block_bytes = 1000;
+  EXPECT_TRUE(Store::Open(region.get(), o).status().Is(Code::kInvalidArgument));
+  o = SmallOptions();
+  o.limits.max_key = 64 << 10;  // cannot fit in an 8 KiB block
+  EXPECT_TRUE(Store::Open(region.get(), o).status().Is(Code::kInvalidArgument));
+}
+
+TEST(StoreTest, LargeValuesSpanBlocksAndSegments) {
+  auto region = MakeRegion(8 << 20);
+  auto store = std::move(Store::Open(region.get(), SmallOptions())).value();
+  Random rng(5);
+  std::string big = Value(rng, 300 << 10);  // ~37 blocks over ~5 segments
+  ASSERT_TRUE(store->Put(0, "big", big).ok());
+  ASSERT_TRUE(store->Put(0, "small", "x").ok());
+  EXPECT_EQ(*store->Get("big"), big);
+  // Cold start rebuilds the multi-block entry from its blocks.
+  store.reset();
+  store = std::move(Store::Open(region.get(), SmallOptions())).value();
+  EXPECT_EQ(*store->Get("big"), big);
+  EXPECT_EQ(*store->Get("small"), "x");
+  EXPECT_EQ(store->recovery_stats().incomplete_entries, 0u);
+}
+
+TEST(StoreTest, ColdStartFromFileKeepsDataAndVersionsGrow) {
+  auto dir = std::filesystem::temp_directory_path() / ("slip_store_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "pm").string();
+  std::map<std::string, std::string> model;
+  uint64_t versions_before = 0;
+  {
+    auto region = std::move(pm::PmRegion::OpenFile(path, 4 << 20, {})).value();
+    auto store = std::move(Store::Open(region.get(), SmallOptions())).value();
+    Random rng(9);
+    for (int i = 0; i < 2000; ++i) {
+      std::string k = "key" + std::to_string(rng.Uniform(200));
+      if (rng.Bernoulli(0.2) && model.count(k)) {
+        ASSERT_TRUE(store->Delete(0, k).ok());
+        model.erase(k);
+      } else {
+        std::string v = Value(rng, rng.Uniform(300));
+        ASSERT_TRUE(store->Put(i % 2, k, v).ok());
+        model[k] = v;
+      }
+    }
+    for (uint32_t s = 0; s < 4; ++s) versions_before += store->shard_version(s);
+  }
+  auto region = std::move(pm::PmRegion::OpenFile(path, 0, {})).value();
+  auto store = std::move(Store::Open(region.get(), SmallOptions())).value();
+  for (int k = 0; k < 200; ++k) {
+    std::string key = "key" + std::to_string(k);
+    auto got = store->Get(key);
+    if (model.count(key)) {
+      ASSERT_TRUE(got.ok()) << key;
+      EXPECT_EQ(*got, model[key]);
+    } else {
+      EXPECT_TRUE(got.status().Is(Code::kNotFound)) << key;
+    }
+  }
+  uint64_t versions_after = 0;
+  for (uint32_t s = 0; s < 4; ++s) versions_after += store->shard_version(s);
+  EXPECT_EQ(versions_after, versions_before);  // next writes continue above every entry
+  std::filesystem::remove_all(dir);
+}
+
+TEST(StoreTest, CleanerReclaimsSpaceWithoutLosingOrResurrecting) {
+  auto region = MakeRegion(2 << 20);  // ~30 segments of 64 KiB
+  StoreOptions o = SmallOptions();
+  auto store = std::move(Store::Open(region.get(), o)).value();
+  std::map<std::string, std::string> model;
+  Random rng(21);
+  // Far more bytes than the region holds: only cleaning makes this possible.
+  for (int i = 0; i < 60000; ++i) {
+    std::string k = "k" + std::to_string(rng.Uniform(100));
+    Status s;
+    if (rng.Bernoulli(0.3)) {
+      s = store->Delete(0, k);
+      if (s.ok()) model.erase(k);
+      if (s.Is(Code::kNotFound)) s = Status::Ok();
+    } else {
+      std::string v = Value(rng, 50 + rng.Uniform(150));
+      s = store->Put(0, k, v);
+      if (s.ok()) model[k] = v;
+    }
+    if (s.Is(Code::kNoSpace)) {
+      auto cleaned = store->CleanStep();
+      ASSERT_TRUE(cleaned.ok()) << cleaned.status().ToString();
+      ASSERT_TRUE(*cleaned) << "no segment to clean at op " << i;
+      continue;
+    }
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    if (i % 50 == 0) {
+      ASSERT_TRUE(store->CleanStep().ok());
+    }
+  }
+  auto st = store->stats();
+  EXPECT_GT(st.segments_cleaned, 10u);
+  EXPECT_GT(st.tombstones_dropped, 0u);
+  auto check = [&](Store& s) {
+    for (int k = 0; k < 100; ++k) {
+      std::string key = "k" + std::to_string(k);
+      auto got = s.Get(key);
+      if (model.count(key)) {
+        ASSERT_TRUE(got.ok()) << key << ": " << got.status().ToString();
+        EXPECT_EQ(*got, model[key]);
+      } else {
+        EXPECT_TRUE(got.status().Is(Code::kNotFound)) << key << " resurrected";
+      }
+    }
+  };
+  check(*store);
+  store.reset();
+  store = std::move(Store::Open(region.get(), o)).value();
+  check(*store);
+}
+
+TEST(StoreTest, NoSpaceIsAClearErrorAndKeepsData) {
+  auto region = MakeRegion(1 << 20);
+  auto store = std::move(Store::Open(region.get(), SmallOptions())).value();
+  Random rng(2);
+  int stored = 0;
+  Status s;
+  while ((s = store->Put(0, "key" + std::to_string(stored), Value(rng, 500))).ok()) ++stored;
+  EXPECT_TRUE(s.Is(Code::kNoSpace)) << s.ToString();
+  EXPECT_GT(stored, 100);
+  for (int i = 0; i < stored; i += 37) EXPECT_TRUE(store->Get("key" + std::to_string(i)).ok());
+}
+
+TEST(StoreTest, ConcurrentWritersReaderAndCleaner) {
+  auto region = MakeRegion(8 << 20);
+  auto store = std::move(Store::Open(region.get(), SmallOptions())).value();
+  std::atomic<bool> stop{false};
+  std::map<std::string, std::string> final_values[2];
+  auto writer = [&](uint32_t w) {
+    Random rng(w + 100);
+    for (int i = 0; i < 20000; ++i) {
+      // Each writer owns its keys, so the final value per key is known.
+      std::string k = "w" + std::to_string(w) + "_" + std::to_string(rng.Uniform(300));
+      std::string v = Value(rng, 20 + rng.Uniform(100));
+      Status s = store->Put(w, k, v);
+      while (s.Is(Code::kNoSpace)) s = store->Put(w, k, v);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      final_values[w][k] = v;
+    }
+  };
+  std::thread cleaner([&] {
+    while (!stop) ASSERT_TRUE(store->CleanStep().ok());
+  });
+  std::thread reader([&] {
+    Random rng(7);
+    while (!stop) {
+      auto got = store->Get("w0_" + std::to_string(rng.Uniform(300)));
+      ASSERT_TRUE(got.ok() || got.status().Is(Code::kNotFound)) << got.status().ToString();
+    }
+  });
+  std::thread w0(writer, 0), w1(writer, 1);
+  w0.join();
+  w1.join();
+  stop = true;
+  cleaner.join();
+  reader.join();
+  for (auto& m : final_values)
+    for (auto& [k, v] : m) EXPECT_EQ(*store->Get(k), v) << k;
+}
+
+TEST(SegmentTableTest, StateMachineRejectsIllegalTransitions) {
+  auto region = MakeRegion(1 << 20);
+  log::Geometry g;
+  g.segment_size = 64 << 10;
+  auto t = std::move(log::SegmentTable::Format(region.get(), g)).value();
+  uint32_t id = *t->Allocate(log::SegmentOwner::kWorker);
+  EXPECT_EQ(t->meta(id).state, log::SegmentState::kUsing);
+  EXPECT_TRUE(t->Free(id).Is(Code::kInvalidArgument));  // Using -> Free
+  EXPECT_TRUE(t->Transition(id, log::SegmentState::kUsed).ok());
+  EXPECT_TRUE(t->Transition(id, log::SegmentState::kUsing).Is(Code::kInvalidArgument));
+  EXPECT_TRUE(t->Transition(id, log::SegmentState::kCommitted).ok());
+  uint64_t seq = t->meta(id).seq;
+  EXPECT_TRUE(t->Free(id).ok());
+  EXPECT_EQ(t->meta(id).state, log::SegmentState::kFree);
+  uint32_t again = *t->Allocate(log::SegmentOwner::kClean);
+  EXPECT_EQ(again, id);  // lowest free id first: address order
+  EXPECT_GT(t->meta(again).seq, seq);
+  // The meta table survives a reopen.
+  auto t2 = std::move(log::SegmentTable::Open(region.get())).value();
+  EXPECT_EQ(t2->meta(again).state, log::SegmentState::kUsing);
+  EXPECT_EQ(t2->meta(again).owner, log::SegmentOwner::kClean);
+  EXPECT_EQ(t2->free_count(), t->free_count());
+}
+
+TEST(SegmentTableTest, DamagedSuperblockIsCorruption) {
+  auto region = MakeRegion(1 << 20);
+  log::Geometry g;
+  g.segment_size = 64 << 10;
+  ASSERT_TRUE(log::SegmentTable::Format(region.get(), g).ok());
+  region->base()[20] ^= std::byte{1};
+  EXPECT_TRUE(log::SegmentTable::Open(region.get()).status().Is(Code::kCorruption));
+  EXPECT_TRUE(Store::Open(region.get(), SmallOptions()).status().Is(Code::kCorruption));
+}
+
+}  // namespace
+}  // namespace slip::store
