@@ -163,7 +163,6 @@ Result<Store::Blocks> Store::Append(Writer& w, SegmentOwner owner, const log::En
     b.offsets.push_back(off);
     b.bytes.push_back(bytes);
   }
-  appended_.fetch_add(layout.total_bytes, std::memory_order_relaxed);
   return b;
 }
 
@@ -204,6 +203,7 @@ Status Store::Write(uint32_t writer, EntryType type, std::string_view key,
 
   SLIP_ASSIGN_OR_RETURN(Blocks blocks,
                         Append(writers_[writer], SegmentOwner::kWorker, meta, key, value));
+  for (uint32_t bytes : blocks.bytes) appended_.fetch_add(bytes, std::memory_order_relaxed);
   RememberLarge(blocks);
   // Visible only now, after every block is persistent.
   auto r = sh.index->Upsert(hash, key, meta.version, blocks.offsets[0]);
@@ -381,7 +381,7 @@ Status Store::CleanSegment(uint32_t seg) {
       Retire(copy);  // a writer overwrote it meanwhile; the copy is dead but counted
     }
     relocated_.fetch_add(1, std::memory_order_relaxed);
-    relocated_bytes_.fetch_add(copy.bytes.size() ? copy.bytes[0] : 0, std::memory_order_relaxed);
+    for (uint32_t bytes : copy.bytes) relocated_bytes_.fetch_add(bytes, std::memory_order_relaxed);
   }
 
   // 2. Forget every counted entry instance whose block 0 is here.
@@ -440,7 +440,16 @@ Status Store::Recover() {
     const uint64_t hash = HashKey(info.key);
     if (ShardOf(hash) != h.shard) return;  // foreign or corrupt: not ours to index
     RememberLarge(blocks);
-    shards_[h.shard].index->Upsert(hash, info.key, h.version, offset0);
+    auto r = shards_[h.shard].index->Upsert(hash, info.key, h.version, offset0);
+    // Live bytes as we go: the winner's blocks count, a displaced entry's
+    // stop counting. (A second pass over the index would touch every entry
+    // in PM again, at a cache miss each.)
+    if (r.applied) {
+      for (size_t i = 0; i < blocks.offsets.size(); ++i) {
+        live_[table_->SegmentOf(blocks.offsets[i])] += blocks.bytes[i];
+      }
+      if (r.displaced) Retire(BlocksOf(*r.displaced));
+    }
     ++rs.entries;
   };
 
@@ -514,16 +523,13 @@ Status Store::Recover() {
     }
   }
   for (size_t s = 0; s < shards_.size(); ++s) shards_[s].version = max_version[s];
-  // Live bytes: exactly the winners' blocks.
-  for (auto& sh : shards_) {
-    sh.index->ForEach([&](uint64_t off) {
-      Blocks b = BlocksOf(off);
-      for (size_t i = 0; i < b.offsets.size(); ++i) {
-        live_[table_->SegmentOf(b.offsets[i])] += b.bytes[i];
-      }
-    });
-  }
   return Status::Ok();
+}
+
+bool Store::NeedsCleaning() const {
+  return table_->free_count() <
+         static_cast<uint32_t>(options_.clean_below_free_fraction * table_->num_segments()) +
+             options_.cleaner_reserve;
 }
 
 StoreStats Store::stats() const {

@@ -47,6 +47,10 @@ struct StoreOptions {
   uint32_t max_block_bytes = 1 << 20;
   // The cleaner picks Committed segments whose live fraction is below this.
   double clean_threshold = 0.75;
+  // NeedsCleaning() says yes while fewer than this fraction of all segments
+  // (plus the reserve) are free: cleaning earlier only rewrites live data
+  // that later overwrites might have killed for free.
+  double clean_below_free_fraction = 0.25;
   // Free segments that writers may not take, so the cleaner can always make
   // progress (it needs at most one to relocate a segment's live data).
   uint32_t cleaner_reserve = 2;
@@ -54,10 +58,10 @@ struct StoreOptions {
 
 struct StoreStats {
   uint64_t puts = 0, deletes = 0, gets = 0;
-  uint64_t appended_bytes = 0;        // PM bytes written by writers (incl. padding)
+  uint64_t appended_bytes = 0;        // PM bytes written by Put/Delete (headers, padding)
   uint64_t segments_cleaned = 0;
   uint64_t entries_relocated = 0;
-  uint64_t relocated_bytes = 0;
+  uint64_t relocated_bytes = 0;       // PM bytes the cleaner rewrote
   uint64_t tombstones_dropped = 0;
   uint32_t free_segments = 0;
   uint32_t num_segments = 0;
@@ -88,6 +92,10 @@ class Store final : private index::EntryReader {
   // Cleans at most one segment (the least utilised Committed one below the
   // threshold). Returns whether it cleaned one.
   Result<bool> CleanStep();
+
+  // Whether free space is low enough that the caller should drive
+  // CleanStep() (see StoreOptions::clean_below_free_fraction).
+  bool NeedsCleaning() const;
 
   StoreStats stats() const;
   const RecoveryStats& recovery_stats() const { return recovery_; }

@@ -1,0 +1,131 @@
+// slip: the Slipstream command.
+//
+//   slip bench [--workload a] [--seconds 5] ...   run a workload, print figures
+//   slip put --dir DIR KEY VALUE                   store a value
+//   slip get --dir DIR KEY                         print the value alone on stdout
+//   slip del --dir DIR KEY                         delete a key
+//   slip inspect --dir DIR                         PM layout and recovery figures
+//
+// Errors are one line on stderr and a non-zero exit status.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "cli/local_bench.h"
+#include "store/store.h"
+
+namespace {
+
+using slip::Status;
+
+// A local store under DIR/pm (created on first use).
+struct LocalStore {
+  std::unique_ptr<slip::pm::PmRegion> region;
+  std::unique_ptr<slip::store::Store> store;
+};
+
+slip::Result<LocalStore> OpenLocal(const std::string& dir, uint64_t size_mb) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::IoError("cannot create " + dir + ": " + ec.message());
+  const std::string path = dir + "/pm";
+  const uint64_t size = std::filesystem::exists(path) ? 0 : size_mb << 20;
+  SLIP_ASSIGN_OR_RETURN(auto region, slip::pm::PmRegion::OpenFile(path, size, {}));
+  SLIP_ASSIGN_OR_RETURN(auto store, slip::store::Store::Open(region.get(), {}));
+  return LocalStore{std::move(region), std::move(store)};
+}
+
+int Fail(const std::string& what, const Status& s) {
+  std::fprintf(stderr, "slip %s: %s\n", what.c_str(), s.ToString().c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Slipstream: a replicated key-value store for fast remote persistent memory"};
+  app.require_subcommand(1);
+
+  slip::cli::LocalBenchOptions bo;
+  auto* bench = app.add_subcommand("bench", "run a YCSB-style workload and print its figures");
+  bench->add_option("-w,--workload", bo.workload, "load | a | b | c")->capture_default_str();
+  bench->add_option("--distribution", bo.distribution, "zipfian | uniform")->capture_default_str();
+  bench->add_option("-s,--seconds", bo.seconds, "measured run time")->capture_default_str();
+  bench->add_option("-t,--threads", bo.threads, "client threads (each a writer)")->capture_default_str();
+  bench->add_option("-n,--records", bo.records, "records loaded before the run")->capture_default_str();
+  bench->add_option("--value-size", bo.value_size, "value bytes")->capture_default_str();
+  bench->add_option("--dir", bo.dir, "keep PM in DIR/pm (default: anonymous memory)");
+  bench->add_option("--region-mb", bo.region_mb, "PM region size")->capture_default_str();
+  bench->add_option("--seed", bo.seed, "workload seed")->capture_default_str();
+
+  std::string dir, key, value;
+  uint64_t size_mb = 256;
+  auto add_dir = [&](CLI::App* c) {
+    c->add_option("--dir", dir, "data directory")->required();
+    c->add_option("--size-mb", size_mb, "PM size when creating the store")->capture_default_str();
+  };
+  auto* put = app.add_subcommand("put", "store KEY = VALUE");
+  add_dir(put);
+  put->add_option("key", key)->required();
+  put->add_option("value", value)->required();
+  auto* get = app.add_subcommand("get", "print the value of KEY");
+  add_dir(get);
+  get->add_option("key", key)->required();
+  auto* del = app.add_subcommand("del", "delete KEY");
+  add_dir(del);
+  del->add_option("key", key)->required();
+  auto* inspect = app.add_subcommand("inspect", "show the store's PM layout and recovery figures");
+  add_dir(inspect);
+
+  CLI11_PARSE(app, argc, argv);
+
+  if (*bench) return slip::cli::RunLocalBench(bo);
+
+  auto local = OpenLocal(dir, size_mb);
+  if (!local.ok()) return Fail(app.get_subcommands()[0]->get_name(), local.status());
+  slip::store::Store& st = *local->store;
+  if (*put) {
+    Status s = st.Put(0, key, value);
+    return s.ok() ? 0 : Fail("put", s);
+  }
+  if (*get) {
+    auto v = st.Get(key);
+    if (!v.ok()) {
+      if (v.status().Is(slip::Code::kNotFound)) {
+        std::fprintf(stderr, "slip get: key not found: %s\n", key.c_str());
+        return 1;
+      }
+      return Fail("get", v.status());
+    }
+    std::cout << *v << "\n";
+    return 0;
+  }
+  if (*del) {
+    Status s = st.Delete(0, key);
+    if (s.Is(slip::Code::kNotFound)) {
+      std::fprintf(stderr, "slip del: key not found: %s\n", key.c_str());
+      return 1;
+    }
+    return s.ok() ? 0 : Fail("del", s);
+  }
+  if (*inspect) {
+    const auto& seg = st.segments();
+    const auto& rs = st.recovery_stats();
+    auto stats = st.stats();
+    uint32_t by_state[4] = {};
+    for (uint32_t i = 0; i < seg.num_segments(); ++i) ++by_state[static_cast<int>(seg.meta(i).state)];
+    std::printf("segments      %u x %llu B (free %u, using %u, used %u, committed %u)\n",
+                seg.num_segments(), static_cast<unsigned long long>(seg.segment_size()), by_state[0],
+                by_state[1], by_state[2], by_state[3]);
+    std::printf("shards        %u\n", seg.geometry().num_shards);
+    std::printf("keys          %llu (including tombstones)\n", static_cast<unsigned long long>(stats.keys));
+    std::printf("recovery      %u segments, %llu bytes, %llu blocks, %llu entries, %llu incomplete\n",
+                rs.segments_scanned, static_cast<unsigned long long>(rs.bytes_scanned),
+                static_cast<unsigned long long>(rs.blocks), static_cast<unsigned long long>(rs.entries),
+                static_cast<unsigned long long>(rs.incomplete_entries));
+    return 0;
+  }
+  return 0;
+}
