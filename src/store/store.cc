@@ -195,22 +195,81 @@ Status Store::Write(uint32_t writer, EntryType type, std::string_view key,
   }
   const uint64_t hash = HashKey(key);
   const uint32_t shard = ShardOf(hash);
-  Shard& sh = shards_[shard];
   log::EntryMeta meta{type, static_cast<uint16_t>(shard), 0};
   SLIP_RETURN_IF_ERROR(log::Validate(meta, key.size(), value.size(), options_.limits));
-  meta.version = sh.version.fetch_add(1) + 1;
+  meta.version = shards_[shard].version.fetch_add(1) + 1;
   if (meta.version > log::kMaxVersion) return Status::NoSpace("shard version space exhausted");
+  return WriteVersioned(writer, meta, hash, key, value);
+}
 
+Status Store::WriteVersioned(uint32_t writer, const log::EntryMeta& meta, uint64_t hash,
+                             std::string_view key, std::string_view value) {
   SLIP_ASSIGN_OR_RETURN(Blocks blocks,
                         Append(writers_[writer], SegmentOwner::kWorker, meta, key, value));
   for (uint32_t bytes : blocks.bytes) appended_.fetch_add(bytes, std::memory_order_relaxed);
   RememberLarge(blocks);
   // Visible only now, after every block is persistent.
-  auto r = sh.index->Upsert(hash, key, meta.version, blocks.offsets[0]);
+  auto r = shards_[meta.shard].index->Upsert(hash, key, meta.version, blocks.offsets[0]);
   if (!r.applied) {
-    Retire(blocks);  // a concurrent writer of the same key got a newer version in first
+    Retire(blocks);  // a newer version of the key was indexed first
   } else if (r.displaced) {
     Retire(BlocksOf(*r.displaced));
+  }
+  return Status::Ok();
+}
+
+Status Store::Apply(uint32_t writer, const log::EntryMeta& meta, std::string_view key,
+                    std::string_view value) {
+  if (writer >= writers_.size()) {
+    return Status::InvalidArgument("writer " + std::to_string(writer) + " out of range (" +
+                                   std::to_string(writers_.size()) + " writers)");
+  }
+  if (meta.type != EntryType::kPut && meta.type != EntryType::kDel) {
+    return Status::InvalidArgument("only PUT and DEL entries can be applied");
+  }
+  if (meta.version == 0 || meta.version > log::kMaxVersion) {
+    return Status::InvalidArgument("version " + std::to_string(meta.version) + " out of range");
+  }
+  // A DEL carries no value from the primary; ours holds 8 reserved bytes.
+  const std::string_view stored = meta.type == EntryType::kDel ? std::string_view(kDelValue, 8) : value;
+  SLIP_RETURN_IF_ERROR(log::Validate(meta, key.size(), stored.size(), options_.limits));
+  const uint64_t hash = HashKey(key);
+  if (meta.shard >= shards_.size() || ShardOf(hash) != meta.shard) {
+    return Status::InvalidArgument("entry for shard " + std::to_string(meta.shard) +
+                                   " holds a key of shard " + std::to_string(ShardOf(hash)));
+  }
+  RaiseShardVersion(meta.shard, meta.version);
+  return WriteVersioned(writer, meta, hash, key, stored);
+}
+
+void Store::RaiseShardVersion(uint32_t shard, uint64_t version) {
+  auto& v = shards_[shard].version;
+  uint64_t cur = v.load();
+  while (cur < version && !v.compare_exchange_weak(cur, version)) {
+  }
+}
+
+Status Store::ForEachInShard(uint32_t shard,
+                             const std::function<Status(const ShardEntry&)>& fn) const {
+  if (shard >= shards_.size()) return Status::InvalidArgument("no such shard");
+  // Keys are collected under the index lock, where every offset is current
+  // (the cleaner frees a segment only after moving the index off it); each
+  // entry is then read by key, the safe way, since it may move meanwhile.
+  std::vector<std::string> keys;
+  shards_[shard].index->ForEach([&](uint64_t off) { keys.emplace_back(Read(off).key); });
+  for (std::string& key : keys) {
+    ShardEntry e;
+    e.meta.type = EntryType::kCommitVersion;  // overwritten by a successful read
+    auto v = Find(key, &e.meta);
+    if (v.ok()) {
+      e.value = std::move(*v);
+    } else if (!v.status().Is(Code::kNotFound)) {
+      return v.status();
+    }
+    // NotFound with no entry read: the cleaner dropped the key meanwhile.
+    if (e.meta.type != EntryType::kPut && e.meta.type != EntryType::kDel) continue;
+    e.key = std::move(key);
+    SLIP_RETURN_IF_ERROR(fn(e));
   }
   return Status::Ok();
 }
@@ -238,7 +297,7 @@ Status Store::Delete(uint32_t writer, std::string_view key) {
 // Read path
 
 Result<std::string> Store::ReadValue(uint64_t offset0, std::string_view want_key,
-                                     std::string* key_out) const {
+                                     std::string* key_out, log::EntryMeta* meta_out) const {
   // A reader races the cleaner and writers: the segment under `offset0` may be
   // freed and reused while we read. So every block is copied out of PM first
   // and only the copy is decoded: a copy torn by a concurrent overwrite fails
@@ -273,6 +332,7 @@ Result<std::string> Store::ReadValue(uint64_t offset0, std::string_view want_key
       return Status::Corruption("entry blocks disagree on their lengths");
     }
     std::memcpy(payload.data() + v.chunk_offset, v.chunk.data(), v.chunk.size());
+    if (i == 0 && meta_out) *meta_out = log::EntryMeta{v.type, v.shard, v.version};
     if (i == 0 && v.type == EntryType::kDel && v.key_len == want_key.size() &&
         v.key_len <= v.chunk.size() &&
         std::memcmp(v.chunk.data(), want_key.data(), want_key.size()) == 0) {
@@ -287,12 +347,12 @@ Result<std::string> Store::ReadValue(uint64_t offset0, std::string_view want_key
   return payload.substr(key_len);
 }
 
-Result<std::string> Store::Get(std::string_view key) const {
+Result<std::string> Store::Get(std::string_view key, log::EntryMeta* meta) const {
   gets_.fetch_add(1, std::memory_order_relaxed);
-  return Find(key);
+  return Find(key, meta);
 }
 
-Result<std::string> Store::Find(std::string_view key) const {
+Result<std::string> Store::Find(std::string_view key, log::EntryMeta* meta) const {
   if (key.empty() || key.size() > options_.limits.max_key) {
     return Status::InvalidArgument("key length " + std::to_string(key.size()) + " not in 1.." +
                                    std::to_string(options_.limits.max_key));
@@ -306,7 +366,7 @@ Result<std::string> Store::Find(std::string_view key) const {
   for (int attempt = 0; attempt < 3; ++attempt) {
     auto off = sh.index->Lookup(hash, key);
     if (!off) return Status::NotFound();
-    auto v = ReadValue(*off, key, nullptr);
+    auto v = ReadValue(*off, key, nullptr, meta);
     if (v.ok() || v.status().Is(Code::kNotFound)) return v;
     if (sh.index->Lookup(hash, key) == off) return v;  // genuinely corrupt
   }
@@ -371,7 +431,7 @@ Status Store::CleanSegment(uint32_t seg) {
     std::string stored_key;
     SLIP_ASSIGN_OR_RETURN(std::string value, h.type == EntryType::kDel
                                                  ? Result<std::string>(std::string(kDelValue, 8))
-                                                 : ReadValue(offset0, key, &stored_key));
+                                                 : ReadValue(offset0, key, &stored_key, nullptr));
     log::EntryMeta meta{h.type, h.shard, h.version};
     SLIP_ASSIGN_OR_RETURN(Blocks copy, Append(cleaner_, SegmentOwner::kClean, meta, key, value));
     RememberLarge(copy);

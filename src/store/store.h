@@ -17,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -87,7 +88,34 @@ class Store final : private index::EntryReader {
   // NotFound (and nothing written) when the key is absent.
   Status Delete(uint32_t writer, std::string_view key);
   // The value, NotFound, or Corruption if the stored bytes fail their CRC.
-  Result<std::string> Get(std::string_view key) const;
+  // With `meta`, also the winning entry's type, shard and version (filled
+  // for a tombstone too, when the result is NotFound because of one).
+  Result<std::string> Get(std::string_view key, log::EntryMeta* meta = nullptr) const;
+
+  // --- replication (a backup applying its primary's entries) ---
+
+  // Writes an entry whose version the shard's primary assigned, and indexes
+  // it if no newer entry of the key is indexed. Entries of one key may arrive
+  // in any order; the result is the same (latest version wins). The shard's
+  // version counter rises to at least meta.version, so a replica promoted to
+  // primary numbers its writes above everything it holds. InvalidArgument if
+  // meta.shard is not the key's shard.
+  Status Apply(uint32_t writer, const log::EntryMeta& meta, std::string_view key,
+               std::string_view value);
+
+  struct ShardEntry {
+    log::EntryMeta meta;  // kPut or kDel
+    std::string key;
+    std::string value;  // empty for kDel
+  };
+  // Calls `fn` for every indexed entry of `shard` (tombstones included, so a
+  // new replica learns of deletes too). Not a snapshot: entries written
+  // during the scan may or may not be seen. Stops at the first error.
+  Status ForEachInShard(uint32_t shard, const std::function<Status(const ShardEntry&)>& fn) const;
+
+  // Raises the shard's version counter to at least `version` (failover: a
+  // new primary must number writes above every entry any replica holds).
+  void RaiseShardVersion(uint32_t shard, uint64_t version);
 
   // Cleans at most one segment (the least utilised Committed one below the
   // threshold). Returns whether it cleaned one.
@@ -126,6 +154,9 @@ class Store final : private index::EntryReader {
   Store(pm::PmRegion* region, StoreOptions options, std::unique_ptr<log::SegmentTable> table);
 
   Status Write(uint32_t writer, log::EntryType type, std::string_view key, std::string_view value);
+  // Appends and indexes an entry whose meta (version included) is final.
+  Status WriteVersioned(uint32_t writer, const log::EntryMeta& meta, uint64_t hash,
+                        std::string_view key, std::string_view value);
   // Appends every block of an entry to `w`, persisting each. On failure
   // nothing of the entry stays visible to a recovery scan.
   Result<Blocks> Append(Writer& w, log::SegmentOwner owner, const log::EntryMeta& meta,
@@ -137,9 +168,10 @@ class Store final : private index::EntryReader {
   // The value of the entry whose block 0 is at offset0, which must hold
   // `want_key`; NotFound for a tombstone; Corruption if the bytes there fail
   // their CRC or hold another key (possibly because they moved).
-  Result<std::string> Find(std::string_view key) const;  // Get without counting
+  // Get without counting; fills *meta from the entry read (PUT or DEL).
+  Result<std::string> Find(std::string_view key, log::EntryMeta* meta = nullptr) const;
   Result<std::string> ReadValue(uint64_t offset0, std::string_view want_key,
-                                std::string* key_out) const;
+                                std::string* key_out, log::EntryMeta* meta_out) const;
 
   Status Recover();
   Status CleanSegment(uint32_t seg);

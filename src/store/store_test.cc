@@ -269,5 +269,104 @@ TEST(SegmentTableTest, DamagedSuperblockIsCorruption) {
   EXPECT_TRUE(Store::Open(region.get(), SmallOptions()).status().Is(Code::kCorruption));
 }
 
+// A backup applying its primary's entries in any order ends in the primary's
+// state; a fresh replica seeded from ForEachInShard matches too.
+TEST(StoreApplyTest, AnyOrderGivesThePrimarysStateAndSeedsANewReplica) {
+  auto pr = MakeRegion(8 << 20);
+  auto primary = std::move(Store::Open(pr.get(), SmallOptions())).value();
+  Random rng(11);
+  struct Logged {
+    log::EntryMeta meta;
+    std::string key, value;
+  };
+  std::vector<Logged> log;
+  for (int i = 0; i < 600; ++i) {
+    std::string key = "k" + std::to_string(rng.Uniform(60));
+    if (rng.Bernoulli(0.3)) {
+      if (!primary->Delete(0, key).ok()) continue;
+      log::EntryMeta m;
+      ASSERT_TRUE(primary->Get(key, &m).status().Is(Code::kNotFound));
+      log.push_back({m, key, ""});
+    } else {
+      std::string v = Value(rng, rng.Uniform(3000));
+      ASSERT_TRUE(primary->Put(0, key, v).ok());
+      log::EntryMeta m;
+      ASSERT_TRUE(primary->Get(key, &m).ok());
+      log.push_back({m, key, v});
+    }
+  }
+  for (size_t i = log.size(); i > 1; --i) std::swap(log[i - 1], log[rng.Uniform(i)]);
+
+  auto br = MakeRegion(8 << 20);
+  auto backup = std::move(Store::Open(br.get(), SmallOptions())).value();
+  for (const auto& e : log) {
+    ASSERT_TRUE(backup->Apply(rng.Uniform(2), e.meta, e.key, e.value).ok());
+  }
+  auto nr = MakeRegion(8 << 20);
+  auto fresh = std::move(Store::Open(nr.get(), SmallOptions())).value();
+  uint64_t seeded = 0;
+  for (uint32_t sh = 0; sh < 4; ++sh) {
+    ASSERT_TRUE(primary
+                    ->ForEachInShard(sh,
+                                     [&](const Store::ShardEntry& e) {
+                                       ++seeded;
+                                       EXPECT_EQ(e.meta.shard, sh);
+                                       return fresh->Apply(0, e.meta, e.key, e.value);
+                                     })
+                    .ok());
+    EXPECT_EQ(backup->shard_version(sh), primary->shard_version(sh)) << "shard " << sh;
+    EXPECT_GE(fresh->shard_version(sh), 1u);
+  }
+  EXPECT_GT(seeded, 30u);
+  for (int k = 0; k < 60; ++k) {
+    std::string key = "k" + std::to_string(k);
+    auto want = primary->Get(key);
+    for (Store* replica : {backup.get(), fresh.get()}) {
+      auto got = replica->Get(key);
+      ASSERT_EQ(got.ok(), want.ok()) << key;
+      if (want.ok()) {
+        EXPECT_EQ(*got, *want) << key;
+      }
+    }
+  }
+  // A promoted backup numbers new writes above everything it applied.
+  ASSERT_TRUE(backup->Put(0, "k1", "after promotion").ok());
+  log::EntryMeta m;
+  ASSERT_TRUE(backup->Get("k1", &m).ok());
+  EXPECT_GT(m.version, primary->shard_version(m.shard));
+}
+
+TEST(StoreApplyTest, BadEntriesAreRefusedAndChangeNothing) {
+  auto region = MakeRegion(4 << 20);
+  auto store = std::move(Store::Open(region.get(), SmallOptions())).value();
+  ASSERT_TRUE(store->Put(0, "key", "v1").ok());
+  log::EntryMeta m;
+  ASSERT_TRUE(store->Get("key", &m).ok());
+  const uint64_t appended = store->stats().appended_bytes;
+
+  log::EntryMeta wrong_shard = m;
+  wrong_shard.shard = static_cast<uint16_t>((m.shard + 1) % 4);
+  wrong_shard.version = m.version + 1;
+  EXPECT_TRUE(store->Apply(0, wrong_shard, "key", "x").Is(Code::kInvalidArgument));
+  log::EntryMeta no_version = m;
+  no_version.version = 0;
+  EXPECT_TRUE(store->Apply(0, no_version, "key", "x").Is(Code::kInvalidArgument));
+  log::EntryMeta commit = m;
+  commit.type = log::EntryType::kCommitVersion;
+  commit.version = m.version + 1;
+  EXPECT_TRUE(store->Apply(0, commit, "key", "x").Is(Code::kInvalidArgument));
+  log::EntryMeta ok = m;
+  ok.version = m.version + 1;
+  EXPECT_TRUE(store->Apply(7, ok, "key", "x").Is(Code::kInvalidArgument));  // no writer 7
+  EXPECT_TRUE(store->Apply(0, ok, std::string(2000, 'k'), "x").Is(Code::kTooLarge));
+  EXPECT_EQ(store->stats().appended_bytes, appended);
+  EXPECT_EQ(*store->Get("key"), "v1");
+
+  // An older version arriving late is stored but does not win.
+  ASSERT_TRUE(store->Apply(0, ok, "key", "v2").ok());
+  ASSERT_TRUE(store->Apply(1, m, "key", "stale").ok());
+  EXPECT_EQ(*store->Get("key"), "v2");
+}
+
 }  // namespace
 }  // namespace slip::store
