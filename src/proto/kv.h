@@ -1,0 +1,75 @@
+// The KV service's messages: what clients and nodes say to each other inside
+// RPC frames (rpc/frame.h carries the method, request id and status).
+// Specification: docs/formats/kv_messages.md.
+//
+// Every request carries the sender's configuration term and the shard it
+// believes the key belongs to, so a node can refuse a request routed with a
+// stale map (StaleTerm) instead of acting on it. Every response carries the
+// node's term, so the client knows whether to refresh its routing.
+//
+// Encoding: little-endian, fixed fields then variable bytes; lengths are
+// checked against the buffer and the configured limits before anything is
+// trusted. Decoded messages are views into the input buffer.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "log/entry.h"
+
+namespace slip::proto {
+
+// RPC method ids. Persisted nowhere, but part of the wire: never renumber.
+enum class Method : uint16_t {
+  kPut = 1,
+  kGet = 2,
+  kDel = 3,
+  kReplicate = 16,  // primary -> backup (the rpc replication protocol)
+  kGetConfig = 32,  // anyone -> node: the node's current configuration
+};
+
+const char* MethodName(uint16_t method);
+
+// PUT / GET / DEL from a client to a shard's primary.
+struct KvRequest {
+  uint64_t term = 0;
+  uint32_t shard = 0;
+  std::string_view key;
+  std::string_view value;  // PUT only; empty otherwise
+};
+
+// A primary's answer. For GET, the value; for PUT/DEL, the version assigned.
+// The outcome (OK, NotFound, StaleTerm, ...) travels in the frame status.
+struct KvResponse {
+  uint64_t term = 0;
+  uint64_t version = 0;
+  std::string_view value;
+};
+
+// One log entry a primary replicates to a backup.
+struct ReplicateRequest {
+  uint64_t term = 0;
+  log::EntryMeta meta;  // type kPut or kDel, shard, version
+  std::string_view key;
+  std::string_view value;  // empty for kDel
+};
+
+std::string Encode(const KvRequest& r);
+std::string Encode(const KvResponse& r);
+std::string Encode(const ReplicateRequest& r);
+
+// Corruption for a malformed buffer (short, trailing bytes, bad lengths or
+// type); TooLarge for a key or value over `limits`. Never reads past buf.
+Result<KvRequest> DecodeKvRequest(std::span<const std::byte> buf, const log::Limits& limits);
+Result<KvResponse> DecodeKvResponse(std::span<const std::byte> buf, const log::Limits& limits);
+Result<ReplicateRequest> DecodeReplicateRequest(std::span<const std::byte> buf,
+                                                const log::Limits& limits);
+
+inline std::span<const std::byte> AsBytes(std::string_view s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+}  // namespace slip::proto
