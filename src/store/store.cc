@@ -184,22 +184,14 @@ void Store::RememberLarge(const Blocks& b) {
   if (b.offsets.size() < 2) return;
   std::lock_guard<std::mutex> lock(large_mu_);
   large_[b.offsets[0]] = b;
-  for (size_t i = 1; i < b.offsets.size(); ++i) large_rev_[b.offsets[i]] = b.offsets[0];
-}
-
-Status Store::Write(uint32_t writer, EntryType type, std::string_view key,
-                    std::string_view value) {
-  if (writer >= writers_.size()) {
-    return Status::InvalidArgument("writer " + std::to_string(writer) + " out of range (" +
-                                   std::to_string(writers_.size()) + " writers)");
+  for (size_t i = 1; i < b.offsets.size(); ++i) {
+    // After recovery two instances of one entry (an original and a cleaner
+    // copy cut short by a crash) can share blocks: keep every owner.
+    auto [lo, hi] = large_rev_.equal_range(b.offsets[i]);
+    bool known = false;
+    for (auto it = lo; it != hi && !known; ++it) known = it->second == b.offsets[0];
+    if (!known) large_rev_.emplace(b.offsets[i], b.offsets[0]);
   }
-  const uint64_t hash = HashKey(key);
-  const uint32_t shard = ShardOf(hash);
-  log::EntryMeta meta{type, static_cast<uint16_t>(shard), 0};
-  SLIP_RETURN_IF_ERROR(log::Validate(meta, key.size(), value.size(), options_.limits));
-  meta.version = shards_[shard].version.fetch_add(1) + 1;
-  if (meta.version > log::kMaxVersion) return Status::NoSpace("shard version space exhausted");
-  return WriteVersioned(writer, meta, hash, key, value);
 }
 
 Status Store::WriteVersioned(uint32_t writer, const log::EntryMeta& meta, uint64_t hash,
@@ -275,22 +267,79 @@ Status Store::ForEachInShard(uint32_t shard,
 }
 
 Status Store::Put(uint32_t writer, std::string_view key, std::string_view value) {
-  SLIP_RETURN_IF_ERROR(Write(writer, EntryType::kPut, key, value));
-  puts_.fetch_add(1, std::memory_order_relaxed);
+  SLIP_ASSIGN_OR_RETURN(PendingWrite w, Prepare(writer, EntryType::kPut, key, value));
+  Commit(w);
   return Status::Ok();
 }
 
 Status Store::Delete(uint32_t writer, std::string_view key) {
-  if (key.empty() || key.size() > options_.limits.max_key) {
-    return Status::InvalidArgument("key length " + std::to_string(key.size()) + " not in 1.." +
-                                   std::to_string(options_.limits.max_key));
-  }
-  // Absent or already deleted: nothing to delete, nothing written.
-  auto cur = Find(key);
-  if (!cur.ok()) return cur.status();  // NotFound, or a read error: nothing written
-  SLIP_RETURN_IF_ERROR(Write(writer, EntryType::kDel, key, std::string_view(kDelValue, 8)));
-  deletes_.fetch_add(1, std::memory_order_relaxed);
+  SLIP_ASSIGN_OR_RETURN(PendingWrite w, Prepare(writer, EntryType::kDel, key, {}));
+  Commit(w);
   return Status::Ok();
+}
+
+Result<Store::PendingWrite> Store::Prepare(uint32_t writer, EntryType type, std::string_view key,
+                                           std::string_view value) {
+  if (writer >= writers_.size()) {
+    return Status::InvalidArgument("writer " + std::to_string(writer) + " out of range (" +
+                                   std::to_string(writers_.size()) + " writers)");
+  }
+  if (type != EntryType::kPut && type != EntryType::kDel) {
+    return Status::InvalidArgument("only PUT and DEL can be written");
+  }
+  if (type == EntryType::kDel) {
+    if (key.empty() || key.size() > options_.limits.max_key) {
+      return Status::InvalidArgument("key length " + std::to_string(key.size()) + " not in 1.." +
+                                     std::to_string(options_.limits.max_key));
+    }
+    // Absent or already deleted: nothing to delete, nothing written.
+    auto cur = Find(key);
+    if (!cur.ok()) return cur.status();
+    value = std::string_view(kDelValue, 8);
+  }
+  PendingWrite w;
+  w.hash_ = HashKey(key);
+  const uint32_t shard = ShardOf(w.hash_);
+  w.meta_ = log::EntryMeta{type, static_cast<uint16_t>(shard), 0};
+  SLIP_RETURN_IF_ERROR(log::Validate(w.meta_, key.size(), value.size(), options_.limits));
+  w.meta_.version = shards_[shard].version.fetch_add(1) + 1;
+  if (w.meta_.version > log::kMaxVersion) return Status::NoSpace("shard version space exhausted");
+  SLIP_ASSIGN_OR_RETURN(Blocks blocks,
+                        Append(writers_[writer], SegmentOwner::kWorker, w.meta_, key, value));
+  for (uint32_t bytes : blocks.bytes) appended_.fetch_add(bytes, std::memory_order_relaxed);
+  RememberLarge(blocks);
+  w.key_.assign(key);
+  w.offsets_ = std::move(blocks.offsets);
+  w.bytes_ = std::move(blocks.bytes);
+  return w;
+}
+
+void Store::Commit(PendingWrite& w) {
+  if (w.done_) return;
+  w.done_ = true;
+  auto r = shards_[w.meta_.shard].index->Upsert(w.hash_, w.key_, w.meta_.version, w.offsets_[0]);
+  if (!r.applied) {
+    Retire(Blocks{w.offsets_, w.bytes_});  // a newer version of the key was indexed first
+  } else if (r.displaced) {
+    Retire(BlocksOf(*r.displaced));
+  }
+  (w.meta_.type == EntryType::kPut ? puts_ : deletes_).fetch_add(1, std::memory_order_relaxed);
+}
+
+void Store::Abandon(PendingWrite& w) {
+  if (w.done_) return;
+  w.done_ = true;
+  // Not indexed, so the cleaner treats it as dead and never copies it; but
+  // the index never counted it either, so the cleaner must not release it.
+  Retire(Blocks{w.offsets_, w.bytes_});
+  std::lock_guard<std::mutex> lock(large_mu_);
+  abandoned_.emplace(w.offsets_[0], w.key_);
+  ++abandoned_keys_[w.key_];
+}
+
+bool Store::HasAbandoned(const std::string& key) const {
+  std::lock_guard<std::mutex> lock(large_mu_);
+  return abandoned_keys_.count(key) > 0;
 }
 
 // ---------------------------------------------------------------------------
@@ -393,6 +442,35 @@ Result<bool> Store::CleanStep() {
   return true;
 }
 
+Status Store::RelocateIfLive(uint32_t seg, uint64_t found_at, uint64_t offset0) {
+  RawHeader h(region_->at(offset0));
+  index::EntryInfo info = Read(offset0);
+  const std::string key(info.key);
+  const uint64_t hash = HashKey(key);
+  index::ShardIndex& idx = *shards_[h.shard].index;
+  if (idx.Lookup(hash, key) != offset0) return Status::Ok();  // dead
+  if (offset0 != found_at && table_->SegmentOf(offset0) == seg) return Status::Ok();  // done at block 0
+  if (h.type == EntryType::kDel && idx.EntryCount(hash, key) == 1 && !HasAbandoned(key)) {
+    tombstones_dropped_.fetch_add(1, std::memory_order_relaxed);
+    return Status::Ok();  // the key's only entry: nothing older can resurface
+  }
+  std::string stored_key;
+  SLIP_ASSIGN_OR_RETURN(std::string value, h.type == EntryType::kDel
+                                               ? Result<std::string>(std::string(kDelValue, 8))
+                                               : ReadValue(offset0, key, &stored_key, nullptr));
+  log::EntryMeta meta{h.type, h.shard, h.version};
+  SLIP_ASSIGN_OR_RETURN(Blocks copy, Append(cleaner_, SegmentOwner::kClean, meta, key, value));
+  RememberLarge(copy);
+  if (idx.Relocate(hash, key, offset0, copy.offsets[0])) {
+    Retire(BlocksOf(offset0));
+  } else {
+    Retire(copy);  // a writer overwrote it meanwhile; the copy is dead but counted
+  }
+  relocated_.fetch_add(1, std::memory_order_relaxed);
+  for (uint32_t bytes : copy.bytes) relocated_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
 Status Store::CleanSegment(uint32_t seg) {
   const std::byte* base = table_->SegmentBase(seg);
   const uint64_t seg_off = table_->SegmentOffset(seg);
@@ -409,39 +487,18 @@ Status Store::CleanSegment(uint32_t seg) {
   }
 
   // 1. Relocate every live entry with a block here (whole entry, all blocks).
+  std::vector<uint64_t> owners;  // block-0 offsets of entries with a block here
   for (const Found& f : found) {
-    uint64_t offset0 = f.offset;
-    if (!f.first) {
-      std::lock_guard<std::mutex> lk(large_mu_);
-      auto it = large_rev_.find(f.offset);
-      if (it == large_rev_.end()) continue;  // orphan block of an entry never applied
-      offset0 = it->second;
-    }
-    RawHeader h(region_->at(offset0));
-    index::EntryInfo info = Read(offset0);
-    const std::string key(info.key);
-    const uint64_t hash = HashKey(key);
-    index::ShardIndex& idx = *shards_[h.shard].index;
-    if (idx.Lookup(hash, key) != offset0) continue;  // dead
-    if (offset0 != f.offset && table_->SegmentOf(offset0) == seg) continue;  // handled at block 0
-    if (h.type == EntryType::kDel && idx.EntryCount(hash, key) == 1) {
-      tombstones_dropped_.fetch_add(1, std::memory_order_relaxed);
-      continue;  // the key's only entry: nothing older can resurface
-    }
-    std::string stored_key;
-    SLIP_ASSIGN_OR_RETURN(std::string value, h.type == EntryType::kDel
-                                                 ? Result<std::string>(std::string(kDelValue, 8))
-                                                 : ReadValue(offset0, key, &stored_key, nullptr));
-    log::EntryMeta meta{h.type, h.shard, h.version};
-    SLIP_ASSIGN_OR_RETURN(Blocks copy, Append(cleaner_, SegmentOwner::kClean, meta, key, value));
-    RememberLarge(copy);
-    if (idx.Relocate(hash, key, offset0, copy.offsets[0])) {
-      Retire(BlocksOf(offset0));
+    owners.clear();
+    if (f.first) {
+      owners.push_back(f.offset);
     } else {
-      Retire(copy);  // a writer overwrote it meanwhile; the copy is dead but counted
+      std::lock_guard<std::mutex> lk(large_mu_);
+      auto [lo, hi] = large_rev_.equal_range(f.offset);
+      for (auto it = lo; it != hi; ++it) owners.push_back(it->second);
+      // None: an orphan block of an entry never applied.
     }
-    relocated_.fetch_add(1, std::memory_order_relaxed);
-    for (uint32_t bytes : copy.bytes) relocated_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    for (uint64_t offset0 : owners) SLIP_RETURN_IF_ERROR(RelocateIfLive(seg, f.offset, offset0));
   }
 
   // 2. Forget every counted entry instance whose block 0 is here.
@@ -456,16 +513,29 @@ Status Store::CleanSegment(uint32_t seg) {
       auto it = large_.find(f.offset);
       if (it == large_.end()) continue;  // never counted (incomplete)
       // Its other blocks may sit in segments cleaned later: they must not
-      // lead back to this offset once the segment is reused.
-      // Only if they still do: a block cleaned earlier may have been freed and
-      // its offset reused by another entry since.
+      // lead back to this offset once the segment is reused. (Only where they
+      // still do: a block freed earlier may now belong to another entry.)
       for (size_t i = 1; i < it->second.offsets.size(); ++i) {
-        auto rev = large_rev_.find(it->second.offsets[i]);
-        if (rev != large_rev_.end() && rev->second == f.offset) large_rev_.erase(rev);
+        auto [lo, hi] = large_rev_.equal_range(it->second.offsets[i]);
+        for (auto rev = lo; rev != hi; ++rev) {
+          if (rev->second == f.offset) {
+            large_rev_.erase(rev);
+            break;
+          }
+        }
       }
       large_.erase(it);
     } else if (!f.first) {
       continue;
+    }
+    {
+      std::lock_guard<std::mutex> lk(large_mu_);
+      auto ab = abandoned_.find(f.offset);
+      if (ab != abandoned_.end()) {  // never counted by the index
+        if (--abandoned_keys_[ab->second] == 0) abandoned_keys_.erase(ab->second);
+        abandoned_.erase(ab);
+        continue;
+      }
     }
     index::EntryInfo info = Read(f.offset);
     shards_[h.shard].index->Release(HashKey(info.key), info.key);

@@ -92,6 +92,36 @@ class Store final : private index::EntryReader {
   // for a tombstone too, when the result is NotFound because of one).
   Result<std::string> Get(std::string_view key, log::EntryMeta* meta = nullptr) const;
 
+  // --- two-phase writes (a primary replicating before it acknowledges) ---
+
+  // A write that is persistent in the local log but not yet visible: Get
+  // still returns the previous state until Commit. A primary prepares,
+  // replicates meta/key/value to its backups, and commits when all acked.
+  class PendingWrite {
+   public:
+    const log::EntryMeta& meta() const { return meta_; }
+    const std::string& key() const { return key_; }
+
+   private:
+    friend class Store;
+    log::EntryMeta meta_;
+    uint64_t hash_ = 0;
+    std::string key_;
+    std::vector<uint64_t> offsets_;
+    std::vector<uint32_t> bytes_;
+    bool done_ = false;
+  };
+  // Assigns the next version of the key's shard and persists the entry.
+  // For kDel: NotFound (nothing written) when the key has no live value.
+  Result<PendingWrite> Prepare(uint32_t writer, log::EntryType type, std::string_view key,
+                               std::string_view value);
+  // Makes the write visible (if no newer version of the key is). Once only.
+  void Commit(PendingWrite& w);
+  // The write will never be acknowledged (replication failed). It stays in
+  // the log, so a later recovery may still show it: callers must report the
+  // outcome as unknown (Unavailable), never as "not written".
+  void Abandon(PendingWrite& w);
+
   // --- replication (a backup applying its primary's entries) ---
 
   // Writes an entry whose version the shard's primary assigned, and indexes
@@ -153,7 +183,6 @@ class Store final : private index::EntryReader {
 
   Store(pm::PmRegion* region, StoreOptions options, std::unique_ptr<log::SegmentTable> table);
 
-  Status Write(uint32_t writer, log::EntryType type, std::string_view key, std::string_view value);
   // Appends and indexes an entry whose meta (version included) is final.
   Status WriteVersioned(uint32_t writer, const log::EntryMeta& meta, uint64_t hash,
                         std::string_view key, std::string_view value);
@@ -175,6 +204,10 @@ class Store final : private index::EntryReader {
 
   Status Recover();
   Status CleanSegment(uint32_t seg);
+  // Copies the entry whose block 0 is at offset0 (one of its blocks was found
+  // at found_at in segment seg) to the cleaner's log if it is still live.
+  Status RelocateIfLive(uint32_t seg, uint64_t found_at, uint64_t offset0);
+  bool HasAbandoned(const std::string& key) const;
 
   index::EntryInfo Read(uint64_t offset) const override;
 
@@ -191,7 +224,13 @@ class Store final : private index::EntryReader {
   // blocks 1..n. Only entries that were applied to an index appear here.
   mutable std::mutex large_mu_;
   std::unordered_map<uint64_t, Blocks> large_;
-  std::unordered_map<uint64_t, uint64_t> large_rev_;
+  std::unordered_multimap<uint64_t, uint64_t> large_rev_;
+  // Abandoned writes: in the log but never indexed, so the index's entry
+  // counts miss them. Block-0 offset -> key, and per key how many exist: a
+  // tombstone may be dropped only when its key has none (else the abandoned
+  // entry could resurface at recovery over an acknowledged delete).
+  std::unordered_map<uint64_t, std::string> abandoned_;
+  std::unordered_map<std::string, uint32_t> abandoned_keys_;
 
   RecoveryStats recovery_;
   mutable std::atomic<uint64_t> gets_{0};
