@@ -1,0 +1,141 @@
+#include "server/node_core.h"
+
+#include <algorithm>
+
+#include "common/hash.h"
+
+namespace slip::server {
+
+NodeCore::NodeCore(NodeId self, store::Store* store, uint32_t writer,
+                   replication::Replicator* replicator, const ViewHolder* views)
+    : self_(self), store_(store), writer_(writer), replicator_(replicator), views_(views) {}
+
+void NodeCore::Fail(const Reply& reply, const Status& s, uint64_t term) {
+  if (s.Is(Code::kStaleTerm)) ++counters_.stale;
+  if (s.Is(Code::kBusy)) ++counters_.busy;
+  if (s.Is(Code::kCorruption) || s.Is(Code::kInvalidArgument) || s.Is(Code::kTooLarge)) {
+    ++counters_.malformed;
+  }
+  reply(s.code(), proto::Encode(proto::KvResponse{term, 0, s.message()}));
+}
+
+void NodeCore::Handle(uint16_t method, std::span<const std::byte> payload, Reply reply) {
+  switch (static_cast<proto::Method>(method)) {
+    case proto::Method::kPut:
+    case proto::Method::kDel:
+      return HandleWrite(static_cast<proto::Method>(method), payload, std::move(reply));
+    case proto::Method::kGet:
+      return HandleGet(payload, std::move(reply));
+    case proto::Method::kReplicate:
+      return HandleReplicate(payload, std::move(reply));
+    default:
+      break;
+  }
+  Fail(reply, Status::InvalidArgument("unknown method " + std::to_string(method)),
+       views_->Get()->term);
+}
+
+bool NodeCore::CheckPrimary(const NodeView& v, const proto::KvRequest& req, const Reply& reply) {
+  if (req.term != v.term) {
+    Fail(reply,
+         Status::StaleTerm("request term " + std::to_string(req.term) + ", node term " +
+                           std::to_string(v.term)),
+         v.term);
+    return false;
+  }
+  const uint32_t shard = store_->ShardOf(HashKey(req.key));
+  if (shard != req.shard || shard >= v.shards.size() || v.shards[shard].primary != self_) {
+    Fail(reply,
+         Status::StaleTerm("node " + std::to_string(self_) + " is not the primary of shard " +
+                           std::to_string(shard) + " in term " + std::to_string(v.term)),
+         v.term);
+    return false;
+  }
+  if (shard < v.blocked.size() && v.blocked[shard]) {
+    Fail(reply, Status::Busy("shard " + std::to_string(shard) + " is being reconfigured"), v.term);
+    return false;
+  }
+  return true;
+}
+
+void NodeCore::HandleWrite(proto::Method m, std::span<const std::byte> payload, Reply reply) {
+  auto view = views_->Get();
+  auto req = proto::DecodeKvRequest(payload, store_->options().limits);
+  if (!req.ok()) return Fail(reply, req.status(), view->term);
+  if (!CheckPrimary(*view, *req, reply)) return;
+  if (m == proto::Method::kPut) {
+    ++counters_.puts;
+  } else {
+    ++counters_.dels;
+  }
+
+  const auto type = m == proto::Method::kPut ? log::EntryType::kPut : log::EntryType::kDel;
+  auto prepared = store_->Prepare(writer_, type, req->key, req->value);
+  if (!prepared.ok()) {
+    Status s = prepared.status();
+    // Out of segments is transient: the cleaner frees space; the client retries.
+    if (s.Is(Code::kNoSpace)) s = Status::Busy("node out of log space: " + s.message());
+    return Fail(reply, s, view->term);
+  }
+  auto pending = std::make_shared<store::Store::PendingWrite>(std::move(*prepared));
+  const std::vector<NodeId>& backups = view->shards[req->shard].backups;
+  auto finish = [this, pending, reply = std::move(reply), term = view->term](Status s) {
+    if (!s.ok()) {
+      store_->Abandon(*pending);
+      ++counters_.replication_failures;
+      return Fail(reply,
+                  Status::Unavailable("replication failed, outcome unknown: " + s.ToString()),
+                  term);
+    }
+    store_->Commit(*pending);
+    reply(Code::kOk, proto::Encode(proto::KvResponse{term, pending->meta().version, {}}));
+  };
+  if (backups.empty()) return finish(Status::Ok());
+  proto::ReplicateRequest entry{view->term, pending->meta(), req->key,
+                                type == log::EntryType::kPut ? req->value : std::string_view{}};
+  replicator_->Replicate(backups, entry, std::move(finish));
+}
+
+void NodeCore::HandleGet(std::span<const std::byte> payload, Reply reply) {
+  auto view = views_->Get();
+  auto req = proto::DecodeKvRequest(payload, store_->options().limits);
+  if (!req.ok()) return Fail(reply, req.status(), view->term);
+  if (!CheckPrimary(*view, *req, reply)) return;
+  ++counters_.gets;
+  log::EntryMeta meta;
+  auto v = store_->Get(req->key, &meta);
+  if (!v.ok()) return Fail(reply, v.status(), view->term);
+  reply(Code::kOk, proto::Encode(proto::KvResponse{view->term, meta.version, *v}));
+}
+
+void NodeCore::HandleReplicate(std::span<const std::byte> payload, Reply reply) {
+  auto view = views_->Get();
+  auto req = proto::DecodeReplicateRequest(payload, store_->options().limits);
+  if (!req.ok()) return Fail(reply, req.status(), view->term);
+  const uint32_t shard = req->meta.shard;
+  // A primary of another term must not write here: an old one may not know
+  // it was replaced, a newer one means this node has not caught up yet.
+  if (req->term != view->term) {
+    return Fail(reply,
+                Status::StaleTerm("replicate term " + std::to_string(req->term) +
+                                  ", node term " + std::to_string(view->term)),
+                view->term);
+  }
+  const bool is_backup = shard < view->shards.size() &&
+                         std::find(view->shards[shard].backups.begin(),
+                                   view->shards[shard].backups.end(),
+                                   self_) != view->shards[shard].backups.end();
+  if (!is_backup) {
+    return Fail(reply,
+                Status::StaleTerm("node " + std::to_string(self_) + " is not a backup of shard " +
+                                  std::to_string(shard) + " in term " + std::to_string(view->term)),
+                view->term);
+  }
+  Status s = store_->Apply(writer_, req->meta, req->key, req->value);
+  if (s.Is(Code::kNoSpace)) s = Status::Busy("backup out of log space: " + s.message());
+  if (!s.ok()) return Fail(reply, s, view->term);
+  ++counters_.replicated_in;
+  reply(Code::kOk, proto::Encode(proto::KvResponse{view->term, req->meta.version, {}}));
+}
+
+}  // namespace slip::server

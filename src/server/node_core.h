@@ -1,0 +1,97 @@
+// NodeCore: what a node does with one request — the request path of a
+// sharded primary-backup store (notes/rowan.md §3), without threads, sockets
+// or clocks, so the same code serves real processes and the simulator.
+//
+//   PUT/DEL at a primary: check term and ownership, Store::Prepare (the entry
+//     is persistent locally, not yet visible), replicate to every backup,
+//     Store::Commit, reply with the version. Replication failure: Abandon and
+//     reply Unavailable (the outcome is unknown, never "not written").
+//   GET at a primary: check term and ownership, read the store.
+//   REPLICATE at a backup: check term and membership, Store::Apply, reply.
+//
+// Every refusal is a clear status and changes nothing: StaleTerm when the
+// request's term or shard does not match this node's view (the payload then
+// carries the node's term, so the client refreshes its routing), Busy while a
+// shard is blocked for reconfiguration or out of space, InvalidArgument /
+// TooLarge / Corruption for malformed input.
+//
+// Threading: one NodeCore per worker executor (it owns one store writer id);
+// all of a node's NodeCores share the Store and the ViewHolder.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "proto/kv.h"
+#include "replication/replicator.h"
+#include "store/store.h"
+
+namespace slip::server {
+
+using replication::NodeId;
+
+struct ShardReplicas {
+  NodeId primary = 0;
+  std::vector<NodeId> backups;
+};
+
+// The part of the cluster configuration a node acts on.
+struct NodeView {
+  uint64_t term = 0;
+  std::vector<ShardReplicas> shards;  // index = shard id
+  std::vector<bool> blocked;          // per shard: refuse requests (Busy)
+};
+
+// Publishes the current view to every worker; swapping is atomic.
+class ViewHolder {
+ public:
+  std::shared_ptr<const NodeView> Get() const { return view_.load(); }
+  void Set(std::shared_ptr<const NodeView> v) { view_.store(std::move(v)); }
+
+ private:
+  std::atomic<std::shared_ptr<const NodeView>> view_{std::make_shared<NodeView>()};
+};
+
+class NodeCore {
+ public:
+  // `payload` of a response; on an error status it is a KvResponse whose
+  // value is the error text (and whose term is the node's).
+  using Reply = std::function<void(Code status, std::string payload)>;
+
+  NodeCore(NodeId self, store::Store* store, uint32_t writer, replication::Replicator* replicator,
+           const ViewHolder* views);
+
+  // Handles one request; `reply` runs exactly once, possibly later (after
+  // replication), on the same executor. `payload` need only live during the
+  // call.
+  void Handle(uint16_t method, std::span<const std::byte> payload, Reply reply);
+
+  struct Counters {
+    uint64_t puts = 0, dels = 0, gets = 0, replicated_in = 0;
+    uint64_t stale = 0, busy = 0, malformed = 0, replication_failures = 0;
+  };
+  const Counters& counters() const { return counters_; }
+
+ private:
+  void HandleWrite(proto::Method m, std::span<const std::byte> payload, Reply reply);
+  void HandleGet(std::span<const std::byte> payload, Reply reply);
+  void HandleReplicate(std::span<const std::byte> payload, Reply reply);
+  // Term and primary ownership of req.shard; replies and returns false if not.
+  bool CheckPrimary(const NodeView& v, const proto::KvRequest& req, const Reply& reply);
+  void Fail(const Reply& reply, const Status& s, uint64_t term);
+
+  const NodeId self_;
+  store::Store* const store_;
+  const uint32_t writer_;
+  replication::Replicator* const replicator_;
+  const ViewHolder* const views_;
+  Counters counters_;
+};
+
+}  // namespace slip::server
