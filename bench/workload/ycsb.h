@@ -14,8 +14,10 @@ namespace slip::ycsb {
 // Zipfian over [0, n) with skew theta (YCSB default 0.99): item 0 is hottest.
 class Zipfian {
  public:
-  Zipfian(uint64_t n, double theta = 0.99) : n_(n), theta_(theta) {
-    zetan_ = Zeta(n, theta);
+  Zipfian(uint64_t n, double theta = 0.99) : Zipfian(n, theta, Zeta(n, theta)) {}
+  // With zeta(n, theta) given (it is O(n) to compute).
+  Zipfian(uint64_t n, double theta, double zetan) : n_(n), theta_(theta) {
+    zetan_ = zetan;
     zeta2_ = Zeta(2, theta);
     alpha_ = 1.0 / (1.0 - theta);
     eta_ = (1 - std::pow(2.0 / static_cast<double>(n), 1 - theta)) / (1 - zeta2_ / zetan_);
@@ -40,12 +42,29 @@ class Zipfian {
   double theta_, zetan_, zeta2_, alpha_, eta_;
 };
 
-// YCSB's scrambled zipfian: the same popularity curve, hot items spread over
-// the key space by hashing (FNV-1a 64, as YCSB's Utils.fnvhash64).
+// YCSB's ScrambledZipfianGenerator: a zipfian over a fixed 10^10 items
+// (YCSB's ITEM_COUNT), hashed (FNV-1a 64, as Utils.fnvhash64) onto the n
+// records. So the hottest record gets 1/zeta(10^10, theta) of the draws
+// (3.8% at theta 0.99), whatever n is, and hot records are spread over the
+// key space.
 class ScrambledZipfian {
  public:
-  explicit ScrambledZipfian(uint64_t n, double theta = 0.99) : n_(n), zipf_(n, theta) {}
+  static constexpr uint64_t kItemCount = 10'000'000'000ull;
+  explicit ScrambledZipfian(uint64_t n, double theta = 0.99)
+      : n_(n), zipf_(kItemCount, theta, ZetaOfItemCount(theta)) {}
   uint64_t Next(Random& rng) const { return Fnv64(zipf_.Next(rng)) % n_; }
+
+  // zeta(10^10, theta): YCSB's constant for 0.99; otherwise the first 10^6
+  // terms exactly plus the Euler-Maclaurin integral of the rest (relative
+  // error < 1e-9, far below sampling noise).
+  static double ZetaOfItemCount(double theta) {
+    if (theta == 0.99) return 26.46902820178302;
+    constexpr uint64_t m = 1'000'000;
+    double sum = 0;
+    for (uint64_t i = 1; i <= m; ++i) sum += 1.0 / std::pow(static_cast<double>(i), theta);
+    const double a = static_cast<double>(m) + 0.5, b = static_cast<double>(kItemCount) + 0.5;
+    return sum + (std::pow(b, 1 - theta) - std::pow(a, 1 - theta)) / (1 - theta);
+  }
 
   static uint64_t Fnv64(uint64_t v) {
     uint64_t h = 0xCBF29CE484222325ull;

@@ -53,7 +53,8 @@ TEST(YcsbTest, ScrambledZipfianStaysInRangeAndSpreadsHotKeys) {
   // The hottest key is not simply item 0.
   auto hottest = std::max_element(counts.begin(), counts.end()) - counts.begin();
   EXPECT_NE(hottest, 0);
-  EXPECT_GT(*std::max_element(counts.begin(), counts.end()), 200000u / 20);
+  // YCSB's hottest item gets 1/zeta(10^10, 0.99) = 3.8% of the draws.
+  EXPECT_GT(*std::max_element(counts.begin(), counts.end()), 200000u * 3 / 100);
 }
 
 }  // namespace
