@@ -233,6 +233,23 @@ std::vector<std::byte> EncodeEntry(const EntryMeta& meta, std::string_view key,
   return out;
 }
 
+BlockHeader PeekHeader(const std::byte* p) {
+  const uint64_t version_cnt = LoadLE<uint64_t>(p + kOffVersionCnt);
+  return BlockHeader{static_cast<EntryType>(LoadLE<uint8_t>(p + kOffType)),
+                     LoadLE<uint16_t>(p + kOffShard),
+                     version_cnt & kMaxVersion,
+                     static_cast<uint16_t>(version_cnt >> 48),
+                     LoadLE<uint16_t>(p + kOffSeq),
+                     LoadLE<uint32_t>(p + kOffKeyLen),
+                     LoadLE<uint32_t>(p + kOffValueLen),
+                     LoadLE<uint32_t>(p + kOffBlockPayload)};
+}
+
+uint32_t BlockHeader::BlockBytes() const {
+  const uint64_t total = uint64_t{key_len} + value_len;
+  return static_cast<uint32_t>(PaddedBlock(ChunkLenOf(cnt, block_payload, seq, total)));
+}
+
 DecodeResult DecodeBlock(std::span<const std::byte> buf, const Limits& limits) {
   if (buf.size() < kHeaderSize) {
     return Fail(DecodeError::kTruncated,
@@ -241,14 +258,11 @@ DecodeResult DecodeBlock(std::span<const std::byte> buf, const Limits& limits) {
   const std::byte* p = buf.data();
   if (LoadLE<uint64_t>(p) == 0) return Fail(DecodeError::kEmpty, "never written");
 
-  const uint8_t type = LoadLE<uint8_t>(p + kOffType);
+  const BlockHeader h = PeekHeader(p);
+  const uint8_t type = static_cast<uint8_t>(h.type);
   const uint8_t format = LoadLE<uint8_t>(p + kOffFormat);
-  const uint64_t version_cnt = LoadLE<uint64_t>(p + kOffVersionCnt);
-  const uint16_t cnt = static_cast<uint16_t>(version_cnt >> 48);
-  const uint32_t key_len = LoadLE<uint32_t>(p + kOffKeyLen);
-  const uint32_t value_len = LoadLE<uint32_t>(p + kOffValueLen);
-  const uint32_t block_payload = LoadLE<uint32_t>(p + kOffBlockPayload);
-  const uint16_t seq = LoadLE<uint16_t>(p + kOffSeq);
+  const uint16_t cnt = h.cnt, seq = h.seq;
+  const uint32_t key_len = h.key_len, value_len = h.value_len, block_payload = h.block_payload;
   const uint16_t reserved = LoadLE<uint16_t>(p + kOffReserved);
   const uint64_t total = uint64_t{key_len} + value_len;
 
@@ -299,14 +313,7 @@ DecodeResult DecodeBlock(std::span<const std::byte> buf, const Limits& limits) {
 
   DecodeResult r;
   BlockView& b = r.block;
-  b.type = static_cast<EntryType>(type);
-  b.shard = LoadLE<uint16_t>(p + kOffShard);
-  b.version = version_cnt & kMaxVersion;
-  b.cnt = cnt;
-  b.seq = seq;
-  b.key_len = key_len;
-  b.value_len = value_len;
-  b.block_payload = block_payload;
+  static_cast<BlockHeader&>(b) = h;
   b.chunk_offset = uint64_t{seq} * block_payload;
   b.chunk = buf.subspan(kHeaderSize, chunk);
   b.encoded_bytes = static_cast<uint32_t>(bytes);

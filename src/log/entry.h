@@ -94,8 +94,8 @@ size_t EncodeBlock(const EntryMeta& meta, std::string_view key, std::string_view
 std::vector<std::byte> EncodeEntry(const EntryMeta& meta, std::string_view key,
                                    std::string_view value, const Layout& layout);
 
-// A decoded block; `chunk` points into the caller's buffer.
-struct BlockView {
+// A block's header fields.
+struct BlockHeader {
   EntryType type;
   uint16_t shard;
   uint64_t version;
@@ -104,6 +104,18 @@ struct BlockView {
   uint32_t key_len;
   uint32_t value_len;
   uint32_t block_payload;
+
+  // Padded size of this block (header + its chunk of key||value).
+  uint32_t BlockBytes() const;
+};
+
+// Reads a header without any check: only for blocks this process wrote or a
+// scan already accepted (DecodeBlock is the checked path). REQUIRES: 32
+// readable bytes at p.
+BlockHeader PeekHeader(const std::byte* p);
+
+// A decoded block; `chunk` points into the caller's buffer.
+struct BlockView : BlockHeader {
   uint64_t chunk_offset;  // offset of chunk within key||value
   std::span<const std::byte> chunk;
   uint32_t encoded_bytes;  // padded size of this block in the buffer

@@ -18,6 +18,13 @@ class Writer {
     out_.append(buf, sizeof(T));
   }
   void Bytes(std::string_view s) { out_.append(s); }
+  // key_len u32 | value_len u32 | key | value: every message ends this way.
+  void KeyValue(std::string_view key, std::string_view value) {
+    Put<uint32_t>(static_cast<uint32_t>(key.size()));
+    Put<uint32_t>(static_cast<uint32_t>(value.size()));
+    Bytes(key);
+    Bytes(value);
+  }
   std::string Take() { return std::move(out_); }
 
  private:
@@ -76,6 +83,18 @@ Status Finish(const Reader& r, const char* what) {
   return Status::Ok();
 }
 
+// Reads Writer::KeyValue's tail and requires the message to end there.
+Status ReadKeyValue(Reader& rd, const log::Limits& limits, const char* what,
+                    std::string_view* key, std::string_view* value) {
+  const uint32_t key_len = rd.Get<uint32_t>();
+  const uint32_t value_len = rd.Get<uint32_t>();
+  if (!rd.ok()) return Status::Corruption(std::string(what) + " shorter than its header");
+  SLIP_RETURN_IF_ERROR(CheckLengths(key_len, value_len, limits));
+  *key = rd.Bytes(key_len);
+  *value = rd.Bytes(value_len);
+  return Finish(rd, what);
+}
+
 }  // namespace
 
 const char* MethodName(uint16_t method) {
@@ -94,10 +113,7 @@ std::string Encode(const KvRequest& r) {
   Writer w(20 + r.key.size() + r.value.size());
   w.Put<uint64_t>(r.term);
   w.Put<uint32_t>(r.shard);
-  w.Put<uint32_t>(static_cast<uint32_t>(r.key.size()));
-  w.Put<uint32_t>(static_cast<uint32_t>(r.value.size()));
-  w.Bytes(r.key);
-  w.Bytes(r.value);
+  w.KeyValue(r.key, r.value);
   return w.Take();
 }
 
@@ -106,13 +122,7 @@ Result<KvRequest> DecodeKvRequest(std::span<const std::byte> buf, const log::Lim
   KvRequest r;
   r.term = rd.Get<uint64_t>();
   r.shard = rd.Get<uint32_t>();
-  const uint32_t key_len = rd.Get<uint32_t>();
-  const uint32_t value_len = rd.Get<uint32_t>();
-  if (!rd.ok()) return Status::Corruption("KV request shorter than its header");
-  SLIP_RETURN_IF_ERROR(CheckLengths(key_len, value_len, limits));
-  r.key = rd.Bytes(key_len);
-  r.value = rd.Bytes(value_len);
-  SLIP_RETURN_IF_ERROR(Finish(rd, "KV request"));
+  SLIP_RETURN_IF_ERROR(ReadKeyValue(rd, limits, "KV request", &r.key, &r.value));
   if (r.key.empty()) return Status::InvalidArgument("empty key");
   return r;
 }
@@ -149,10 +159,7 @@ std::string Encode(const ReplicateRequest& r) {
   w.Put<uint16_t>(r.meta.shard);
   w.Put<uint8_t>(static_cast<uint8_t>(r.meta.type));
   w.Put<uint8_t>(0);
-  w.Put<uint32_t>(static_cast<uint32_t>(r.key.size()));
-  w.Put<uint32_t>(static_cast<uint32_t>(r.value.size()));
-  w.Bytes(r.key);
-  w.Bytes(r.value);
+  w.KeyValue(r.key, r.value);
   return w.Take();
 }
 
@@ -165,8 +172,6 @@ Result<ReplicateRequest> DecodeReplicateRequest(std::span<const std::byte> buf,
   r.meta.shard = rd.Get<uint16_t>();
   const uint8_t type = rd.Get<uint8_t>();
   const uint8_t pad = rd.Get<uint8_t>();
-  const uint32_t key_len = rd.Get<uint32_t>();
-  const uint32_t value_len = rd.Get<uint32_t>();
   if (!rd.ok()) return Status::Corruption("replicate request shorter than its header");
   if (pad != 0) return Status::Corruption("replicate request: reserved byte set");
   if (type != static_cast<uint8_t>(log::EntryType::kPut) &&
@@ -178,10 +183,7 @@ Result<ReplicateRequest> DecodeReplicateRequest(std::span<const std::byte> buf,
   if (r.meta.version == 0 || r.meta.version > log::kMaxVersion) {
     return Status::Corruption("replicate request: version out of range");
   }
-  SLIP_RETURN_IF_ERROR(CheckLengths(key_len, value_len, limits));
-  r.key = rd.Bytes(key_len);
-  r.value = rd.Bytes(value_len);
-  SLIP_RETURN_IF_ERROR(Finish(rd, "replicate request"));
+  SLIP_RETURN_IF_ERROR(ReadKeyValue(rd, limits, "replicate request", &r.key, &r.value));
   if (r.key.empty()) return Status::Corruption("replicate request: empty key");
   if (r.meta.type == log::EntryType::kDel && !r.value.empty()) {
     return Status::Corruption("replicate request: DEL with a value");

@@ -16,35 +16,6 @@ using log::SegmentState;
 
 constexpr uint32_t kNoSegment = UINT32_MAX;
 
-// Header fields read without a CRC check, for entries the store already
-// validated (at write time or by the recovery scan).
-struct RawHeader {
-  EntryType type;
-  uint16_t shard;
-  uint64_t version;
-  uint16_t cnt;
-  uint16_t seq;
-  uint32_t key_len;
-  uint32_t value_len;
-  uint32_t block_payload;
-
-  explicit RawHeader(const std::byte* p)
-      : type(static_cast<EntryType>(LoadLE<uint8_t>(p))),
-        shard(LoadLE<uint16_t>(p + 2)),
-        version(LoadLE<uint64_t>(p + 8) & log::kMaxVersion),
-        cnt(static_cast<uint16_t>(LoadLE<uint64_t>(p + 8) >> 48)),
-        seq(LoadLE<uint16_t>(p + 28)),
-        key_len(LoadLE<uint32_t>(p + 16)),
-        value_len(LoadLE<uint32_t>(p + 20)),
-        block_payload(LoadLE<uint32_t>(p + 24)) {}
-
-  uint32_t BlockBytes() const {
-    uint64_t total = uint64_t{key_len} + value_len;
-    uint64_t chunk = cnt == 1 ? total : std::min<uint64_t>(block_payload, total - uint64_t{seq} * block_payload);
-    return static_cast<uint32_t>(AlignUp(log::kHeaderSize + chunk, log::kAlign));
-  }
-};
-
 // The 8-byte value of a DEL entry: reserved node-local metadata (zero).
 constexpr char kDelValue[8] = {};
 
@@ -107,7 +78,7 @@ uint32_t Store::ShardOf(uint64_t hash) const {
 
 index::EntryInfo Store::Read(uint64_t offset) const {
   const std::byte* p = region_->at(offset);
-  RawHeader h(p);
+  const log::BlockHeader h = log::PeekHeader(p);
   return {std::string_view(reinterpret_cast<const char*>(p + log::kHeaderSize), h.key_len),
           h.version};
 }
@@ -173,7 +144,7 @@ void Store::Retire(const Blocks& b) {
 }
 
 Store::Blocks Store::BlocksOf(uint64_t offset0) const {
-  RawHeader h(region_->at(offset0));
+  const log::BlockHeader h = log::PeekHeader(region_->at(offset0));
   if (h.cnt == 1) return Blocks{{offset0}, {h.BlockBytes()}};
   std::lock_guard<std::mutex> lock(large_mu_);
   auto it = large_.find(offset0);
@@ -443,7 +414,7 @@ Result<bool> Store::CleanStep() {
 }
 
 Status Store::RelocateIfLive(uint32_t seg, uint64_t found_at, uint64_t offset0) {
-  RawHeader h(region_->at(offset0));
+  const log::BlockHeader h = log::PeekHeader(region_->at(offset0));
   index::EntryInfo info = Read(offset0);
   const std::string key(info.key);
   const uint64_t hash = HashKey(key);
@@ -503,7 +474,7 @@ Status Store::CleanSegment(uint32_t seg) {
 
   // 2. Forget every counted entry instance whose block 0 is here.
   for (const Found& f : found) {
-    RawHeader h(region_->at(f.offset));
+    const log::BlockHeader h = log::PeekHeader(region_->at(f.offset));
     if (h.cnt > 1) {
       std::lock_guard<std::mutex> lk(large_mu_);
       if (!f.first) {
@@ -565,7 +536,7 @@ Status Store::Recover() {
   std::vector<uint64_t> max_version(shards_.size(), 0);
 
   auto apply = [&](uint64_t offset0, const Blocks& blocks) {
-    RawHeader h(region_->at(offset0));
+    const log::BlockHeader h = log::PeekHeader(region_->at(offset0));
     index::EntryInfo info = Read(offset0);
     const uint64_t hash = HashKey(info.key);
     if (ShardOf(hash) != h.shard) return;  // foreign or corrupt: not ours to index
