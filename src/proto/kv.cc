@@ -95,6 +95,46 @@ Status ReadKeyValue(Reader& rd, const log::Limits& limits, const char* what,
   return Finish(rd, what);
 }
 
+// An entry inside a message: version u64 | shard u16 | type u8 | pad u8 |
+// key_len u32 | value_len u32 | key | value.
+void PutEntry(Writer& w, const log::EntryMeta& meta, std::string_view key, std::string_view value) {
+  w.Put<uint64_t>(meta.version);
+  w.Put<uint16_t>(meta.shard);
+  w.Put<uint8_t>(static_cast<uint8_t>(meta.type));
+  w.Put<uint8_t>(0);
+  w.KeyValue(key, value);
+}
+
+Status GetEntry(Reader& rd, const log::Limits& limits, const std::string& what,
+                log::EntryMeta* meta, std::string_view* key, std::string_view* value) {
+  meta->version = rd.Get<uint64_t>();
+  meta->shard = rd.Get<uint16_t>();
+  const uint8_t type = rd.Get<uint8_t>();
+  const uint8_t pad = rd.Get<uint8_t>();
+  const uint32_t key_len = rd.Get<uint32_t>();
+  const uint32_t value_len = rd.Get<uint32_t>();
+  if (!rd.ok()) return Status::Corruption(what + " shorter than its header");
+  if (pad != 0) return Status::Corruption(what + ": reserved byte set");
+  if (type != static_cast<uint8_t>(log::EntryType::kPut) &&
+      type != static_cast<uint8_t>(log::EntryType::kDel)) {
+    return Status::Corruption(what + ": entry type " + std::to_string(type) +
+                              " is neither PUT nor DEL");
+  }
+  meta->type = static_cast<log::EntryType>(type);
+  if (meta->version == 0 || meta->version > log::kMaxVersion) {
+    return Status::Corruption(what + ": version out of range");
+  }
+  SLIP_RETURN_IF_ERROR(CheckLengths(key_len, value_len, limits));
+  *key = rd.Bytes(key_len);
+  *value = rd.Bytes(value_len);
+  if (!rd.ok()) return Status::Corruption(what + " shorter than its key and value");
+  if (key->empty()) return Status::Corruption(what + ": empty key");
+  if (meta->type == log::EntryType::kDel && !value->empty()) {
+    return Status::Corruption(what + ": DEL with a value");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 const char* MethodName(uint16_t method) {
@@ -103,6 +143,7 @@ const char* MethodName(uint16_t method) {
     case Method::kGet: return "GET";
     case Method::kDel: return "DEL";
     case Method::kReplicate: return "REPLICATE";
+    case Method::kShardTail: return "SHARD_TAIL";
     case Method::kGetConfig: return "GET_CONFIG";
   }
   return "UNKNOWN";
@@ -155,11 +196,7 @@ Result<KvResponse> DecodeKvResponse(std::span<const std::byte> buf, const log::L
 std::string Encode(const ReplicateRequest& r) {
   Writer w(28 + r.key.size() + r.value.size());
   w.Put<uint64_t>(r.term);
-  w.Put<uint64_t>(r.meta.version);
-  w.Put<uint16_t>(r.meta.shard);
-  w.Put<uint8_t>(static_cast<uint8_t>(r.meta.type));
-  w.Put<uint8_t>(0);
-  w.KeyValue(r.key, r.value);
+  PutEntry(w, r.meta, r.key, r.value);
   return w.Take();
 }
 
@@ -168,26 +205,79 @@ Result<ReplicateRequest> DecodeReplicateRequest(std::span<const std::byte> buf,
   Reader rd(buf);
   ReplicateRequest r;
   r.term = rd.Get<uint64_t>();
-  r.meta.version = rd.Get<uint64_t>();
-  r.meta.shard = rd.Get<uint16_t>();
-  const uint8_t type = rd.Get<uint8_t>();
-  const uint8_t pad = rd.Get<uint8_t>();
-  if (!rd.ok()) return Status::Corruption("replicate request shorter than its header");
-  if (pad != 0) return Status::Corruption("replicate request: reserved byte set");
-  if (type != static_cast<uint8_t>(log::EntryType::kPut) &&
-      type != static_cast<uint8_t>(log::EntryType::kDel)) {
-    return Status::Corruption("replicate request: entry type " + std::to_string(type) +
-                              " is neither PUT nor DEL");
+  SLIP_RETURN_IF_ERROR(GetEntry(rd, limits, "replicate request", &r.meta, &r.key, &r.value));
+  SLIP_RETURN_IF_ERROR(Finish(rd, "replicate request"));
+  return r;
+}
+
+}  // namespace slip::proto
+
+namespace slip::proto {
+
+// ShardTailRequest: term u64 | shard u32 | pad u32 | min_version u64 | skip u64
+std::string Encode(const ShardTailRequest& r) {
+  Writer w(32);
+  w.Put<uint64_t>(r.term);
+  w.Put<uint32_t>(r.shard);
+  w.Put<uint32_t>(0);
+  w.Put<uint64_t>(r.min_version);
+  w.Put<uint64_t>(r.skip);
+  return w.Take();
+}
+
+Result<ShardTailRequest> DecodeShardTailRequest(std::span<const std::byte> buf) {
+  Reader rd(buf);
+  ShardTailRequest r;
+  r.term = rd.Get<uint64_t>();
+  r.shard = rd.Get<uint32_t>();
+  const uint32_t pad = rd.Get<uint32_t>();
+  r.min_version = rd.Get<uint64_t>();
+  r.skip = rd.Get<uint64_t>();
+  SLIP_RETURN_IF_ERROR(Finish(rd, "shard tail request"));
+  if (pad != 0) return Status::Corruption("shard tail request: reserved bytes set");
+  return r;
+}
+
+// ShardTailResponse: term u64 | max_version u64 | walked u64 | more u8 |
+//                    pad 3 | count u32 | entries
+std::string Encode(const ShardTailResponse& r) {
+  size_t bytes = 32;
+  for (const auto& e : r.entries) bytes += 20 + e.key.size() + e.value.size();
+  Writer w(bytes);
+  w.Put<uint64_t>(r.term);
+  w.Put<uint64_t>(r.max_version);
+  w.Put<uint64_t>(r.walked);
+  w.Put<uint8_t>(r.more ? 1 : 0);
+  w.Put<uint8_t>(0);
+  w.Put<uint16_t>(0);
+  w.Put<uint32_t>(static_cast<uint32_t>(r.entries.size()));
+  for (const auto& e : r.entries) PutEntry(w, e.meta, e.key, e.value);
+  return w.Take();
+}
+
+Result<ShardTailResponse> DecodeShardTailResponse(std::span<const std::byte> buf,
+                                                  const log::Limits& limits) {
+  Reader rd(buf);
+  ShardTailResponse r;
+  r.term = rd.Get<uint64_t>();
+  r.max_version = rd.Get<uint64_t>();
+  r.walked = rd.Get<uint64_t>();
+  const uint8_t more = rd.Get<uint8_t>();
+  const uint8_t pad8 = rd.Get<uint8_t>();
+  const uint16_t pad16 = rd.Get<uint16_t>();
+  const uint32_t count = rd.Get<uint32_t>();
+  if (!rd.ok()) return Status::Corruption("shard tail response shorter than its header");
+  if (more > 1 || pad8 != 0 || pad16 != 0) {
+    return Status::Corruption("shard tail response: bad flags");
   }
-  r.meta.type = static_cast<log::EntryType>(type);
-  if (r.meta.version == 0 || r.meta.version > log::kMaxVersion) {
-    return Status::Corruption("replicate request: version out of range");
+  r.more = more == 1;
+  // Each entry takes at least 21 bytes: a count beyond that is a lie.
+  if (count > buf.size() / 21) return Status::Corruption("shard tail response: bad entry count");
+  r.entries.resize(count);
+  for (auto& e : r.entries) {
+    SLIP_RETURN_IF_ERROR(GetEntry(rd, limits, "shard tail entry", &e.meta, &e.key, &e.value));
   }
-  SLIP_RETURN_IF_ERROR(ReadKeyValue(rd, limits, "replicate request", &r.key, &r.value));
-  if (r.key.empty()) return Status::Corruption("replicate request: empty key");
-  if (r.meta.type == log::EntryType::kDel && !r.value.empty()) {
-    return Status::Corruption("replicate request: DEL with a value");
-  }
+  SLIP_RETURN_IF_ERROR(Finish(rd, "shard tail response"));
   return r;
 }
 

@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "log/entry.h"
@@ -28,6 +29,7 @@ enum class Method : uint16_t {
   kGet = 2,
   kDel = 3,
   kReplicate = 16,  // primary -> backup (the rpc replication protocol)
+  kShardTail = 17,  // new primary -> replica: entries above a version (promotion)
   kGetConfig = 32,  // anyone -> node: the node's current configuration
 };
 
@@ -57,9 +59,36 @@ struct ReplicateRequest {
   std::string_view value;  // empty for kDel
 };
 
+// Promotion and re-replication: "send me your entries of `shard` with
+// version > min_version", `skip` entries into the walk (stable while the
+// shard is blocked; a new backup applies concurrent writes by version).
+struct ShardTailRequest {
+  uint64_t term = 0;
+  uint32_t shard = 0;
+  uint64_t min_version = 0;
+  uint64_t skip = 0;
+};
+
+struct TailEntry {
+  log::EntryMeta meta;
+  std::string_view key;
+  std::string_view value;
+};
+
+// Up to a size budget of entries; `more` when the walk did not finish.
+struct ShardTailResponse {
+  uint64_t term = 0;
+  uint64_t max_version = 0;  // the replica's shard version counter
+  uint64_t walked = 0;       // entries walked (the next request's skip)
+  bool more = false;
+  std::vector<TailEntry> entries;
+};
+
 std::string Encode(const KvRequest& r);
 std::string Encode(const KvResponse& r);
 std::string Encode(const ReplicateRequest& r);
+std::string Encode(const ShardTailRequest& r);
+std::string Encode(const ShardTailResponse& r);
 
 // Corruption for a malformed buffer (short, trailing bytes, bad lengths or
 // type); TooLarge for a key or value over `limits`. Never reads past buf.
@@ -67,6 +96,9 @@ Result<KvRequest> DecodeKvRequest(std::span<const std::byte> buf, const log::Lim
 Result<KvResponse> DecodeKvResponse(std::span<const std::byte> buf, const log::Limits& limits);
 Result<ReplicateRequest> DecodeReplicateRequest(std::span<const std::byte> buf,
                                                 const log::Limits& limits);
+Result<ShardTailRequest> DecodeShardTailRequest(std::span<const std::byte> buf);
+Result<ShardTailResponse> DecodeShardTailResponse(std::span<const std::byte> buf,
+                                                  const log::Limits& limits);
 
 inline std::span<const std::byte> AsBytes(std::string_view s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};

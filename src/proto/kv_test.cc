@@ -94,10 +94,49 @@ TEST(KvProtoTest, RandomBytesNeverCrashTheDecoders) {
     accepted += DecodeKvRequest(AsBytes(b), Small()).ok();
     accepted += DecodeKvResponse(AsBytes(b), Small()).ok();
     accepted += DecodeReplicateRequest(AsBytes(b), Small()).ok();
+    accepted += DecodeShardTailRequest(AsBytes(b)).ok();
+    accepted += DecodeShardTailResponse(AsBytes(b), Small()).ok();
   }
   // Some inputs are valid by chance (e.g. short zero-length responses); the
   // point is that none of the others crashed or read out of bounds (ASan).
   EXPECT_GT(accepted, 0);
+}
+
+TEST(KvProtoTest, ShardTailRoundTripAndMalformedInput) {
+  ShardTailRequest q{3, 7, 100, 12};
+  std::string b = Encode(q);
+  auto dq = DecodeShardTailRequest(AsBytes(b));
+  ASSERT_TRUE(dq.ok());
+  EXPECT_EQ(dq->shard, 7u);
+  EXPECT_EQ(dq->min_version, 100u);
+  EXPECT_EQ(dq->skip, 12u);
+  for (size_t n = 0; n < b.size(); ++n) {
+    EXPECT_FALSE(DecodeShardTailRequest(AsBytes(b.substr(0, n))).ok());
+  }
+
+  ShardTailResponse r;
+  r.term = 3;
+  r.max_version = 200;
+  r.walked = 40;
+  r.more = true;
+  r.entries.push_back({{log::EntryType::kPut, 7, 150}, "a", "value"});
+  r.entries.push_back({{log::EntryType::kDel, 7, 151}, "b", ""});
+  b = Encode(r);
+  auto dr = DecodeShardTailResponse(AsBytes(b), Small());
+  ASSERT_TRUE(dr.ok()) << dr.status().ToString();
+  EXPECT_TRUE(dr->more);
+  EXPECT_EQ(dr->walked, 40u);
+  ASSERT_EQ(dr->entries.size(), 2u);
+  EXPECT_EQ(dr->entries[0].value, "value");
+  EXPECT_EQ(dr->entries[1].meta.type, log::EntryType::kDel);
+  for (size_t n = 0; n < b.size(); ++n) {
+    EXPECT_FALSE(DecodeShardTailResponse(AsBytes(b.substr(0, n)), Small()).ok()) << n;
+  }
+  EXPECT_FALSE(DecodeShardTailResponse(AsBytes(b + "z"), Small()).ok());
+  // A count claiming billions of entries is refused before any allocation.
+  std::string lie = b;
+  lie[28] = lie[29] = lie[30] = '\x7f';
+  EXPECT_TRUE(DecodeShardTailResponse(AsBytes(lie), Small()).status().Is(Code::kCorruption));
 }
 
 }  // namespace

@@ -28,6 +28,8 @@ void NodeCore::Handle(uint16_t method, std::span<const std::byte> payload, Reply
       return HandleGet(payload, std::move(reply));
     case proto::Method::kReplicate:
       return HandleReplicate(payload, std::move(reply));
+    case proto::Method::kShardTail:
+      return HandleShardTail(payload, std::move(reply));
     default:
       break;
   }
@@ -136,6 +138,45 @@ void NodeCore::HandleReplicate(std::span<const std::byte> payload, Reply reply) 
   if (!s.ok()) return Fail(reply, s, view->term);
   ++counters_.replicated_in;
   reply(Code::kOk, proto::Encode(proto::KvResponse{view->term, req->meta.version, {}}));
+}
+
+void NodeCore::HandleShardTail(std::span<const std::byte> payload, Reply reply) {
+  auto view = views_->Get();
+  auto req = proto::DecodeShardTailRequest(payload);
+  if (!req.ok()) return Fail(reply, req.status(), view->term);
+  if (req->term != view->term) {
+    return Fail(reply,
+                Status::StaleTerm("shard tail term " + std::to_string(req->term) +
+                                  ", node term " + std::to_string(view->term)),
+                view->term);
+  }
+  if (req->shard >= view->shards.size()) {
+    return Fail(reply, Status::InvalidArgument("no shard " + std::to_string(req->shard)), view->term);
+  }
+  // The page holds views into these strings until it is encoded.
+  std::vector<store::Store::ShardEntry> held;
+  size_t bytes = 0;
+  bool full = false;
+  auto walked = store_->ForEachInShard(
+      req->shard, req->min_version, req->skip, [&](const store::Store::ShardEntry& e) {
+        const size_t size = 24 + e.key.size() + e.value.size();
+        if (!held.empty() && bytes + size > tail_page_bytes_) {
+          full = true;
+          return false;
+        }
+        bytes += size;
+        held.push_back(e);
+        return true;
+      });
+  if (!walked.ok()) return Fail(reply, walked.status(), view->term);
+  proto::ShardTailResponse r;
+  r.term = view->term;
+  r.max_version = store_->shard_version(req->shard);
+  // The entry that did not fit was walked but not sent: it starts the next page.
+  r.walked = full ? *walked - 1 : *walked;
+  r.more = full;
+  for (const auto& e : held) r.entries.push_back({e.meta, e.key, e.value});
+  reply(Code::kOk, proto::Encode(r));
 }
 
 }  // namespace slip::server

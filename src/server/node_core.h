@@ -8,6 +8,8 @@
 //     reply Unavailable (the outcome is unknown, never "not written").
 //   GET at a primary: check term and ownership, read the store.
 //   REPLICATE at a backup: check term and membership, Store::Apply, reply.
+//   SHARD_TAIL at any replica: a page of the shard's entries above a version
+//     (promotion gathers them; see promoter.h).
 //
 // Every refusal is a clear status and changes nothing: StaleTerm when the
 // request's term or shard does not match this node's view (the payload then
@@ -67,6 +69,10 @@ class NodeCore {
   NodeCore(NodeId self, store::Store* store, uint32_t writer, replication::Replicator* replicator,
            const ViewHolder* views);
 
+  // Largest response to a SHARD_TAIL request (entries beyond it go in the
+  // next page). Must fit one RPC message.
+  void set_tail_page_bytes(size_t bytes) { tail_page_bytes_ = bytes; }
+
   // Handles one request; `reply` runs exactly once, possibly later (after
   // replication), on the same executor. `payload` need only live during the
   // call.
@@ -82,6 +88,7 @@ class NodeCore {
   void HandleWrite(proto::Method m, std::span<const std::byte> payload, Reply reply);
   void HandleGet(std::span<const std::byte> payload, Reply reply);
   void HandleReplicate(std::span<const std::byte> payload, Reply reply);
+  void HandleShardTail(std::span<const std::byte> payload, Reply reply);
   // Term and primary ownership of req.shard; replies and returns false if not.
   bool CheckPrimary(const NodeView& v, const proto::KvRequest& req, const Reply& reply);
   void Fail(const Reply& reply, const Status& s, uint64_t term);
@@ -92,6 +99,7 @@ class NodeCore {
   replication::Replicator* const replicator_;
   const ViewHolder* const views_;
   Counters counters_;
+  size_t tail_page_bytes_ = 64 << 10;
 };
 
 }  // namespace slip::server

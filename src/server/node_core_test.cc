@@ -8,45 +8,39 @@
 
 #include "common/hash.h"
 #include "common/random.h"
+#include "replication/rpc_replicator.h"
+#include "server/promoter.h"
 
 namespace slip::server {
 namespace {
 
 constexpr uint32_t kShards = 4;
 
-// Delivers REPLICATE requests to other in-process NodeCores. Deliveries are
-// queued until Pump(), so tests can look at the state in between; a node
-// marked dead fails its deliveries.
-class LoopbackReplicator : public replication::Replicator {
+// Delivers requests to in-process NodeCores. Deliveries and replies are
+// queued until Pump(), so tests can look at the state in between, as the
+// PeerCaller contract demands (done never runs inside Call). A node marked
+// dead fails its calls with Unavailable.
+class LoopbackPeers : public replication::PeerCaller {
  public:
   std::map<NodeId, NodeCore*> nodes;
   std::set<NodeId> dead;
   std::deque<std::function<void()>> queue;
+  uint64_t calls = 0;
 
-  void Replicate(std::span<const NodeId> backups, const proto::ReplicateRequest& entry,
-                 std::function<void(Status)> done) override {
-    auto bytes = std::make_shared<std::string>(proto::Encode(entry));
-    auto left = std::make_shared<size_t>(backups.size());
-    auto failed = std::make_shared<bool>(false);
-    auto shared_done = std::make_shared<std::function<void(Status)>>(std::move(done));
-    for (NodeId b : backups) {
-      queue.push_back([=, this] {
-        auto complete = [=](Status s) {
-          if (*failed) return;
-          if (!s.ok()) {
-            *failed = true;
-            (*shared_done)(s);
-          } else if (--*left == 0) {
-            (*shared_done)(Status::Ok());
-          }
-        };
-        if (dead.count(b)) return complete(Status::Unavailable("node " + std::to_string(b) + " dead"));
-        nodes[b]->Handle(static_cast<uint16_t>(proto::Method::kReplicate), proto::AsBytes(*bytes),
-                         [=](Code c, std::string payload) {
-                           complete(c == Code::kOk ? Status::Ok() : Status(c, payload));
-                         });
+  void Call(NodeId node, uint16_t method, std::string payload,
+            std::function<void(Result<replication::PeerResponse>)> done) override {
+    ++calls;
+    auto shared_done = std::make_shared<decltype(done)>(std::move(done));
+    queue.push_back([this, node, method, payload = std::move(payload), shared_done] {
+      if (dead.count(node) || !nodes.count(node)) {
+        return (*shared_done)(Status::Unavailable("node " + std::to_string(node) + " dead"));
+      }
+      nodes[node]->Handle(method, proto::AsBytes(payload), [this, shared_done](Code c, std::string p) {
+        queue.push_back([shared_done, c, p = std::move(p)]() mutable {
+          (*shared_done)(replication::PeerResponse{c, std::move(p)});
+        });
       });
-    }
+    });
   }
   void Pump() {
     while (!queue.empty()) {
@@ -85,7 +79,7 @@ class NodeCoreTest : public ::testing::Test {
     }
     view->blocked.assign(kShards, false);
     views.Set(view);
-    for (NodeId n = 0; n < 3; ++n) {
+    for (NodeId n = 0; n < 4; ++n) {
       TestNode& t = nodes[n];
       t.region = std::move(pm::PmRegion::Anonymous(4 << 20, {})).value();
       store::StoreOptions o;
@@ -94,8 +88,9 @@ class NodeCoreTest : public ::testing::Test {
       o.limits.max_key = 1024;
       o.limits.max_value = 64 << 10;
       o.max_block_bytes = 16 << 10;
+      o.num_writers = 2;  // 0: the worker, 1: the promoter
       t.store = std::move(store::Store::Open(t.region.get(), o)).value();
-      t.core = std::make_unique<NodeCore>(n, t.store.get(), 0, &rep, &views);
+      t.core = std::make_unique<NodeCore>(n, t.store.get(), 0, &replicator, &views);
       rep.nodes[n] = t.core.get();
     }
   }
@@ -130,8 +125,9 @@ class NodeCoreTest : public ::testing::Test {
   }
 
   ViewHolder views;
-  LoopbackReplicator rep;
-  TestNode nodes[3];
+  LoopbackPeers rep;
+  replication::RpcReplicator replicator{&rep};
+  TestNode nodes[4];  // node 3 joins later (re-replication)
 };
 
 TEST_F(NodeCoreTest, PutIsOnEveryReplicaBeforeItIsAcknowledgedOrVisible) {
@@ -145,7 +141,7 @@ TEST_F(NodeCoreTest, PutIsOnEveryReplicaBeforeItIsAcknowledgedOrVisible) {
   ASSERT_TRUE(r->replied);
   ASSERT_EQ(r->code, Code::kOk) << r->payload;
   EXPECT_GT(Decode(*r).version, 0u);
-  for (auto& n : nodes) EXPECT_EQ(*n.store->Get(key), "v1");
+  for (int n = 0; n < 3; ++n) EXPECT_EQ(*nodes[n].store->Get(key), "v1");
 
   auto g = Send(p, proto::Method::kGet, key);
   ASSERT_EQ(g->code, Code::kOk);
@@ -155,7 +151,7 @@ TEST_F(NodeCoreTest, PutIsOnEveryReplicaBeforeItIsAcknowledgedOrVisible) {
   auto d = Send(p, proto::Method::kDel, key);
   rep.Pump();
   ASSERT_EQ(d->code, Code::kOk) << d->payload;
-  for (auto& n : nodes) EXPECT_TRUE(n.store->Get(key).status().Is(Code::kNotFound));
+  for (int n = 0; n < 3; ++n) EXPECT_TRUE(nodes[n].store->Get(key).status().Is(Code::kNotFound));
   auto d2 = Send(p, proto::Method::kDel, key);
   rep.Pump();
   EXPECT_EQ(d2->code, Code::kNotFound);
@@ -186,7 +182,7 @@ TEST_F(NodeCoreTest, ReplicationFailureIsUnavailableAndNeverVisible) {
   EXPECT_EQ(*nodes[p].store->Get(key), "old") << "an unacknowledged write became visible";
   rep.dead.clear();
   ASSERT_EQ(Put(key, "newer")->code, Code::kOk);
-  for (auto& n : nodes) EXPECT_EQ(*n.store->Get(key), "newer");
+  for (int n = 0; n < 3; ++n) EXPECT_EQ(*nodes[n].store->Get(key), "newer");
 }
 
 TEST_F(NodeCoreTest, BackupRefusesReplicationFromAnotherTermOrShard) {
@@ -228,7 +224,7 @@ TEST_F(NodeCoreTest, MalformedRequestsGetClearErrorsAndChangeNothing) {
     for (auto& c : junk) c = static_cast<char>(rng.Uniform(3) ? rng.Uniform(4) : rng.Next());
     const uint16_t method = static_cast<uint16_t>(rng.Uniform(40));
     bool replied = false;
-    nodes[rng.Uniform(3)].core->Handle(method, proto::AsBytes(junk), [&](Code c, std::string p) {
+    nodes[rng.Uniform(4)].core->Handle(method, proto::AsBytes(junk), [&](Code c, std::string p) {
       replied = true;
       if (c != Code::kOk) {
         EXPECT_TRUE(proto::DecodeKvResponse(proto::AsBytes(p), log::Limits{}).ok());
@@ -241,6 +237,118 @@ TEST_F(NodeCoreTest, MalformedRequestsGetClearErrorsAndChangeNothing) {
   EXPECT_EQ(big->code, Code::kTooLarge);
   auto huge = Send(PrimaryOf("k"), proto::Method::kPut, "k", std::string(65 << 10, 'v'));
   EXPECT_EQ(huge->code, Code::kTooLarge);
+}
+
+// Failover data path: the primary of a shard dies; a backup is promoted in
+// a new term. One survivor holds an entry the other never got (the dead
+// primary's last, unacknowledged write). After Promote both replicas hold
+// the same entries, the new primary numbers writes above all of them, and a
+// new backup seeded by re-replication matches too.
+TEST_F(NodeCoreTest, PromotionMakesReplicasAgreeAndSeedsANewBackup) {
+  const uint32_t shard = 0;
+  const NodeId old_primary = views.Get()->shards[shard].primary;
+  const NodeId b1 = views.Get()->shards[shard].backups[0], b2 = views.Get()->shards[shard].backups[1];
+  std::vector<std::string> keys;
+  for (int i = 0; keys.size() < 40; ++i) {
+    std::string k = "key" + std::to_string(i);
+    if (ShardOfKey(k) == shard) keys.push_back(k);
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_EQ(Put(keys[i], "v" + std::to_string(i))->code, Code::kOk);
+  }
+  auto del = Send(old_primary, proto::Method::kDel, keys[0]);
+  rep.Pump();
+  ASSERT_EQ(del->code, Code::kOk);
+  // The dead primary's last write reached b2 only.
+  const uint64_t orphan_version = nodes[old_primary].store->shard_version(shard) + 1;
+  ASSERT_TRUE(nodes[b2].store->Apply(0, {log::EntryType::kPut, shard, orphan_version}, keys[1],
+                                     "orphan").ok());
+  rep.dead.insert(old_primary);
+
+  // New term: b1 primary, b2 backup, shard blocked until promotion ends.
+  auto v = std::make_shared<NodeView>(*views.Get());
+  v->term = 6;
+  v->shards[shard] = ShardReplicas{b1, {b2}};
+  v->blocked[shard] = true;
+  views.Set(v);
+  Promoter promoter(nodes[b1].store.get(), 1, &rep);
+  bool finished = false;
+  promoter.Promote(6, shard, {b2}, [&](Status s, PromoteStats st) {
+    finished = true;
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    EXPECT_GT(st.pulled_entries, 0u);
+    EXPECT_GT(st.pushed_entries, 0u);
+  });
+  rep.Pump();
+  ASSERT_TRUE(finished);
+  for (const auto& k : keys) {
+    auto a = nodes[b1].store->Get(k), b = nodes[b2].store->Get(k);
+    ASSERT_EQ(a.ok(), b.ok()) << k;
+    if (a.ok()) {
+      EXPECT_EQ(*a, *b) << k;
+    }
+  }
+  EXPECT_EQ(*nodes[b1].store->Get(keys[1]), "orphan") << "the gathered tail reached the new primary";
+  EXPECT_GE(nodes[b1].store->shard_version(shard), orphan_version);
+
+  // Unblock: the new primary serves, numbering above everything.
+  auto v2 = std::make_shared<NodeView>(*views.Get());
+  v2->blocked[shard] = false;
+  views.Set(v2);
+  auto put = Put(keys[1], "after failover");
+  ASSERT_EQ(put->code, Code::kOk) << put->payload;
+  EXPECT_GT(Decode(*put).version, orphan_version);
+  EXPECT_EQ(*nodes[b2].store->Get(keys[1]), "after failover");
+  auto stale = Send(old_primary, proto::Method::kGet, keys[2], {}, /*term=*/6);
+  EXPECT_EQ(stale->code, Code::kStaleTerm) << "the old primary must not serve the new term";
+
+  // Re-replication: node 3 becomes the second backup and is seeded.
+  auto v3 = std::make_shared<NodeView>(*views.Get());
+  v3->term = 7;
+  v3->shards[shard].backups.push_back(3);
+  views.Set(v3);
+  bool seeded = false;
+  promoter.Seed(7, shard, 3, [&](Status s, PromoteStats) {
+    seeded = true;
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  });
+  rep.Pump();
+  ASSERT_TRUE(seeded);
+  for (const auto& k : keys) {
+    auto a = nodes[b1].store->Get(k), c = nodes[3].store->Get(k);
+    ASSERT_EQ(a.ok(), c.ok()) << k;
+    if (a.ok()) {
+      EXPECT_EQ(*a, *c) << k;
+    }
+  }
+}
+
+TEST_F(NodeCoreTest, PromotionFailsCleanlyWhenAReplicaIsUnreachable) {
+  const uint32_t shard = 1;
+  const NodeId b1 = views.Get()->shards[shard].backups[0], b2 = views.Get()->shards[shard].backups[1];
+  auto v = std::make_shared<NodeView>(*views.Get());
+  v->term = 6;
+  v->shards[shard] = ShardReplicas{b1, {b2}};
+  views.Set(v);
+  rep.dead.insert(b2);
+  Promoter promoter(nodes[b1].store.get(), 1, &rep);
+  Status result = Status::Ok();
+  bool finished = false;
+  promoter.Promote(6, shard, {b2}, [&](Status s, PromoteStats) {
+    finished = true;
+    result = s;
+  });
+  rep.Pump();
+  ASSERT_TRUE(finished);
+  EXPECT_TRUE(result.Is(Code::kUnavailable)) << result.ToString();
+  // A replica still in the old term refuses: the promoter reports it.
+  rep.dead.clear();
+  auto old_view = std::make_shared<NodeView>(*views.Get());
+  old_view->term = 5;
+  views.Set(old_view);
+  promoter.Promote(6, shard, {b2}, [&](Status s, PromoteStats) { result = s; });
+  rep.Pump();
+  EXPECT_TRUE(result.Is(Code::kStaleTerm)) << result.ToString();
 }
 
 }  // namespace

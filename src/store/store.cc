@@ -212,15 +212,17 @@ void Store::RaiseShardVersion(uint32_t shard, uint64_t version) {
   }
 }
 
-Status Store::ForEachInShard(uint32_t shard,
-                             const std::function<Status(const ShardEntry&)>& fn) const {
+Result<uint64_t> Store::ForEachInShard(uint32_t shard, uint64_t min_version, uint64_t skip,
+                                       const std::function<bool(const ShardEntry&)>& fn) const {
   if (shard >= shards_.size()) return Status::InvalidArgument("no such shard");
   // Keys are collected under the index lock, where every offset is current
   // (the cleaner frees a segment only after moving the index off it); each
   // entry is then read by key, the safe way, since it may move meanwhile.
   std::vector<std::string> keys;
   shards_[shard].index->ForEach([&](uint64_t off) { keys.emplace_back(Read(off).key); });
-  for (std::string& key : keys) {
+  uint64_t walked = std::min<uint64_t>(skip, keys.size());
+  for (; walked < keys.size(); ++walked) {
+    std::string& key = keys[walked];
     ShardEntry e;
     e.meta.type = EntryType::kCommitVersion;  // overwritten by a successful read
     auto v = Find(key, &e.meta);
@@ -231,10 +233,11 @@ Status Store::ForEachInShard(uint32_t shard,
     }
     // NotFound with no entry read: the cleaner dropped the key meanwhile.
     if (e.meta.type != EntryType::kPut && e.meta.type != EntryType::kDel) continue;
+    if (e.meta.version <= min_version) continue;
     e.key = std::move(key);
-    SLIP_RETURN_IF_ERROR(fn(e));
+    if (!fn(e)) return walked + 1;
   }
-  return Status::Ok();
+  return walked;
 }
 
 Status Store::Put(uint32_t writer, std::string_view key, std::string_view value) {

@@ -138,10 +138,14 @@ class Store final : private index::EntryReader {
     std::string key;
     std::string value;  // empty for kDel
   };
-  // Calls `fn` for every indexed entry of `shard` (tombstones included, so a
-  // new replica learns of deletes too). Not a snapshot: entries written
-  // during the scan may or may not be seen. Stops at the first error.
-  Status ForEachInShard(uint32_t shard, const std::function<Status(const ShardEntry&)>& fn) const;
+  // Calls `fn` for every indexed entry of `shard` with a version above
+  // `min_version` (tombstones included, so a new replica learns of deletes
+  // too), after passing over the first `skip` keys of the walk (the walk's
+  // order is stable while nothing writes the shard). Not a snapshot: entries
+  // written during the walk may or may not be seen. `fn` returns false to
+  // stop early. Returns the number of keys walked (skipped ones included).
+  Result<uint64_t> ForEachInShard(uint32_t shard, uint64_t min_version, uint64_t skip,
+                                  const std::function<bool(const ShardEntry&)>& fn) const;
 
   // Raises the shard's version counter to at least `version` (failover: a
   // new primary must number writes above every entry any replica holds).

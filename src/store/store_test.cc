@@ -306,14 +306,31 @@ TEST(StoreApplyTest, AnyOrderGivesThePrimarysStateAndSeedsANewReplica) {
   auto fresh = std::move(Store::Open(nr.get(), SmallOptions())).value();
   uint64_t seeded = 0;
   for (uint32_t sh = 0; sh < 4; ++sh) {
-    ASSERT_TRUE(primary
-                    ->ForEachInShard(sh,
-                                     [&](const Store::ShardEntry& e) {
-                                       ++seeded;
-                                       EXPECT_EQ(e.meta.shard, sh);
-                                       return fresh->Apply(0, e.meta, e.key, e.value);
-                                     })
-                    .ok());
+    auto walked = primary->ForEachInShard(sh, 0, 0, [&](const Store::ShardEntry& e) {
+      ++seeded;
+      EXPECT_EQ(e.meta.shard, sh);
+      EXPECT_TRUE(fresh->Apply(0, e.meta, e.key, e.value).ok());
+      return true;
+    });
+    ASSERT_TRUE(walked.ok());
+    // Paging by skip sees the same entries; a version floor filters.
+    uint64_t paged = 0, above = 0;
+    for (uint64_t skip = 0; skip < *walked;) {
+      auto w = primary->ForEachInShard(sh, 0, skip, [&](const Store::ShardEntry&) {
+        return ++paged % 7 != 0;  // stop every 7 entries, like a full page
+      });
+      ASSERT_TRUE(w.ok());
+      ASSERT_GT(*w, skip);
+      skip = *w;
+    }
+    const uint64_t floor = primary->shard_version(sh) / 2;
+    ASSERT_TRUE(primary->ForEachInShard(sh, floor, 0, [&](const Store::ShardEntry& e) {
+      EXPECT_GT(e.meta.version, floor);
+      ++above;
+      return true;
+    }).ok());
+    EXPECT_LE(above, *walked);
+    EXPECT_EQ(paged, *walked);
     EXPECT_EQ(backup->shard_version(sh), primary->shard_version(sh)) << "shard " << sh;
     EXPECT_GE(fresh->shard_version(sh), 1u);
   }

@@ -1,0 +1,128 @@
+#include "server/promoter.h"
+
+#include "proto/kv.h"
+
+namespace slip::server {
+
+struct Promoter::Job {
+  uint64_t term;
+  uint32_t shard;
+  std::vector<NodeId> pull_from;
+  std::vector<NodeId> push_to;
+  std::function<void(Status, PromoteStats)> done;
+  PromoteStats stats;
+  bool finished = false;
+  // Push state: the entries still to send, one walk of the shard.
+  std::vector<store::Store::ShardEntry> to_send;
+  size_t next = 0;
+  size_t in_flight = 0;
+
+  void Finish(Status s) {
+    if (finished) return;
+    finished = true;
+    done(std::move(s), stats);
+  }
+};
+
+void Promoter::Promote(uint64_t term, uint32_t shard, std::vector<NodeId> replicas,
+                       std::function<void(Status, PromoteStats)> done) {
+  auto job = std::make_shared<Job>();
+  job->term = term;
+  job->shard = shard;
+  job->pull_from = replicas;
+  job->push_to = std::move(replicas);
+  job->done = std::move(done);
+  if (job->pull_from.empty()) return Push(job);
+  Pull(job, 0, 0);
+}
+
+void Promoter::Seed(uint64_t term, uint32_t shard, NodeId backup,
+                    std::function<void(Status, PromoteStats)> done) {
+  auto job = std::make_shared<Job>();
+  job->term = term;
+  job->shard = shard;
+  job->push_to = {backup};
+  job->done = std::move(done);
+  Push(job);
+}
+
+void Promoter::Pull(std::shared_ptr<Job> job, size_t replica, uint64_t skip) {
+  const NodeId from = job->pull_from[replica];
+  std::string req = proto::Encode(proto::ShardTailRequest{job->term, job->shard, 0, skip});
+  peers_->Call(
+      from, static_cast<uint16_t>(proto::Method::kShardTail), std::move(req),
+      [this, job, replica, from](Result<replication::PeerResponse> r) {
+        if (!r.ok()) {
+          return job->Finish(Status(r.status().code(), "pulling shard " + std::to_string(job->shard) +
+                                                           " from node " + std::to_string(from) +
+                                                           ": " + r.status().message()));
+        }
+        if (r->status != Code::kOk) {
+          return job->Finish(Status(r->status, "node " + std::to_string(from) +
+                                                   " refused to send shard " +
+                                                   std::to_string(job->shard)));
+        }
+        auto page = proto::DecodeShardTailResponse(proto::AsBytes(r->payload),
+                                                   store_->options().limits);
+        if (!page.ok()) return job->Finish(page.status());
+        ++job->stats.pages;
+        for (const auto& e : page->entries) {
+          if (e.meta.shard != job->shard) {
+            return job->Finish(Status::Corruption("node " + std::to_string(from) +
+                                                  " sent an entry of shard " +
+                                                  std::to_string(e.meta.shard)));
+          }
+          Status s = store_->Apply(writer_, e.meta, e.key, e.value);
+          if (!s.ok()) return job->Finish(s);
+          ++job->stats.pulled_entries;
+        }
+        // Versions above every entry any replica holds, even ones we did
+        // not receive (its counter may be ahead of its entries).
+        store_->RaiseShardVersion(job->shard, page->max_version);
+        if (page->more) return Pull(job, replica, page->walked);
+        if (replica + 1 < job->pull_from.size()) return Pull(job, replica + 1, 0);
+        Push(job);
+      });
+}
+
+void Promoter::Push(std::shared_ptr<Job> job) {
+  auto walked = store_->ForEachInShard(job->shard, 0, 0, [&](const store::Store::ShardEntry& e) {
+    job->to_send.push_back(e);
+    return true;
+  });
+  if (!walked.ok()) return job->Finish(walked.status());
+  if (job->to_send.empty() || job->push_to.empty()) return job->Finish(Status::Ok());
+  PushMore(job);
+}
+
+void Promoter::PushMore(std::shared_ptr<Job> job) {
+  const size_t total = job->to_send.size() * job->push_to.size();
+  while (!job->finished && job->in_flight < kWindow && job->next < total) {
+    const size_t i = job->next++;
+    const auto& e = job->to_send[i / job->push_to.size()];
+    const NodeId to = job->push_to[i % job->push_to.size()];
+    ++job->in_flight;
+    std::string req = proto::Encode(proto::ReplicateRequest{job->term, e.meta, e.key,
+                                                            e.meta.type == log::EntryType::kPut
+                                                                ? std::string_view(e.value)
+                                                                : std::string_view{}});
+    peers_->Call(to, static_cast<uint16_t>(proto::Method::kReplicate), std::move(req),
+                 [this, job, to](Result<replication::PeerResponse> r) {
+                   --job->in_flight;
+                   Status s = !r.ok() ? r.status()
+                              : r->status != Code::kOk
+                                  ? Status(r->status, "node " + std::to_string(to) +
+                                                          " refused a pushed entry")
+                                  : Status::Ok();
+                   if (!s.ok()) return job->Finish(s);
+                   ++job->stats.pushed_entries;
+                   if (job->next == job->to_send.size() * job->push_to.size() &&
+                       job->in_flight == 0) {
+                     return job->Finish(Status::Ok());
+                   }
+                   PushMore(job);
+                 });
+  }
+}
+
+}  // namespace slip::server

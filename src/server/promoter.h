@@ -1,0 +1,66 @@
+// Promoter: the data side of failover for the rpc design (notes/rowan.md
+// §3.6 steps 2 and 3), run by the node that is to serve a shard.
+//
+//   Promote: gather — pull every surviving replica's entries of the shard
+//     (SHARD_TAIL pages) and apply them here; the shard's version counter
+//     rises above every version seen. Then scatter — push this node's
+//     entries to every replica (REPLICATE), so all replicas hold the same
+//     set. Only then may the shard serve requests again.
+//   Seed: push the whole shard to a new backup (re-replication).
+//
+// This exchanges the whole shard, not only the uncommitted tail that Rowan
+// exchanges: RPC-replicated entries carry no committed-prefix marker yet.
+// Correct for any state; its cost grows with the shard (measured and
+// reported in the failover timeline).
+//
+// The shard must be blocked on every replica (no client writes) while
+// Promote runs; Seed may run while the shard serves, because the new backup
+// is in the replica set already and applies concurrent writes by version.
+//
+// Runs on one executor; `writer` is a store writer id no one else uses.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "common/status.h"
+#include "replication/peer_caller.h"
+#include "store/store.h"
+
+namespace slip::server {
+
+using replication::NodeId;
+
+struct PromoteStats {
+  uint64_t pulled_entries = 0;
+  uint64_t pushed_entries = 0;
+  uint64_t pages = 0;
+};
+
+class Promoter {
+ public:
+  Promoter(store::Store* store, uint32_t writer, replication::PeerCaller* peers)
+      : store_(store), writer_(writer), peers_(peers) {}
+
+  void Promote(uint64_t term, uint32_t shard, std::vector<NodeId> replicas,
+               std::function<void(Status, PromoteStats)> done);
+  void Seed(uint64_t term, uint32_t shard, NodeId backup,
+            std::function<void(Status, PromoteStats)> done);
+
+  // Outstanding REPLICATE requests per push.
+  static constexpr size_t kWindow = 32;
+
+ private:
+  struct Job;
+  void Pull(std::shared_ptr<Job> job, size_t replica, uint64_t skip);
+  void Push(std::shared_ptr<Job> job);
+  void PushMore(std::shared_ptr<Job> job);
+
+  store::Store* store_;
+  uint32_t writer_;
+  replication::PeerCaller* peers_;
+};
+
+}  // namespace slip::server
