@@ -5,6 +5,7 @@
 //   slip get --dir DIR KEY                         print the value alone on stdout
 //   slip del --dir DIR KEY                         delete a key
 //   slip inspect --dir DIR                         PM layout and recovery figures
+//   slip sim --seeds 1..200                        cluster simulation campaign
 //
 // Errors are one line on stderr and a non-zero exit status.
 #include <CLI/CLI.hpp>
@@ -14,6 +15,7 @@
 #include <iostream>
 
 #include "cli/local_bench.h"
+#include "cli/sim_command.h"
 #include "store/store.h"
 
 namespace {
@@ -79,9 +81,26 @@ int main(int argc, char** argv) {
   auto* inspect = app.add_subcommand("inspect", "show the store's PM layout and recovery figures");
   add_dir(inspect);
 
+  slip::cli::SimCommandOptions so;
+  auto* sim = app.add_subcommand("sim", "run deterministic cluster simulations and check every history");
+  sim->add_option("--design", so.design, "replication design")->capture_default_str();
+  sim->add_option("--seeds", so.seeds, "seed range A..B")->capture_default_str();
+  sim->add_option("--seed", so.seed, "one seed (replay)");
+  sim->add_flag("--trace", so.trace, "print every event of the run");
+  sim->add_option("--bug", so.bug, "inject a protocol bug: ack-before-replication");
+  sim->add_option("--nodes", so.nodes, "nodes")->capture_default_str();
+  sim->add_option("--replication", so.replication, "replicas per shard")->capture_default_str();
+  sim->add_option("--shards", so.shards, "shards")->capture_default_str();
+  sim->add_option("--clients", so.clients, "clients")->capture_default_str();
+  sim->add_option("--keys", so.keys, "distinct keys")->capture_default_str();
+  sim->add_option("--ops", so.ops, "operations per client")->capture_default_str();
+  sim->add_option("--crashes", so.crashes, "node crashes per run")->capture_default_str();
+  sim->add_option("--drop", so.drop, "message loss probability")->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
 
   if (*bench) return slip::cli::RunLocalBench(bo);
+  if (*sim) return slip::cli::RunSimCommand(so);
 
   auto local = OpenLocal(dir, size_mb);
   if (!local.ok()) return Fail(app.get_subcommands()[0]->get_name(), local.status());

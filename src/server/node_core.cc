@@ -7,8 +7,14 @@
 namespace slip::server {
 
 NodeCore::NodeCore(NodeId self, store::Store* store, uint32_t writer,
-                   replication::Replicator* replicator, const ViewHolder* views)
-    : self_(self), store_(store), writer_(writer), replicator_(replicator), views_(views) {}
+                   replication::Replicator* replicator, const ViewHolder* views,
+                   std::shared_ptr<DeleteGuard> deletes)
+    : self_(self),
+      store_(store),
+      writer_(writer),
+      replicator_(replicator),
+      views_(views),
+      deletes_(deletes ? std::move(deletes) : std::make_shared<DeleteGuard>()) {}
 
 void NodeCore::Fail(const Reply& reply, const Status& s, uint64_t term) {
   if (s.Is(Code::kStaleTerm)) ++counters_.stale;
@@ -72,6 +78,17 @@ void NodeCore::HandleWrite(proto::Method m, std::span<const std::byte> payload, 
   }
 
   const auto type = m == proto::Method::kPut ? log::EntryType::kPut : log::EntryType::kDel;
+  // Held from the existence check in Prepare until the DEL commits or fails.
+  std::shared_ptr<std::string> guarded;
+  if (type == log::EntryType::kDel) {
+    if (!deletes_->TryAcquire(std::string(req->key))) {
+      return Fail(reply, Status::Busy("a delete of this key is in flight"), view->term);
+    }
+    guarded = std::shared_ptr<std::string>(new std::string(req->key), [g = deletes_](std::string* k) {
+      g->Release(*k);
+      delete k;
+    });
+  }
   auto prepared = store_->Prepare(writer_, type, req->key, req->value);
   if (!prepared.ok()) {
     Status s = prepared.status();
@@ -81,7 +98,8 @@ void NodeCore::HandleWrite(proto::Method m, std::span<const std::byte> payload, 
   }
   auto pending = std::make_shared<store::Store::PendingWrite>(std::move(*prepared));
   const std::vector<NodeId>& backups = view->shards[req->shard].backups;
-  auto finish = [this, pending, reply = std::move(reply), term = view->term](Status s) {
+  auto finish = [this, pending, guarded, reply = std::move(reply), term = view->term](Status s) mutable {
+    guarded.reset();  // commit or abandon comes next, in this handler
     if (!s.ok()) {
       store_->Abandon(*pending);
       ++counters_.replication_failures;

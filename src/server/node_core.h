@@ -25,8 +25,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "common/status.h"
@@ -60,14 +62,36 @@ class ViewHolder {
   std::atomic<std::shared_ptr<const NodeView>> view_{std::make_shared<NodeView>()};
 };
 
+// Keys with a DEL in flight at this primary, shared by the node's workers.
+// A DEL answers "found" from the committed state, so a second DEL of the
+// same key must wait until the first commits or is abandoned; otherwise both
+// would report found (not linearizable). It gets Busy and the client retries.
+// PUTs need no such care: their versions order them.
+class DeleteGuard {
+ public:
+  bool TryAcquire(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return keys_.insert(key).second;
+  }
+  void Release(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    keys_.erase(key);
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_set<std::string> keys_;
+};
+
 class NodeCore {
  public:
   // `payload` of a response; on an error status it is a KvResponse whose
   // value is the error text (and whose term is the node's).
   using Reply = std::function<void(Code status, std::string payload)>;
 
+  // `deletes` is shared by all NodeCores of a node (null: a private one).
   NodeCore(NodeId self, store::Store* store, uint32_t writer, replication::Replicator* replicator,
-           const ViewHolder* views);
+           const ViewHolder* views, std::shared_ptr<DeleteGuard> deletes = nullptr);
 
   // Largest response to a SHARD_TAIL request (entries beyond it go in the
   // next page). Must fit one RPC message.
@@ -98,6 +122,7 @@ class NodeCore {
   const uint32_t writer_;
   replication::Replicator* const replicator_;
   const ViewHolder* const views_;
+  std::shared_ptr<DeleteGuard> deletes_;
   Counters counters_;
   size_t tail_page_bytes_ = 64 << 10;
 };

@@ -1,0 +1,26 @@
+// `slip sim`: deterministic cluster-simulation campaigns (src/sim/).
+//
+//   slip sim --seeds 1..200            run seeds, print failing ones and totals
+//   slip sim --seed 17 --trace         replay one seed with a readable event trace
+//   slip sim --seeds 1..50 --bug ack-before-replication
+//                                      prove the checker catches a broken protocol
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace slip::cli {
+
+struct SimCommandOptions {
+  std::string design = "rpc-kv";
+  std::string seeds = "1..20";
+  int64_t seed = -1;  // one seed (overrides --seeds)
+  bool trace = false;
+  std::string bug;    // "", "ack-before-replication"
+  uint32_t nodes = 6, replication = 3, shards = 12, clients = 4, keys = 24, ops = 150, crashes = 2;
+  double drop = 0.01;
+};
+
+int RunSimCommand(const SimCommandOptions& o);
+
+}  // namespace slip::cli

@@ -1,0 +1,110 @@
+// ClientCore: the client's request path — route a key to its shard's
+// primary, send, and recover from what a replicated store answers:
+//
+//   StaleTerm    the node's configuration differs: refresh the routing
+//                table (at least the node's term) and resend.
+//   Busy         the shard is being reconfigured or the node is out of
+//                space: back off, resend.
+//   Unavailable, Timeout
+//                the node may be dead: refresh routing, back off, resend. A
+//                write's outcome is then unknown until a later attempt
+//                answers; retrying a PUT is harmless (last writer wins), and
+//                a retried DEL that finds nothing reports NotFound although an
+//                earlier attempt may have deleted the key (flagged to the
+//                history as an unknown outcome).
+//   anything else  returned to the caller at once.
+//
+// Each operation has a deadline; when it passes, the last error is returned.
+// Transport-agnostic (PeerCaller) and clock-free (Executor), so the same code
+// serves the library, `slip` and the simulator.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "log/entry.h"
+#include "replication/peer_caller.h"
+#include "runtime/runtime.h"
+
+namespace slip::client {
+
+using replication::NodeId;
+
+// What a client needs of the cluster configuration.
+struct RoutingTable {
+  uint64_t term = 0;
+  std::vector<NodeId> primaries;  // index = shard id
+  uint32_t ShardOf(uint64_t hash) const;
+};
+
+class RoutingSource {
+ public:
+  virtual ~RoutingSource() = default;
+  // A routing table with term >= min_term if one exists, else the newest
+  // known. `done` runs on the caller's executor (not inside Fetch).
+  virtual void Fetch(uint64_t min_term, std::function<void(Result<RoutingTable>)> done) = 0;
+};
+
+struct ClientOptions {
+  runtime::Nanos op_deadline = 10 * runtime::kSecond;
+  runtime::Nanos backoff_min = 200 * runtime::kMicrosecond;
+  runtime::Nanos backoff_max = 50 * runtime::kMillisecond;
+  log::Limits limits;  // refuse oversized input before sending
+};
+
+// For history checkers: what one operation, or one attempt whose outcome
+// became unknown, did as far as the client can tell.
+struct OpRecord {
+  enum class Kind : uint8_t { kPut, kGet, kDel } kind;
+  std::string key;
+  std::optional<std::string> value;  // PUT: written; GET: read
+  Code result = Code::kOk;
+  bool unknown = false;  // an attempt that may apply at any time after `invoke`, or never
+  runtime::Nanos invoke = 0, ret = 0;
+  uint32_t attempts = 0;
+};
+
+class ClientCore {
+ public:
+  ClientCore(replication::PeerCaller* peers, RoutingSource* routing, runtime::Executor* exec,
+             ClientOptions options = {});
+
+  // Callbacks run on the executor. Put yields the version written.
+  void Put(std::string key, std::string value, std::function<void(Result<uint64_t>)> done);
+  void Get(std::string key, std::function<void(Result<std::string>)> done);
+  void Delete(std::string key, std::function<void(Status)> done);
+
+  void set_recorder(std::function<void(const OpRecord&)> r) { recorder_ = std::move(r); }
+
+  struct Counters {
+    uint64_t ops = 0, attempts = 0, stale = 0, busy = 0, unreachable = 0, refreshes = 0;
+  };
+  const Counters& counters() const { return counters_; }
+  const RoutingTable& routing() const { return routing_; }
+
+ private:
+  struct Op;
+  void Start(std::shared_ptr<Op> op);
+  void Attempt(std::shared_ptr<Op> op);
+  void OnResponse(std::shared_ptr<Op> op, Result<replication::PeerResponse> r);
+  void Retry(std::shared_ptr<Op> op, Status why, bool refresh, uint64_t min_term);
+  void Finish(std::shared_ptr<Op> op, Status s, std::string value, uint64_t version);
+  void RecordUnknownAttempt(Op& op);
+  void Refresh(uint64_t min_term, std::function<void()> then);
+
+  replication::PeerCaller* peers_;
+  RoutingSource* source_;
+  runtime::Executor* exec_;
+  ClientOptions options_;
+  RoutingTable routing_;
+  bool have_routing_ = false;
+  std::function<void(const OpRecord&)> recorder_;
+  Counters counters_;
+};
+
+}  // namespace slip::client

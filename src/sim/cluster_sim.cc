@@ -1,0 +1,562 @@
+#include "sim/cluster_sim.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "client/client_core.h"
+#include "pm/region.h"
+#include "replication/rpc_replicator.h"
+#include "runtime/sim_runtime.h"
+#include "server/node_core.h"
+#include "server/promoter.h"
+#include "store/store.h"
+
+namespace slip::sim {
+namespace {
+
+using replication::NodeId;
+using runtime::Nanos;
+using runtime::kMicrosecond;
+using runtime::kMillisecond;
+
+constexpr uint16_t kEventNet = runtime::kFirstDeviceKind + 40;
+constexpr uint16_t kEventControl = runtime::kFirstDeviceKind + 41;
+constexpr uint16_t kEventFault = runtime::kFirstDeviceKind + 42;
+
+class World;
+
+// One node process. A crash replaces the whole incarnation; the old objects
+// stay alive (callbacks may still point at them) but never run again.
+struct Incarnation {
+  std::unique_ptr<pm::PmRegion> region;
+  std::unique_ptr<store::Store> store;
+  std::unique_ptr<replication::PeerCaller> caller;
+  std::unique_ptr<replication::Replicator> replicator;
+  std::unique_ptr<server::NodeCore> core;
+  std::unique_ptr<server::Promoter> promoter;
+};
+
+struct Node {
+  NodeId id = 0;
+  runtime::Executor* exec = nullptr;
+  server::ViewHolder views;
+  std::unique_ptr<Incarnation> live;
+  std::vector<std::unique_ptr<Incarnation>> dead;
+  uint64_t incarnation = 0;
+  bool up = true;
+};
+
+// The test-only bug: acknowledge at once, replicate 2 ms later.
+class AckFirstReplicator final : public replication::Replicator {
+ public:
+  AckFirstReplicator(std::unique_ptr<replication::Replicator> inner, runtime::Executor* exec)
+      : inner_(std::move(inner)), exec_(exec) {}
+  void Replicate(std::span<const NodeId> backups, const proto::ReplicateRequest& entry,
+                 std::function<void(Status)> done) override {
+    std::vector<NodeId> b(backups.begin(), backups.end());
+    auto key = std::make_shared<std::string>(entry.key);
+    auto value = std::make_shared<std::string>(entry.value);
+    proto::ReplicateRequest copy = entry;
+    exec_->After(2 * kMillisecond, [this, b, key, value, copy]() mutable {
+      copy.key = *key;
+      copy.value = *value;
+      inner_->Replicate(b, copy, [](Status) {});
+    });
+    exec_->Post([done = std::move(done)] { done(Status::Ok()); });
+  }
+
+ private:
+  std::unique_ptr<replication::Replicator> inner_;
+  runtime::Executor* exec_;
+};
+
+class World {
+ public:
+  explicit World(const ClusterSimOptions& o)
+      : o_(o), rt_(runtime::SimRuntimeOptions{o.seed, false, 64}) {
+    if (o_.trace) {
+      rt_.SetTraceSink([](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+    }
+  }
+
+  ClusterSimResult Run();
+
+  // --- network ---
+  void Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, NodeId to,
+            uint16_t method, std::string payload,
+            std::function<void(Result<replication::PeerResponse>)> done);
+
+ private:
+  class Caller final : public replication::PeerCaller {
+   public:
+    Caller(World* w, runtime::Executor* from, NodeId from_node, uint64_t inc)
+        : w_(w), from_(from), from_node_(from_node), inc_(inc) {}
+    void Call(NodeId node, uint16_t method, std::string payload,
+              std::function<void(Result<replication::PeerResponse>)> done) override {
+      w_->Call(from_, from_node_, inc_, node, method, std::move(payload), std::move(done));
+    }
+
+   private:
+    World* w_;
+    runtime::Executor* from_;
+    NodeId from_node_;
+    uint64_t inc_;
+  };
+
+  class RoutingFromCm final : public client::RoutingSource {
+   public:
+    RoutingFromCm(World* w, runtime::Executor* exec) : w_(w), exec_(exec) {}
+    void Fetch(uint64_t, std::function<void(Result<client::RoutingTable>)> done) override {
+      // A round trip to the configuration manager.
+      const Nanos rtt = 2 * w_->Latency();
+      exec_->After(rtt, [w = w_, done = std::move(done)] { done(w->Routing()); });
+    }
+
+   private:
+    World* w_;
+    runtime::Executor* exec_;
+  };
+
+  Nanos Latency() {
+    return static_cast<Nanos>(rt_.Rng().Range(o_.latency_min_us, o_.latency_max_us)) * kMicrosecond;
+  }
+  client::RoutingTable Routing() const {
+    client::RoutingTable t;
+    t.term = view_->term;
+    for (const auto& s : view_->shards) t.primaries.push_back(s.primary);
+    return t;
+  }
+  bool IsClient(NodeId n) const { return n >= kClientBase; }
+  static constexpr NodeId kClientBase = 1000;
+
+  void StartNode(Node& n, bool fresh);
+  void Crash(NodeId id);
+  void Restart(NodeId id);
+  void Publish(std::shared_ptr<server::NodeView> v);
+  void Reconfigure();          // CM: react to the live set
+  void RunPromotions();
+  void RunReseeds();
+  void ClientLoop(uint32_t c);
+  void Record(uint32_t c, const client::OpRecord& r);
+
+  ClusterSimOptions o_;
+  runtime::SimRuntime rt_;
+  runtime::Executor* cm_ = nullptr;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::shared_ptr<const server::NodeView> view_;
+  std::set<NodeId> down_;
+  // CM work in progress.
+  struct Promotion {
+    uint32_t shard;
+    NodeId primary;
+    std::vector<NodeId> replicas;
+    bool running = false;
+  };
+  std::vector<Promotion> promotions_;
+  struct Reseed {
+    uint32_t shard;
+    NodeId backup;
+    bool running = false;
+  };
+  std::vector<Reseed> reseeds_;
+
+  struct Client {
+    runtime::Executor* exec;
+    std::unique_ptr<Caller> caller;
+    std::unique_ptr<RoutingFromCm> routing;
+    std::unique_ptr<client::ClientCore> core;
+    uint32_t done = 0, next_value = 0;
+  };
+  std::vector<Client> clients_;
+  std::vector<Operation> history_;
+  uint64_t unknown_ = 0, faults_ = 0, failovers_ = 0;
+  bool final_phase_ = false;
+  std::string failure_;
+};
+
+void World::Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, NodeId to,
+                 uint16_t method, std::string payload,
+                 std::function<void(Result<replication::PeerResponse>)> done) {
+  struct State {
+    bool finished = false;
+    runtime::TimerId timer = 0;
+    std::function<void(Result<replication::PeerResponse>)> done;
+  };
+  auto st = std::make_shared<State>();
+  st->done = std::move(done);
+  // The caller must still be the same process when an answer comes back.
+  auto caller_alive = [this, from_node, from_inc] {
+    return IsClient(from_node) || (nodes_[from_node]->up && nodes_[from_node]->incarnation == from_inc);
+  };
+  st->timer = from->After(static_cast<Nanos>(o_.call_timeout_us) * kMicrosecond,
+                          [st, caller_alive, to] {
+                            if (st->finished || !caller_alive()) return;
+                            st->finished = true;
+                            st->done(Status::Timeout("no answer from node " + std::to_string(to)));
+                          });
+  // A dead process sends nothing (its executor's timers still fire here).
+  if (!caller_alive()) return;
+  if (to >= nodes_.size() || rt_.Rng().Bernoulli(o_.drop_probability)) return;
+  Node* dst = nodes_[to].get();
+  const uint64_t dst_inc = dst->incarnation;
+  auto body = std::make_shared<std::string>(std::move(payload));
+  rt_.Schedule(rt_.Now() + Latency(), dst->exec, kEventNet, "deliver", method,
+               [this, dst, dst_inc, method, body, from, st, caller_alive] {
+                 if (!dst->up || dst->incarnation != dst_inc) return;  // lost with the node
+                 dst->live->core->Handle(
+                     method, proto::AsBytes(*body),
+                     [this, dst, dst_inc, from, st, caller_alive](Code c, std::string p) {
+                       if (!dst->up || dst->incarnation != dst_inc) return;
+                       if (rt_.Rng().Bernoulli(o_.drop_probability)) return;
+                       auto resp = std::make_shared<replication::PeerResponse>(
+                           replication::PeerResponse{c, std::move(p)});
+                       rt_.Schedule(rt_.Now() + Latency(), from, kEventNet, "reply",
+                                    static_cast<uint64_t>(c), [st, resp, from, caller_alive] {
+                                      if (st->finished || !caller_alive()) return;
+                                      st->finished = true;
+                                      from->Cancel(st->timer);
+                                      st->done(std::move(*resp));
+                                    });
+                     });
+               });
+}
+
+void World::StartNode(Node& n, bool fresh) {
+  auto inc = std::make_unique<Incarnation>();
+  if (fresh || !n.live) {
+    pm::RegionOptions ro;
+    ro.crash_model = true;
+    inc->region = std::move(pm::PmRegion::Anonymous(8 << 20, ro)).value();
+  } else {
+    inc->region = std::move(n.live->region);
+  }
+  store::StoreOptions so;
+  so.geometry.segment_size = 256 << 10;
+  so.geometry.num_shards = o_.shards;
+  so.limits.max_key = 256;
+  so.limits.max_value = 4096;
+  so.max_block_bytes = 8192;
+  so.num_writers = 2;  // worker, promoter
+  auto store = store::Store::Open(inc->region.get(), so);
+  if (!store.ok()) {
+    failure_ = "node " + std::to_string(n.id) + " failed to open its store: " + store.status().ToString();
+    return;
+  }
+  inc->store = std::move(*store);
+  ++n.incarnation;
+  inc->caller = std::make_unique<Caller>(this, n.exec, n.id, n.incarnation);
+  auto rpc = std::make_unique<replication::RpcReplicator>(inc->caller.get());
+  if (o_.bug_ack_before_replication) {
+    inc->replicator = std::make_unique<AckFirstReplicator>(std::move(rpc), n.exec);
+  } else {
+    inc->replicator = std::move(rpc);
+  }
+  inc->core = std::make_unique<server::NodeCore>(n.id, inc->store.get(), 0, inc->replicator.get(), &n.views);
+  inc->promoter = std::make_unique<server::Promoter>(inc->store.get(), 1, inc->caller.get());
+  if (n.live) n.dead.push_back(std::move(n.live));
+  n.live = std::move(inc);
+  n.up = true;
+}
+
+void World::Crash(NodeId id) {
+  Node& n = *nodes_[id];
+  if (!n.up) return;
+  ++faults_;
+  n.up = false;
+  down_.insert(id);
+  // Power fails: unpersisted lines are kept, dropped or torn.
+  n.live->region->SimulateCrash(rt_.Rng().Next());
+  // The CM notices when the node's lease expires.
+  rt_.Schedule(rt_.Now() + static_cast<Nanos>(o_.lease_us) * kMicrosecond, cm_, kEventFault,
+               "lease-expired", id, [this] { Reconfigure(); });
+}
+
+void World::Restart(NodeId id) {
+  Node& n = *nodes_[id];
+  // Recovery must work on the crashed image (it is checked), but a node that
+  // rejoins a running cluster comes back empty: its old entries may predate
+  // deletes whose tombstones are gone elsewhere.
+  StartNode(n, /*fresh=*/false);
+  if (!failure_.empty()) return;
+  StartNode(n, /*fresh=*/true);
+  n.views.Set(view_);
+  down_.erase(id);
+  rt_.Schedule(rt_.Now() + Latency(), cm_, kEventControl, "rejoin", id, [this] { Reconfigure(); });
+}
+
+void World::Publish(std::shared_ptr<server::NodeView> v) {
+  view_ = v;
+  // Configuration messages are reliable here (the CM retries until acked);
+  // their delay differs per node, so nodes disagree for a while.
+  for (auto& n : nodes_) {
+    Node* np = n.get();
+    rt_.Schedule(rt_.Now() + Latency(), np->exec, kEventControl, "config", v->term, [np, v] {
+      if (np->views.Get()->term < v->term) np->views.Set(v);
+    });
+  }
+}
+
+// The configuration manager: one change at a time, each a new term.
+void World::Reconfigure() {
+  auto v = std::make_shared<server::NodeView>(*view_);
+  bool changed = false;
+  for (uint32_t s = 0; s < o_.shards; ++s) {
+    auto& rep = v->shards[s];
+    auto& b = rep.backups;
+    const size_t before = b.size();
+    b.erase(std::remove_if(b.begin(), b.end(), [&](NodeId n) { return down_.count(n) > 0; }), b.end());
+    changed |= b.size() != before;
+    if (down_.count(rep.primary)) {
+      if (b.empty()) {
+        failure_ = "shard " + std::to_string(s) + " lost every replica";
+        return;
+      }
+      ++failovers_;
+      rep.primary = b.front();
+      b.erase(b.begin());
+      v->blocked[s] = true;
+      promotions_.push_back({s, rep.primary, b});
+      changed = true;
+    }
+  }
+  // Re-replicate shards below the replication factor onto live spares.
+  for (uint32_t s = 0; s < o_.shards; ++s) {
+    auto& rep = v->shards[s];
+    if (v->blocked[s]) continue;  // after its promotion
+    while (rep.backups.size() + 1 < o_.replication) {
+      NodeId pick = UINT32_MAX;
+      size_t load = SIZE_MAX;
+      for (auto& n : nodes_) {
+        if (!n->up || n->id == rep.primary ||
+            std::find(rep.backups.begin(), rep.backups.end(), n->id) != rep.backups.end()) {
+          continue;
+        }
+        size_t l = 0;
+        for (auto& r : v->shards) l += std::count(r.backups.begin(), r.backups.end(), n->id);
+        if (l < load) load = l, pick = n->id;
+      }
+      if (pick == UINT32_MAX) break;
+      rep.backups.push_back(pick);
+      reseeds_.push_back({s, pick});
+      changed = true;
+    }
+  }
+  if (!changed) return;
+  v->term = view_->term + 1;
+  Publish(v);
+  // Start the data work once every node has had time to adopt the term.
+  cm_->After(2 * static_cast<Nanos>(o_.latency_max_us) * kMicrosecond, [this] {
+    RunPromotions();
+    RunReseeds();
+  });
+}
+
+void World::RunPromotions() {
+  for (auto& p : promotions_) {
+    if (p.running) continue;
+    Node& n = *nodes_[p.primary];
+    if (!n.up) continue;  // a later Reconfigure handles it
+    p.running = true;
+    const uint64_t term = view_->term;
+    const uint32_t shard = p.shard;
+    const NodeId primary = p.primary;
+    n.live->promoter->Promote(term, shard, p.replicas, [this, shard, primary, term](Status s, server::PromoteStats) {
+      auto it = std::find_if(promotions_.begin(), promotions_.end(),
+                             [&](const Promotion& q) { return q.shard == shard && q.primary == primary; });
+      if (it == promotions_.end()) return;
+      if (!s.ok()) {
+        // A replica died or had not adopted the term yet: try again.
+        it->running = false;
+        cm_->After(kMillisecond, [this] { RunPromotions(); });
+        return;
+      }
+      promotions_.erase(it);
+      if (view_->term != term && view_->shards[shard].primary != primary) return;
+      auto v = std::make_shared<server::NodeView>(*view_);
+      v->blocked[shard] = false;
+      v->term = view_->term + 1;
+      Publish(v);
+      cm_->After(kMillisecond, [this] { Reconfigure(); });
+    });
+  }
+}
+
+void World::RunReseeds() {
+  for (auto& r : reseeds_) {
+    if (r.running) continue;
+    const NodeId primary = view_->shards[r.shard].primary;
+    Node& n = *nodes_[primary];
+    if (!n.up || view_->blocked[r.shard]) continue;
+    r.running = true;
+    const uint32_t shard = r.shard;
+    const NodeId backup = r.backup;
+    n.live->promoter->Seed(view_->term, shard, backup, [this, shard, backup](Status s, server::PromoteStats) {
+      auto it = std::find_if(reseeds_.begin(), reseeds_.end(),
+                             [&](const Reseed& q) { return q.shard == shard && q.backup == backup; });
+      if (it == reseeds_.end()) return;
+      if (!s.ok()) {
+        it->running = false;
+        cm_->After(kMillisecond, [this] { RunReseeds(); });
+        return;
+      }
+      reseeds_.erase(it);
+    });
+  }
+}
+
+void World::Record(uint32_t c, const client::OpRecord& r) {
+  Operation op;
+  op.kind = r.kind == client::OpRecord::Kind::kPut   ? Operation::Kind::kPut
+            : r.kind == client::OpRecord::Kind::kGet ? Operation::Kind::kGet
+                                                     : Operation::Kind::kDel;
+  op.key = r.key;
+  op.value = r.value;
+  op.found = r.kind == client::OpRecord::Kind::kDel && r.result == Code::kOk;
+  op.unknown = r.unknown;
+  op.invoke = r.invoke;
+  op.ret = r.ret;
+  op.client = c;
+  unknown_ += r.unknown;
+  history_.push_back(std::move(op));
+}
+
+void World::ClientLoop(uint32_t c) {
+  Client& cl = clients_[c];
+  if (cl.done >= o_.ops_per_client) return;
+  ++cl.done;
+  Random& rng = cl.exec->Rng();
+  std::string key = "k" + std::to_string(rng.Uniform(o_.keys));
+  const uint64_t dice = rng.Uniform(10);
+  auto next = [this, c] {
+    clients_[c].exec->After(static_cast<Nanos>(clients_[c].exec->Rng().Uniform(200)) * kMicrosecond,
+                            [this, c] { ClientLoop(c); });
+  };
+  if (dice < 4) {
+    std::string value = "c" + std::to_string(c) + "v" + std::to_string(cl.next_value++);
+    cl.core->Put(std::move(key), std::move(value), [next](Result<uint64_t>) { next(); });
+  } else if (dice < 5) {
+    cl.core->Delete(std::move(key), [next](Status) { next(); });
+  } else {
+    cl.core->Get(std::move(key), [next](Result<std::string>) { next(); });
+  }
+}
+
+ClusterSimResult World::Run() {
+  ClusterSimResult res;
+  cm_ = rt_.CreateExecutor("cm");
+  for (NodeId i = 0; i < o_.nodes; ++i) {
+    auto n = std::make_unique<Node>();
+    n->id = i;
+    n->exec = rt_.CreateExecutor("node" + std::to_string(i));
+    nodes_.push_back(std::move(n));
+  }
+  // Term 1: shard s on nodes s, s+1, ..., primary first.
+  auto v = std::make_shared<server::NodeView>();
+  v->term = 1;
+  for (uint32_t s = 0; s < o_.shards; ++s) {
+    server::ShardReplicas r;
+    r.primary = s % o_.nodes;
+    for (uint32_t k = 1; k < o_.replication; ++k) r.backups.push_back((s + k) % o_.nodes);
+    v->shards.push_back(r);
+  }
+  v->blocked.assign(o_.shards, false);
+  view_ = v;
+  for (auto& n : nodes_) {
+    StartNode(*n, true);
+    n->views.Set(v);
+  }
+  if (!failure_.empty()) {
+    res.ok = false;
+    res.failure = failure_;
+    return res;
+  }
+
+  for (uint32_t c = 0; c < o_.clients; ++c) {
+    Client cl;
+    cl.exec = rt_.CreateExecutor("client" + std::to_string(c));
+    cl.caller = std::make_unique<Caller>(this, cl.exec, kClientBase + c, 0);
+    cl.routing = std::make_unique<RoutingFromCm>(this, cl.exec);
+    client::ClientOptions co;
+    co.limits.max_key = 256;
+    co.limits.max_value = 4096;
+    cl.core = std::make_unique<client::ClientCore>(cl.caller.get(), cl.routing.get(), cl.exec, co);
+    cl.core->set_recorder([this, c](const client::OpRecord& r) { Record(c, r); });
+    clients_.push_back(std::move(cl));
+  }
+  for (uint32_t c = 0; c < o_.clients; ++c) {
+    clients_[c].exec->Post([this, c] { ClientLoop(c); });
+  }
+
+  // Faults: crash a random up node at a random time, restart it later; never
+  // more than replication - 1 down at once (one at a time here).
+  Random& rng = rt_.Rng();
+  Nanos t = 2 * kMillisecond;
+  for (uint32_t i = 0; i < o_.crashes; ++i) {
+    t += static_cast<Nanos>(rng.Uniform(20'000)) * kMicrosecond;
+    const NodeId victim = static_cast<NodeId>(rng.Uniform(o_.nodes));
+    rt_.Schedule(t, nullptr, kEventFault, "crash", victim, [this, victim] {
+      if (down_.empty()) Crash(victim);
+    });
+    const Nanos back = t + 4 * static_cast<Nanos>(o_.lease_us) * kMicrosecond +
+                       static_cast<Nanos>(rng.Uniform(10'000)) * kMicrosecond;
+    rt_.Schedule(back, nullptr, kEventFault, "restart", victim, [this, victim] {
+      if (!nodes_[victim]->up) Restart(victim);
+    });
+    t = back;
+  }
+
+  auto clients_done = [this] {
+    for (auto& c : clients_) {
+      if (c.done < o_.ops_per_client) return false;
+    }
+    return true;
+  };
+  const Nanos limit = 60 * runtime::kSecond;
+  // Let the workload finish and every fault play out, then let the cluster
+  // settle (restarts, promotions, re-replication).
+  rt_.RunUntil([&] { return !failure_.empty() || (clients_done() && rt_.Now() > t); }, limit);
+  rt_.RunUntil(rt_.Now() + 200 * kMillisecond);
+  if (failure_.empty() && !clients_done()) failure_ = "clients did not finish within the virtual time limit";
+
+  // Final reads of every key, recorded like any other operation.
+  if (failure_.empty()) {
+    final_phase_ = true;
+    uint32_t pending = o_.keys;
+    for (uint32_t k = 0; k < o_.keys; ++k) {
+      clients_[0].core->Get("k" + std::to_string(k), [&pending](Result<std::string>) { --pending; });
+    }
+    rt_.RunUntil([&] { return pending == 0; }, rt_.Now() + 20 * runtime::kSecond);
+    if (pending != 0) failure_ = "final reads did not finish";
+  }
+
+  res.operations = history_.size();
+  res.unknown_outcomes = unknown_;
+  res.faults = faults_;
+  res.failovers = failovers_;
+  res.trace_hash = rt_.TraceHash();
+  res.virtual_ns = rt_.Now();
+  if (!failure_.empty()) {
+    res.ok = false;
+    res.failure = failure_;
+    return res;
+  }
+  res.check = CheckLinearizable(history_);
+  if (!res.check.linearizable) {
+    res.ok = false;
+    res.failure = res.check.violation;
+  }
+  return res;
+}
+
+}  // namespace
+
+ClusterSimResult RunClusterSim(const ClusterSimOptions& options) {
+  World w(options);
+  return w.Run();
+}
+
+}  // namespace slip::sim
