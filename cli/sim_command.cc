@@ -48,6 +48,7 @@ int RunSimCommand(const SimCommandOptions& o) {
     so.crashes = o.crashes;
     so.drop_probability = o.drop;
     so.trace = o.trace;
+    so.cold_start = o.cold_start;
     so.bug_ack_before_replication = o.bug == "ack-before-replication";
     auto r = sim::RunClusterSim(so);
     ops += r.operations;

@@ -96,6 +96,7 @@ int main(int argc, char** argv) {
   sim->add_option("--ops", so.ops, "operations per client")->capture_default_str();
   sim->add_option("--crashes", so.crashes, "node crashes per run")->capture_default_str();
   sim->add_option("--drop", so.drop, "message loss probability")->capture_default_str();
+  sim->add_flag("--cold-start", so.cold_start, "end with a whole-cluster power loss and cold start");
 
   CLI11_PARSE(app, argc, argv);
 

@@ -136,6 +136,8 @@ class World {
   void StartNode(Node& n, bool fresh);
   void Crash(NodeId id);
   void Restart(NodeId id);
+  void PowerLoss();
+  void ColdStart();
   void Publish(std::shared_ptr<server::NodeView> v);
   void Reconfigure();          // CM: react to the live set
   void RunPromotions();
@@ -175,6 +177,7 @@ class World {
   std::vector<Operation> history_;
   uint64_t unknown_ = 0, faults_ = 0, failovers_ = 0;
   bool final_phase_ = false;
+  bool cold_ = false;  // between a power loss and the cold start
   std::string failure_;
 };
 
@@ -264,7 +267,7 @@ void World::StartNode(Node& n, bool fresh) {
 
 void World::Crash(NodeId id) {
   Node& n = *nodes_[id];
-  if (!n.up) return;
+  if (!n.up || cold_) return;
   ++faults_;
   n.up = false;
   down_.insert(id);
@@ -288,6 +291,47 @@ void World::Restart(NodeId id) {
   rt_.Schedule(rt_.Now() + Latency(), cm_, kEventControl, "rejoin", id, [this] { Reconfigure(); });
 }
 
+// Whole-cluster power loss: every node crashes at once. Nothing can be
+// reconfigured while they are down; they restart from their PM.
+void World::PowerLoss() {
+  cold_ = true;
+  ++faults_;
+  for (auto& n : nodes_) {
+    if (!n->up) continue;
+    n->up = false;
+    n->live->region->SimulateCrash(rt_.Rng().Next());
+  }
+  // Work in flight died with the nodes.
+  promotions_.clear();
+  reseeds_.clear();
+}
+
+// Cold start: every node recovers its store from PM; the shard map stays,
+// but each shard is blocked until its primary has gathered every replica's
+// entries and scattered the union (replicas may differ in writes that were
+// never acknowledged), exactly as a promotion.
+void World::ColdStart() {
+  for (auto& n : nodes_) {
+    if (n->live && !n->up) {
+      StartNode(*n, /*fresh=*/false);
+      if (!failure_.empty()) return;
+    } else if (!n->live) {
+      StartNode(*n, /*fresh=*/true);
+    }
+  }
+  down_.clear();
+  cold_ = false;
+  auto v = std::make_shared<server::NodeView>(*view_);
+  v->term = view_->term + 1;
+  for (uint32_t s = 0; s < o_.shards; ++s) {
+    v->blocked[s] = true;
+    promotions_.push_back({s, v->shards[s].primary, v->shards[s].backups});
+  }
+  for (auto& n : nodes_) n->views.Set(v);  // read from the configuration store at boot
+  view_ = v;
+  cm_->After(2 * static_cast<Nanos>(o_.latency_max_us) * kMicrosecond, [this] { RunPromotions(); });
+}
+
 void World::Publish(std::shared_ptr<server::NodeView> v) {
   view_ = v;
   // Configuration messages are reliable here (the CM retries until acked);
@@ -302,6 +346,7 @@ void World::Publish(std::shared_ptr<server::NodeView> v) {
 
 // The configuration manager: one change at a time, each a new term.
 void World::Reconfigure() {
+  if (cold_) return;
   auto v = std::make_shared<server::NodeView>(*view_);
   bool changed = false;
   for (uint32_t s = 0; s < o_.shards; ++s) {
@@ -507,6 +552,13 @@ ClusterSimResult World::Run() {
       if (!nodes_[victim]->up) Restart(victim);
     });
     t = back;
+  }
+
+  if (o_.cold_start) {
+    t += static_cast<Nanos>(rng.Uniform(20'000)) * kMicrosecond;
+    rt_.Schedule(t, nullptr, kEventFault, "power-loss", 0, [this] { PowerLoss(); });
+    t += 5 * kMillisecond;
+    rt_.Schedule(t, cm_, kEventFault, "cold-start", 0, [this] { ColdStart(); });
   }
 
   auto clients_done = [this] {

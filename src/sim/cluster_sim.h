@@ -41,6 +41,10 @@ struct ClusterSimOptions {
   // a spare. At most replication - 1 are down at once.
   uint32_t crashes = 1;
   uint32_t lease_us = 10000;  // failure detection delay
+  // Whole-cluster power loss after the single-node faults: every node
+  // crashes at once and restarts from its PM (cold start); the configuration
+  // manager then reconciles every shard's replicas before serving.
+  bool cold_start = false;
   // Test-only: acknowledge a write before any backup has it (replication is
   // sent later). The campaign must catch this: proof the checker can fail.
   bool bug_ack_before_replication = false;
