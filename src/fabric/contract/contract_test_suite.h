@@ -34,6 +34,33 @@
 //
 // The tests never assert on wall-clock performance: every wait is a generous
 // bound that only matters when something hangs.
+//
+// Multi-receive buffers: what every provider honours, and so what protocol
+// code may rely on (fabric.h's "a message goes to the next buffer iff it
+// does not fit" is the simulator's stricter behaviour; libfabric cannot
+// implement it, see src/fabric/ofi/ofi_fabric.h):
+//   * Messages are never split, truncated or lost: each lies entirely in one
+//     posted buffer, at a 64 B-aligned offset, with its length padded to the
+//     stride; the completion's context is that buffer's.
+//   * In one buffer, messages are placed back to back from offset 0 in the
+//     order the target processes them (per-connection FIFO holds).
+//   * A buffer retires when the next message MAY not fit: the provider may
+//     retire it once its free tail is below the provider's multi-receive
+//     limit (the largest message it places into such buffers: ofi's
+//     OfiOptions::max_multi_recv_message, 8 KiB by default; the simulator
+//     retires exactly when the next message does not fit). So the unwritten
+//     tail of a retired buffer is shorter than that limit, which this suite
+//     assumes is below kMaxRetiredTail, and it stays untouched. A buffer
+//     with at least kMaxRetiredTail free does not retire.
+//   * Retirement is reported by a kRecv completion with buffer_released set
+//     (alone, or on the buffer's last message) before any message placed in
+//     a later buffer is reported. Later messages go to the next posted
+//     buffer; no posted buffer is skipped.
+//   * Providers may refuse (InvalidArgument) multi-receive buffers shorter
+//     than their limit, and refuse (TooLarge) sends longer than it; the
+//     suite's buffers are kMultiRecvBuffer or larger and its messages at
+//     most 4160 B.
+//   * No buffer posted: the message waits (not lost) until one is posted.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -167,6 +194,10 @@ class FabricContractTest : public ::testing::TestWithParam<HarnessFactory> {
   MemoryRegion Register(int i, const AlignedBuffer& buf);
   // Kills node i through the harness and stops touching its endpoint.
   Status Kill(int i);
+
+  // Multi-receive buffer sizes the suite relies on (see the file comment).
+  static constexpr size_t kMultiRecvBuffer = 32 * 1024;
+  static constexpr size_t kMaxRetiredTail = 16 * 1024;
 
   // Bound on any single wait in the suite: only reached when something hangs.
   static constexpr std::chrono::nanoseconds kPatience = std::chrono::seconds(20);

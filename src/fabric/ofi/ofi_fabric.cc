@@ -138,6 +138,19 @@ Result<InfoPtr> GetInfo(const ProviderSpec& spec, const std::string& node, uint6
   hints->fabric_attr->prov_name = strdup(spec.prov_name);  // freed by fi_freeinfo
   if (!hints->fabric_attr->prov_name) return Status::NoSpace("strdup");
   if (spec.name == "tcp") hints->addr_format = FI_SOCKADDR_IN;
+  // The contract's per-connection FIFO, as far as libfabric lets us ask for
+  // it. With FI_ATOMIC, tcp;ofi_rxm offers only SAS/RAS/WAS plus ordering
+  // within RMA and within atomics (RMA_RAW, ATOMIC_RAW, ...), not across
+  // them, nor SAW/SAR/WAR (it emulates atomics with messages). Besides
+  // ordering, asking for RMA ordering turns off shm's "fast RMA", which
+  // otherwise performs RMA directly with process_vm_* from the initiator:
+  // bypassing the target's queue (a Read overtakes an earlier Send) and its
+  // key check (a forged key succeeds).
+  constexpr uint64_t kOrder = FI_ORDER_SAS | FI_ORDER_RAS | FI_ORDER_WAS | FI_ORDER_RMA_RAR |
+                              FI_ORDER_RMA_RAW | FI_ORDER_RMA_WAW | FI_ORDER_ATOMIC_RAR |
+                              FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAW;
+  hints->tx_attr->msg_order = kOrder;
+  hints->rx_attr->msg_order = kOrder;
   if (spec.name != "shm") {
     // rxm passes this through to its core endpoints. tcp then completes a
     // send or write only when the peer acknowledges it, not when the bytes
@@ -251,7 +264,7 @@ class OfiEndpoint final : public Endpoint {
     PeerId peer = 0;
     Op op = Op::kSend;
     Phase phase = Phase::kFree;
-    bool multi = false;
+    bool multi = false;  // a PostMultiRecv buffer
     bool tracked = false;
     bool deferred = false;
     // Atomic operands and result: inside the registered OpState array, so
@@ -263,7 +276,7 @@ class OfiEndpoint final : public Endpoint {
 
   struct Peer {
     fi_addr_t addr = FI_ADDR_UNSPEC;
-    bool unreachable = false;
+    fid_ep* tx = nullptr;       // its own transmit endpoint (shm), else ep_
     uint32_t deferred = 0;     // operations to it in the backlog
     uint64_t blocked_pass = 0;  // DrainBacklog pass in which it hit FI_EAGAIN
   };
@@ -272,6 +285,11 @@ class OfiEndpoint final : public Endpoint {
       : core_(std::move(core)), options_(options) {}
 
   Status Init();
+  Result<fid_ep*> OpenTxEndpoint();
+  fid_ep* TxEp(const OpState* st) const {
+    fid_ep* tx = st->op == Op::kRecv ? nullptr : peers_[st->peer].tx;
+    return tx != nullptr ? tx : ep_;
+  }
   Result<fid_mr*> RegisterRaw(void* base, size_t len, uint64_t access);
   Result<std::unique_ptr<Bounce>> MakeBounce(size_t len);
 
@@ -297,11 +315,10 @@ class OfiEndpoint final : public Endpoint {
   // Retries deferred posts in order; a channel that hits FI_EAGAIN keeps its
   // later operations waiting (per-connection FIFO).
   void DrainBacklog();
-  // Reports an op that was never posted (unreachable peer) and frees it.
+  // Reports an op that could not be posted and frees it.
   void FailUnposted(OpState* st, Code status);
 
-  // Queues a completion that did not come from the CQ (peer unreachable,
-  // timeout).
+  // Queues a completion that did not come from the CQ.
   void Synthesize(OpState* st, Code status);
 
   // Reads up to out.size() CQ entries and maps them into `out`.
@@ -330,6 +347,14 @@ class OfiEndpoint final : public Endpoint {
   bool prov_key_ = false;     // FI_MR_PROV_KEY
   bool mr_endpoint_ = false;  // FI_MR_ENDPOINT: bind MRs to the endpoint
   bool cq_data_ = false;      // remote CQ data carries the unpadded length
+  uint64_t write_flags_ = 0;  // extra fi_writemsg flags
+  uint64_t send_flags_ = 0;   // extra fi_sendmsg flags
+  // shm answers reads, atomics and delivery-complete operations through one
+  // response queue per endpoint, processed strictly in order: an operation
+  // to a dead peer blocks the responses of every later operation, to any
+  // peer, for good. So on shm each peer gets its own transmit endpoint
+  // (same domain, AV and CQ); a dead peer then stalls only itself.
+  bool tx_per_peer_ = false;
   bool cas_ok_ = false;
   bool faa_ok_ = false;
   size_t iov_limit_ = 1;
@@ -377,6 +402,17 @@ Status OfiEndpoint::Init() {
   mr_endpoint_ = mr_mode & FI_MR_ENDPOINT;
   cq_data_ = info->domain_attr->cq_data_size >= sizeof(uint32_t);
   iov_limit_ = info->tx_attr->iov_limit;
+  // shm completes a small send or write as soon as it sits in the target's
+  // queue: a dead target looks like a live one, and a write the target then
+  // refuses (key, range) fails silently. Delivery-complete makes the target
+  // answer (shm switches to its SAR protocol), so such operations end in an
+  // error or Timeout, and a send to a receiver without a posted buffer
+  // completes once it is placed: the contract's receiver-not-ready. The
+  // price is a later completion, not later placement.
+  if (core_->provider == "shm") {
+    write_flags_ = send_flags_ = FI_DELIVERY_COMPLETE;
+    tx_per_peer_ = true;
+  }
 
   int ret = fi_domain(core_->fabric, info, &domain_, nullptr);
   if (ret) return FiStatus("fi_domain", ret);
@@ -459,11 +495,28 @@ OfiEndpoint::~OfiEndpoint() {
     ops_mr_ = zeros_mr_ = nullptr;
   };
   if (mr_endpoint_) close_mrs();
+  for (Peer& p : peers_) {
+    if (p.tx) fi_close(&p.tx->fid);
+  }
   if (ep_) fi_close(&ep_->fid);
   close_mrs();
   if (av_) fi_close(&av_->fid);
   if (cq_) fi_close(&cq_->fid);
   if (domain_) fi_close(&domain_->fid);
+}
+
+Result<fid_ep*> OfiEndpoint::OpenTxEndpoint() {
+  fid_ep* tx = nullptr;
+  int ret = fi_endpoint(domain_, core_->info.get(), &tx, nullptr);
+  if (ret) return FiStatus("fi_endpoint(tx)", ret);
+  ret = fi_ep_bind(tx, &av_->fid, 0);
+  if (ret == 0) ret = fi_ep_bind(tx, &cq_->fid, FI_TRANSMIT | FI_RECV);
+  if (ret == 0) ret = fi_enable(tx);
+  if (ret) {
+    fi_close(&tx->fid);
+    return FiStatus("tx endpoint setup", ret);
+  }
+  return tx;
 }
 
 Result<fid_mr*> OfiEndpoint::RegisterRaw(void* base, size_t len, uint64_t access) {
@@ -498,6 +551,14 @@ Result<std::unique_ptr<Bounce>> OfiEndpoint::MakeBounce(size_t len) {
 
 Result<PeerId> OfiEndpoint::AddPeer(std::string_view address) {
   if (address.empty()) return Status::InvalidArgument("empty fabric address");
+  // tcp addresses are fixed-size sockaddrs (FI_SOCKADDR_IN) that
+  // fi_av_insert reads without a length: a short one would be read past its
+  // end. (verbs' format is not checked here: no device to verify it on.)
+  const size_t addrlen = core_->info->src_addrlen;
+  if (core_->provider == "tcp" && addrlen > 0 && address.size() != addrlen) {
+    return Status::InvalidArgument("fabric address of " + std::to_string(address.size()) +
+                                   " bytes, want " + std::to_string(addrlen));
+  }
   // fi_av_insert takes no length (the format implies it); a NUL-terminated
   // copy keeps string formats (shm) from running past the caller's bytes.
   std::string copy(address);
@@ -508,7 +569,12 @@ Result<PeerId> OfiEndpoint::AddPeer(std::string_view address) {
     return Status::InvalidArgument(ret < 0 ? FiMessage("fi_av_insert", ret)
                                            : std::string("fi_av_insert: address rejected"));
   }
-  peers_.push_back(Peer{addr, false});
+  Peer peer;
+  peer.addr = addr;
+  if (tx_per_peer_) {
+    SLIP_ASSIGN_OR_RETURN(peer.tx, OpenTxEndpoint());
+  }
+  peers_.push_back(peer);
   return static_cast<PeerId>(peers_.size() - 1);
 }
 
@@ -646,12 +712,13 @@ void OfiEndpoint::FailUnposted(OpState* st, Code status) {
 
 ssize_t OfiEndpoint::PostNow(OpState* st) {
   void* ctx = &st->fi_ctx;
+  fid_ep* ep = TxEp(st);
   switch (st->op) {
     case Op::kSend: {
-      if (st->iov_count == 1) {
-        return cq_data_ ? fi_senddata(ep_, st->iov[0].iov_base, st->iov[0].iov_len,
+      if (st->iov_count == 1 && send_flags_ == 0) {
+        return cq_data_ ? fi_senddata(ep, st->iov[0].iov_base, st->iov[0].iov_len,
                                       st->desc[0], st->cq_data, st->dest, ctx)
-                        : fi_send(ep_, st->iov[0].iov_base, st->iov[0].iov_len, st->desc[0],
+                        : fi_send(ep, st->iov[0].iov_base, st->iov[0].iov_len, st->desc[0],
                                   st->dest, ctx);
       }
       fi_msg msg{};
@@ -661,11 +728,12 @@ ssize_t OfiEndpoint::PostNow(OpState* st) {
       msg.addr = st->dest;
       msg.context = ctx;
       msg.data = st->cq_data;
-      return fi_sendmsg(ep_, &msg, FI_COMPLETION | (cq_data_ ? FI_REMOTE_CQ_DATA : 0));
+      return fi_sendmsg(ep, &msg,
+                        FI_COMPLETION | send_flags_ | (cq_data_ ? FI_REMOTE_CQ_DATA : 0));
     }
     case Op::kRecv: {
       if (!st->multi) {
-        return fi_recv(ep_, st->iov[0].iov_base, st->iov[0].iov_len, st->desc[0],
+        return fi_recv(ep, st->iov[0].iov_base, st->iov[0].iov_len, st->desc[0],
                        FI_ADDR_UNSPEC, ctx);
       }
       fi_msg msg{};
@@ -674,20 +742,33 @@ ssize_t OfiEndpoint::PostNow(OpState* st) {
       msg.iov_count = 1;
       msg.addr = FI_ADDR_UNSPEC;
       msg.context = ctx;
-      return fi_recvmsg(ep_, &msg, FI_MULTI_RECV | FI_COMPLETION);
+      return fi_recvmsg(ep, &msg, FI_MULTI_RECV | FI_COMPLETION);
     }
-    case Op::kWrite:
-      return fi_write(ep_, st->iov[0].iov_base, st->iov[0].iov_len, st->desc[0], st->dest,
-                      st->raddr, st->key, ctx);
+    case Op::kWrite: {
+      if (write_flags_ == 0) {
+        return fi_write(ep, st->iov[0].iov_base, st->iov[0].iov_len, st->desc[0], st->dest,
+                        st->raddr, st->key, ctx);
+      }
+      fi_rma_iov rma{st->raddr, st->iov[0].iov_len, st->key};
+      fi_msg_rma msg{};
+      msg.msg_iov = st->iov;
+      msg.desc = st->desc;
+      msg.iov_count = 1;
+      msg.addr = st->dest;
+      msg.rma_iov = &rma;
+      msg.rma_iov_count = 1;
+      msg.context = ctx;
+      return fi_writemsg(ep, &msg, FI_COMPLETION | write_flags_);
+    }
     case Op::kRead:
-      return fi_read(ep_, st->iov[0].iov_base, st->iov[0].iov_len, st->desc[0], st->dest,
+      return fi_read(ep, st->iov[0].iov_base, st->iov[0].iov_len, st->desc[0], st->dest,
                      st->raddr, st->key, ctx);
     case Op::kCompareSwap:
-      return fi_compare_atomic(ep_, &st->operand, 1, ops_desc_, &st->compare, ops_desc_,
+      return fi_compare_atomic(ep, &st->operand, 1, ops_desc_, &st->compare, ops_desc_,
                                &st->result, ops_desc_, st->dest, st->raddr, st->key, FI_UINT64,
                                FI_CSWAP, ctx);
     case Op::kFetchAdd:
-      return fi_fetch_atomic(ep_, &st->operand, 1, ops_desc_, &st->result, ops_desc_, st->dest,
+      return fi_fetch_atomic(ep, &st->operand, 1, ops_desc_, &st->result, ops_desc_, st->dest,
                              st->raddr, st->key, FI_UINT64, FI_SUM, ctx);
   }
   return -FI_EINVAL;
@@ -790,14 +871,19 @@ void OfiEndpoint::DrainBacklog() {
 Status OfiEndpoint::Send(PeerId peer, const void* buf, size_t len, const MemoryRegion* mr,
                          uint64_t context) {
   SLIP_ASSIGN_OR_RETURN(Peer * p, CheckPeer(peer));
-  if (len > UINT32_MAX) return Status::TooLarge("message over 4 GiB");
+  if (buf == nullptr && len > 0) return Status::InvalidArgument("null send buffer");
+  // Any message may land in a multi-receive buffer, and libfabric cannot
+  // skip a buffer whose free tail (>= max_multi_recv_message) is too short:
+  // rxm would truncate the message and shm 1.17 corrupt its bookkeeping.
+  // Refuse here, where the sender still gets a clean error.
+  const size_t padded = PadLen(len);
+  if (padded > core_->ofi.max_multi_recv_message || len > UINT32_MAX) {
+    return Status::TooLarge("message of " + std::to_string(len) +
+                            " bytes exceeds max_multi_recv_message (" +
+                            std::to_string(core_->ofi.max_multi_recv_message) + ")");
+  }
   SLIP_RETURN_IF_ERROR(CheckLocal(buf, len, mr));
   SLIP_ASSIGN_OR_RETURN(OpState * st, BeginOp(Op::kSend, peer, context, true));
-  if (p->unreachable) {
-    FailUnposted(st, Code::kUnavailable);
-    return Status::Ok();
-  }
-  const size_t padded = PadLen(len);
   st->dest = p->addr;
   st->cq_data = len;
   st->iov_count = 1;
@@ -824,6 +910,7 @@ Status OfiEndpoint::Send(PeerId peer, const void* buf, size_t len, const MemoryR
 }
 
 Status OfiEndpoint::PostRecv(void* buf, size_t len, const MemoryRegion* mr, uint64_t context) {
+  if (buf == nullptr || len == 0) return Status::InvalidArgument("empty receive buffer");
   SLIP_RETURN_IF_ERROR(CheckLocal(buf, len, mr));
   SLIP_ASSIGN_OR_RETURN(OpState * st, BeginOp(Op::kRecv, 0, context, false));
   st->user_buf = buf;
@@ -847,9 +934,13 @@ Status OfiEndpoint::PostRecv(void* buf, size_t len, const MemoryRegion* mr, uint
 
 Status OfiEndpoint::PostMultiRecv(void* buf, size_t len, const MemoryRegion* mr,
                                   uint64_t context) {
-  if (reinterpret_cast<uintptr_t>(buf) % kStride != 0 || len % kStride != 0) {
+  if (buf == nullptr || reinterpret_cast<uintptr_t>(buf) % kStride != 0 ||
+      len % kStride != 0) {
     return Status::InvalidArgument("multi-recv buffer must be 64-byte aligned and sized");
   }
+  // A message is placed at the buffer's current offset without regard to its
+  // size, and the buffer retires once its free tail is below the limit; so
+  // only buffers of at least the limit are guaranteed to fit any message.
   if (len < core_->ofi.max_multi_recv_message) {
     return Status::InvalidArgument("multi-recv buffer of " + std::to_string(len) +
                                    " bytes is below max_multi_recv_message (" +
@@ -871,13 +962,10 @@ Status OfiEndpoint::Write(PeerId peer, const void* src, size_t len, const Memory
                           const RemoteMemory& remote, uint64_t remote_offset,
                           uint64_t context) {
   SLIP_ASSIGN_OR_RETURN(Peer * p, CheckPeer(peer));
+  if (src == nullptr && len > 0) return Status::InvalidArgument("null write source");
   SLIP_RETURN_IF_ERROR(CheckRemote(remote, remote_offset, len));
   SLIP_RETURN_IF_ERROR(CheckLocal(src, len, mr));
   SLIP_ASSIGN_OR_RETURN(OpState * st, BeginOp(Op::kWrite, peer, context, true));
-  if (p->unreachable) {
-    FailUnposted(st, Code::kUnavailable);
-    return Status::Ok();
-  }
   st->dest = p->addr;
   st->raddr = RemoteAddr(remote, remote_offset);
   st->key = remote.key;
@@ -900,13 +988,10 @@ Status OfiEndpoint::Write(PeerId peer, const void* src, size_t len, const Memory
 Status OfiEndpoint::Read(PeerId peer, void* dst, size_t len, const MemoryRegion* mr,
                          const RemoteMemory& remote, uint64_t remote_offset, uint64_t context) {
   SLIP_ASSIGN_OR_RETURN(Peer * p, CheckPeer(peer));
+  if (dst == nullptr && len > 0) return Status::InvalidArgument("null read destination");
   SLIP_RETURN_IF_ERROR(CheckRemote(remote, remote_offset, len));
   SLIP_RETURN_IF_ERROR(CheckLocal(dst, len, mr));
   SLIP_ASSIGN_OR_RETURN(OpState * st, BeginOp(Op::kRead, peer, context, true));
-  if (p->unreachable) {
-    FailUnposted(st, Code::kUnavailable);
-    return Status::Ok();
-  }
   st->dest = p->addr;
   st->raddr = RemoteAddr(remote, remote_offset);
   st->key = remote.key;
@@ -938,10 +1023,6 @@ Status OfiEndpoint::CompareSwap(PeerId peer, const RemoteMemory& remote, uint64_
   const uint64_t raddr = RemoteAddr(remote, remote_offset);
   if (raddr % sizeof(uint64_t) != 0) return Status::InvalidArgument("unaligned atomic");
   SLIP_ASSIGN_OR_RETURN(OpState * st, BeginOp(Op::kCompareSwap, peer, context, true));
-  if (p->unreachable) {
-    FailUnposted(st, Code::kUnavailable);
-    return Status::Ok();
-  }
   st->dest = p->addr;
   st->raddr = raddr;
   st->key = remote.key;
@@ -959,10 +1040,6 @@ Status OfiEndpoint::FetchAdd(PeerId peer, const RemoteMemory& remote, uint64_t r
   const uint64_t raddr = RemoteAddr(remote, remote_offset);
   if (raddr % sizeof(uint64_t) != 0) return Status::InvalidArgument("unaligned atomic");
   SLIP_ASSIGN_OR_RETURN(OpState * st, BeginOp(Op::kFetchAdd, peer, context, true));
-  if (p->unreachable) {
-    FailUnposted(st, Code::kUnavailable);
-    return Status::Ok();
-  }
   st->dest = p->addr;
   st->raddr = raddr;
   st->key = remote.key;
@@ -990,7 +1067,7 @@ bool OfiEndpoint::MapEntry(const fi_cq_data_entry& e, Completion* c) {
     case Op::kRecv:
       if (st->multi) {
         c->buffer_released = released;
-        if (e.buf != nullptr) {
+        if (e.buf != nullptr && e.len > 0) {
           c->data = static_cast<std::byte*>(e.buf);
           c->len = static_cast<uint32_t>(e.len);
           // Senders pad to the stride; a message at an unaligned offset means
@@ -1111,9 +1188,10 @@ size_t OfiEndpoint::ExpireTimeouts(std::span<Completion> out) {
     OpState* st = head_;
     const PeerId peer = st->peer;
     emit(st, Code::kTimeout);
-    // The peer stopped answering: fail everything else in flight to it now
-    // rather than one op_timeout at a time, and refuse new work for it.
-    peers_[peer].unreachable = true;
+    // The peer stopped answering: the connection is considered reset, so
+    // everything else in flight to it fails now rather than one op_timeout at
+    // a time. Later operations start afresh (and time out too if the peer is
+    // really gone).
     for (OpState* o = head_; o != nullptr;) {
       OpState* next = o->next;
       if (o->peer == peer) emit(o, Code::kUnavailable);

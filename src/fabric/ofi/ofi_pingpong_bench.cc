@@ -48,6 +48,31 @@ void Check(const Status& s, const char* what) {
   if (!s.ok()) Die(std::string(what) + ": " + s.ToString());
 }
 
+// Watchdog: a phase that does not finish within kStuckSeconds aborts the
+// process with its name instead of hanging (e.g. the peer process died while
+// we spin on our memory for its next write, which no timeout covers).
+constexpr unsigned kStuckSeconds = 60;
+const char* volatile g_phase = "setup";
+const char* volatile g_role = "?";
+// Operations the current phase has seen complete (sends/writes on the client,
+// receives on the server), for the watchdog's message.
+volatile long g_progress = 0;
+
+void OnAlarm(int) {
+  char msg[160];
+  const int n =
+      std::snprintf(msg, sizeof(msg), "ofi_pingpong_bench: %s stuck in %s for %u s (%ld done)\n",
+                    g_role, g_phase, kStuckSeconds, static_cast<long>(g_progress));
+  if (n > 0) (void)!write(2, msg, static_cast<size_t>(n));
+  _exit(3);
+}
+
+void Phase(const char* name) {
+  g_phase = name;
+  g_progress = 0;
+  alarm(kStuckSeconds);
+}
+
 // Pipes between the two processes, for the address exchange and barriers.
 struct Link {
   int in = -1;
@@ -256,6 +281,7 @@ void Stream(const Args& args, Side& s, bool client, const Link& link, bool one_s
         if (out[k].status != Code::kOk) Die("stream completion failed");
       }
       done += static_cast<int>(n);
+      g_progress = done;
     }
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();
     std::printf("provider=%s test=%s size=%zu msgs=%d window=%d msgs_per_s=%.0f\n",
@@ -268,7 +294,7 @@ void Stream(const Args& args, Side& s, bool client, const Link& link, bool one_s
       size_t n = s.ep->Poll(out);
       for (size_t k = 0; k < n; ++k) {
         if (out[k].op != Op::kRecv) continue;
-        ++got;
+        g_progress = ++got;
         Check(s.ep->PostRecv(RecvBuf(s, static_cast<int>(out[k].context)), 4096, &s.mr,
                              out[k].context),
               "PostRecv");
@@ -289,11 +315,19 @@ int Run(const Args& args) {
   const bool client = pid != 0;
   Link link = client ? Link{to_parent[0], to_child[1]} : Link{to_child[0], to_parent[1]};
   if (!client) prctl(PR_SET_PDEATHSIG, SIGKILL);
+  g_role = client ? "client" : "server";
+  std::signal(SIGALRM, OnAlarm);
+  Phase("setup");
   Side s = Setup(args, link);
+  Phase("send_recv_pingpong");
   SendRecv(args, s, client, link);
+  Phase("write_poll_pingpong");
   WritePoll(args, s, client, link);
+  Phase("send_stream");
   Stream(args, s, client, link, /*one_sided=*/false);
+  Phase("write_stream");
   Stream(args, s, client, link, /*one_sided=*/true);
+  alarm(0);
   if (!client) std::_Exit(0);
   int status = 0;
   waitpid(pid, &status, 0);

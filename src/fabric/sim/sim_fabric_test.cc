@@ -464,6 +464,39 @@ TEST(SimFabricTest, SendWithoutABufferTimesOutAfterRnrRetries) {
   EXPECT_GT(w.fabric.stats().rnr_retries, 10u);
 }
 
+// Stricter than the contract (which lets a buffer retire once its tail is
+// below the provider's limit): the simulator moves to the next buffer
+// exactly when the next message does not fit, and only then.
+TEST(SimFabricTest, MultiRecvOverflowsExactlyWhenTheNextMessageDoesNotFit) {
+  World w(2);
+  Buf a(256), b(4096);
+  ASSERT_TRUE(w.ep(1).PostMultiRecv(a.bytes, a.len, nullptr, 100).ok());
+  ASSERT_TRUE(w.ep(1).PostMultiRecv(b.bytes, b.len, nullptr, 101).ok());
+  std::vector<std::byte> msg(192, std::byte{7});
+  // 192 B, then 128 B (64 B left in `a`: does not fit), then 70 B.
+  ASSERT_TRUE(w.ep(0).Send(w.peer(0, 1), msg.data(), 192, nullptr, 1).ok());
+  ASSERT_TRUE(w.ep(0).Send(w.peer(0, 1), msg.data(), 128, nullptr, 2).ok());
+  ASSERT_TRUE(w.ep(0).Send(w.peer(0, 1), msg.data(), 70, nullptr, 3).ok());
+  ASSERT_TRUE(w.Await(0, 3, Op::kSend).has_value());
+  w.rt.RunUntil([&] { return false; }, w.rt.Now() + 10 * kMillisecond);
+  std::vector<Completion> got;
+  bool a_released = false;
+  for (const auto& seen : w.seen[1]) {
+    if (seen.c.op != Op::kRecv) continue;
+    if (seen.c.context == 100 && seen.c.buffer_released) a_released = true;
+    if (seen.c.context == 101) {
+      EXPECT_FALSE(seen.c.buffer_released) << "`b` still has room";
+    }
+    if (seen.c.data != nullptr && seen.c.len > 0) got.push_back(seen.c);
+  }
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].data, a.bytes);
+  EXPECT_EQ(got[1].data, b.bytes);
+  EXPECT_EQ(got[2].data, b.bytes + 128);
+  EXPECT_EQ(got[2].len, 128u);
+  EXPECT_TRUE(a_released);
+}
+
 TEST(SimFabricTest, MessageTooLargeForAnyBufferFailsAndSingleRecvTruncates) {
   World w(2);
   Buf small(128), single(16);
