@@ -19,8 +19,13 @@
 //       - PostMultiRecv: a *multi-receive buffer*. Messages from any number
 //         of senders are placed back to back, each at the next 64-byte
 //         aligned offset (the stride), in the order the target processes
-//         them. A message that does not fit in the rest of the current buffer
-//         goes to the next posted buffer and the old tail stays unwritten.
+//         them; a message is never split across buffers. A buffer retires
+//         when the next message MAY not fit: at the latest when one does not
+//         fit, possibly earlier, once its free tail is below the provider's
+//         largest multi-receive message (ofi: OfiOptions::
+//         max_multi_recv_message; sim: exactly when the next one does not
+//         fit). The next posted buffer is used, none is skipped, and the old
+//         tail stays unwritten. (Contract: fabric/contract/contract_test_suite.h.)
 //         Each placed message produces one completion whose `data` points
 //         at it; `len` is the *padded* length (a multiple of 64). When a
 //         buffer can take no more, a completion with `buffer_released` set
