@@ -26,8 +26,8 @@ int RunSimCommand(const SimCommandOptions& o) {
       return 2;
     }
   }
-  if (!o.bug.empty() && o.bug != "ack-before-replication") {
-    std::fprintf(stderr, "slip sim: unknown --bug '%s' (ack-before-replication)\n", o.bug.c_str());
+  if (!o.bug.empty() && o.bug != "ack-before-replication" && o.bug != "no-lease") {
+    std::fprintf(stderr, "slip sim: unknown --bug '%s' (ack-before-replication, no-lease)\n", o.bug.c_str());
     return 2;
   }
   if (o.replication == 0 || o.replication > o.nodes || o.shards == 0 || o.clients == 0 || o.keys == 0) {
@@ -49,7 +49,9 @@ int RunSimCommand(const SimCommandOptions& o) {
     so.drop_probability = o.drop;
     so.trace = o.trace;
     so.cold_start = o.cold_start;
+    so.partitions = o.partitions;
     so.bug_ack_before_replication = o.bug == "ack-before-replication";
+    so.bug_no_lease = o.bug == "no-lease";
     auto r = sim::RunClusterSim(so);
     ops += r.operations;
     unknown += r.unknown_outcomes;

@@ -20,6 +20,7 @@ struct SimCommandOptions {
   uint32_t nodes = 6, replication = 3, shards = 12, clients = 4, keys = 24, ops = 150, crashes = 2;
   double drop = 0.01;
   bool cold_start = false;
+  uint32_t partitions = 0;
 };
 
 int RunSimCommand(const SimCommandOptions& o);

@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
   sim->add_option("--seeds", so.seeds, "seed range A..B")->capture_default_str();
   sim->add_option("--seed", so.seed, "one seed (replay)");
   sim->add_flag("--trace", so.trace, "print every event of the run");
-  sim->add_option("--bug", so.bug, "inject a protocol bug: ack-before-replication");
+  sim->add_option("--bug", so.bug, "inject a protocol bug: ack-before-replication | no-lease");
   sim->add_option("--nodes", so.nodes, "nodes")->capture_default_str();
   sim->add_option("--replication", so.replication, "replicas per shard")->capture_default_str();
   sim->add_option("--shards", so.shards, "shards")->capture_default_str();
@@ -97,6 +97,7 @@ int main(int argc, char** argv) {
   sim->add_option("--crashes", so.crashes, "node crashes per run")->capture_default_str();
   sim->add_option("--drop", so.drop, "message loss probability")->capture_default_str();
   sim->add_flag("--cold-start", so.cold_start, "end with a whole-cluster power loss and cold start");
+  sim->add_option("--partitions", so.partitions, "network partitions per run (one node cut off)")->capture_default_str();
 
   CLI11_PARSE(app, argc, argv);
 

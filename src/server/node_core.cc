@@ -59,6 +59,10 @@ bool NodeCore::CheckPrimary(const NodeView& v, const proto::KvRequest& req, cons
          v.term);
     return false;
   }
+  if (lease_valid_ && !lease_valid_()) {
+    Fail(reply, Status::Unavailable("node " + std::to_string(self_) + " has no valid lease"), v.term);
+    return false;
+  }
   if (shard < v.blocked.size() && v.blocked[shard]) {
     Fail(reply, Status::Busy("shard " + std::to_string(shard) + " is being reconfigured"), v.term);
     return false;

@@ -97,6 +97,12 @@ class NodeCore {
   // next page). Must fit one RPC message.
   void set_tail_page_bytes(size_t bytes) { tail_page_bytes_ = bytes; }
 
+  // A primary serves clients only while its lease from the configuration
+  // manager is valid: the manager promotes a replacement only after the old
+  // primary's lease has expired, so a partitioned primary never serves a
+  // stale read. Unset: always valid (single-node tests).
+  void set_lease(std::function<bool()> valid) { lease_valid_ = std::move(valid); }
+
   // Handles one request; `reply` runs exactly once, possibly later (after
   // replication), on the same executor. `payload` need only live during the
   // call.
@@ -123,6 +129,7 @@ class NodeCore {
   replication::Replicator* const replicator_;
   const ViewHolder* const views_;
   std::shared_ptr<DeleteGuard> deletes_;
+  std::function<bool()> lease_valid_;
   Counters counters_;
   size_t tail_page_bytes_ = 64 << 10;
 };

@@ -48,6 +48,7 @@ struct Node {
   std::vector<std::unique_ptr<Incarnation>> dead;
   uint64_t incarnation = 0;
   bool up = true;
+  Nanos lease_expiry = 0;  // serves clients only before this
 };
 
 // The test-only bug: acknowledge at once, replicate 2 ms later.
@@ -131,6 +132,21 @@ class World {
     return t;
   }
   bool IsClient(NodeId n) const { return n >= kClientBase; }
+  // No fault in progress: every node up, a member, and reachable.
+  bool AllHealthy() const {
+    if (!down_.empty() || !isolated_.empty()) return false;
+    for (auto& n : nodes_) {
+      if (!n->up) return false;
+    }
+    return true;
+  }
+  // A partition cuts a node off from the CM and the other nodes, but the
+  // clients still reach it: the case where an old primary could serve stale
+  // reads unless its lease stops it.
+  bool Cut(NodeId a, NodeId b) const {
+    if (IsClient(a) || IsClient(b)) return false;
+    return (a < nodes_.size() && isolated_.count(a)) || (b < nodes_.size() && isolated_.count(b));
+  }
   static constexpr NodeId kClientBase = 1000;
 
   void StartNode(Node& n, bool fresh);
@@ -138,7 +154,11 @@ class World {
   void Restart(NodeId id);
   void PowerLoss();
   void ColdStart();
+  void RenewLoop(NodeId id, uint64_t inc);
+  void OnRenew(NodeId id, uint64_t inc, Nanos sent);
+  void CheckLeases();
   void Publish(std::shared_ptr<server::NodeView> v);
+  void SendConfig(Node* np, std::shared_ptr<const server::NodeView> v);
   void Reconfigure();          // CM: react to the live set
   void RunPromotions();
   void RunReseeds();
@@ -178,6 +198,9 @@ class World {
   uint64_t unknown_ = 0, faults_ = 0, failovers_ = 0;
   bool final_phase_ = false;
   bool cold_ = false;  // between a power loss and the cold start
+  std::set<NodeId> isolated_;                 // partitioned off from everyone
+  std::map<NodeId, Nanos> last_grant_;        // CM: lease granted (CM time)
+  std::map<NodeId, uint64_t> member_inc_;     // CM: incarnation it knows per member
   std::string failure_;
 };
 
@@ -203,18 +226,18 @@ void World::Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, N
                           });
   // A dead process sends nothing (its executor's timers still fire here).
   if (!caller_alive()) return;
-  if (to >= nodes_.size() || rt_.Rng().Bernoulli(o_.drop_probability)) return;
+  if (to >= nodes_.size() || Cut(from_node, to) || rt_.Rng().Bernoulli(o_.drop_probability)) return;
   Node* dst = nodes_[to].get();
   const uint64_t dst_inc = dst->incarnation;
   auto body = std::make_shared<std::string>(std::move(payload));
   rt_.Schedule(rt_.Now() + Latency(), dst->exec, kEventNet, "deliver", method,
-               [this, dst, dst_inc, method, body, from, st, caller_alive] {
+               [this, dst, dst_inc, method, body, from, from_node, st, caller_alive] {
                  if (!dst->up || dst->incarnation != dst_inc) return;  // lost with the node
                  dst->live->core->Handle(
                      method, proto::AsBytes(*body),
-                     [this, dst, dst_inc, from, st, caller_alive](Code c, std::string p) {
+                     [this, dst, dst_inc, from, from_node, st, caller_alive](Code c, std::string p) {
                        if (!dst->up || dst->incarnation != dst_inc) return;
-                       if (rt_.Rng().Bernoulli(o_.drop_probability)) return;
+                       if (Cut(dst->id, from_node) || rt_.Rng().Bernoulli(o_.drop_probability)) return;
                        auto resp = std::make_shared<replication::PeerResponse>(
                            replication::PeerResponse{c, std::move(p)});
                        rt_.Schedule(rt_.Now() + Latency(), from, kEventNet, "reply",
@@ -260,9 +283,80 @@ void World::StartNode(Node& n, bool fresh) {
   }
   inc->core = std::make_unique<server::NodeCore>(n.id, inc->store.get(), 0, inc->replicator.get(), &n.views);
   inc->promoter = std::make_unique<server::Promoter>(inc->store.get(), 1, inc->caller.get());
+  Node* np = &n;
+  if (!o_.bug_no_lease) inc->core->set_lease([np] { return np->exec->Now() < np->lease_expiry; });
   if (n.live) n.dead.push_back(std::move(n.live));
   n.live = std::move(inc);
   n.up = true;
+  n.lease_expiry = 0;
+  const uint64_t this_inc = n.incarnation;
+  n.exec->Post([this, id = n.id, this_inc] { RenewLoop(id, this_inc); });
+}
+
+// Node side: ask the CM for a lease every lease/4. The lease runs from when
+// the request was SENT, so the node's idea of it never outlasts the CM's.
+void World::RenewLoop(NodeId id, uint64_t inc) {
+  Node& n = *nodes_[id];
+  if (!n.up || n.incarnation != inc) return;
+  const Nanos sent = rt_.Now();
+  if (!isolated_.count(id) && !rt_.Rng().Bernoulli(o_.drop_probability)) {
+    rt_.Schedule(rt_.Now() + Latency(), cm_, kEventControl, "renew", id,
+                 [this, id, inc, sent] { OnRenew(id, inc, sent); });
+  }
+  n.exec->After(static_cast<Nanos>(o_.lease_us) * kMicrosecond / 4, [this, id, inc] { RenewLoop(id, inc); });
+}
+
+// CM side of a renewal.
+void World::OnRenew(NodeId id, uint64_t inc, Nanos sent) {
+  if (cold_) return;
+  auto known = member_inc_.find(id);
+  const bool evicted = down_.count(id) > 0;
+  if (known != member_inc_.end() && known->second != inc && !evicted) {
+    // A new incarnation of a member: the old one is dead. Wait for its lease.
+    return;
+  }
+  if (evicted && known != member_inc_.end() && known->second == inc) {
+    // An evicted member that was only cut off: it must rejoin empty.
+    rt_.Schedule(rt_.Now() + Latency(), nodes_[id]->exec, kEventControl, "evicted", id, [this, id, inc] {
+      Node& n = *nodes_[id];
+      if (!n.up || n.incarnation != inc) return;
+      ++faults_;
+      n.up = false;
+      StartNode(n, /*fresh=*/true);
+      n.views.Set(view_);
+    });
+    return;
+  }
+  if (evicted) {
+    down_.erase(id);  // back as a spare
+    member_inc_[id] = inc;
+    cm_->Post([this] { Reconfigure(); });
+  }
+  last_grant_[id] = rt_.Now();
+  if (isolated_.count(id) || rt_.Rng().Bernoulli(o_.drop_probability)) return;
+  Node* np = nodes_[id].get();
+  rt_.Schedule(rt_.Now() + Latency(), np->exec, kEventControl, "lease", id, [this, np, inc, sent] {
+    if (!np->up || np->incarnation != inc) return;
+    np->lease_expiry = std::max(np->lease_expiry, sent + static_cast<Nanos>(o_.lease_us) * kMicrosecond);
+  });
+}
+
+// CM: a member whose last grant is older than a lease (plus slack for the
+// grant's flight) has lost its lease and no longer serves: replace it.
+void World::CheckLeases() {
+  if (!cold_) {
+    const Nanos lease = static_cast<Nanos>(o_.lease_us) * kMicrosecond;
+    bool any = false;
+    for (auto& [id, granted] : last_grant_) {
+      if (down_.count(id)) continue;
+      if (rt_.Now() > granted + lease + 2 * static_cast<Nanos>(o_.latency_max_us) * kMicrosecond) {
+        down_.insert(id);
+        any = true;
+      }
+    }
+    if (any) Reconfigure();
+  }
+  cm_->After(kMillisecond, [this] { CheckLeases(); });
 }
 
 void World::Crash(NodeId id) {
@@ -270,12 +364,9 @@ void World::Crash(NodeId id) {
   if (!n.up || cold_) return;
   ++faults_;
   n.up = false;
-  down_.insert(id);
   // Power fails: unpersisted lines are kept, dropped or torn.
   n.live->region->SimulateCrash(rt_.Rng().Next());
-  // The CM notices when the node's lease expires.
-  rt_.Schedule(rt_.Now() + static_cast<Nanos>(o_.lease_us) * kMicrosecond, cm_, kEventFault,
-               "lease-expired", id, [this] { Reconfigure(); });
+  // The CM notices when the node stops renewing its lease.
 }
 
 void World::Restart(NodeId id) {
@@ -287,8 +378,7 @@ void World::Restart(NodeId id) {
   if (!failure_.empty()) return;
   StartNode(n, /*fresh=*/true);
   n.views.Set(view_);
-  down_.erase(id);
-  rt_.Schedule(rt_.Now() + Latency(), cm_, kEventControl, "rejoin", id, [this] { Reconfigure(); });
+  // It announces itself by renewing a lease (a new incarnation: a spare).
 }
 
 // Whole-cluster power loss: every node crashes at once. Nothing can be
@@ -321,6 +411,12 @@ void World::ColdStart() {
   }
   down_.clear();
   cold_ = false;
+  // Everyone boots at once and takes a fresh lease.
+  for (auto& n : nodes_) {
+    member_inc_[n->id] = n->incarnation;
+    last_grant_[n->id] = rt_.Now();
+    n->lease_expiry = rt_.Now() + static_cast<Nanos>(o_.lease_us) * kMicrosecond;
+  }
   auto v = std::make_shared<server::NodeView>(*view_);
   v->term = view_->term + 1;
   for (uint32_t s = 0; s < o_.shards; ++s) {
@@ -336,12 +432,18 @@ void World::Publish(std::shared_ptr<server::NodeView> v) {
   view_ = v;
   // Configuration messages are reliable here (the CM retries until acked);
   // their delay differs per node, so nodes disagree for a while.
-  for (auto& n : nodes_) {
-    Node* np = n.get();
-    rt_.Schedule(rt_.Now() + Latency(), np->exec, kEventControl, "config", v->term, [np, v] {
-      if (np->views.Get()->term < v->term) np->views.Set(v);
-    });
-  }
+  for (auto& n : nodes_) SendConfig(n.get(), v);
+}
+
+void World::SendConfig(Node* np, std::shared_ptr<const server::NodeView> v) {
+  rt_.Schedule(rt_.Now() + Latency(), np->exec, kEventControl, "config", v->term, [this, np, v] {
+    if (isolated_.count(np->id)) {
+      // Cut off: the CM retries until the node answers.
+      cm_->After(kMillisecond, [this, np, v] { SendConfig(np, v); });
+      return;
+    }
+    if (np->views.Get()->term < v->term) np->views.Set(v);
+  });
 }
 
 // The configuration manager: one change at a time, each a new term.
@@ -474,8 +576,13 @@ void World::ClientLoop(uint32_t c) {
   if (cl.done >= o_.ops_per_client) return;
   ++cl.done;
   Random& rng = cl.exec->Rng();
-  std::string key = "k" + std::to_string(rng.Uniform(o_.keys));
-  const uint64_t dice = rng.Uniform(10);
+  // The last client only polls one key: it talks to one primary only, so it
+  // learns of a new term only from that node, like a client watching a key.
+  // It is the one that would see a stale value if a cut-off old primary kept
+  // serving after its replacement took writes.
+  const bool reader = o_.clients >= 2 && c == o_.clients - 1;
+  std::string key = "k" + std::to_string(reader ? 0 : rng.Uniform(o_.keys));
+  const uint64_t dice = reader ? 9 : rng.Uniform(10);
   auto next = [this, c] {
     clients_[c].exec->After(static_cast<Nanos>(clients_[c].exec->Rng().Uniform(200)) * kMicrosecond,
                             [this, c] { ClientLoop(c); });
@@ -513,7 +620,11 @@ ClusterSimResult World::Run() {
   for (auto& n : nodes_) {
     StartNode(*n, true);
     n->views.Set(v);
+    member_inc_[n->id] = n->incarnation;
+    last_grant_[n->id] = 0;
+    n->lease_expiry = static_cast<Nanos>(o_.lease_us) * kMicrosecond;  // the first grant
   }
+  cm_->After(kMillisecond, [this] { CheckLeases(); });
   if (!failure_.empty()) {
     res.ok = false;
     res.failure = failure_;
@@ -544,7 +655,7 @@ ClusterSimResult World::Run() {
     t += static_cast<Nanos>(rng.Uniform(20'000)) * kMicrosecond;
     const NodeId victim = static_cast<NodeId>(rng.Uniform(o_.nodes));
     rt_.Schedule(t, nullptr, kEventFault, "crash", victim, [this, victim] {
-      if (down_.empty()) Crash(victim);
+      if (AllHealthy()) Crash(victim);
     });
     const Nanos back = t + 4 * static_cast<Nanos>(o_.lease_us) * kMicrosecond +
                        static_cast<Nanos>(rng.Uniform(10'000)) * kMicrosecond;
@@ -552,6 +663,20 @@ ClusterSimResult World::Run() {
       if (!nodes_[victim]->up) Restart(victim);
     });
     t = back;
+  }
+
+  for (uint32_t i = 0; i < o_.partitions; ++i) {
+    const Nanos at = 2 * kMillisecond + static_cast<Nanos>(rng.Uniform(40'000)) * kMicrosecond;
+    const NodeId victim = static_cast<NodeId>(rng.Uniform(o_.nodes));
+    const Nanos length = static_cast<Nanos>(o_.lease_us) * kMicrosecond * static_cast<Nanos>(1 + rng.Uniform(4));
+    rt_.Schedule(at, nullptr, kEventFault, "partition", victim, [this, victim] {
+      // One fault at a time keeps a majority of every shard's replicas up.
+      if (!AllHealthy()) return;
+      ++faults_;
+      isolated_.insert(victim);
+    });
+    rt_.Schedule(at + length, nullptr, kEventFault, "heal", victim, [this, victim] { isolated_.erase(victim); });
+    t = std::max(t, at + length);
   }
 
   if (o_.cold_start) {

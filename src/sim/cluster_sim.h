@@ -40,7 +40,11 @@ struct ClusterSimOptions {
   // Faults: crash this many nodes (one at a time), each restarted later as
   // a spare. At most replication - 1 are down at once.
   uint32_t crashes = 1;
-  uint32_t lease_us = 10000;  // failure detection delay
+  uint32_t lease_us = 10000;  // lease length; nodes renew every lease/4
+  // Network partitions: this many times, cut one random node off from the
+  // configuration manager and the other nodes (clients still reach it) for
+  // 1-4 leases.
+  uint32_t partitions = 0;
   // Whole-cluster power loss after the single-node faults: every node
   // crashes at once and restarts from its PM (cold start); the configuration
   // manager then reconciles every shard's replicas before serving.
@@ -48,6 +52,9 @@ struct ClusterSimOptions {
   // Test-only: acknowledge a write before any backup has it (replication is
   // sent later). The campaign must catch this: proof the checker can fail.
   bool bug_ack_before_replication = false;
+  // Test-only: primaries ignore their lease (a cut-off old primary keeps
+  // serving reads after its replacement took writes).
+  bool bug_no_lease = false;
   bool trace = false;  // print a readable event trace to stderr
 };
 
