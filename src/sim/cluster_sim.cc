@@ -157,6 +157,7 @@ class World {
   void RenewLoop(NodeId id, uint64_t inc);
   void OnRenew(NodeId id, uint64_t inc, Nanos sent);
   void CheckLeases();
+  std::string Describe() const;
   void Publish(std::shared_ptr<server::NodeView> v);
   void SendConfig(Node* np, std::shared_ptr<const server::NodeView> v);
   void Reconfigure();          // CM: react to the live set
@@ -503,11 +504,22 @@ void World::Reconfigure() {
 }
 
 void World::RunPromotions() {
+  // A promotion whose node is no longer the shard's primary was superseded
+  // by a later configuration (which queued its own).
+  promotions_.erase(std::remove_if(promotions_.begin(), promotions_.end(),
+                                   [&](const Promotion& p) {
+                                     return !p.running && view_->shards[p.shard].primary != p.primary;
+                                   }),
+                    promotions_.end());
   for (auto& p : promotions_) {
     if (p.running) continue;
     Node& n = *nodes_[p.primary];
     if (!n.up) continue;  // a later Reconfigure handles it
     p.running = true;
+    // The replicas as the configuration says now: one evicted since the
+    // promotion was queued must not be asked (it holds nothing of the shard
+    // any more and refuses its entries).
+    p.replicas = view_->shards[p.shard].backups;
     const uint64_t term = view_->term;
     const uint32_t shard = p.shard;
     const NodeId primary = p.primary;
@@ -533,6 +545,13 @@ void World::RunPromotions() {
 }
 
 void World::RunReseeds() {
+  // A new backup that was evicted again before its seeding finished.
+  reseeds_.erase(std::remove_if(reseeds_.begin(), reseeds_.end(),
+                                [&](const Reseed& r) {
+                                  const auto& b = view_->shards[r.shard].backups;
+                                  return !r.running && std::find(b.begin(), b.end(), r.backup) == b.end();
+                                }),
+                 reseeds_.end());
   for (auto& r : reseeds_) {
     if (r.running) continue;
     const NodeId primary = view_->shards[r.shard].primary;
@@ -595,6 +614,30 @@ void World::ClientLoop(uint32_t c) {
   } else {
     cl.core->Get(std::move(key), [next](Result<std::string>) { next(); });
   }
+}
+
+// The cluster's state in one line, for a stuck run's report.
+std::string World::Describe() const {
+  std::string d = "term " + std::to_string(view_->term) + "; down {";
+  for (NodeId n : down_) d += " " + std::to_string(n);
+  d += " }; isolated {";
+  for (NodeId n : isolated_) d += " " + std::to_string(n);
+  d += " }; blocked shards {";
+  for (uint32_t sh = 0; sh < view_->blocked.size(); ++sh) {
+    if (view_->blocked[sh]) d += " " + std::to_string(sh);
+  }
+  d += " }; promotions";
+  for (const auto& p : promotions_) {
+    d += " [shard " + std::to_string(p.shard) + " to " + std::to_string(p.primary) +
+         (p.running ? " running" : " waiting") + " from";
+    for (NodeId r : p.replicas) d += " " + std::to_string(r);
+    d += "; now primary " + std::to_string(view_->shards[p.shard].primary) + "]";
+  }
+  d += ", reseeds " + std::to_string(reseeds_.size()) + "; clients done";
+  for (const auto& c : clients_) d += " " + std::to_string(c.done);
+  d += "; nodes up";
+  for (const auto& n : nodes_) d += n->up ? " 1" : " 0";
+  return d;
 }
 
 ClusterSimResult World::Run() {
@@ -697,7 +740,9 @@ ClusterSimResult World::Run() {
   // settle (restarts, promotions, re-replication).
   rt_.RunUntil([&] { return !failure_.empty() || (clients_done() && rt_.Now() > t); }, limit);
   rt_.RunUntil(rt_.Now() + 200 * kMillisecond);
-  if (failure_.empty() && !clients_done()) failure_ = "clients did not finish within the virtual time limit";
+  if (failure_.empty() && !clients_done()) {
+    failure_ = "clients did not finish within the virtual time limit (" + Describe() + ")";
+  }
 
   // Final reads of every key, recorded like any other operation.
   if (failure_.empty()) {
