@@ -11,6 +11,7 @@
 #include "pm/region.h"
 #include "replication/rpc_replicator.h"
 #include "runtime/sim_runtime.h"
+#include "server/node_agent.h"
 #include "server/node_core.h"
 #include "server/promoter.h"
 #include "store/store.h"
@@ -38,6 +39,7 @@ struct Incarnation {
   std::unique_ptr<replication::Replicator> replicator;
   std::unique_ptr<server::NodeCore> core;
   std::unique_ptr<server::Promoter> promoter;
+  std::unique_ptr<server::NodeAgent> agent;
 };
 
 struct Node {
@@ -161,8 +163,6 @@ class World {
   void Publish(std::shared_ptr<server::NodeView> v);
   void SendConfig(Node* np, std::shared_ptr<const server::NodeView> v);
   void Reconfigure();          // CM: react to the live set
-  void RunPromotions();
-  void RunReseeds();
   void ClientLoop(uint32_t c);
   void Record(uint32_t c, const client::OpRecord& r);
 
@@ -172,20 +172,6 @@ class World {
   std::vector<std::unique_ptr<Node>> nodes_;
   std::shared_ptr<const server::NodeView> view_;
   std::set<NodeId> down_;
-  // CM work in progress.
-  struct Promotion {
-    uint32_t shard;
-    NodeId primary;
-    std::vector<NodeId> replicas;
-    bool running = false;
-  };
-  std::vector<Promotion> promotions_;
-  struct Reseed {
-    uint32_t shard;
-    NodeId backup;
-    bool running = false;
-  };
-  std::vector<Reseed> reseeds_;
 
   struct Client {
     runtime::Executor* exec;
@@ -284,6 +270,7 @@ void World::StartNode(Node& n, bool fresh) {
   }
   inc->core = std::make_unique<server::NodeCore>(n.id, inc->store.get(), 0, inc->replicator.get(), &n.views);
   inc->promoter = std::make_unique<server::Promoter>(inc->store.get(), 1, inc->caller.get());
+  inc->agent = std::make_unique<server::NodeAgent>(n.id, &n.views, inc->promoter.get(), n.exec);
   Node* np = &n;
   if (!o_.bug_no_lease) inc->core->set_lease([np] { return np->exec->Now() < np->lease_expiry; });
   if (n.live) n.dead.push_back(std::move(n.live));
@@ -324,7 +311,7 @@ void World::OnRenew(NodeId id, uint64_t inc, Nanos sent) {
       ++faults_;
       n.up = false;
       StartNode(n, /*fresh=*/true);
-      n.views.Set(view_);
+      n.live->agent->Adopt(view_);
     });
     return;
   }
@@ -378,7 +365,7 @@ void World::Restart(NodeId id) {
   StartNode(n, /*fresh=*/false);
   if (!failure_.empty()) return;
   StartNode(n, /*fresh=*/true);
-  n.views.Set(view_);
+  n.live->agent->Adopt(view_);
   // It announces itself by renewing a lease (a new incarnation: a spare).
 }
 
@@ -392,9 +379,6 @@ void World::PowerLoss() {
     n->up = false;
     n->live->region->SimulateCrash(rt_.Rng().Next());
   }
-  // Work in flight died with the nodes.
-  promotions_.clear();
-  reseeds_.clear();
 }
 
 // Cold start: every node recovers its store from PM; the shard map stays,
@@ -420,13 +404,10 @@ void World::ColdStart() {
   }
   auto v = std::make_shared<server::NodeView>(*view_);
   v->term = view_->term + 1;
-  for (uint32_t s = 0; s < o_.shards; ++s) {
-    v->blocked[s] = true;
-    promotions_.push_back({s, v->shards[s].primary, v->shards[s].backups});
-  }
-  for (auto& n : nodes_) n->views.Set(v);  // read from the configuration store at boot
   view_ = v;
-  cm_->After(2 * static_cast<Nanos>(o_.latency_max_us) * kMicrosecond, [this] { RunPromotions(); });
+  // Each node reads the configuration at boot and reconciles the shards it
+  // serves before serving them (NodeAgent::ColdStart).
+  for (auto& n : nodes_) n->live->agent->ColdStart(v);
 }
 
 void World::Publish(std::shared_ptr<server::NodeView> v) {
@@ -443,7 +424,7 @@ void World::SendConfig(Node* np, std::shared_ptr<const server::NodeView> v) {
       cm_->After(kMillisecond, [this, np, v] { SendConfig(np, v); });
       return;
     }
-    if (np->views.Get()->term < v->term) np->views.Set(v);
+    if (np->up) np->live->agent->Adopt(v);
   });
 }
 
@@ -466,20 +447,17 @@ void World::Reconfigure() {
       ++failovers_;
       rep.primary = b.front();
       b.erase(b.begin());
-      v->blocked[s] = true;
-      promotions_.push_back({s, rep.primary, b});
       changed = true;
     }
   }
   // Re-replicate shards below the replication factor onto live spares.
   for (uint32_t s = 0; s < o_.shards; ++s) {
     auto& rep = v->shards[s];
-    if (v->blocked[s]) continue;  // after its promotion
     while (rep.backups.size() + 1 < o_.replication) {
       NodeId pick = UINT32_MAX;
       size_t load = SIZE_MAX;
       for (auto& n : nodes_) {
-        if (!n->up || n->id == rep.primary ||
+        if (!n->up || down_.count(n->id) || n->id == rep.primary ||
             std::find(rep.backups.begin(), rep.backups.end(), n->id) != rep.backups.end()) {
           continue;
         }
@@ -488,90 +466,13 @@ void World::Reconfigure() {
         if (l < load) load = l, pick = n->id;
       }
       if (pick == UINT32_MAX) break;
-      rep.backups.push_back(pick);
-      reseeds_.push_back({s, pick});
+      rep.backups.push_back(pick);  // its primary seeds it (NodeAgent)
       changed = true;
     }
   }
   if (!changed) return;
   v->term = view_->term + 1;
   Publish(v);
-  // Start the data work once every node has had time to adopt the term.
-  cm_->After(2 * static_cast<Nanos>(o_.latency_max_us) * kMicrosecond, [this] {
-    RunPromotions();
-    RunReseeds();
-  });
-}
-
-void World::RunPromotions() {
-  // A promotion whose node is no longer the shard's primary was superseded
-  // by a later configuration (which queued its own).
-  promotions_.erase(std::remove_if(promotions_.begin(), promotions_.end(),
-                                   [&](const Promotion& p) {
-                                     return !p.running && view_->shards[p.shard].primary != p.primary;
-                                   }),
-                    promotions_.end());
-  for (auto& p : promotions_) {
-    if (p.running) continue;
-    Node& n = *nodes_[p.primary];
-    if (!n.up) continue;  // a later Reconfigure handles it
-    p.running = true;
-    // The replicas as the configuration says now: one evicted since the
-    // promotion was queued must not be asked (it holds nothing of the shard
-    // any more and refuses its entries).
-    p.replicas = view_->shards[p.shard].backups;
-    const uint64_t term = view_->term;
-    const uint32_t shard = p.shard;
-    const NodeId primary = p.primary;
-    n.live->promoter->Promote(term, shard, p.replicas, [this, shard, primary, term](Status s, server::PromoteStats) {
-      auto it = std::find_if(promotions_.begin(), promotions_.end(),
-                             [&](const Promotion& q) { return q.shard == shard && q.primary == primary; });
-      if (it == promotions_.end()) return;
-      if (!s.ok()) {
-        // A replica died or had not adopted the term yet: try again.
-        it->running = false;
-        cm_->After(kMillisecond, [this] { RunPromotions(); });
-        return;
-      }
-      promotions_.erase(it);
-      if (view_->term != term && view_->shards[shard].primary != primary) return;
-      auto v = std::make_shared<server::NodeView>(*view_);
-      v->blocked[shard] = false;
-      v->term = view_->term + 1;
-      Publish(v);
-      cm_->After(kMillisecond, [this] { Reconfigure(); });
-    });
-  }
-}
-
-void World::RunReseeds() {
-  // A new backup that was evicted again before its seeding finished.
-  reseeds_.erase(std::remove_if(reseeds_.begin(), reseeds_.end(),
-                                [&](const Reseed& r) {
-                                  const auto& b = view_->shards[r.shard].backups;
-                                  return !r.running && std::find(b.begin(), b.end(), r.backup) == b.end();
-                                }),
-                 reseeds_.end());
-  for (auto& r : reseeds_) {
-    if (r.running) continue;
-    const NodeId primary = view_->shards[r.shard].primary;
-    Node& n = *nodes_[primary];
-    if (!n.up || view_->blocked[r.shard]) continue;
-    r.running = true;
-    const uint32_t shard = r.shard;
-    const NodeId backup = r.backup;
-    n.live->promoter->Seed(view_->term, shard, backup, [this, shard, backup](Status s, server::PromoteStats) {
-      auto it = std::find_if(reseeds_.begin(), reseeds_.end(),
-                             [&](const Reseed& q) { return q.shard == shard && q.backup == backup; });
-      if (it == reseeds_.end()) return;
-      if (!s.ok()) {
-        it->running = false;
-        cm_->After(kMillisecond, [this] { RunReseeds(); });
-        return;
-      }
-      reseeds_.erase(it);
-    });
-  }
 }
 
 void World::Record(uint32_t c, const client::OpRecord& r) {
@@ -623,17 +524,14 @@ std::string World::Describe() const {
   d += " }; isolated {";
   for (NodeId n : isolated_) d += " " + std::to_string(n);
   d += " }; blocked shards {";
-  for (uint32_t sh = 0; sh < view_->blocked.size(); ++sh) {
-    if (view_->blocked[sh]) d += " " + std::to_string(sh);
+  for (const auto& n : nodes_) {
+    if (!n->up) continue;
+    auto v = n->views.Get();
+    for (uint32_t sh = 0; sh < v->blocked.size(); ++sh) {
+      if (v->blocked[sh]) d += " " + std::to_string(sh) + "@node" + std::to_string(n->id);
+    }
   }
-  d += " }; promotions";
-  for (const auto& p : promotions_) {
-    d += " [shard " + std::to_string(p.shard) + " to " + std::to_string(p.primary) +
-         (p.running ? " running" : " waiting") + " from";
-    for (NodeId r : p.replicas) d += " " + std::to_string(r);
-    d += "; now primary " + std::to_string(view_->shards[p.shard].primary) + "]";
-  }
-  d += ", reseeds " + std::to_string(reseeds_.size()) + "; clients done";
+  d += " }; clients done";
   for (const auto& c : clients_) d += " " + std::to_string(c.done);
   d += "; nodes up";
   for (const auto& n : nodes_) d += n->up ? " 1" : " 0";
@@ -662,7 +560,7 @@ ClusterSimResult World::Run() {
   view_ = v;
   for (auto& n : nodes_) {
     StartNode(*n, true);
-    n->views.Set(v);
+    n->live->agent->Start(v);
     member_inc_[n->id] = n->incarnation;
     last_grant_[n->id] = 0;
     n->lease_expiry = static_cast<Nanos>(o_.lease_us) * kMicrosecond;  // the first grant
