@@ -45,8 +45,10 @@ void NodeAgent::Adopt(std::shared_ptr<const NodeView> v) {
       promote.push_back(s);
       continue;
     }
+    // Seed a backup that is new, or still listed as syncing (the manager
+    // may not have heard that an earlier seeding finished).
     for (NodeId b : now.backups) {
-      if (!Contains(old->shards[s].backups, b)) seed.emplace_back(s, b);
+      if (!Contains(old->shards[s].backups, b) || Contains(now.syncing, b)) seed.emplace_back(s, b);
     }
   }
   // Block first, in the same configuration change, so no client request of
@@ -86,6 +88,10 @@ void NodeAgent::StartPromotion(uint32_t shard) {
                          ++counters_.promotions;
                          blocked_.erase(shard);
                          Publish();
+                         // The scatter gave every backup the whole shard.
+                         if (on_seeded_) {
+                           for (NodeId b : config_->shards[shard].syncing) on_seeded_(shard, b, term);
+                         }
                          return;
                        }
                        // Failed, or the configuration moved on meanwhile (a
@@ -101,12 +107,25 @@ void NodeAgent::StartPromotion(uint32_t shard) {
 }
 
 void NodeAgent::StartSeed(uint32_t shard, NodeId backup) {
-  if (!seeding_.insert({shard, backup}).second) return;
-  promoter_->Seed(config_->term, shard, backup, [this, shard, backup](Status s, PromoteStats st) {
+  if (seeding_.count({shard, backup})) return;
+  const uint64_t term = config_->term;
+  // Writes that began before this configuration replicate to the old
+  // backup list; the walk sees only committed entries. Let them finish.
+  if (shared_ && shared_->writes.AnyBefore(shard, term)) {
+    exec_->After(runtime::kMicrosecond * 100, [this, shard, backup] {
+      if (config_->shards[shard].primary == self_ && Contains(config_->shards[shard].backups, backup)) {
+        StartSeed(shard, backup);
+      }
+    });
+    return;
+  }
+  seeding_.insert({shard, backup});
+  promoter_->Seed(term, shard, backup, [this, shard, backup, term](Status s, PromoteStats st) {
     seeding_.erase({shard, backup});
     counters_.pushed_entries += st.pushed_entries;
     if (s.ok()) {
       ++counters_.seeds;
+      if (on_seeded_) on_seeded_(shard, backup, term);
       return;
     }
     ++counters_.seed_failures;

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -29,8 +30,17 @@ namespace slip::server {
 
 class NodeAgent {
  public:
-  NodeAgent(NodeId self, ViewHolder* views, Promoter* promoter, runtime::Executor* exec)
-      : self_(self), views_(views), promoter_(promoter), exec_(exec) {}
+  NodeAgent(NodeId self, ViewHolder* views, Promoter* promoter, runtime::Executor* exec,
+            std::shared_ptr<NodeShared> shared)
+      : self_(self), views_(views), promoter_(promoter), exec_(exec), shared_(std::move(shared)) {}
+
+  // Called when a new backup of a shard this node serves holds the whole
+  // shard (to be reported to the configuration manager, which then stops
+  // listing it as syncing). Retried with every later configuration that
+  // still lists it as syncing.
+  void set_on_seeded(std::function<void(uint32_t shard, NodeId backup, uint64_t term)> f) {
+    on_seeded_ = std::move(f);
+  }
 
   // The first configuration of a brand-new cluster: nothing to reconcile.
   void Start(std::shared_ptr<const NodeView> v);
@@ -63,6 +73,8 @@ class NodeAgent {
   std::set<uint32_t> promoting_;              // promotions in flight
   std::set<std::pair<uint32_t, NodeId>> seeding_;
   Counters counters_;
+  std::function<void(uint32_t, NodeId, uint64_t)> on_seeded_;
+  std::shared_ptr<NodeShared> shared_;
 };
 
 }  // namespace slip::server

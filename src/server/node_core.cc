@@ -8,13 +8,13 @@ namespace slip::server {
 
 NodeCore::NodeCore(NodeId self, store::Store* store, uint32_t writer,
                    replication::Replicator* replicator, const ViewHolder* views,
-                   std::shared_ptr<DeleteGuard> deletes)
+                   std::shared_ptr<NodeShared> shared)
     : self_(self),
       store_(store),
       writer_(writer),
       replicator_(replicator),
       views_(views),
-      deletes_(deletes ? std::move(deletes) : std::make_shared<DeleteGuard>()) {}
+      shared_(shared ? std::move(shared) : std::make_shared<NodeShared>()) {}
 
 void NodeCore::Fail(const Reply& reply, const Status& s, uint64_t term) {
   if (s.Is(Code::kStaleTerm)) ++counters_.stale;
@@ -85,11 +85,11 @@ void NodeCore::HandleWrite(proto::Method m, std::span<const std::byte> payload, 
   // Held from the existence check in Prepare until the DEL commits or fails.
   std::shared_ptr<std::string> guarded;
   if (type == log::EntryType::kDel) {
-    if (!deletes_->TryAcquire(std::string(req->key))) {
+    if (!shared_->deletes.TryAcquire(std::string(req->key))) {
       return Fail(reply, Status::Busy("a delete of this key is in flight"), view->term);
     }
-    guarded = std::shared_ptr<std::string>(new std::string(req->key), [g = deletes_](std::string* k) {
-      g->Release(*k);
+    guarded = std::shared_ptr<std::string>(new std::string(req->key), [g = shared_](std::string* k) {
+      g->deletes.Release(*k);
       delete k;
     });
   }
@@ -101,9 +101,12 @@ void NodeCore::HandleWrite(proto::Method m, std::span<const std::byte> payload, 
     return Fail(reply, s, view->term);
   }
   auto pending = std::make_shared<store::Store::PendingWrite>(std::move(*prepared));
+  shared_->writes.Begin(req->shard, view->term);
   const std::vector<NodeId>& backups = view->shards[req->shard].backups;
-  auto finish = [this, pending, guarded, reply = std::move(reply), term = view->term](Status s) mutable {
+  auto finish = [this, pending, guarded, reply = std::move(reply), term = view->term,
+                 shard = req->shard](Status s) mutable {
     guarded.reset();  // commit or abandon comes next, in this handler
+    shared_->writes.End(shard, term);
     if (!s.ok()) {
       store_->Abandon(*pending);
       ++counters_.replication_failures;

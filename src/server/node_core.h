@@ -24,6 +24,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -43,6 +44,10 @@ using replication::NodeId;
 struct ShardReplicas {
   NodeId primary = 0;
   std::vector<NodeId> backups;
+  // Backups still being seeded with the shard (a subset of `backups`): they
+  // receive every new write, but lack older entries, so they must never be
+  // promoted; the primary reports when seeding is done.
+  std::vector<NodeId> syncing;
 };
 
 // The part of the cluster configuration a node acts on.
@@ -83,15 +88,49 @@ class DeleteGuard {
   std::unordered_set<std::string> keys_;
 };
 
+// Writes a primary has prepared and not yet finished, per shard and by the
+// term they started in. Seeding a new backup must wait until every write
+// that started before the backup was added has finished: those replicate to
+// the old backup list, and a seed walk (committed entries only) could miss
+// one still in flight.
+class InFlightWrites {
+ public:
+  void Begin(uint32_t shard, uint64_t term) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++count_[{shard, term}];
+  }
+  void End(uint32_t shard, uint64_t term) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = count_.find({shard, term});
+    if (it != count_.end() && --it->second == 0) count_.erase(it);
+  }
+  // Whether a write of `shard` that started in a term below `term` is in flight.
+  bool AnyBefore(uint32_t shard, uint64_t term) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = count_.lower_bound({shard, 0});
+    return it != count_.end() && it->first.first == shard && it->first.second < term;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<uint32_t, uint64_t>, uint32_t> count_;
+};
+
+// State every worker of a node shares.
+struct NodeShared {
+  DeleteGuard deletes;
+  InFlightWrites writes;
+};
+
 class NodeCore {
  public:
   // `payload` of a response; on an error status it is a KvResponse whose
   // value is the error text (and whose term is the node's).
   using Reply = std::function<void(Code status, std::string payload)>;
 
-  // `deletes` is shared by all NodeCores of a node (null: a private one).
+  // `shared` is shared by all NodeCores of a node (null: a private one).
   NodeCore(NodeId self, store::Store* store, uint32_t writer, replication::Replicator* replicator,
-           const ViewHolder* views, std::shared_ptr<DeleteGuard> deletes = nullptr);
+           const ViewHolder* views, std::shared_ptr<NodeShared> shared = nullptr);
 
   // Largest response to a SHARD_TAIL request (entries beyond it go in the
   // next page). Must fit one RPC message.
@@ -128,7 +167,7 @@ class NodeCore {
   const uint32_t writer_;
   replication::Replicator* const replicator_;
   const ViewHolder* const views_;
-  std::shared_ptr<DeleteGuard> deletes_;
+  std::shared_ptr<NodeShared> shared_;
   std::function<bool()> lease_valid_;
   Counters counters_;
   size_t tail_page_bytes_ = 64 << 10;

@@ -268,7 +268,7 @@ TEST_F(NodeCoreTest, PromotionMakesReplicasAgreeAndSeedsANewBackup) {
   // New term: b1 primary, b2 backup, shard blocked until promotion ends.
   auto v = std::make_shared<NodeView>(*views.Get());
   v->term = 6;
-  v->shards[shard] = ShardReplicas{b1, {b2}};
+  v->shards[shard] = ShardReplicas{b1, {b2}, {}};
   v->blocked[shard] = true;
   views.Set(v);
   Promoter promoter(nodes[b1].store.get(), 1, &rep);
@@ -328,7 +328,7 @@ TEST_F(NodeCoreTest, PromotionFailsCleanlyWhenAReplicaIsUnreachable) {
   const NodeId b1 = views.Get()->shards[shard].backups[0], b2 = views.Get()->shards[shard].backups[1];
   auto v = std::make_shared<NodeView>(*views.Get());
   v->term = 6;
-  v->shards[shard] = ShardReplicas{b1, {b2}};
+  v->shards[shard] = ShardReplicas{b1, {b2}, {}};
   views.Set(v);
   rep.dead.insert(b2);
   Promoter promoter(nodes[b1].store.get(), 1, &rep);

@@ -134,14 +134,6 @@ class World {
     return t;
   }
   bool IsClient(NodeId n) const { return n >= kClientBase; }
-  // No fault in progress: every node up, a member, and reachable.
-  bool AllHealthy() const {
-    if (!down_.empty() || !isolated_.empty()) return false;
-    for (auto& n : nodes_) {
-      if (!n->up) return false;
-    }
-    return true;
-  }
   // A partition cuts a node off from the CM and the other nodes, but the
   // clients still reach it: the case where an old primary could serve stale
   // reads unless its lease stops it.
@@ -159,6 +151,8 @@ class World {
   void RenewLoop(NodeId id, uint64_t inc);
   void OnRenew(NodeId id, uint64_t inc, Nanos sent);
   void CheckLeases();
+  void OnSeeded(uint32_t shard, NodeId backup, uint64_t term);
+  bool SafeToFail(NodeId victim) const;
   std::string Describe() const;
   void Publish(std::shared_ptr<server::NodeView> v);
   void SendConfig(Node* np, std::shared_ptr<const server::NodeView> v);
@@ -188,6 +182,9 @@ class World {
   std::set<NodeId> isolated_;                 // partitioned off from everyone
   std::map<NodeId, Nanos> last_grant_;        // CM: lease granted (CM time)
   std::map<NodeId, uint64_t> member_inc_;     // CM: incarnation it knows per member
+  // CM: the term since which a backup has been a replica of a shard (a seed
+  // report from an earlier membership does not count).
+  std::map<std::pair<uint32_t, NodeId>, uint64_t> seeded_since_;
   std::string failure_;
 };
 
@@ -268,9 +265,21 @@ void World::StartNode(Node& n, bool fresh) {
   } else {
     inc->replicator = std::move(rpc);
   }
-  inc->core = std::make_unique<server::NodeCore>(n.id, inc->store.get(), 0, inc->replicator.get(), &n.views);
+  auto shared = std::make_shared<server::NodeShared>();
+  inc->core = std::make_unique<server::NodeCore>(n.id, inc->store.get(), 0, inc->replicator.get(),
+                                                 &n.views, shared);
   inc->promoter = std::make_unique<server::Promoter>(inc->store.get(), 1, inc->caller.get());
-  inc->agent = std::make_unique<server::NodeAgent>(n.id, &n.views, inc->promoter.get(), n.exec);
+  inc->agent = std::make_unique<server::NodeAgent>(n.id, &n.views, inc->promoter.get(), n.exec, shared);
+  {
+    const NodeId id = n.id;
+    const uint64_t my_inc = n.incarnation;
+    inc->agent->set_on_seeded([this, id, my_inc](uint32_t shard, NodeId backup, uint64_t term) {
+      // A message to the CM (lost if this node is cut off or dead).
+      if (!nodes_[id]->up || nodes_[id]->incarnation != my_inc || isolated_.count(id)) return;
+      rt_.Schedule(rt_.Now() + Latency(), cm_, kEventControl, "seeded", shard,
+                   [this, shard, backup, term] { OnSeeded(shard, backup, term); });
+    });
+  }
   Node* np = &n;
   if (!o_.bug_no_lease) inc->core->set_lease([np] { return np->exec->Now() < np->lease_expiry; });
   if (n.live) n.dead.push_back(std::move(n.live));
@@ -436,17 +445,24 @@ void World::Reconfigure() {
   for (uint32_t s = 0; s < o_.shards; ++s) {
     auto& rep = v->shards[s];
     auto& b = rep.backups;
+    auto& sync = rep.syncing;
     const size_t before = b.size();
-    b.erase(std::remove_if(b.begin(), b.end(), [&](NodeId n) { return down_.count(n) > 0; }), b.end());
+    auto gone = [&](NodeId n) { return down_.count(n) > 0; };
+    b.erase(std::remove_if(b.begin(), b.end(), gone), b.end());
+    sync.erase(std::remove_if(sync.begin(), sync.end(), gone), sync.end());
     changed |= b.size() != before;
     if (down_.count(rep.primary)) {
-      if (b.empty()) {
-        failure_ = "shard " + std::to_string(s) + " lost every replica";
+      // Only a backup that holds the whole shard may take over.
+      auto in_sync = std::find_if(b.begin(), b.end(), [&](NodeId n) {
+        return std::find(sync.begin(), sync.end(), n) == sync.end();
+      });
+      if (in_sync == b.end()) {
+        failure_ = "shard " + std::to_string(s) + " lost every in-sync replica";
         return;
       }
       ++failovers_;
-      rep.primary = b.front();
-      b.erase(b.begin());
+      rep.primary = *in_sync;
+      b.erase(in_sync);
       changed = true;
     }
   }
@@ -467,12 +483,58 @@ void World::Reconfigure() {
       }
       if (pick == UINT32_MAX) break;
       rep.backups.push_back(pick);  // its primary seeds it (NodeAgent)
+      rep.syncing.push_back(pick);
       changed = true;
     }
   }
   if (!changed) return;
   v->term = view_->term + 1;
+  for (uint32_t s = 0; s < o_.shards; ++s) {
+    for (NodeId b : v->shards[s].syncing) {
+      const auto& old_sync = view_->shards[s].syncing;
+      if (std::find(old_sync.begin(), old_sync.end(), b) == old_sync.end()) seeded_since_[{s, b}] = v->term;
+    }
+  }
   Publish(v);
+}
+
+// CM: a primary reports that a new backup holds the whole shard.
+void World::OnSeeded(uint32_t shard, NodeId backup, uint64_t term) {
+  if (cold_) return;
+  auto& sync = view_->shards[shard].syncing;
+  if (std::find(sync.begin(), sync.end(), backup) == sync.end()) return;
+  // Only if the report is about the replica set as it still is: the backup
+  // must have been a replica without interruption since `term`.
+  if (term < seeded_since_[{shard, backup}]) return;
+  auto v = std::make_shared<server::NodeView>(*view_);
+  auto& s = v->shards[shard].syncing;
+  s.erase(std::remove(s.begin(), s.end(), backup), s.end());
+  v->term = view_->term + 1;
+  Publish(v);
+}
+
+// Whether taking `victim` away (crash or partition) leaves every shard a
+// live, in-sync replica: the harness injects only faults the design is
+// meant to survive (RF - 1 failures of in-sync replicas).
+bool World::SafeToFail(NodeId victim) const {
+  for (const auto& rep : view_->shards) {
+    std::vector<NodeId> all = rep.backups;
+    all.push_back(rep.primary);
+    bool ok = false;
+    for (NodeId n : all) {
+      const bool syncing = std::find(rep.syncing.begin(), rep.syncing.end(), n) != rep.syncing.end();
+      // A node that has not renewed its lease lately may be about to be
+      // evicted (e.g. just healed from a partition): it does not count.
+      auto g = last_grant_.find(n);
+      const bool fresh = g != last_grant_.end() &&
+                         rt_.Now() - g->second < static_cast<Nanos>(o_.lease_us) * kMicrosecond / 2;
+      if (n != victim && !syncing && fresh && nodes_[n]->up && !down_.count(n) && !isolated_.count(n)) {
+        ok = true;
+      }
+    }
+    if (!ok) return false;
+  }
+  return true;
 }
 
 void World::Record(uint32_t c, const client::OpRecord& r) {
@@ -596,7 +658,7 @@ ClusterSimResult World::Run() {
     t += static_cast<Nanos>(rng.Uniform(20'000)) * kMicrosecond;
     const NodeId victim = static_cast<NodeId>(rng.Uniform(o_.nodes));
     rt_.Schedule(t, nullptr, kEventFault, "crash", victim, [this, victim] {
-      if (AllHealthy()) Crash(victim);
+      if (SafeToFail(victim)) Crash(victim);
     });
     const Nanos back = t + 4 * static_cast<Nanos>(o_.lease_us) * kMicrosecond +
                        static_cast<Nanos>(rng.Uniform(10'000)) * kMicrosecond;
@@ -612,7 +674,7 @@ ClusterSimResult World::Run() {
     const Nanos length = static_cast<Nanos>(o_.lease_us) * kMicrosecond * static_cast<Nanos>(1 + rng.Uniform(4));
     rt_.Schedule(at, nullptr, kEventFault, "partition", victim, [this, victim] {
       // One fault at a time keeps a majority of every shard's replicas up.
-      if (!AllHealthy()) return;
+      if (!SafeToFail(victim) || isolated_.count(victim)) return;
       ++faults_;
       isolated_.insert(victim);
     });
