@@ -1,0 +1,468 @@
+#include "cluster/cluster_config.h"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+#include <tuple>
+
+#include "cluster/config_json.h"
+
+namespace slip::cluster {
+
+namespace {
+__extension__ using U128 = unsigned __int128;
+
+std::string N(uint64_t v) { return std::to_string(v); }
+}  // namespace
+
+uint64_t RangeStart(ShardId shard, uint32_t num_shards) {
+  assert(num_shards > 0 && shard < num_shards);
+  // ceil(shard * 2^64 / num_shards): the smallest h with ShardOfHash(h) == shard.
+  const U128 num = static_cast<U128>(shard) << 64;
+  return static_cast<uint64_t>((num + num_shards - 1) / num_shards);
+}
+
+ShardId ShardOfHash(uint64_t hash, uint32_t num_shards) {
+  assert(num_shards > 0);
+  return static_cast<ShardId>((static_cast<U128>(hash) * num_shards) >> 64);
+}
+
+ShardId ClusterConfig::ShardOf(uint64_t hash) const { return ShardOfHash(hash, num_shards()); }
+
+std::vector<NodeId> ClusterConfig::Replicas(ShardId shard) const {
+  assert(shard < shards.size());
+  const ShardReplicas& s = shards[shard];
+  std::vector<NodeId> r;
+  r.reserve(1 + s.backups.size());
+  r.push_back(s.primary);
+  r.insert(r.end(), s.backups.begin(), s.backups.end());
+  return r;
+}
+
+std::map<NodeId, uint32_t> ClusterConfig::PrimaryCounts() const {
+  std::map<NodeId, uint32_t> c;
+  for (const auto& [id, info] : nodes) c[id] = 0;
+  for (const auto& s : shards) c[s.primary]++;
+  return c;
+}
+
+std::map<NodeId, uint32_t> ClusterConfig::BackupCounts() const {
+  std::map<NodeId, uint32_t> c;
+  for (const auto& [id, info] : nodes) c[id] = 0;
+  for (const auto& s : shards) {
+    for (NodeId b : s.backups) c[b]++;
+  }
+  return c;
+}
+
+Status ClusterConfig::Validate() const {
+  auto bad = [](std::string m) { return Status::InvalidArgument("cluster config: " + m); };
+  if (term == 0) return bad("term 0 (terms start at 1)");
+  if (nodes.empty()) return bad("no nodes");
+  if (shards.empty()) return bad("no shards");
+  if (replication_factor == 0 || replication_factor > nodes.size()) {
+    return bad("replication factor " + N(replication_factor) + " not in 1.." + N(nodes.size()));
+  }
+  for (const auto& [id, info] : nodes) {
+    if (info.address.empty()) return bad("node " + N(id) + " has no address");
+  }
+  for (ShardId s = 0; s < shards.size(); s++) {
+    const std::vector<NodeId> r = Replicas(s);
+    const std::string where = "shard " + N(s) + ": ";
+    if (r.size() > replication_factor) {
+      return bad(where + N(r.size()) + " replicas, above the replication factor " +
+                 N(replication_factor));
+    }
+    for (size_t i = 0; i < r.size(); i++) {
+      auto it = nodes.find(r[i]);
+      if (it == nodes.end()) return bad(where + "replica " + N(r[i]) + " is not a member");
+      if (std::find(r.begin(), r.begin() + static_cast<ptrdiff_t>(i), r[i]) !=
+          r.begin() + static_cast<ptrdiff_t>(i)) {
+        return bad(where + "node " + N(r[i]) + " holds two replicas");
+      }
+      if (it->second.state == NodeState::kDown && r.size() > 1) {
+        return bad(where + "replica " + N(r[i]) +
+                   " is down (allowed only as a shard's sole, stranded replica)");
+      }
+    }
+  }
+  std::set<ShardId> migrating;
+  for (const Migration& m : migrations) {
+    const std::string where = "migration of shard " + N(m.shard) + ": ";
+    if (m.shard >= shards.size()) return bad(where + "no such shard");
+    if (!migrating.insert(m.shard).second) return bad(where + "shard migrates twice");
+    if (m.from == m.to) return bad(where + "from == to");
+    for (NodeId n : {m.from, m.to}) {
+      auto it = nodes.find(n);
+      if (it == nodes.end()) return bad(where + "node " + N(n) + " is not a member");
+      if (it->second.state != NodeState::kUp) return bad(where + "node " + N(n) + " is down");
+    }
+    const std::vector<NodeId> r = Replicas(m.shard);
+    if (std::find(r.begin(), r.end(), m.to) == r.end()) {
+      return bad(where + "target " + N(m.to) + " is not a replica");
+    }
+    if (std::find(r.begin(), r.end(), m.from) != r.end()) {
+      return bad(where + "source " + N(m.from) + " is still a replica");
+    }
+    if (static_cast<uint8_t>(m.state) > static_cast<uint8_t>(MigrationState::kDone)) {
+      return bad(where + "unknown state");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<ClusterConfig> Place(const std::map<NodeId, std::string>& nodes, uint32_t num_shards,
+                            uint32_t rf) {
+  if (nodes.empty()) return Status::InvalidArgument("Place: no nodes");
+  if (num_shards == 0) return Status::InvalidArgument("Place: no shards");
+  if (rf == 0 || rf > nodes.size()) {
+    return Status::InvalidArgument("Place: replication factor " + N(rf) + " not in 1.." +
+                                   N(nodes.size()));
+  }
+  ClusterConfig c;
+  c.term = 1;
+  c.replication_factor = rf;
+  std::vector<NodeId> ids;
+  for (const auto& [id, addr] : nodes) {
+    if (addr.empty()) return Status::InvalidArgument("Place: node " + N(id) + " has no address");
+    c.nodes[id] = NodeInfo{addr, NodeState::kUp};
+    ids.push_back(id);
+  }
+  const size_t n = ids.size();
+  std::vector<uint32_t> replicas(n, 0);                                      // by index into ids
+  std::vector<std::vector<uint32_t>> first(n, std::vector<uint32_t>(n, 0));  // [primary][backup0]
+  const size_t full_rounds = num_shards / n;
+  // The partial round's primaries count from the start, so its backups avoid
+  // the nodes that are going to be primaries in it.
+  for (size_t p = 0; p < num_shards % n; p++) replicas[p]++;
+  c.shards.resize(num_shards);
+  for (ShardId s = 0; s < num_shards; s++) {
+    const size_t p = s % n, round = s / n;
+    std::vector<size_t> chosen{p};
+    if (round < full_rounds) {
+      // A full round gives every node one primary; backup j of primary p is
+      // p + offset_j with the same distinct non-zero offsets for all p, so
+      // each node also gets exactly rf-1 backups per round. The first
+      // offset advances every round: a node's primaries have every other
+      // node as first backup in turn, and its failure spreads promotions.
+      size_t offset = 1 + round % std::max<size_t>(n - 1, 1);
+      for (uint32_t j = 1; j < rf; j++, offset++) {
+        if (offset % n == 0) offset++;
+        chosen.push_back((p + offset) % n);
+      }
+    } else {
+      // The partial last round: fill greedily — fewest replicas first; then,
+      // for the first backup, the rarest successor of this primary; then the
+      // nearest node after the primary (determinism).
+      for (uint32_t pos = 1; pos < rf; pos++) {
+        size_t best = n;
+        std::tuple<uint32_t, uint32_t, size_t> best_key{};
+        for (size_t cand = 0; cand < n; cand++) {
+          if (std::find(chosen.begin(), chosen.end(), cand) != chosen.end()) continue;
+          const std::tuple<uint32_t, uint32_t, size_t> key{
+              replicas[cand], pos == 1 ? first[p][cand] : 0, (cand + n - p) % n};
+          if (best == n || key < best_key) {
+            best = cand;
+            best_key = key;
+          }
+        }
+        chosen.push_back(best);
+      }
+    }
+    for (size_t i = round < full_rounds ? 0 : 1; i < chosen.size(); i++) replicas[chosen[i]]++;
+    if (chosen.size() > 1) first[p][chosen[1]]++;
+    c.shards[s].primary = ids[p];
+    for (size_t i = 1; i < chosen.size(); i++) c.shards[s].backups.push_back(ids[chosen[i]]);
+  }
+  assert(c.Validate().ok());
+  return c;
+}
+
+Result<ClusterConfig> Reassign(const ClusterConfig& config, NodeId failed) {
+  SLIP_RETURN_IF_ERROR(config.Validate());
+  auto it = config.nodes.find(failed);
+  if (it == config.nodes.end()) {
+    return Status::InvalidArgument("Reassign: node " + N(failed) + " is not a member");
+  }
+  if (it->second.state != NodeState::kUp) {
+    return Status::InvalidArgument("Reassign: node " + N(failed) + " is already down");
+  }
+  if (config.term == std::numeric_limits<uint64_t>::max()) {
+    return Status::InvalidArgument("Reassign: term exhausted");
+  }
+  ClusterConfig next = config;
+  next.term = config.term + 1;
+  next.nodes[failed].state = NodeState::kDown;
+
+  // Interrupted migrations go back to where they started (notes/rowan.md
+  // §3.7): the target's copy is incomplete, the source's is not.
+  std::vector<Migration> kept;
+  for (const Migration& m : next.migrations) {
+    if (m.from != failed && m.to != failed) {
+      kept.push_back(m);
+      continue;
+    }
+    if (m.state == MigrationState::kDone) continue;  // the target has everything
+    ShardReplicas& s = next.shards[m.shard];
+    if (s.primary == m.to) s.primary = m.from;
+    std::replace(s.backups.begin(), s.backups.end(), m.to, m.from);
+  }
+  next.migrations = std::move(kept);
+
+  // Promote, and drop the failed node from every replica set that has
+  // another copy.
+  for (ShardReplicas& s : next.shards) {
+    if (s.primary == failed) {
+      if (s.backups.empty()) continue;  // sole replica: keep it, the data is there
+      s.primary = s.backups.front();
+      s.backups.erase(s.backups.begin());
+    } else {
+      std::erase(s.backups, failed);
+    }
+  }
+
+  // Re-replicate: top up every shard below the replication factor with the
+  // least-loaded live node that holds no replica of it yet.
+  std::map<NodeId, std::pair<uint32_t, uint32_t>> load;  // live node -> (replicas, primaries)
+  for (const auto& [id, info] : next.nodes) {
+    if (info.state == NodeState::kUp) load[id] = {0, 0};
+  }
+  for (const ShardReplicas& s : next.shards) {
+    if (auto l = load.find(s.primary); l != load.end()) {
+      l->second.first++;
+      l->second.second++;
+    }
+    for (NodeId b : s.backups) load[b].first++;
+  }
+  for (ShardReplicas& s : next.shards) {
+    if (next.nodes[s.primary].state != NodeState::kUp) continue;  // stranded: nothing to copy from
+    while (1 + s.backups.size() < next.replication_factor) {
+      NodeId best = 0;
+      bool found = false;
+      for (const auto& [id, l] : load) {
+        if (id == s.primary || std::find(s.backups.begin(), s.backups.end(), id) != s.backups.end()) {
+          continue;
+        }
+        if (!found || l < load[best]) {  // (replicas, primaries); map order breaks ties by id
+          best = id;
+          found = true;
+        }
+      }
+      if (!found) break;  // no spare live node: under-replicated until one joins
+      s.backups.push_back(best);
+      load[best].first++;
+    }
+  }
+  SLIP_RETURN_IF_ERROR(next.Validate());
+  return next;
+}
+
+std::string_view NodeStateName(NodeState s) {
+  switch (s) {
+    case NodeState::kUp: return "up";
+    case NodeState::kDown: return "down";
+  }
+  return "?";
+}
+
+std::string_view MigrationStateName(MigrationState s) {
+  switch (s) {
+    case MigrationState::kPending: return "pending";
+    case MigrationState::kCopying: return "copying";
+    case MigrationState::kDone: return "done";
+  }
+  return "?";
+}
+
+// ---- JSON ------------------------------------------------------------------
+
+namespace internal {
+
+using nlohmann::json;
+
+namespace {
+Status Bad(std::string m) { return Status::Corruption("cluster config json: " + std::move(m)); }
+}  // namespace
+
+std::string Dump(const json& j, int indent) {
+  return j.dump(indent, ' ', false, json::error_handler_t::replace);
+}
+
+Result<uint64_t> GetUint(const json& obj, const char* field, uint64_t max) {
+  auto it = obj.find(field);
+  if (it == obj.end()) return Bad(std::string("missing \"") + field + "\"");
+  // nlohmann stores non-negative integers as unsigned; negative ones and
+  // floats (even 3.0) are refused.
+  if (!it->is_number_unsigned()) {
+    return Bad(std::string("\"") + field + "\" is not a non-negative integer");
+  }
+  const uint64_t v = it->get<uint64_t>();
+  if (v > max) return Bad(std::string("\"") + field + "\" = " + N(v) + " exceeds " + N(max));
+  return v;
+}
+
+Result<std::string> GetString(const json& obj, const char* field) {
+  auto it = obj.find(field);
+  if (it == obj.end()) return Bad(std::string("missing \"") + field + "\"");
+  if (!it->is_string()) return Bad(std::string("\"") + field + "\" is not a string");
+  return it->get<std::string>();
+}
+
+Status OnlyFields(const json& obj, std::initializer_list<const char*> allowed,
+                  std::string_view what) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    if (std::none_of(allowed.begin(), allowed.end(),
+                     [&](const char* a) { return it.key() == a; })) {
+      return Bad(std::string(what) + ": unknown field \"" + it.key() + "\"");
+    }
+  }
+  return Status::Ok();
+}
+
+json ToJson(const ClusterConfig& c) {
+  json nodes = json::array();
+  for (const auto& [id, info] : c.nodes) {
+    nodes.push_back({{"id", id}, {"address", info.address}, {"state", NodeStateName(info.state)}});
+  }
+  json shards = json::array();
+  for (ShardId s = 0; s < c.shards.size(); s++) {
+    shards.push_back({{"id", s}, {"primary", c.shards[s].primary}, {"backups", c.shards[s].backups}});
+  }
+  json migrations = json::array();
+  for (const Migration& m : c.migrations) {
+    migrations.push_back({{"shard", m.shard},
+                          {"from", m.from},
+                          {"to", m.to},
+                          {"state", MigrationStateName(m.state)}});
+  }
+  return json{{"format", "slipstream.cluster_config"},
+              {"format_version", kConfigFormatVersion},
+              {"term", c.term},
+              {"replication_factor", c.replication_factor},
+              {"nodes", std::move(nodes)},
+              {"shards", std::move(shards)},
+              {"migrations", std::move(migrations)}};
+}
+
+namespace {
+constexpr uint64_t kU32 = std::numeric_limits<uint32_t>::max();
+
+Result<const json*> GetArray(const json& obj, const char* field) {
+  auto it = obj.find(field);
+  if (it == obj.end()) return Bad(std::string("missing \"") + field + "\"");
+  if (!it->is_array()) return Bad(std::string("\"") + field + "\" is not an array");
+  return &*it;
+}
+
+Result<ClusterConfig> FromJsonUnchecked(const json& j) {
+  if (!j.is_object()) return Bad("top level is not an object");
+  SLIP_ASSIGN_OR_RETURN(std::string format, GetString(j, "format"));
+  if (format != "slipstream.cluster_config") return Bad("format is \"" + format + "\"");
+  SLIP_ASSIGN_OR_RETURN(uint64_t version, GetUint(j, "format_version", kU32));
+  if (version != kConfigFormatVersion) {
+    return Status::NotSupported("cluster config json: format_version " + N(version) +
+                                " (this build reads " + N(kConfigFormatVersion) + ")");
+  }
+  SLIP_RETURN_IF_ERROR(OnlyFields(j,
+                                  {"format", "format_version", "term", "replication_factor",
+                                   "nodes", "shards", "migrations"},
+                                  "config"));
+  ClusterConfig c;
+  SLIP_ASSIGN_OR_RETURN(c.term, GetUint(j, "term", std::numeric_limits<uint64_t>::max()));
+  SLIP_ASSIGN_OR_RETURN(uint64_t rf, GetUint(j, "replication_factor", kU32));
+  c.replication_factor = static_cast<uint32_t>(rf);
+
+  SLIP_ASSIGN_OR_RETURN(const json* nodes, GetArray(j, "nodes"));
+  for (const json& n : *nodes) {
+    if (!n.is_object()) return Bad("a node is not an object");
+    SLIP_RETURN_IF_ERROR(OnlyFields(n, {"id", "address", "state"}, "node"));
+    SLIP_ASSIGN_OR_RETURN(uint64_t id, GetUint(n, "id", kU32));
+    NodeInfo info;
+    SLIP_ASSIGN_OR_RETURN(info.address, GetString(n, "address"));
+    SLIP_ASSIGN_OR_RETURN(std::string state, GetString(n, "state"));
+    if (state == "up") {
+      info.state = NodeState::kUp;
+    } else if (state == "down") {
+      info.state = NodeState::kDown;
+    } else {
+      return Bad("node " + N(id) + ": unknown state \"" + state + "\"");
+    }
+    if (!c.nodes.emplace(static_cast<NodeId>(id), std::move(info)).second) {
+      return Bad("node " + N(id) + " listed twice");
+    }
+  }
+
+  SLIP_ASSIGN_OR_RETURN(const json* shards, GetArray(j, "shards"));
+  if (shards->size() > kU32) return Bad("too many shards");
+  for (const json& s : *shards) {
+    if (!s.is_object()) return Bad("a shard is not an object");
+    SLIP_RETURN_IF_ERROR(OnlyFields(s, {"id", "primary", "backups"}, "shard"));
+    SLIP_ASSIGN_OR_RETURN(uint64_t id, GetUint(s, "id", kU32));
+    if (id != c.shards.size()) {
+      return Bad("shard at position " + N(c.shards.size()) + " has id " + N(id));
+    }
+    ShardReplicas r;
+    SLIP_ASSIGN_OR_RETURN(uint64_t primary, GetUint(s, "primary", kU32));
+    r.primary = static_cast<NodeId>(primary);
+    SLIP_ASSIGN_OR_RETURN(const json* backups, GetArray(s, "backups"));
+    for (const json& b : *backups) {
+      if (!b.is_number_unsigned() || b.get<uint64_t>() > kU32) {
+        return Bad("shard " + N(id) + ": a backup is not a node id");
+      }
+      r.backups.push_back(static_cast<NodeId>(b.get<uint64_t>()));
+    }
+    c.shards.push_back(std::move(r));
+  }
+
+  SLIP_ASSIGN_OR_RETURN(const json* migrations, GetArray(j, "migrations"));
+  for (const json& m : *migrations) {
+    if (!m.is_object()) return Bad("a migration is not an object");
+    SLIP_RETURN_IF_ERROR(OnlyFields(m, {"shard", "from", "to", "state"}, "migration"));
+    Migration mig;
+    SLIP_ASSIGN_OR_RETURN(uint64_t shard, GetUint(m, "shard", kU32));
+    SLIP_ASSIGN_OR_RETURN(uint64_t from, GetUint(m, "from", kU32));
+    SLIP_ASSIGN_OR_RETURN(uint64_t to, GetUint(m, "to", kU32));
+    SLIP_ASSIGN_OR_RETURN(std::string state, GetString(m, "state"));
+    mig.shard = static_cast<ShardId>(shard);
+    mig.from = static_cast<NodeId>(from);
+    mig.to = static_cast<NodeId>(to);
+    if (state == "pending") {
+      mig.state = MigrationState::kPending;
+    } else if (state == "copying") {
+      mig.state = MigrationState::kCopying;
+    } else if (state == "done") {
+      mig.state = MigrationState::kDone;
+    } else {
+      return Bad("migration of shard " + N(shard) + ": unknown state \"" + state + "\"");
+    }
+    c.migrations.push_back(mig);
+  }
+  if (Status s = c.Validate(); !s.ok()) return Bad(s.message());
+  return c;
+}
+}  // namespace
+
+Result<ClusterConfig> FromJson(const json& j) {
+  // Every access above is type-checked first; the catch is a backstop so that
+  // no input can turn into an exception crossing the module boundary.
+  try {
+    return FromJsonUnchecked(j);
+  } catch (const std::exception& e) {
+    return Bad(std::string("unexpected: ") + e.what());
+  }
+}
+
+}  // namespace internal
+
+std::string EncodeJson(const ClusterConfig& config) {
+  return internal::Dump(internal::ToJson(config), 2) + "\n";
+}
+
+Result<ClusterConfig> DecodeJson(std::string_view text) {
+  nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr,
+                                           /*allow_exceptions=*/false);
+  if (j.is_discarded()) return internal::Bad("not well-formed JSON");
+  return internal::FromJson(j);
+}
+
+}  // namespace slip::cluster

@@ -1,0 +1,139 @@
+// ClusterConfig: the cluster configuration of notes/rowan.md §3.6–3.8 as a
+// value — term, membership, shard map, migration list — plus the pure
+// functions the configuration manager (CM) computes new configurations with.
+// Nothing here does I/O or reads a clock; ConfigStore (config_store.h)
+// persists configurations. Format: docs/formats/cluster_config.md.
+//
+// Sharding: shard s of N owns the 64-bit key hashes
+//   [RangeStart(s, N), RangeStart(s + 1, N)),  RangeStart(s, N) = ceil(s * 2^64 / N),
+// i.e. ShardOf(h) = floor(h * N / 2^64), exactly as Store::ShardOf and
+// RoutingTable::ShardOf compute it. Never change this mapping for data at rest.
+//
+// Invariants of a valid configuration (Validate() checks all of them):
+//   - at least one shard, 1 <= replication_factor <= number of members;
+//   - every shard has 1..replication_factor distinct replicas (primary first,
+//     then ordered backups), all members; fewer than replication_factor means
+//     the shard is under-replicated (no spare live node after a failure);
+//   - a replica on a down node occurs only as a shard's *sole* replica: the
+//     shard's last copy is on that node and it is unavailable until the node
+//     returns (Reassign never discards the last copy of a shard);
+//   - a migration names an existing shard, `to` is one of its replicas and
+//     `from` is a member that is not (the map already shows the shard where
+//     it is going: `to` took `from`'s place); at most one per shard.
+//
+// Value type: copy freely; not synchronised.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace slip::cluster {
+
+using NodeId = uint32_t;   // same as replication::NodeId
+using ShardId = uint32_t;
+
+// Stored by name in the JSON format; the numbers are not persisted.
+enum class NodeState : uint8_t { kUp, kDown };
+
+struct NodeInfo {
+  std::string address;  // how to reach the node, e.g. "10.0.0.7:7100" (opaque here)
+  NodeState state = NodeState::kUp;
+  bool operator==(const NodeInfo&) const = default;
+};
+
+struct ShardReplicas {
+  NodeId primary = 0;
+  std::vector<NodeId> backups;  // ordered: backups[0] is promoted first
+  bool operator==(const ShardReplicas&) const = default;
+};
+
+// A shard moving from one node to another (notes/rowan.md §3.7).
+enum class MigrationState : uint8_t {
+  kPending,  // configuration published; the target has not got the source's version yet
+  kCopying,  // the target serves the shard and receives the source's entries
+  kDone,     // every entry copied; the CM still has to tell `from` to free the shard
+};
+
+struct Migration {
+  ShardId shard = 0;
+  NodeId from = 0;
+  NodeId to = 0;
+  MigrationState state = MigrationState::kPending;
+  bool operator==(const Migration&) const = default;
+};
+
+struct ClusterConfig {
+  uint64_t term = 0;  // rises with every change; requests carry it (fencing)
+  uint32_t replication_factor = 1;  // target replicas per shard, primary included
+  std::map<NodeId, NodeInfo> nodes;  // membership, ordered by id
+  std::vector<ShardReplicas> shards;  // index = shard id
+  std::vector<Migration> migrations;
+
+  uint32_t num_shards() const { return static_cast<uint32_t>(shards.size()); }
+  // REQUIRES: num_shards() > 0.
+  ShardId ShardOf(uint64_t hash) const;
+  // Primary first, then the backups in promotion order. REQUIRES: shard < num_shards().
+  std::vector<NodeId> Replicas(ShardId shard) const;
+  // Shards per node as primary and as backup (nodes holding none included).
+  std::map<NodeId, uint32_t> PrimaryCounts() const;
+  std::map<NodeId, uint32_t> BackupCounts() const;
+
+  // OK, or InvalidArgument naming the first broken invariant (see above).
+  Status Validate() const;
+
+  bool operator==(const ClusterConfig&) const = default;
+};
+
+// First hash of `shard`'s range; RangeStart(N, N) is 2^64 and so not
+// representable — the last shard ends at the top of the hash space.
+// REQUIRES: num_shards > 0, shard < num_shards.
+uint64_t RangeStart(ShardId shard, uint32_t num_shards);
+ShardId ShardOfHash(uint64_t hash, uint32_t num_shards);
+
+// The initial configuration (term 1) for `nodes` (all taken as up), `num_shards`
+// shards with `rf` replicas each. Deterministic: the same input gives the same
+// map on every machine. Primaries go round-robin over the nodes in id order;
+// each backup goes to the node holding the fewest replicas so far, the first
+// backup preferring the node that is least often first backup behind this
+// primary — so when a node fails its primaries are promoted on many different
+// nodes, not all on one neighbour. With num_shards >= nodes and rf >= 2 every
+// node is primary for some shards and backup for others, and per-node primary
+// and replica counts differ by at most one.
+// InvalidArgument if nodes are empty or duplicate, num_shards is 0, or rf is
+// 0 or above the number of nodes.
+Result<ClusterConfig> Place(const std::map<NodeId, std::string>& nodes, uint32_t num_shards,
+                            uint32_t rf);
+
+// The configuration that follows `config` when node `failed` is declared dead
+// (notes/rowan.md §3.6 step 1): term + 1, `failed` marked down, and
+//   - a migration involving `failed` is rolled back (`from` back in `to`'s
+//     place) unless it is done, and removed — then failover proceeds as usual;
+//   - where `failed` was primary, backups[0] (all backups are live in a valid
+//     config) becomes primary; the remaining backups keep their order;
+//   - every shard that lost a replica gets a replacement backup, appended
+//     last: the live node holding the fewest replicas (then fewest primaries,
+//     then lowest id) that is not already a replica of the shard. With no such
+//     node the shard stays under-replicated;
+//   - a shard whose only replica was `failed` keeps it (its data is there) and
+//     is unavailable until the node returns.
+// InvalidArgument if `config` is invalid or `failed` is not an up member.
+Result<ClusterConfig> Reassign(const ClusterConfig& config, NodeId failed);
+
+// JSON (docs/formats/cluster_config.md), with a format version. Encode
+// requires nothing of the config; Decode accepts only well-formed, *valid*
+// configurations of a known format version and reports anything else as
+// Corruption (NotSupported for an unknown format version). Never throws.
+std::string EncodeJson(const ClusterConfig& config);
+Result<ClusterConfig> DecodeJson(std::string_view text);
+
+inline constexpr uint32_t kConfigFormatVersion = 1;
+
+std::string_view NodeStateName(NodeState s);
+std::string_view MigrationStateName(MigrationState s);
+
+}  // namespace slip::cluster

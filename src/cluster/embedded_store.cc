@@ -1,0 +1,367 @@
+// The embedded ConfigStore backend (config_store.h): one directory, one
+// machine. Every read-modify-write (CAS, leases) holds an exclusive flock on
+// DIR/cluster.lock, taken on a fresh open() each time, so it serialises
+// threads of one process as well as separate processes (flock locks belong to
+// the open file description). Readers need no lock: files are only ever
+// replaced by rename(2), which is atomic, so a reader sees the old or the new
+// file, never a mix; fsync of the temp file before the rename and of the
+// directory after it makes the replacement survive a crash.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "cluster/config_json.h"
+#include "cluster/config_store.h"
+
+namespace slip::cluster {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kConfigFile = "cluster.json";
+constexpr const char* kLockFile = "cluster.lock";
+constexpr const char* kStoreFormat = "slipstream.config_store";
+constexpr uint64_t kStoreFormatVersion = 1;
+
+Status Errno(const std::string& what) {
+  return Status::IoError(what + ": " + std::strerror(errno));
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+Status WriteAll(int fd, std::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Errno("write " + path);
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return Status::Ok();
+}
+
+// NotFound if the file does not exist.
+Result<std::string> ReadFile(const std::string& path) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    if (errno == ENOENT) return Status::NotFound(path);
+    return Errno("open " + path);
+  }
+  std::string out;
+  char buf[16384];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Errno("read " + path);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+class EmbeddedStore final : public ConfigStore {
+ public:
+  explicit EmbeddedStore(EmbeddedStoreOptions o) : opt_(std::move(o)) {}
+  ~EmbeddedStore() override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (watcher_.joinable()) watcher_.join();
+  }
+
+  Result<VersionedConfig> Load() override { return ReadConfig(); }
+
+  Result<uint64_t> CompareAndSwap(uint64_t expected, const ClusterConfig& config) override {
+    SLIP_RETURN_IF_ERROR(config.Validate());
+    SLIP_ASSIGN_OR_RETURN(Fd lock, Lock());
+    uint64_t current = kNoVersion;
+    uint64_t term = 0;
+    Result<VersionedConfig> stored = ReadConfig();
+    if (stored.ok()) {
+      current = stored->version;
+      term = stored->config.term;
+    } else if (!stored.status().Is(Code::kNotFound)) {
+      return stored.status();  // never overwrite what we cannot read
+    }
+    if (current != expected) {
+      return Status::Aborted("config store: version is " + std::to_string(current) +
+                             ", expected " + std::to_string(expected));
+    }
+    if (config.term <= term) {
+      return Status::InvalidArgument("config store: term " + std::to_string(config.term) +
+                                     " does not rise above stored term " + std::to_string(term));
+    }
+    const uint64_t next = current + 1;
+    json doc{{"format", kStoreFormat},
+             {"format_version", kStoreFormatVersion},
+             {"version", next},
+             {"config", internal::ToJson(config)}};
+    SLIP_RETURN_IF_ERROR(ReplaceFile(kConfigFile, internal::Dump(doc, 2) + "\n"));
+    cv_.notify_all();  // a local watcher need not wait for its next poll
+    return next;
+  }
+
+  Status Watch(uint64_t known, std::function<void()> changed) override {
+    std::lock_guard<std::mutex> l(mu_);
+    watches_.push_back({known, std::move(changed)});
+    if (!watcher_.joinable()) watcher_ = std::thread([this] { WatchLoop(); });
+    cv_.notify_all();
+    return Status::Ok();
+  }
+
+  Result<Lease> AcquireLease(const std::string& name, const std::string& holder, Nanos ttl,
+                             Nanos now) override {
+    SLIP_RETURN_IF_ERROR(CheckLeaseArgs(name, holder, ttl, now));
+    SLIP_ASSIGN_OR_RETURN(Fd lock, Lock());
+    SLIP_ASSIGN_OR_RETURN(LeaseFile cur, ReadLease(name));
+    const bool live = !cur.holder.empty() && !Expired(cur, now);
+    if (live && cur.holder != holder) {
+      return Status::Busy("lease " + name + " held by " + cur.holder + " until " +
+                          std::to_string(cur.expiry));
+    }
+    LeaseFile next{holder, live ? cur.epoch : cur.epoch + 1, now + ttl, ttl};
+    SLIP_RETURN_IF_ERROR(WriteLease(name, next));
+    return Lease{name, holder, next.epoch, next.expiry};
+  }
+
+  Result<Lease> RenewLease(const Lease& lease, Nanos ttl, Nanos now) override {
+    SLIP_RETURN_IF_ERROR(CheckLeaseArgs(lease.name, lease.holder, ttl, now));
+    SLIP_ASSIGN_OR_RETURN(Fd lock, Lock());
+    SLIP_ASSIGN_OR_RETURN(LeaseFile cur, ReadLease(lease.name));
+    if (cur.holder != lease.holder || cur.epoch != lease.epoch) {
+      return Status::Aborted("lease " + lease.name + " lost: now held by " +
+                             (cur.holder.empty() ? std::string("nobody") : cur.holder) +
+                             " (epoch " + std::to_string(cur.epoch) + ")");
+    }
+    if (Expired(cur, now)) {
+      // Nobody took it yet, but the holder cannot know what happened while
+      // it was expired; it must Acquire again (new epoch).
+      return Status::Aborted("lease " + lease.name + " expired at " + std::to_string(cur.expiry));
+    }
+    LeaseFile next{cur.holder, cur.epoch, now + ttl, ttl};
+    SLIP_RETURN_IF_ERROR(WriteLease(lease.name, next));
+    return Lease{lease.name, lease.holder, next.epoch, next.expiry};
+  }
+
+  Status ReleaseLease(const Lease& lease) override {
+    SLIP_RETURN_IF_ERROR(CheckName(lease.name));
+    SLIP_ASSIGN_OR_RETURN(Fd lock, Lock());
+    SLIP_ASSIGN_OR_RETURN(LeaseFile cur, ReadLease(lease.name));
+    if (cur.holder != lease.holder || cur.epoch != lease.epoch) return Status::Ok();
+    // Keep the epoch: the next holder must get a higher one.
+    return WriteLease(lease.name, LeaseFile{"", cur.epoch, 0, 0});
+  }
+
+  Status Init() {
+    if (::mkdir(opt_.dir.c_str(), 0755) != 0 && errno != EEXIST) {
+      return Errno("mkdir " + opt_.dir);
+    }
+    struct stat st;
+    if (::stat(opt_.dir.c_str(), &st) != 0) return Errno("stat " + opt_.dir);
+    if (!S_ISDIR(st.st_mode)) return Status::InvalidArgument(opt_.dir + " is not a directory");
+    SLIP_ASSIGN_OR_RETURN(Fd lock, Lock());  // proves we can create and lock it
+    return Status::Ok();
+  }
+
+ private:
+  struct LeaseFile {
+    std::string holder;  // "" = free (released, or never held)
+    uint64_t epoch = 0;
+    Nanos expiry = 0;
+    Nanos ttl = 0;
+  };
+  struct PendingWatch {
+    uint64_t known;
+    std::function<void()> changed;
+  };
+
+  std::string Path(const std::string& name) const { return opt_.dir + "/" + name; }
+
+  Result<Fd> Lock() const {
+    const std::string path = Path(kLockFile);
+    Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    if (fd.get() < 0) return Errno("open " + path);
+    while (::flock(fd.get(), LOCK_EX) != 0) {
+      if (errno != EINTR) return Errno("flock " + path);
+    }
+    return fd;
+  }
+
+  // Crash-safe replace of DIR/name. Caller holds the lock, so the temp name
+  // is ours alone; a temp file left by a crash is simply overwritten.
+  Status ReplaceFile(const std::string& name, std::string_view data) const {
+    const std::string path = Path(name), tmp = path + ".tmp";
+    {
+      Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+      if (fd.get() < 0) return Errno("open " + tmp);
+      SLIP_RETURN_IF_ERROR(WriteAll(fd.get(), data, tmp));
+      if (::fsync(fd.get()) != 0) return Errno("fsync " + tmp);
+    }
+    if (::rename(tmp.c_str(), path.c_str()) != 0) return Errno("rename " + tmp);
+    Fd dir(::open(opt_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (dir.get() < 0 || ::fsync(dir.get()) != 0) return Errno("fsync " + opt_.dir);
+    return Status::Ok();
+  }
+
+  Result<VersionedConfig> ReadConfig() const {
+    const std::string path = Path(kConfigFile);
+    SLIP_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+    auto bad = [&](const std::string& m) { return Status::Corruption(path + ": " + m); };
+    json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded() || !doc.is_object()) return bad("not a JSON object");
+    SLIP_ASSIGN_OR_RETURN(std::string format, internal::GetString(doc, "format"));
+    if (format != kStoreFormat) return bad("format is \"" + format + "\"");
+    SLIP_ASSIGN_OR_RETURN(uint64_t fv, internal::GetUint(doc, "format_version", UINT32_MAX));
+    if (fv != kStoreFormatVersion) {
+      return Status::NotSupported(path + ": format_version " + std::to_string(fv));
+    }
+    SLIP_RETURN_IF_ERROR(
+        internal::OnlyFields(doc, {"format", "format_version", "version", "config"}, "store"));
+    VersionedConfig vc;
+    SLIP_ASSIGN_OR_RETURN(vc.version,
+                          internal::GetUint(doc, "version", std::numeric_limits<uint64_t>::max()));
+    if (vc.version == kNoVersion) return bad("version 0");
+    auto it = doc.find("config");
+    if (it == doc.end()) return bad("missing \"config\"");
+    Result<ClusterConfig> c = internal::FromJson(*it);
+    if (!c.ok()) return Status(c.status().code(), path + ": " + c.status().message());
+    vc.config = std::move(c).value();
+    return vc;
+  }
+
+  static Status CheckName(const std::string& name) {
+    if (name.empty() || name.size() > 100 ||
+        name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
+            std::string::npos ||
+        name[0] == '.') {
+      return Status::InvalidArgument("lease name \"" + name + "\": use [A-Za-z0-9_.-], 1..100 chars");
+    }
+    return Status::Ok();
+  }
+
+  static Status CheckLeaseArgs(const std::string& name, const std::string& holder, Nanos ttl,
+                               Nanos now) {
+    SLIP_RETURN_IF_ERROR(CheckName(name));
+    if (holder.empty()) return Status::InvalidArgument("lease holder is empty");
+    if (ttl <= 0 || now < 0 || now > std::numeric_limits<Nanos>::max() - ttl) {
+      return Status::InvalidArgument("lease ttl must be positive and now + ttl representable");
+    }
+    return Status::Ok();
+  }
+
+  static bool Expired(const LeaseFile& l, Nanos now) {
+    // Expiry more than a ttl ahead: granted by a clock that has since gone
+    // back (a reboot, for CLOCK_MONOTONIC); the holder is gone with it.
+    return now >= l.expiry || l.expiry - now > l.ttl;
+  }
+
+  Result<LeaseFile> ReadLease(const std::string& name) const {
+    const std::string path = Path("lease-" + name + ".json");
+    Result<std::string> text = ReadFile(path);
+    if (!text.ok()) {
+      if (text.status().Is(Code::kNotFound)) return LeaseFile{};
+      return text.status();
+    }
+    json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded() || !doc.is_object()) {
+      return Status::Corruption(path + ": not a JSON object");
+    }
+    LeaseFile l;
+    SLIP_ASSIGN_OR_RETURN(l.holder, internal::GetString(doc, "holder"));
+    SLIP_ASSIGN_OR_RETURN(l.epoch, internal::GetUint(doc, "epoch", UINT64_MAX));
+    const uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<Nanos>::max());
+    SLIP_ASSIGN_OR_RETURN(uint64_t expiry, internal::GetUint(doc, "expiry_ns", kMax));
+    SLIP_ASSIGN_OR_RETURN(uint64_t ttl, internal::GetUint(doc, "ttl_ns", kMax));
+    l.expiry = static_cast<Nanos>(expiry);
+    l.ttl = static_cast<Nanos>(ttl);
+    return l;
+  }
+
+  Status WriteLease(const std::string& name, const LeaseFile& l) const {
+    json doc{{"holder", l.holder}, {"epoch", l.epoch}, {"expiry_ns", l.expiry}, {"ttl_ns", l.ttl}};
+    // Lease state must survive a crash of the machine too: a holder that
+    // acted under a lease must not see it granted again with the same epoch.
+    return ReplaceFile("lease-" + name + ".json", internal::Dump(doc, -1) + "\n");
+  }
+
+  // Polls the file while watches are pending. A version that cannot be read
+  // (missing, corrupt) counts as kNoVersion.
+  void WatchLoop() {
+    std::unique_lock<std::mutex> l(mu_);
+    while (!stop_) {
+      if (!watches_.empty()) {
+        l.unlock();
+        Result<VersionedConfig> vc = ReadConfig();
+        const uint64_t version = vc.ok() ? vc->version : kNoVersion;
+        l.lock();
+        std::vector<std::function<void()>> fire;
+        for (size_t i = 0; i < watches_.size();) {
+          if (watches_[i].known != version) {
+            fire.push_back(std::move(watches_[i].changed));
+            watches_.erase(watches_.begin() + static_cast<ptrdiff_t>(i));
+          } else {
+            i++;
+          }
+        }
+        if (!fire.empty()) {
+          l.unlock();
+          for (auto& f : fire) f();
+          l.lock();
+          continue;
+        }
+      }
+      if (stop_) break;
+      cv_.wait_for(l, std::chrono::nanoseconds(opt_.watch_interval));
+    }
+  }
+
+  const EmbeddedStoreOptions opt_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;                  // guarded by mu_
+  std::vector<PendingWatch> watches_;  // guarded by mu_
+  std::thread watcher_;                // started by the first Watch
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ConfigStore>> OpenEmbeddedStore(const EmbeddedStoreOptions& options) {
+  if (options.dir.empty()) return Status::InvalidArgument("embedded store: no directory");
+  if (options.watch_interval <= 0) {
+    return Status::InvalidArgument("embedded store: watch_interval must be positive");
+  }
+  auto store = std::make_unique<EmbeddedStore>(options);
+  SLIP_RETURN_IF_ERROR(store->Init());
+  return std::unique_ptr<ConfigStore>(std::move(store));
+}
+
+}  // namespace slip::cluster
