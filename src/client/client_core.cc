@@ -198,6 +198,7 @@ void ClientCore::Finish(std::shared_ptr<Op> op, Status s, std::string value, uin
     rec.invoke = op->invoke;
     rec.ret = exec_->Now();
     rec.attempts = op->attempts;
+    if (op->kind != OpRecord::Kind::kGet && s.ok()) rec.version = version;
     recorder_(rec);
   }
   op->done(std::move(s), std::move(value), version);

@@ -67,6 +67,7 @@ struct OpRecord {
   bool unknown = false;  // an attempt that may apply at any time after `invoke`, or never
   runtime::Nanos invoke = 0, ret = 0;
   uint32_t attempts = 0;
+  uint64_t version = 0;  // acknowledged PUT/DEL: the version the primary assigned
 };
 
 class ClientCore {

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "client/client_core.h"
+#include "common/hash.h"
 #include "pm/region.h"
 #include "replication/rpc_replicator.h"
 #include "runtime/sim_runtime.h"
@@ -159,6 +160,7 @@ class World {
   void Reconfigure();          // CM: react to the live set
   void ClientLoop(uint32_t c);
   void Record(uint32_t c, const client::OpRecord& r);
+  std::string CheckVersionsMonotonic() const;
 
   ClusterSimOptions o_;
   runtime::SimRuntime rt_;
@@ -176,6 +178,12 @@ class World {
   };
   std::vector<Client> clients_;
   std::vector<Operation> history_;
+  struct AckedWrite {
+    uint32_t shard;
+    Nanos invoke, ret;
+    uint64_t version;
+  };
+  std::vector<AckedWrite> writes_;
   uint64_t unknown_ = 0, faults_ = 0, failovers_ = 0;
   bool final_phase_ = false;
   bool cold_ = false;  // between a power loss and the cold start
@@ -551,6 +559,36 @@ void World::Record(uint32_t c, const client::OpRecord& r) {
   op.client = c;
   unknown_ += r.unknown;
   history_.push_back(std::move(op));
+  if (r.version != 0) {
+    client::RoutingTable t;
+    t.primaries.resize(o_.shards);
+    writes_.push_back({t.ShardOf(HashKey(r.key)), r.invoke, r.ret, r.version});
+  }
+}
+
+// I4: within a shard, a write acknowledged before another write was invoked
+// has the smaller version — across failovers and cold starts.
+std::string World::CheckVersionsMonotonic() const {
+  std::vector<const AckedWrite*> by_ret, by_invoke;
+  for (const auto& w : writes_) {
+    by_ret.push_back(&w);
+    by_invoke.push_back(&w);
+  }
+  std::sort(by_ret.begin(), by_ret.end(), [](auto* a, auto* b) { return a->ret < b->ret; });
+  std::sort(by_invoke.begin(), by_invoke.end(), [](auto* a, auto* b) { return a->invoke < b->invoke; });
+  std::vector<uint64_t> max_done(o_.shards, 0);
+  size_t i = 0;
+  for (const AckedWrite* w : by_invoke) {
+    for (; i < by_ret.size() && by_ret[i]->ret < w->invoke; ++i) {
+      max_done[by_ret[i]->shard] = std::max(max_done[by_ret[i]->shard], by_ret[i]->version);
+    }
+    if (w->version <= max_done[w->shard]) {
+      return "shard " + std::to_string(w->shard) + ": a write invoked at " + std::to_string(w->invoke) +
+             " got version " + std::to_string(w->version) + ", not above " +
+             std::to_string(max_done[w->shard]) + " acknowledged before it";
+    }
+  }
+  return "";
 }
 
 void World::ClientLoop(uint32_t c) {
@@ -730,6 +768,9 @@ ClusterSimResult World::Run() {
   if (!res.check.linearizable) {
     res.ok = false;
     res.failure = res.check.violation;
+  } else if (std::string mono = CheckVersionsMonotonic(); !mono.empty()) {
+    res.ok = false;
+    res.failure = "versions not monotonic: " + mono;
   }
   return res;
 }
