@@ -97,15 +97,19 @@ ShardId ShardOfHash(uint64_t hash, uint32_t num_shards);
 
 // The initial configuration (term 1) for `nodes` (all taken as up), `num_shards`
 // shards with `rf` replicas each. Deterministic: the same input gives the same
-// map on every machine. Primaries go round-robin over the nodes in id order;
-// each backup goes to the node holding the fewest replicas so far, the first
-// backup preferring the node that is least often first backup behind this
-// primary — so when a node fails its primaries are promoted on many different
-// nodes, not all on one neighbour. With num_shards >= nodes and rf >= 2 every
-// node is primary for some shards and backup for others, and per-node primary
-// and replica counts differ by at most one.
-// InvalidArgument if nodes are empty or duplicate, num_shards is 0, or rf is
-// 0 or above the number of nodes.
+// map on every machine. Primaries go round-robin over the nodes in id order.
+// In each full round of `n` shards, backup j of primary p is p + offset_j
+// (mod n) with the same distinct non-zero offsets for every p, the first
+// offset advancing each round: every node gets one primary and rf-1 backups
+// per round, and a node's primaries have each other node as first backup in
+// turn, so its failure spreads promotions instead of piling them on one
+// neighbour. A partial last round is filled greedily (fewest replicas, then
+// rarest first-backup pairing). With num_shards >= nodes and rf >= 2 every
+// node is primary for some shards and backup for others; per-node primary
+// and replica counts differ by at most one (tested for 3..8 nodes, rf 1..3,
+// 1..100 shards).
+// InvalidArgument if there are no nodes, an address is empty, num_shards is
+// 0, or rf is 0 or above the number of nodes.
 Result<ClusterConfig> Place(const std::map<NodeId, std::string>& nodes, uint32_t num_shards,
                             uint32_t rf);
 
