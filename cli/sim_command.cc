@@ -50,6 +50,7 @@ int RunSimCommand(const SimCommandOptions& o) {
     so.trace = o.trace;
     so.cold_start = o.cold_start;
     so.partitions = o.partitions;
+    so.slow_nodes = o.slow_nodes;
     so.bug_ack_before_replication = o.bug == "ack-before-replication";
     so.bug_no_lease = o.bug == "no-lease";
     auto r = sim::RunClusterSim(so);

@@ -21,6 +21,7 @@ struct SimCommandOptions {
   double drop = 0.01;
   bool cold_start = false;
   uint32_t partitions = 0;
+  uint32_t slow_nodes = 0;
 };
 
 int RunSimCommand(const SimCommandOptions& o);

@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
   sim->add_option("--drop", so.drop, "message loss probability")->capture_default_str();
   sim->add_flag("--cold-start", so.cold_start, "end with a whole-cluster power loss and cold start");
   sim->add_option("--partitions", so.partitions, "network partitions per run (one node cut off)")->capture_default_str();
+  sim->add_option("--slow", so.slow_nodes, "slow-node episodes per run")->capture_default_str();
 
   CLI11_PARSE(app, argc, argv);
 

@@ -138,6 +138,9 @@ class World {
   // A partition cuts a node off from the CM and the other nodes, but the
   // clients still reach it: the case where an old primary could serve stale
   // reads unless its lease stops it.
+  // A slow node (overloaded, swapping) takes `slow_factor` times longer to
+  // receive and answer.
+  Nanos Slowness(NodeId n) const { return slow_.count(n) ? o_.slow_factor : 1; }
   bool Cut(NodeId a, NodeId b) const {
     if (IsClient(a) || IsClient(b)) return false;
     return (a < nodes_.size() && isolated_.count(a)) || (b < nodes_.size() && isolated_.count(b));
@@ -188,6 +191,7 @@ class World {
   bool final_phase_ = false;
   bool cold_ = false;  // between a power loss and the cold start
   std::set<NodeId> isolated_;                 // partitioned off from everyone
+  std::set<NodeId> slow_;
   std::map<NodeId, Nanos> last_grant_;        // CM: lease granted (CM time)
   std::map<NodeId, uint64_t> member_inc_;     // CM: incarnation it knows per member
   // CM: the term since which a backup has been a replica of a shard (a seed
@@ -222,7 +226,7 @@ void World::Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, N
   Node* dst = nodes_[to].get();
   const uint64_t dst_inc = dst->incarnation;
   auto body = std::make_shared<std::string>(std::move(payload));
-  rt_.Schedule(rt_.Now() + Latency(), dst->exec, kEventNet, "deliver", method,
+  rt_.Schedule(rt_.Now() + Latency() * Slowness(to), dst->exec, kEventNet, "deliver", method,
                [this, dst, dst_inc, method, body, from, from_node, st, caller_alive] {
                  if (!dst->up || dst->incarnation != dst_inc) return;  // lost with the node
                  dst->live->core->Handle(
@@ -232,7 +236,7 @@ void World::Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, N
                        if (Cut(dst->id, from_node) || rt_.Rng().Bernoulli(o_.drop_probability)) return;
                        auto resp = std::make_shared<replication::PeerResponse>(
                            replication::PeerResponse{c, std::move(p)});
-                       rt_.Schedule(rt_.Now() + Latency(), from, kEventNet, "reply",
+                       rt_.Schedule(rt_.Now() + Latency() * Slowness(dst->id), from, kEventNet, "reply",
                                     static_cast<uint64_t>(c), [st, resp, from, caller_alive] {
                                       if (st->finished || !caller_alive()) return;
                                       st->finished = true;
@@ -717,6 +721,18 @@ ClusterSimResult World::Run() {
       isolated_.insert(victim);
     });
     rt_.Schedule(at + length, nullptr, kEventFault, "heal", victim, [this, victim] { isolated_.erase(victim); });
+    t = std::max(t, at + length);
+  }
+
+  for (uint32_t i = 0; i < o_.slow_nodes; ++i) {
+    const Nanos at = static_cast<Nanos>(rng.Uniform(40'000)) * kMicrosecond;
+    const NodeId victim = static_cast<NodeId>(rng.Uniform(o_.nodes));
+    const Nanos length = static_cast<Nanos>(rng.Uniform(30'000)) * kMicrosecond;
+    rt_.Schedule(at, nullptr, kEventFault, "slow", victim, [this, victim] {
+      ++faults_;
+      slow_.insert(victim);
+    });
+    rt_.Schedule(at + length, nullptr, kEventFault, "fast", victim, [this, victim] { slow_.erase(victim); });
     t = std::max(t, at + length);
   }
 

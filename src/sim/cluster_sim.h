@@ -45,6 +45,10 @@ struct ClusterSimOptions {
   // configuration manager and the other nodes (clients still reach it) for
   // 1-4 leases.
   uint32_t partitions = 0;
+  // Slow nodes: this many times, one random node answers `slow_factor`
+  // times slower for up to 30 ms (timeouts fire; its lease may lapse).
+  uint32_t slow_nodes = 0;
+  int64_t slow_factor = 20;
   // Whole-cluster power loss after the single-node faults: every node
   // crashes at once and restarts from its PM (cold start); the configuration
   // manager then reconciles every shard's replicas before serving.

@@ -74,6 +74,7 @@ TEST(ClusterSimTest, PartitionCampaignFindsNoViolation) {
     o.seed = seed;
     o.crashes = 1;
     o.partitions = 2;
+    o.slow_nodes = 2;
     auto r = RunClusterSim(o);
     ASSERT_TRUE(r.ok) << "seed " << seed << ": " << r.failure
                       << "\n  reproduce: build/slip sim --seed " << seed << " --crashes 1 --partitions 2 --trace";
