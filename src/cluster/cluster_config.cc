@@ -85,6 +85,17 @@ Status ClusterConfig::Validate() const {
                    " is down (allowed only as a shard's sole, stranded replica)");
       }
     }
+    const auto& sync = shards[s].syncing;
+    for (size_t i = 0; i < sync.size(); i++) {
+      if (std::find(shards[s].backups.begin(), shards[s].backups.end(), sync[i]) ==
+          shards[s].backups.end()) {
+        return bad(where + "syncing node " + N(sync[i]) + " is not a backup");
+      }
+      if (std::find(sync.begin(), sync.begin() + static_cast<ptrdiff_t>(i), sync[i]) !=
+          sync.begin() + static_cast<ptrdiff_t>(i)) {
+        return bad(where + "syncing node " + N(sync[i]) + " listed twice");
+      }
+    }
   }
   std::set<ShardId> migrating;
   for (const Migration& m : migrations) {
@@ -206,18 +217,30 @@ Result<ClusterConfig> Reassign(const ClusterConfig& config, NodeId failed) {
     ShardReplicas& s = next.shards[m.shard];
     if (s.primary == m.to) s.primary = m.from;
     std::replace(s.backups.begin(), s.backups.end(), m.to, m.from);
+    std::replace(s.syncing.begin(), s.syncing.end(), m.to, m.from);
   }
   next.migrations = std::move(kept);
 
   // Promote, and drop the failed node from every replica set that has
-  // another copy.
+  // another complete copy.
   for (ShardReplicas& s : next.shards) {
+    auto syncing = [&](NodeId n) {
+      return std::find(s.syncing.begin(), s.syncing.end(), n) != s.syncing.end();
+    };
     if (s.primary == failed) {
-      if (s.backups.empty()) continue;  // sole replica: keep it, the data is there
-      s.primary = s.backups.front();
-      s.backups.erase(s.backups.begin());
+      auto heir = std::find_if(s.backups.begin(), s.backups.end(),
+                               [&](NodeId b) { return !syncing(b); });
+      if (heir == s.backups.end()) {
+        // No complete copy but the failed node's: keep it, drop the partial ones.
+        s.backups.clear();
+        s.syncing.clear();
+        continue;
+      }
+      s.primary = *heir;
+      s.backups.erase(heir);
     } else {
       std::erase(s.backups, failed);
+      std::erase(s.syncing, failed);
     }
   }
 
@@ -250,10 +273,30 @@ Result<ClusterConfig> Reassign(const ClusterConfig& config, NodeId failed) {
       }
       if (!found) break;  // no spare live node: under-replicated until one joins
       s.backups.push_back(best);
+      s.syncing.push_back(best);  // until its primary has seeded it
       load[best].first++;
     }
   }
   SLIP_RETURN_IF_ERROR(next.Validate());
+  return next;
+}
+
+Result<ClusterConfig> MarkSynced(const ClusterConfig& config, ShardId shard, NodeId backup) {
+  SLIP_RETURN_IF_ERROR(config.Validate());
+  if (shard >= config.num_shards()) {
+    return Status::InvalidArgument("MarkSynced: no shard " + N(shard));
+  }
+  const auto& sync = config.shards[shard].syncing;
+  if (std::find(sync.begin(), sync.end(), backup) == sync.end()) {
+    return Status::InvalidArgument("MarkSynced: node " + N(backup) + " is not a syncing backup of shard " +
+                                   N(shard));
+  }
+  if (config.term == std::numeric_limits<uint64_t>::max()) {
+    return Status::InvalidArgument("MarkSynced: term exhausted");
+  }
+  ClusterConfig next = config;
+  next.term++;
+  std::erase(next.shards[shard].syncing, backup);
   return next;
 }
 
@@ -326,7 +369,10 @@ json ToJson(const ClusterConfig& c) {
   }
   json shards = json::array();
   for (ShardId s = 0; s < c.shards.size(); s++) {
-    shards.push_back({{"id", s}, {"primary", c.shards[s].primary}, {"backups", c.shards[s].backups}});
+    shards.push_back({{"id", s},
+                      {"primary", c.shards[s].primary},
+                      {"backups", c.shards[s].backups},
+                      {"syncing", c.shards[s].syncing}});
   }
   json migrations = json::array();
   for (const Migration& m : c.migrations) {
@@ -396,7 +442,7 @@ Result<ClusterConfig> FromJsonUnchecked(const json& j) {
   if (shards->size() > kU32) return Bad("too many shards");
   for (const json& s : *shards) {
     if (!s.is_object()) return Bad("a shard is not an object");
-    SLIP_RETURN_IF_ERROR(OnlyFields(s, {"id", "primary", "backups"}, "shard"));
+    SLIP_RETURN_IF_ERROR(OnlyFields(s, {"id", "primary", "backups", "syncing"}, "shard"));
     SLIP_ASSIGN_OR_RETURN(uint64_t id, GetUint(s, "id", kU32));
     if (id != c.shards.size()) {
       return Bad("shard at position " + N(c.shards.size()) + " has id " + N(id));
@@ -404,12 +450,14 @@ Result<ClusterConfig> FromJsonUnchecked(const json& j) {
     ShardReplicas r;
     SLIP_ASSIGN_OR_RETURN(uint64_t primary, GetUint(s, "primary", kU32));
     r.primary = static_cast<NodeId>(primary);
-    SLIP_ASSIGN_OR_RETURN(const json* backups, GetArray(s, "backups"));
-    for (const json& b : *backups) {
-      if (!b.is_number_unsigned() || b.get<uint64_t>() > kU32) {
-        return Bad("shard " + N(id) + ": a backup is not a node id");
+    for (auto [field, out] : {std::pair{"backups", &r.backups}, std::pair{"syncing", &r.syncing}}) {
+      SLIP_ASSIGN_OR_RETURN(const json* ids, GetArray(s, field));
+      for (const json& b : *ids) {
+        if (!b.is_number_unsigned() || b.get<uint64_t>() > kU32) {
+          return Bad("shard " + N(id) + ": an entry of \"" + field + "\" is not a node id");
+        }
+        out->push_back(static_cast<NodeId>(b.get<uint64_t>()));
       }
-      r.backups.push_back(static_cast<NodeId>(b.get<uint64_t>()));
     }
     c.shards.push_back(std::move(r));
   }

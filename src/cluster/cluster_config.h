@@ -11,6 +11,7 @@
 //
 // Invariants of a valid configuration (Validate() checks all of them):
 //   - at least one shard, 1 <= replication_factor <= number of members;
+//   - syncing backups are distinct backups of their shard;
 //   - every shard has 1..replication_factor distinct replicas (primary first,
 //     then ordered backups), all members; fewer than replication_factor means
 //     the shard is under-replicated (no spare live node after a failure);
@@ -48,7 +49,11 @@ struct NodeInfo {
 
 struct ShardReplicas {
   NodeId primary = 0;
-  std::vector<NodeId> backups;  // ordered: backups[0] is promoted first
+  std::vector<NodeId> backups;  // ordered: the first one not syncing is promoted
+  // Backups still being seeded with the shard (a subset of `backups`, as
+  // server::ShardReplicas::syncing): they receive every new write but lack
+  // older entries, so they are never promoted. MarkSynced clears them.
+  std::vector<NodeId> syncing;
   bool operator==(const ShardReplicas&) const = default;
 };
 
@@ -117,16 +122,25 @@ Result<ClusterConfig> Place(const std::map<NodeId, std::string>& nodes, uint32_t
 // (notes/rowan.md §3.6 step 1): term + 1, `failed` marked down, and
 //   - a migration involving `failed` is rolled back (`from` back in `to`'s
 //     place) unless it is done, and removed — then failover proceeds as usual;
-//   - where `failed` was primary, backups[0] (all backups are live in a valid
-//     config) becomes primary; the remaining backups keep their order;
+//   - where `failed` was primary, the first backup that is not syncing (all
+//     backups are live in a valid config) becomes primary; the remaining
+//     backups keep their order;
 //   - every shard that lost a replica gets a replacement backup, appended
-//     last: the live node holding the fewest replicas (then fewest primaries,
-//     then lowest id) that is not already a replica of the shard. With no such
-//     node the shard stays under-replicated;
-//   - a shard whose only replica was `failed` keeps it (its data is there) and
-//     is unavailable until the node returns.
+//     last and listed as syncing: the live node holding the fewest replicas
+//     (then fewest primaries, then lowest id) that is not already a replica of
+//     the shard. With no such node the shard stays under-replicated;
+//   - a shard with no complete copy left but `failed` (its only replica, or
+//     only syncing backups besides) keeps `failed` as sole replica (the data
+//     is there; the incomplete backups are dropped) and is unavailable until
+//     the node returns.
 // InvalidArgument if `config` is invalid or `failed` is not an up member.
 Result<ClusterConfig> Reassign(const ClusterConfig& config, NodeId failed);
+
+// The configuration after `backup` finished being seeded with `shard`
+// (its primary reported so): term + 1, `backup` no longer syncing.
+// InvalidArgument if `config` is invalid or `backup` is not a syncing backup
+// of `shard`.
+Result<ClusterConfig> MarkSynced(const ClusterConfig& config, ShardId shard, NodeId backup);
 
 // JSON (docs/formats/cluster_config.md), with a format version. Encode
 // requires nothing of the config; Decode accepts only well-formed, *valid*

@@ -128,29 +128,47 @@ void CheckReassign(const ClusterConfig& before, NodeId failed, const ClusterConf
   for (ShardId s = 0; s < after.num_shards(); s++) {
     const auto old_r = before.Replicas(s);
     const auto new_r = after.Replicas(s);
-    if (old_r.size() == 1 && old_r[0] == failed) {
-      EXPECT_EQ(new_r, old_r) << "a sole replica is kept";
-      continue;
-    }
+    const ShardReplicas& ob = before.shards[s];
+    auto in_sync = [&](NodeId n) {
+      return std::find(ob.syncing.begin(), ob.syncing.end(), n) == ob.syncing.end();
+    };
     if (before.nodes.at(old_r[0]).state == NodeState::kDown) {
       EXPECT_EQ(new_r, old_r) << "a stranded shard stays";
       continue;
     }
+    if (old_r[0] == failed && std::none_of(ob.backups.begin(), ob.backups.end(), in_sync)) {
+      EXPECT_EQ(new_r, std::vector<NodeId>{failed}) << "the last complete copy is kept";
+      EXPECT_TRUE(after.shards[s].syncing.empty());
+      continue;
+    }
     EXPECT_TRUE(std::find(new_r.begin(), new_r.end(), failed) == new_r.end());
-    // The new primary held the shard already (it has the data).
+    // The new primary held the whole shard already (it has the data).
     EXPECT_TRUE(std::find(old_r.begin(), old_r.end(), new_r[0]) != old_r.end());
+    EXPECT_TRUE(new_r[0] == old_r[0] || in_sync(new_r[0])) << "a syncing backup was promoted";
+    std::vector<NodeId> expect;  // primary, then the surviving backups in order
     if (old_r[0] == failed) {
-      EXPECT_EQ(new_r[0], before.shards[s].backups[0]) << "first backup promoted";
+      auto heir = std::find_if(ob.backups.begin(), ob.backups.end(), in_sync);
+      EXPECT_EQ(new_r[0], *heir) << "first in-sync backup promoted";
+      expect.push_back(*heir);
     } else {
       EXPECT_EQ(new_r[0], old_r[0]) << "primary unchanged";
+      expect.push_back(old_r[0]);
     }
-    // Survivors keep their order; new backups only at the end.
-    std::vector<NodeId> survivors;
-    for (NodeId n : old_r) {
-      if (n != failed) survivors.push_back(n);
+    for (NodeId b : ob.backups) {
+      if (b != failed && b != expect[0]) expect.push_back(b);
     }
-    ASSERT_GE(new_r.size(), survivors.size());
-    EXPECT_TRUE(std::equal(survivors.begin(), survivors.end(), new_r.begin()));
+    // Survivors keep their order; new backups only at the end, syncing.
+    ASSERT_GE(new_r.size(), expect.size());
+    EXPECT_TRUE(std::equal(expect.begin(), expect.end(), new_r.begin()));
+    const auto& ns = after.shards[s].syncing;
+    for (size_t i = expect.size(); i < new_r.size(); i++) {
+      EXPECT_TRUE(std::find(ns.begin(), ns.end(), new_r[i]) != ns.end()) << "new backup not syncing";
+    }
+    for (NodeId n : ob.syncing) {
+      if (n != failed) {
+        EXPECT_TRUE(std::find(ns.begin(), ns.end(), n) != ns.end());
+      }
+    }
     // Full again unless no spare live node exists.
     if (new_r.size() < after.replication_factor) {
       for (NodeId n : live) {
@@ -215,6 +233,36 @@ TEST(ReassignTest, LastReplicaIsKeptAndUnderReplicationWhenNoSpare) {
     EXPECT_TRUE(s.backups.empty());
   }
   EXPECT_EQ(next->term, 3u);
+}
+
+TEST(ReassignTest, SyncingBackupsAreNeverPromoted) {
+  ClusterConfig c = MustPlace(3, 3, 2);  // shard 0: primary 1, backup 2
+  ASSERT_EQ(c.Replicas(0), (std::vector<NodeId>{1, 2}));
+  ClusterConfig lost_backup = Reassign(c, 2).value();
+  EXPECT_EQ(lost_backup.Replicas(0), (std::vector<NodeId>{1, 3}));
+  EXPECT_EQ(lost_backup.shards[0].syncing, std::vector<NodeId>{3});
+
+  // The primary fails before node 3 holds the whole shard: only node 1 has
+  // it, so the shard waits for node 1 instead of serving from a partial copy.
+  ClusterConfig stranded = Reassign(lost_backup, 1).value();
+  EXPECT_EQ(stranded.Replicas(0), std::vector<NodeId>{1});
+  EXPECT_TRUE(stranded.shards[0].syncing.empty());
+
+  // Seeded first: node 3 takes over.
+  ClusterConfig synced = MarkSynced(lost_backup, 0, 3).value();
+  EXPECT_EQ(synced.term, lost_backup.term + 1);
+  EXPECT_TRUE(synced.shards[0].syncing.empty());
+  EXPECT_EQ(Reassign(synced, 1).value().Replicas(0), std::vector<NodeId>{3});
+
+  // A syncing backup ahead of an in-sync one is skipped.
+  ClusterConfig three = MustPlace(4, 4, 3);
+  three.shards[0].syncing = {three.shards[0].backups[0]};
+  ASSERT_TRUE(three.Validate().ok());
+  EXPECT_EQ(Reassign(three, three.shards[0].primary).value().shards[0].primary,
+            three.shards[0].backups[1]);
+
+  EXPECT_TRUE(MarkSynced(synced, 0, 3).status().Is(Code::kInvalidArgument));
+  EXPECT_TRUE(MarkSynced(synced, 9, 3).status().Is(Code::kInvalidArgument));
 }
 
 TEST(ReassignTest, InterruptedMigrationRollsBack) {
@@ -284,6 +332,9 @@ TEST(ValidateTest, ReportsEachInconsistency) {
       {"two replicas", [](ClusterConfig& c) { c.shards[0].backups[1] = c.shards[0].backups[0]; }},
       {"two replicas", [](ClusterConfig& c) { c.shards[0].backups[0] = c.shards[0].primary; }},
       {"is down", [](ClusterConfig& c) { c.nodes[c.shards[0].backups[0]].state = NodeState::kDown; }},
+      {"is not a backup", [](ClusterConfig& c) { c.shards[0].syncing = {c.shards[0].primary}; }},
+      {"listed twice",
+       [](ClusterConfig& c) { c.shards[0].syncing = {c.shards[0].backups[0], c.shards[0].backups[0]}; }},
       {"no such shard", [](ClusterConfig& c) { c.migrations.push_back({99, 1, 2, {}}); }},
       {"from == to", [](ClusterConfig& c) { c.migrations.push_back({0, 1, 1, {}}); }},
       {"not a member", [](ClusterConfig& c) { c.migrations.push_back({0, 77, c.shards[0].primary, {}}); }},
@@ -346,15 +397,15 @@ TEST(JsonTest, EncodingMatchesTheDocumentedExample) {
   c.replication_factor = 2;
   c.nodes = {{1, {"10.0.0.1:7100", NodeState::kUp}}, {2, {"10.0.0.2:7100", NodeState::kUp}},
              {3, {"10.0.0.3:7100", NodeState::kDown}}};
-  c.shards = {{1, {2}}, {2, {1}}};
+  c.shards = {{1, {2}, {}}, {2, {1}, {}}};
   Result<ClusterConfig> d = DecodeJson(R"({
     "format": "slipstream.cluster_config", "format_version": 1,
     "term": 7, "replication_factor": 2,
     "nodes": [ {"id": 1, "address": "10.0.0.1:7100", "state": "up"},
                {"id": 2, "address": "10.0.0.2:7100", "state": "up"},
                {"id": 3, "address": "10.0.0.3:7100", "state": "down"} ],
-    "shards": [ {"id": 0, "primary": 1, "backups": [2]},
-                {"id": 1, "primary": 2, "backups": [1]} ],
+    "shards": [ {"id": 0, "primary": 1, "backups": [2], "syncing": []},
+                {"id": 1, "primary": 2, "backups": [1], "syncing": []} ],
     "migrations": [] })");
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_EQ(*d, c);
@@ -405,6 +456,9 @@ TEST(JsonTest, MalformedInputIsAnErrorNeverACrash) {
       Mutate("\"backups\": [", "\"backups\": [\"2\", "),
       Mutate("\"backups\": [", "\"backups\": [1, "),
       Mutate("\"backups\": [", "\"backups\": [-3, "),
+      Mutate("\"syncing\": []", "\"syncing\": [1]"),
+      Mutate("\"syncing\": []", "\"syncing\": {}"),
+      Mutate(",\n      \"syncing\": []", ""),
       Mutate("\"backups\": [", "\"backups\": 2, \"b\": ["),
       Mutate("\"migrations\": []", "\"migrations\": [1]"),
       Mutate("\"migrations\": []", "\"migrations\": [{\"shard\": 0}]"),
@@ -472,6 +526,15 @@ TEST(ReassignPropertyTest, RandomFailureSequences) {
     std::vector<NodeId> up;
     for (const auto& [id, info] : c.nodes) up.push_back(id);
     while (!up.empty()) {
+      // Sometimes a seeding finishes first.
+      for (ShardId s = 0; s < c.num_shards(); s++) {
+        if (!c.shards[s].syncing.empty() && rng() % 3 == 0) {
+          Result<ClusterConfig> synced = MarkSynced(c, s, c.shards[s].syncing.front());
+          ASSERT_TRUE(synced.ok()) << synced.status().ToString();
+          ASSERT_EQ(synced->term, c.term + 1);
+          c = std::move(synced).value();
+        }
+      }
       const size_t i = rng() % up.size();
       const NodeId failed = up[i];
       up.erase(up.begin() + static_cast<ptrdiff_t>(i));
@@ -480,10 +543,12 @@ TEST(ReassignPropertyTest, RandomFailureSequences) {
       CheckReassign(c, failed, *next);
       if (HasFatalFailure() || HasFailure()) return;
       for (ShardId s = 0; s < next->num_shards(); s++) {
-        // A shard is stranded only if every replica it had is down.
+        // A shard is stranded only if every complete copy it had is down.
         if (next->nodes.at(next->shards[s].primary).state == NodeState::kDown) {
+          const auto& sync = c.shards[s].syncing;
           for (NodeId r : c.Replicas(s)) {
-            EXPECT_TRUE(r == failed || c.nodes.at(r).state == NodeState::kDown);
+            EXPECT_TRUE(r == failed || c.nodes.at(r).state == NodeState::kDown ||
+                        std::find(sync.begin(), sync.end(), r) != sync.end());
           }
         }
       }
