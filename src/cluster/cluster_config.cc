@@ -189,6 +189,43 @@ Result<ClusterConfig> Place(const std::map<NodeId, std::string>& nodes, uint32_t
   return c;
 }
 
+// Re-replicate: top up every shard below the replication factor with the
+// least-loaded live node that holds no replica of it yet (as a syncing
+// backup: it has nothing of the shard until its primary seeds it).
+static void TopUp(ClusterConfig& next) {
+  std::map<NodeId, std::pair<uint32_t, uint32_t>> load;  // live node -> (replicas, primaries)
+  for (const auto& [id, info] : next.nodes) {
+    if (info.state == NodeState::kUp) load[id] = {0, 0};
+  }
+  for (const ShardReplicas& s : next.shards) {
+    if (auto l = load.find(s.primary); l != load.end()) {
+      l->second.first++;
+      l->second.second++;
+    }
+    for (NodeId b : s.backups) load[b].first++;
+  }
+  for (ShardReplicas& s : next.shards) {
+    if (next.nodes[s.primary].state != NodeState::kUp) continue;  // stranded: nothing to copy from
+    while (1 + s.backups.size() < next.replication_factor) {
+      NodeId best = 0;
+      bool found = false;
+      for (const auto& [id, l] : load) {
+        if (id == s.primary || std::find(s.backups.begin(), s.backups.end(), id) != s.backups.end()) {
+          continue;
+        }
+        if (!found || l < load[best]) {  // (replicas, primaries); map order breaks ties by id
+          best = id;
+          found = true;
+        }
+      }
+      if (!found) break;  // no spare live node: under-replicated until one joins
+      s.backups.push_back(best);
+      s.syncing.push_back(best);  // until its primary has seeded it
+      load[best].first++;
+    }
+  }
+}
+
 Result<ClusterConfig> Reassign(const ClusterConfig& config, NodeId failed) {
   SLIP_RETURN_IF_ERROR(config.Validate());
   auto it = config.nodes.find(failed);
@@ -244,39 +281,33 @@ Result<ClusterConfig> Reassign(const ClusterConfig& config, NodeId failed) {
     }
   }
 
-  // Re-replicate: top up every shard below the replication factor with the
-  // least-loaded live node that holds no replica of it yet.
-  std::map<NodeId, std::pair<uint32_t, uint32_t>> load;  // live node -> (replicas, primaries)
-  for (const auto& [id, info] : next.nodes) {
-    if (info.state == NodeState::kUp) load[id] = {0, 0};
+  TopUp(next);
+  SLIP_RETURN_IF_ERROR(next.Validate());
+  return next;
+}
+
+Result<ClusterConfig> Rejoin(const ClusterConfig& config, NodeId node) {
+  SLIP_RETURN_IF_ERROR(config.Validate());
+  auto it = config.nodes.find(node);
+  if (it == config.nodes.end()) return Status::InvalidArgument("Rejoin: node " + N(node) + " is not a member");
+  if (it->second.state != NodeState::kDown) {
+    return Status::InvalidArgument("Rejoin: node " + N(node) + " is not down");
   }
-  for (const ShardReplicas& s : next.shards) {
-    if (auto l = load.find(s.primary); l != load.end()) {
-      l->second.first++;
-      l->second.second++;
-    }
-    for (NodeId b : s.backups) load[b].first++;
-  }
-  for (ShardReplicas& s : next.shards) {
-    if (next.nodes[s.primary].state != NodeState::kUp) continue;  // stranded: nothing to copy from
-    while (1 + s.backups.size() < next.replication_factor) {
-      NodeId best = 0;
-      bool found = false;
-      for (const auto& [id, l] : load) {
-        if (id == s.primary || std::find(s.backups.begin(), s.backups.end(), id) != s.backups.end()) {
-          continue;
-        }
-        if (!found || l < load[best]) {  // (replicas, primaries); map order breaks ties by id
-          best = id;
-          found = true;
-        }
-      }
-      if (!found) break;  // no spare live node: under-replicated until one joins
-      s.backups.push_back(best);
-      s.syncing.push_back(best);  // until its primary has seeded it
-      load[best].first++;
+  for (ShardId sh = 0; sh < config.num_shards(); ++sh) {
+    if (config.shards[sh].primary == node) {
+      // Reassign kept it as a stranded shard's last copy; an empty node
+      // cannot bring that copy back.
+      return Status::InvalidArgument("Rejoin: node " + N(node) + " held the last copy of shard " + N(sh) +
+                                     " and returns empty");
     }
   }
+  if (config.term == std::numeric_limits<uint64_t>::max()) {
+    return Status::InvalidArgument("Rejoin: term exhausted");
+  }
+  ClusterConfig next = config;
+  next.term++;
+  next.nodes[node].state = NodeState::kUp;
+  TopUp(next);
   SLIP_RETURN_IF_ERROR(next.Validate());
   return next;
 }

@@ -142,6 +142,14 @@ Result<ClusterConfig> Reassign(const ClusterConfig& config, NodeId failed);
 // of `shard`.
 Result<ClusterConfig> MarkSynced(const ClusterConfig& config, ShardId shard, NodeId backup);
 
+// The configuration after down node `node` returns EMPTY (its store wiped:
+// a node evicted or restarted rejoins without data, since its entries may
+// predate deletes whose tombstones are gone elsewhere): term + 1, the node
+// up, and every under-replicated shard topped up with syncing backups as in
+// Reassign. InvalidArgument if `node` is not a down member, or held a
+// stranded shard's last copy (that copy is gone with the wipe).
+Result<ClusterConfig> Rejoin(const ClusterConfig& config, NodeId node);
+
 // JSON (docs/formats/cluster_config.md), with a format version. Encode
 // requires nothing of the config; Decode accepts only well-formed, *valid*
 // configurations of a known format version and reports anything else as

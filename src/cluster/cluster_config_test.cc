@@ -265,6 +265,47 @@ TEST(ReassignTest, SyncingBackupsAreNeverPromoted) {
   EXPECT_TRUE(MarkSynced(synced, 9, 3).status().Is(Code::kInvalidArgument));
 }
 
+TEST(RejoinTest, AnEmptyNodeComesBackAsSyncingBackups) {
+  ClusterConfig c = MustPlace(4, 12, 3);
+  auto failed = Reassign(c, 2);
+  ASSERT_TRUE(failed.ok()) << failed.status().ToString();
+  // Fail another so some shards end up under-replicated with no spare.
+  auto twice = Reassign(*failed, 3);
+  ASSERT_TRUE(twice.ok()) << twice.status().ToString();
+  size_t short_before = 0;
+  for (const auto& s : twice->shards) short_before += s.backups.size() + 1 < 3;
+  EXPECT_GT(short_before, 0u);
+
+  auto back = Rejoin(*twice, 3);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->term, twice->term + 1);
+  EXPECT_EQ(back->nodes.at(3).state, NodeState::kUp);
+  EXPECT_TRUE(back->Validate().ok());
+  size_t added = 0;
+  for (ShardId sh = 0; sh < back->num_shards(); ++sh) {
+    const auto& s = back->shards[sh];
+    for (NodeId b : s.backups) {
+      const auto& old = twice->shards[sh].backups;
+      if (std::find(old.begin(), old.end(), b) == old.end()) {
+        ++added;
+        // New backups are syncing: never promoted until seeded.
+        EXPECT_NE(std::find(s.syncing.begin(), s.syncing.end(), b), s.syncing.end());
+      }
+    }
+  }
+  EXPECT_GT(added, 0u);
+
+  EXPECT_TRUE(Rejoin(*back, 3).status().Is(Code::kInvalidArgument)) << "already up";
+  EXPECT_TRUE(Rejoin(*back, 9).status().Is(Code::kInvalidArgument)) << "not a member";
+}
+
+TEST(RejoinTest, RefusedForAStrandedShardsLastCopy) {
+  ClusterConfig c = MustPlace(2, 2, 1);  // rf 1: a failed node strands its shards
+  auto failed = Reassign(c, 1);
+  ASSERT_TRUE(failed.ok());
+  EXPECT_TRUE(Rejoin(*failed, 1).status().Is(Code::kInvalidArgument));
+}
+
 TEST(ReassignTest, InterruptedMigrationRollsBack) {
   ClusterConfig base = MustPlace(4, 8, 2);
   // Shard 0 moves its primary from its current primary to a node without a replica.

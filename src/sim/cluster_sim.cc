@@ -12,6 +12,8 @@
 #include "pm/region.h"
 #include "replication/rpc_replicator.h"
 #include "runtime/sim_runtime.h"
+#include "cluster/cluster_config.h"
+#include "server/config_view.h"
 #include "server/node_agent.h"
 #include "server/node_core.h"
 #include "server/promoter.h"
@@ -130,8 +132,7 @@ class World {
   }
   client::RoutingTable Routing() const {
     client::RoutingTable t;
-    t.term = view_->term;
-    for (const auto& s : view_->shards) t.primaries.push_back(s.primary);
+    t = server::RoutingFromConfig(config_);
     return t;
   }
   bool IsClient(NodeId n) const { return n >= kClientBase; }
@@ -169,7 +170,11 @@ class World {
   runtime::SimRuntime rt_;
   runtime::Executor* cm_ = nullptr;
   std::vector<std::unique_ptr<Node>> nodes_;
+  // The manager's configuration (cluster/: the same functions a real manager
+  // uses) and the node view derived from it.
+  cluster::ClusterConfig config_;
   std::shared_ptr<const server::NodeView> view_;
+  Status SetConfig(Result<cluster::ClusterConfig> next);
   std::set<NodeId> down_;
 
   struct Client {
@@ -337,9 +342,16 @@ void World::OnRenew(NodeId id, uint64_t inc, Nanos sent) {
     return;
   }
   if (evicted) {
-    down_.erase(id);  // back as a spare
+    // Back, empty: a member again, topping up under-replicated shards.
+    if (config_.nodes.count(id) && config_.nodes[id].state == cluster::NodeState::kDown) {
+      Status st = SetConfig(cluster::Rejoin(config_, id));
+      if (!st.ok()) {
+        failure_ = "rejoin of node " + std::to_string(id) + ": " + st.ToString();
+        return;
+      }
+    }
+    down_.erase(id);
     member_inc_[id] = inc;
-    cm_->Post([this] { Reconfigure(); });
   }
   last_grant_[id] = rt_.Now();
   if (isolated_.count(id) || rt_.Rng().Bernoulli(o_.drop_probability)) return;
@@ -423,8 +435,10 @@ void World::ColdStart() {
     last_grant_[n->id] = rt_.Now();
     n->lease_expiry = rt_.Now() + static_cast<Nanos>(o_.lease_us) * kMicrosecond;
   }
-  auto v = std::make_shared<server::NodeView>(*view_);
-  v->term = view_->term + 1;
+  cluster::ClusterConfig next = config_;
+  ++next.term;
+  config_ = next;
+  auto v = server::ViewFromConfig(config_);
   view_ = v;
   // Each node reads the configuration at boot and reconciles the shards it
   // serves before serving them (NodeAgent::ColdStart).
@@ -452,77 +466,53 @@ void World::SendConfig(Node* np, std::shared_ptr<const server::NodeView> v) {
 // The configuration manager: one change at a time, each a new term.
 void World::Reconfigure() {
   if (cold_) return;
-  auto v = std::make_shared<server::NodeView>(*view_);
-  bool changed = false;
-  for (uint32_t s = 0; s < o_.shards; ++s) {
-    auto& rep = v->shards[s];
-    auto& b = rep.backups;
-    auto& sync = rep.syncing;
-    const size_t before = b.size();
-    auto gone = [&](NodeId n) { return down_.count(n) > 0; };
-    b.erase(std::remove_if(b.begin(), b.end(), gone), b.end());
-    sync.erase(std::remove_if(sync.begin(), sync.end(), gone), sync.end());
-    changed |= b.size() != before;
-    if (down_.count(rep.primary)) {
-      // Only a backup that holds the whole shard may take over.
-      auto in_sync = std::find_if(b.begin(), b.end(), [&](NodeId n) {
-        return std::find(sync.begin(), sync.end(), n) == sync.end();
-      });
-      if (in_sync == b.end()) {
-        failure_ = "shard " + std::to_string(s) + " lost every in-sync replica";
-        return;
-      }
-      ++failovers_;
-      rep.primary = *in_sync;
-      b.erase(in_sync);
-      changed = true;
+  // Every node the manager has declared failed that the configuration still
+  // lists as up: one Reassign each (a new term each).
+  for (NodeId n : down_) {
+    auto it = config_.nodes.find(n);
+    if (it == config_.nodes.end() || it->second.state != cluster::NodeState::kUp) continue;
+    const uint64_t before = failovers_;
+    for (const auto& s : config_.shards) failovers_ += s.primary == n;
+    Status st = SetConfig(cluster::Reassign(config_, n));
+    if (!st.ok()) {
+      failovers_ = before;
+      failure_ = "reassign after node " + std::to_string(n) + " failed: " + st.ToString();
+      return;
     }
   }
-  // Re-replicate shards below the replication factor onto live spares.
-  for (uint32_t s = 0; s < o_.shards; ++s) {
-    auto& rep = v->shards[s];
-    while (rep.backups.size() + 1 < o_.replication) {
-      NodeId pick = UINT32_MAX;
-      size_t load = SIZE_MAX;
-      for (auto& n : nodes_) {
-        if (!n->up || down_.count(n->id) || n->id == rep.primary ||
-            std::find(rep.backups.begin(), rep.backups.end(), n->id) != rep.backups.end()) {
-          continue;
-        }
-        size_t l = 0;
-        for (auto& r : v->shards) l += std::count(r.backups.begin(), r.backups.end(), n->id);
-        if (l < load) load = l, pick = n->id;
-      }
-      if (pick == UINT32_MAX) break;
-      rep.backups.push_back(pick);  // its primary seeds it (NodeAgent)
-      rep.syncing.push_back(pick);
-      changed = true;
+  for (uint32_t sh = 0; sh < config_.num_shards(); ++sh) {
+    if (config_.nodes[config_.shards[sh].primary].state != cluster::NodeState::kUp) {
+      failure_ = "shard " + std::to_string(sh) + " lost every in-sync replica";
+      return;
     }
   }
-  if (!changed) return;
-  v->term = view_->term + 1;
-  for (uint32_t s = 0; s < o_.shards; ++s) {
-    for (NodeId b : v->shards[s].syncing) {
-      const auto& old_sync = view_->shards[s].syncing;
-      if (std::find(old_sync.begin(), old_sync.end(), b) == old_sync.end()) seeded_since_[{s, b}] = v->term;
+}
+
+// Adopts `next` as the manager's configuration and publishes it.
+Status World::SetConfig(Result<cluster::ClusterConfig> next) {
+  if (!next.ok()) return next.status();
+  for (uint32_t sh = 0; sh < next->num_shards(); ++sh) {
+    for (NodeId b : next->shards[sh].syncing) {
+      const auto& old = config_.shards[sh].syncing;
+      if (std::find(old.begin(), old.end(), b) == old.end()) seeded_since_[{sh, b}] = next->term;
     }
   }
-  Publish(v);
+  config_ = std::move(*next);
+  auto v = server::ViewFromConfig(config_);
+  Publish(std::const_pointer_cast<server::NodeView>(v));
+  return Status::Ok();
 }
 
 // CM: a primary reports that a new backup holds the whole shard.
 void World::OnSeeded(uint32_t shard, NodeId backup, uint64_t term) {
   if (cold_) return;
-  auto& sync = view_->shards[shard].syncing;
+  auto& sync = config_.shards[shard].syncing;
   if (std::find(sync.begin(), sync.end(), backup) == sync.end()) return;
   // Only if the report is about the replica set as it still is: the backup
   // must have been a replica without interruption since `term`.
   if (term < seeded_since_[{shard, backup}]) return;
-  auto v = std::make_shared<server::NodeView>(*view_);
-  auto& s = v->shards[shard].syncing;
-  s.erase(std::remove(s.begin(), s.end(), backup), s.end());
-  v->term = view_->term + 1;
-  Publish(v);
+  Status st = SetConfig(cluster::MarkSynced(config_, shard, backup));
+  if (!st.ok()) failure_ = "mark synced: " + st.ToString();
 }
 
 // Whether taking `victim` away (crash or partition) leaves every shard a
@@ -652,15 +642,17 @@ ClusterSimResult World::Run() {
     nodes_.push_back(std::move(n));
   }
   // Term 1: shard s on nodes s, s+1, ..., primary first.
-  auto v = std::make_shared<server::NodeView>();
-  v->term = 1;
-  for (uint32_t s = 0; s < o_.shards; ++s) {
-    server::ShardReplicas r;
-    r.primary = s % o_.nodes;
-    for (uint32_t k = 1; k < o_.replication; ++k) r.backups.push_back((s + k) % o_.nodes);
-    v->shards.push_back(r);
+  // Term 1: cluster::Place, as a real manager bootstraps a cluster.
+  std::map<NodeId, std::string> members;
+  for (NodeId i = 0; i < o_.nodes; ++i) members[i] = "sim:node" + std::to_string(i);
+  auto placed = cluster::Place(members, o_.shards, o_.replication);
+  if (!placed.ok()) {
+    res.ok = false;
+    res.failure = "placement: " + placed.status().ToString();
+    return res;
   }
-  v->blocked.assign(o_.shards, false);
+  config_ = std::move(*placed);
+  auto v = server::ViewFromConfig(config_);
   view_ = v;
   for (auto& n : nodes_) {
     StartNode(*n, true);
