@@ -1,9 +1,14 @@
 // slip: the Slipstream command.
 //
 //   slip bench [--workload a] [--seconds 5] ...   run a workload, print figures
+//   slip cluster up|down|status --dir DIR [--nodes N]   a local cluster of processes
+//   slip server --dir DIR --node I                 one storage node
+//   slip manager --dir DIR                         the configuration manager
 //   slip put --dir DIR KEY VALUE                   store a value
 //   slip get --dir DIR KEY                         print the value alone on stdout
 //   slip del --dir DIR KEY                         delete a key
+//   (put/get/del talk to the cluster in DIR; a DIR without a cluster is a
+//    single-node store in DIR/pm)
 //   slip inspect --dir DIR                         PM layout and recovery figures
 //   slip sim --seeds 1..200                        cluster simulation campaign
 //
@@ -14,7 +19,9 @@
 #include <filesystem>
 #include <iostream>
 
+#include "cli/cluster_command.h"
 #include "cli/local_bench.h"
+#include "slip/client.h"
 #include "cli/sim_command.h"
 #include "store/store.h"
 
@@ -100,7 +107,73 @@ int main(int argc, char** argv) {
   sim->add_option("--partitions", so.partitions, "network partitions per run (one node cut off)")->capture_default_str();
   sim->add_option("--slow", so.slow_nodes, "slow-node episodes per run")->capture_default_str();
 
+  slip::cli::ClusterCommandOptions co;
+  auto cluster_opts = [&](CLI::App* c) {
+    c->add_option("--dir", co.dir, "cluster directory")->required();
+    c->add_option("--zookeeper", co.zookeeper, "ZooKeeper host:port for the configuration");
+    c->add_option("--lease-ms", co.lease_ms, "node lease")->capture_default_str();
+  };
+  auto* server = app.add_subcommand("server", "run one storage node of the cluster in DIR");
+  cluster_opts(server);
+  server->add_option("--node", co.node, "node id")->required();
+  server->add_option("--provider", co.provider, "libfabric provider: tcp | shm | verbs")->capture_default_str();
+  server->add_option("--pm-mb", co.pm_mb, "PM size when creating the node's store")->capture_default_str();
+  auto* manager = app.add_subcommand("manager", "run the configuration manager of the cluster in DIR");
+  cluster_opts(manager);
+  auto* cluster = app.add_subcommand("cluster", "a local cluster of slip processes");
+  cluster->require_subcommand(1);
+  auto* up = cluster->add_subcommand("up", "start (or cold-start) the cluster in DIR");
+  cluster_opts(up);
+  up->add_option("--nodes", co.nodes, "nodes (first start)")->capture_default_str();
+  up->add_option("--shards", co.shards, "shards (first start)")->capture_default_str();
+  up->add_option("--rf", co.replication, "replication factor (first start)")->capture_default_str();
+  up->add_option("--provider", co.provider, "libfabric provider")->capture_default_str();
+  up->add_option("--pm-mb", co.pm_mb, "PM per node")->capture_default_str();
+  auto* down = cluster->add_subcommand("down", "stop every process of the cluster in DIR");
+  down->add_option("--dir", co.dir, "cluster directory")->required();
+  auto* status = cluster->add_subcommand("status", "processes and configuration of the cluster in DIR");
+  cluster_opts(status);
+  auto* killcmd = cluster->add_subcommand("kill", "SIGKILL one node (fault injection)");
+  killcmd->add_option("--dir", co.dir, "cluster directory")->required();
+  killcmd->add_option("--node", co.node, "node id")->required();
+
   CLI11_PARSE(app, argc, argv);
+
+  if (*server) return slip::cli::RunServer(co);
+  if (*manager) return slip::cli::RunManagerCommand(co);
+  if (*up) return slip::cli::ClusterUp(co);
+  if (*down) return slip::cli::ClusterDown(co);
+  if (*status) return slip::cli::ClusterStatus(co);
+  if (*killcmd) return slip::cli::ClusterKill(co);
+
+  // put/get/del against a cluster when DIR holds one.
+  if ((*put || *get || *del) && std::filesystem::exists(dir + "/cluster.json")) {
+    slip::ClientOptions copts;
+    copts.dir = dir;
+    auto client = slip::Client::Open(copts);
+    const std::string what = app.get_subcommands()[0]->get_name();
+    if (!client.ok()) return Fail(what, client.status());
+    if (*put) {
+      Status s = (*client)->Put(key, value);
+      return s.ok() ? 0 : Fail("put", s);
+    }
+    if (*get) {
+      auto v = (*client)->Get(key);
+      if (v.status().Is(slip::Code::kNotFound)) {
+        std::fprintf(stderr, "slip get: key not found: %s\n", key.c_str());
+        return 1;
+      }
+      if (!v.ok()) return Fail("get", v.status());
+      std::cout << *v << "\n";
+      return 0;
+    }
+    Status s = (*client)->Delete(key);
+    if (s.Is(slip::Code::kNotFound)) {
+      std::fprintf(stderr, "slip del: key not found: %s\n", key.c_str());
+      return 1;
+    }
+    return s.ok() ? 0 : Fail("del", s);
+  }
 
   if (*bench) return slip::cli::RunLocalBench(bo);
   if (*sim) return slip::cli::RunSimCommand(so);

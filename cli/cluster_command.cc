@@ -1,0 +1,164 @@
+#include "cli/cluster_command.h"
+
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "cli/processes.h"
+#include "cluster/cluster_config.h"
+#include "node/config_access.h"
+#include "node/manager.h"
+#include "node/node_process.h"
+#include "slip/client.h"
+
+namespace slip::cli {
+namespace {
+
+volatile sig_atomic_t g_stop = 0;
+bool g_stop_flag = false;
+
+void OnSignal(int) { g_stop = 1; }
+
+int Fail(const char* what, const Status& s) {
+  std::fprintf(stderr, "slip %s: %s\n", what, s.ToString().c_str());
+  return 1;
+}
+
+std::string NodeName(uint32_t i) { return "node-" + std::to_string(i); }
+
+}  // namespace
+
+int RunServer(const ClusterCommandOptions& o) {
+  signal(SIGTERM, OnSignal);
+  signal(SIGINT, OnSignal);
+  node::NodeOptions no;
+  no.id = o.node;
+  no.dir = o.dir;
+  no.zookeeper = o.zookeeper;
+  no.provider = o.provider;
+  no.pm_mb = o.pm_mb;
+  no.lease = static_cast<runtime::Nanos>(o.lease_ms) * runtime::kMillisecond;
+  auto n = node::NodeProcess::Start(no);
+  if (!n.ok()) return Fail("server", n.status());
+  // Wait() returns on a fatal error; a signal stops it from this thread.
+  std::thread watcher([&] {
+    while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    (*n)->Stop();
+  });
+  Status s = (*n)->Wait();
+  g_stop = 1;
+  watcher.join();
+  if (!s.ok()) return Fail("server", s);
+  return 0;
+}
+
+int RunManagerCommand(const ClusterCommandOptions& o) {
+  signal(SIGTERM, OnSignal);
+  signal(SIGINT, OnSignal);
+  node::ManagerOptions mo;
+  mo.dir = o.dir;
+  mo.zookeeper = o.zookeeper;
+  mo.lease = static_cast<runtime::Nanos>(o.lease_ms) * runtime::kMillisecond;
+  std::thread watcher([] {
+    while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    g_stop_flag = true;
+  });
+  Status s = node::RunManager(mo, &g_stop_flag);
+  g_stop = 1;
+  watcher.join();
+  return s.ok() ? 0 : Fail("manager", s);
+}
+
+int ClusterUp(const ClusterCommandOptions& o) {
+  if (o.dir.empty()) return Fail("cluster up", Status::InvalidArgument("--dir is required"));
+  std::error_code ec;
+  std::filesystem::create_directories(o.dir, ec);
+  auto store = node::OpenConfigStore(o.dir, o.zookeeper);
+  if (!store.ok()) return Fail("cluster up", store.status());
+  // First time: the initial configuration, addresses filled in by the nodes.
+  auto existing = (*store)->Load();
+  uint32_t nodes = o.nodes;
+  if (existing.status().Is(Code::kNotFound)) {
+    std::map<cluster::NodeId, std::string> members;
+    for (uint32_t i = 0; i < o.nodes; ++i) members[i] = "pending";
+    auto placed = cluster::Place(members, o.shards, o.replication);
+    if (!placed.ok()) return Fail("cluster up", placed.status());
+    auto w = (*store)->CompareAndSwap(cluster::kNoVersion, *placed);
+    if (!w.ok()) return Fail("cluster up", w.status());
+  } else if (!existing.ok()) {
+    return Fail("cluster up", existing.status());
+  } else {
+    nodes = static_cast<uint32_t>(existing->config.nodes.size());  // a cold start of what exists
+  }
+  const std::string self = SelfExecutable();
+  auto common = [&](std::vector<std::string> args) {
+    args.insert(args.end(), {"--dir", o.dir, "--lease-ms", std::to_string(o.lease_ms)});
+    if (!o.zookeeper.empty()) args.insert(args.end(), {"--zookeeper", o.zookeeper});
+    return args;
+  };
+  auto m = SpawnDetached(o.dir, "manager", common({self, "manager"}));
+  if (!m.ok() && !m.status().Is(Code::kInvalidArgument)) return Fail("cluster up", m.status());
+  for (uint32_t i = 0; i < nodes; ++i) {
+    auto p = SpawnDetached(o.dir, NodeName(i),
+                           common({self, "server", "--node", std::to_string(i), "--provider", o.provider,
+                                   "--pm-mb", std::to_string(o.pm_mb)}));
+    if (!p.ok() && !p.status().Is(Code::kInvalidArgument)) return Fail("cluster up", p.status());
+  }
+  // Ready when a write and a read go through (every shard's primary serves).
+  auto client = Client::Open(ClientOptions{.dir = o.dir, .zookeeper = o.zookeeper, .provider = o.provider,
+                                           .deadline = std::chrono::seconds(60)});
+  if (!client.ok()) return Fail("cluster up", client.status());
+  const auto t0 = std::chrono::steady_clock::now();
+  for (uint32_t k = 0; k < 64; ++k) {
+    const std::string key = "__slip_ready_" + std::to_string(k);
+    Status s = (*client)->Put(key, "1");
+    if (s.ok()) s = (*client)->Delete(key);
+    if (!s.ok() && !s.Is(Code::kNotFound)) {
+      return Fail("cluster up", Status(s.code(), "cluster did not become ready: " + s.message() +
+                                                     " (see " + o.dir + "/logs)"));
+    }
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("slip cluster: %u nodes up in %s (ready in %.1f s; logs in %s/logs)\n", nodes, o.dir.c_str(),
+              secs, o.dir.c_str());
+  return 0;
+}
+
+int ClusterDown(const ClusterCommandOptions& o) {
+  // The manager first: nodes going away one by one must not look like
+  // failures to replace.
+  (void)StopProcess(o.dir, "manager");
+  for (const auto& p : ListProcesses(o.dir)) (void)StopProcess(o.dir, p.name);
+  std::printf("slip cluster: stopped %s\n", o.dir.c_str());
+  return 0;
+}
+
+int ClusterKill(const ClusterCommandOptions& o) {
+  Status s = KillProcess(o.dir, NodeName(o.node));
+  return s.ok() ? 0 : Fail("cluster kill", s);
+}
+
+int ClusterStatus(const ClusterCommandOptions& o) {
+  for (const auto& p : ListProcesses(o.dir)) {
+    std::printf("%-10s pid %-8d %s\n", p.name.c_str(), p.pid, p.alive ? "running" : "not running");
+  }
+  auto store = node::OpenConfigStore(o.dir, o.zookeeper);
+  if (!store.ok()) return Fail("cluster status", store.status());
+  auto c = (*store)->Load();
+  if (!c.ok()) return Fail("cluster status", c.status());
+  std::printf("term %llu, %u shards, replication %u\n", static_cast<unsigned long long>(c->config.term),
+              c->config.num_shards(), c->config.replication_factor);
+  auto prim = c->config.PrimaryCounts();
+  auto back = c->config.BackupCounts();
+  for (const auto& [id, info] : c->config.nodes) {
+    std::printf("node %-3u %-4s %-24s primary of %u, backup of %u\n", id,
+                std::string(cluster::NodeStateName(info.state)).c_str(), info.address.c_str(), prim[id],
+                back[id]);
+  }
+  return 0;
+}
+
+}  // namespace slip::cli

@@ -1,0 +1,30 @@
+// `slip server`, `slip manager` and `slip cluster up|down|status`: a local
+// cluster of separate processes on the embedded configuration store in DIR.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace slip::cli {
+
+struct ClusterCommandOptions {
+  std::string dir;
+  std::string zookeeper;
+  uint32_t nodes = 3;
+  uint32_t shards = 24;
+  uint32_t replication = 3;
+  uint32_t node = 0;  // `slip server`: which node
+  std::string provider = "tcp";
+  uint64_t pm_mb = 256;
+  uint32_t lease_ms = 2000;
+};
+
+int RunServer(const ClusterCommandOptions& o);
+int RunManagerCommand(const ClusterCommandOptions& o);
+int ClusterUp(const ClusterCommandOptions& o);
+int ClusterDown(const ClusterCommandOptions& o);
+int ClusterStatus(const ClusterCommandOptions& o);
+// Kills node `node` with SIGKILL (fault injection for tests and demos).
+int ClusterKill(const ClusterCommandOptions& o);
+
+}  // namespace slip::cli

@@ -1,0 +1,52 @@
+// Slipstream's C++ client.
+//
+//   auto client = slip::Client::Open({.dir = "/var/lib/slip"});
+//   if (!client.ok()) ...
+//   (*client)->Put("user42", "value");
+//   auto v = (*client)->Get("user42");      // NotFound if absent
+//   (*client)->Delete("user42");
+//
+// The client routes each key to its shard's primary from the cluster
+// configuration (read from the configuration store: the cluster directory or
+// ZooKeeper), refreshes its routing when a node answers StaleTerm, and
+// retries through failovers until the call's deadline. A write that returns
+// OK is persistent on every replica. A write that returns Unavailable or
+// Timeout may or may not have happened.
+//
+// Thread-safe: calls may come from any thread; the async forms call back on
+// the client's own thread (do not block there).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace slip {
+
+struct ClientOptions {
+  std::string dir;        // the cluster directory (embedded configuration store)
+  std::string zookeeper;  // or "host:port" of its ZooKeeper
+  std::string provider = "tcp";  // libfabric provider: tcp | shm | verbs
+  std::chrono::milliseconds deadline{10000};  // per call, retries included
+};
+
+class Client {
+ public:
+  static Result<std::unique_ptr<Client>> Open(const ClientOptions& options);
+  virtual ~Client() = default;
+
+  virtual Status Put(std::string_view key, std::string_view value) = 0;
+  virtual Result<std::string> Get(std::string_view key) = 0;
+  // NotFound when the key has no value.
+  virtual Status Delete(std::string_view key) = 0;
+
+  virtual void PutAsync(std::string key, std::string value, std::function<void(Status)> done) = 0;
+  virtual void GetAsync(std::string key, std::function<void(Result<std::string>)> done) = 0;
+  virtual void DeleteAsync(std::string key, std::function<void(Status)> done) = 0;
+};
+
+}  // namespace slip

@@ -1,0 +1,116 @@
+// slip::Client (include/slip/client.h): ClientCore over an RpcChannel, on
+// one executor thread; routing tables come from the configuration store.
+#include "slip/client.h"
+
+#include <future>
+
+#include "client/client_core.h"
+#include "fabric/fabric.h"
+#include "fabric/ofi/ofi_fabric.h"
+#include "node/config_access.h"
+#include "node/rpc_peers.h"
+#include "rpc/channel.h"
+#include "runtime/thread_runtime.h"
+#include "server/config_view.h"
+
+namespace slip {
+namespace {
+
+class StoreRouting final : public client::RoutingSource {
+ public:
+  StoreRouting(cluster::ConfigStore* store, runtime::Executor* exec, node::RpcPeers* peers)
+      : store_(store), exec_(exec), peers_(peers) {}
+  void Fetch(uint64_t, std::function<void(Result<client::RoutingTable>)> done) override {
+    // A file read or a ZooKeeper round trip; short enough to do here, but
+    // the answer must come later than the call.
+    auto c = store_->Load();
+    exec_->Post([this, c = std::move(c), done = std::move(done)]() mutable {
+      if (!c.ok()) return done(c.status());
+      std::map<uint32_t, std::string> addrs;
+      for (const auto& [id, info] : c->config.nodes) addrs[id] = info.address;
+      peers_->SetAddresses(addrs);
+      done(server::RoutingFromConfig(c->config));
+    });
+  }
+
+ private:
+  cluster::ConfigStore* store_;
+  runtime::Executor* exec_;
+  node::RpcPeers* peers_;
+};
+
+class ClientImpl final : public Client {
+ public:
+  ~ClientImpl() override {
+    rt_.Stop();
+  }
+
+  Status Init(const ClientOptions& o) {
+    SLIP_ASSIGN_OR_RETURN(store_, node::OpenConfigStore(o.dir, o.zookeeper));
+    SLIP_ASSIGN_OR_RETURN(fabric_, fabric::OpenOfiFabric(fabric::FabricOptions{.provider = o.provider, .node_address = ""},
+                                                         fabric::OfiOptions{}));
+    exec_ = rt_.CreateExecutor("client");
+    SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = "client"}));
+    SLIP_ASSIGN_OR_RETURN(channel_, rpc::RpcChannel::Open(exec_, std::move(ep)));
+    peers_ = std::make_unique<node::RpcPeers>(channel_.get(),
+                                              rpc::RpcChannel::CallOptions{.timeout = runtime::kSecond});
+    routing_ = std::make_unique<StoreRouting>(store_.get(), exec_, peers_.get());
+    client::ClientOptions co;
+    co.op_deadline = std::chrono::duration_cast<std::chrono::nanoseconds>(o.deadline).count();
+    core_ = std::make_unique<client::ClientCore>(peers_.get(), routing_.get(), exec_, co);
+    return rt_.Start();
+  }
+
+  Status Put(std::string_view key, std::string_view value) override {
+    std::promise<Status> p;
+    PutAsync(std::string(key), std::string(value), [&](Status s) { p.set_value(std::move(s)); });
+    return p.get_future().get();
+  }
+  Result<std::string> Get(std::string_view key) override {
+    std::promise<Result<std::string>> p;
+    GetAsync(std::string(key), [&](Result<std::string> r) { p.set_value(std::move(r)); });
+    return p.get_future().get();
+  }
+  Status Delete(std::string_view key) override {
+    std::promise<Status> p;
+    DeleteAsync(std::string(key), [&](Status s) { p.set_value(std::move(s)); });
+    return p.get_future().get();
+  }
+  void PutAsync(std::string key, std::string value, std::function<void(Status)> done) override {
+    exec_->Post([this, key = std::move(key), value = std::move(value), done = std::move(done)]() mutable {
+      core_->Put(std::move(key), std::move(value), [done = std::move(done)](Result<uint64_t> r) {
+        done(r.ok() ? Status::Ok() : r.status());
+      });
+    });
+  }
+  void GetAsync(std::string key, std::function<void(Result<std::string>)> done) override {
+    exec_->Post([this, key = std::move(key), done = std::move(done)]() mutable {
+      core_->Get(std::move(key), std::move(done));
+    });
+  }
+  void DeleteAsync(std::string key, std::function<void(Status)> done) override {
+    exec_->Post([this, key = std::move(key), done = std::move(done)]() mutable {
+      core_->Delete(std::move(key), std::move(done));
+    });
+  }
+
+ private:
+  std::unique_ptr<cluster::ConfigStore> store_;
+  std::unique_ptr<fabric::Fabric> fabric_;
+  runtime::ThreadRuntime rt_;
+  runtime::Executor* exec_ = nullptr;
+  std::unique_ptr<rpc::RpcChannel> channel_;
+  std::unique_ptr<node::RpcPeers> peers_;
+  std::unique_ptr<StoreRouting> routing_;
+  std::unique_ptr<client::ClientCore> core_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Client>> Client::Open(const ClientOptions& options) {
+  auto c = std::make_unique<ClientImpl>();
+  SLIP_RETURN_IF_ERROR(c->Init(options));
+  return std::unique_ptr<Client>(std::move(c));
+}
+
+}  // namespace slip

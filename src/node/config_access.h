@@ -1,0 +1,18 @@
+// Opening a cluster's ConfigStore from what a user types: a directory (the
+// embedded store in DIR) or a ZooKeeper connect string.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "cluster/config_store.h"
+
+namespace slip::node {
+
+Result<std::unique_ptr<cluster::ConfigStore>> OpenConfigStore(const std::string& dir,
+                                                              const std::string& zookeeper);
+
+// Load, retried until a configuration exists or `wait` passes.
+Result<cluster::VersionedConfig> LoadWhenPresent(cluster::ConfigStore* store, runtime::Nanos wait);
+
+}  // namespace slip::node

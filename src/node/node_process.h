@@ -1,0 +1,55 @@
+// The node process (`slip server`): one storage node of a cluster, put
+// together from the layers below — a PM store recovered from its file, an
+// RPC channel on a fabric endpoint, the request path (NodeCore), the
+// configuration adopter (NodeAgent) and a lease from the ConfigStore.
+//
+// Threads: "node" (the RPC channel's poller, every request, replication,
+// promotion) and "control" (ConfigStore calls, which block on files or
+// ZooKeeper: lease renewal, configuration watch, reports). They talk by
+// posting tasks to each other.
+//
+// Boot: Load the configuration (waiting for `slip cluster up` to write it),
+// open the store with the cluster's shard count, publish this process's
+// fabric address in a new term, take the node lease, then reconcile every
+// shard it serves before serving it (NodeAgent::ColdStart) — the same path
+// after a crash, a restart or a whole-cluster power loss. A node the
+// configuration lists as down was replaced while it was away: it wipes its
+// store and rejoins empty (cluster::Rejoin).
+//
+// Losing the lease (it could not be renewed in time) stops the process: the
+// manager may already have promoted a replacement.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "runtime/runtime.h"
+
+namespace slip::node {
+
+struct NodeOptions {
+  uint32_t id = 0;
+  std::string dir;        // cluster directory: data in DIR/node-<id>/, config in DIR (embedded)
+  std::string zookeeper;  // "host:port": keep the configuration in ZooKeeper instead
+  std::string provider = "tcp";
+  std::string bind_address = "127.0.0.1";
+  uint64_t pm_mb = 256;
+  runtime::Nanos lease = 2 * runtime::kSecond;
+};
+
+class NodeProcess {
+ public:
+  static Result<std::unique_ptr<NodeProcess>> Start(const NodeOptions& options);
+  virtual ~NodeProcess() = default;
+  // Blocks until Stop() or a fatal error (lost lease, store failure).
+  virtual Status Wait() = 0;
+  virtual void Stop() = 0;
+};
+
+// Nanoseconds on the machine-wide monotonic clock: what every process that
+// shares an embedded ConfigStore passes as `now`.
+runtime::Nanos MachineNow();
+
+}  // namespace slip::node
