@@ -39,7 +39,9 @@
 //   * Completion: tcp/verbs request FI_TRANSMIT_COMPLETE and shm sends and
 //     writes FI_DELIVERY_COMPLETE, so Send/Write complete when the target's
 //     provider has taken the data (not when it left our socket or entered
-//     the peer's queue). A Send to a receiver with no posted buffer thus
+//     the peer's queue). On tcp that costs an acknowledgement message per
+//     operation; OfiOptions::remote_completion = false drops it (and the
+//     guarantee). A Send to a receiver with no posted buffer thus
 //     completes once placed on shm (like receiver-not-ready retry), at once on
 //     tcp (rxm buffers it).
 //   * Ordering: FIFO per connection as far as libfabric promises it: shm
@@ -81,6 +83,21 @@ struct OfiOptions {
   // deployment. The default covers a 4 KiB payload with its headers (log
   // blocks, RPC frames).
   size_t max_multi_recv_message = 8 * 1024;
+
+  // tcp/verbs: request FI_TRANSMIT_COMPLETE, so that Send/Write complete
+  // only once the peer acknowledged them (fabric.h's "the target accepted
+  // the data"; a dead peer gives an error or Timeout). false: they complete
+  // when the data is handed to the local socket/queue, so a send or write
+  // to a peer that just died may still complete OK and a dead peer shows up
+  // only as later errors. That BREAKS fabric.h's completion rule and is for
+  // deployments whose protocols never infer delivery from a completion
+  // (request/response with their own timeouts; Write-then-Read for
+  // durability still works, as the Read is answered by the peer). It saves
+  // one acknowledgement per operation: on loopback tcp the 64 B send/recv
+  // round trip drops from ~28-30 us to ~15-17 us (bench/results/
+  // 2026-11-23-fabric-pingpong.md). shm ignores it (always
+  // FI_DELIVERY_COMPLETE, see above).
+  bool remote_completion = true;
 };
 
 Result<std::unique_ptr<Fabric>> OpenOfiFabric(const FabricOptions& options,

@@ -4,7 +4,10 @@
 // write, polling its endpoint so the provider makes progress).
 //
 //   ofi_pingpong_bench [--provider shm|tcp] [--iters N] [--warmup N]
-//                      [--size BYTES] [--stream N]
+//                      [--size BYTES] [--stream N] [--local-completion]
+//
+// --local-completion sets OfiOptions::remote_completion = false (tcp: sends
+// and writes complete without the peer's acknowledgement; see ofi_fabric.h).
 //
 // Prints one line per test. Compare with Debian's fi_pingpong, whose
 // "usec/xfer" is a one-way time: bench/fabric/run_pingpong.sh runs both.
@@ -21,6 +24,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,7 +42,14 @@ struct Args {
   int warmup = 2000;
   size_t size = 64;
   int stream = 200000;  // messages in the one-way streaming rate tests
+  // OfiOptions::remote_completion = false (tcp: no per-operation ack; weaker
+  // completion semantics, see ofi_fabric.h).
+  bool local_completion = false;
 };
+
+const char* CompletionName(const Args& args) {
+  return args.local_completion ? "local" : "remote";
+}
 
 [[noreturn]] void Die(const std::string& what) {
   std::fprintf(stderr, "ofi_pingpong_bench: %s\n", what.c_str());
@@ -57,6 +69,9 @@ const char* volatile g_role = "?";
 // Operations the current phase has seen complete (sends/writes on the client,
 // receives on the server), for the watchdog's message.
 volatile long g_progress = 0;
+// Receive completions a Barrier polled and kept for the next phase (shows
+// how often the race described at Side::carry happens).
+long g_carried_recvs = 0;
 
 void OnAlarm(int) {
   char msg[160];
@@ -71,6 +86,33 @@ void Phase(const char* name) {
   g_phase = name;
   g_progress = 0;
   alarm(kStuckSeconds);
+}
+
+struct Side {
+  std::unique_ptr<Fabric> fabric;
+  std::unique_ptr<Endpoint> ep;
+  std::byte* mem = nullptr;  // [0, 64): write slot; [4096, ...): receive buffers
+  MemoryRegion mr;
+  PeerId peer = 0;
+  RemoteMemory peer_mem;
+  // Completions polled while waiting in a Barrier, handed to the next phase
+  // first. A barrier must never drop them: the peer leaves the barrier as
+  // soon as it has our byte and may already be sending, so a receive
+  // completion can arrive while we are still inside (it once was dropped
+  // here, and the receiver of send_stream then waited forever for its
+  // 100,000th message).
+  std::deque<Completion> carry;
+};
+
+// Every completion a phase sees goes through here: carried ones first.
+size_t PollSide(Side& s, std::span<Completion> out) {
+  size_t n = 0;
+  while (n < out.size() && !s.carry.empty()) {
+    out[n++] = s.carry.front();
+    s.carry.pop_front();
+  }
+  if (n < out.size()) n += s.ep->Poll(out.subspan(n));
+  return n;
 }
 
 // Pipes between the two processes, for the address exchange and barriers.
@@ -95,28 +137,26 @@ struct Link {
       n -= static_cast<size_t>(r);
     }
   }
-  // Barrier that keeps the endpoint progressing: the peer may still need us
-  // to acknowledge its last operations.
-  void Barrier(Endpoint* ep) const {
+  // Barrier that keeps the endpoint progressing (the peer may still need us
+  // to acknowledge its last operations) and keeps what it polls in
+  // s.carry for the next phase. REQUIRES: the caller's own operations of the
+  // ending phase have all completed, so that everything carried belongs to
+  // the next phase.
+  void Barrier(Side& s) const {
     char c = 'b';
     Put(&c, 1);
     std::array<Completion, 16> done;
     for (;;) {
-      (void)ep->Poll(done);
+      const size_t n = s.ep->Poll(done);
+      for (size_t k = 0; k < n; ++k) {
+        if (done[k].op == Op::kRecv) ++g_carried_recvs;
+        s.carry.push_back(done[k]);
+      }
       pollfd pfd{in, POLLIN, 0};
       if (poll(&pfd, 1, 0) == 1) break;
     }
     Get(&c, 1);
   }
-};
-
-struct Side {
-  std::unique_ptr<Fabric> fabric;
-  std::unique_ptr<Endpoint> ep;
-  std::byte* mem = nullptr;  // [0, 64): write slot; [4096, ...): receive buffers
-  MemoryRegion mr;
-  PeerId peer = 0;
-  RemoteMemory peer_mem;
 };
 
 constexpr size_t kMemBytes = 1 << 20;
@@ -125,7 +165,9 @@ constexpr int kRecvBufs = 64;
 
 Side Setup(const Args& args, const Link& link) {
   Side s;
-  auto f = OpenOfiFabric(FabricOptions{.provider = args.provider, .node_address = ""});
+  OfiOptions ofi;
+  ofi.remote_completion = !args.local_completion;
+  auto f = OpenOfiFabric(FabricOptions{.provider = args.provider, .node_address = ""}, ofi);
   if (!f.ok()) Die(f.status().ToString());
   s.fabric = std::move(*f);
   auto ep = s.fabric->CreateEndpoint(
@@ -165,9 +207,9 @@ void Report(const Args& args, const char* test, std::vector<int64_t>& rtt_ns,
   for (int64_t v : rtt_ns) sum += static_cast<double>(v);
   const double secs = std::chrono::duration<double>(elapsed).count();
   std::printf(
-      "provider=%s test=%s size=%zu iters=%zu rtt_us p50=%.2f p99=%.2f mean=%.2f min=%.2f "
-      "roundtrips_per_s=%.0f\n",
-      args.provider.c_str(), test, args.size, rtt_ns.size(), pct(0.50), pct(0.99),
+      "provider=%s completion=%s test=%s size=%zu iters=%zu rtt_us p50=%.2f p99=%.2f mean=%.2f "
+      "min=%.2f roundtrips_per_s=%.0f\n",
+      args.provider.c_str(), CompletionName(args), test, args.size, rtt_ns.size(), pct(0.50), pct(0.99),
       sum / static_cast<double>(rtt_ns.size()) / 1000.0, pct(0.0),
       static_cast<double>(rtt_ns.size()) / secs);
   std::fflush(stdout);
@@ -178,7 +220,7 @@ void SendRecv(const Args& args, Side& s, bool client, const Link& link) {
   for (int i = 0; i < kRecvBufs; ++i) {
     Check(s.ep->PostRecv(RecvBuf(s, i), 4096, &s.mr, static_cast<uint64_t>(i)), "PostRecv");
   }
-  link.Barrier(s.ep.get());
+  link.Barrier(s);
   std::vector<std::byte> msg(args.size, std::byte{1});
   std::array<Completion, 32> out;
   const int total = args.warmup + args.iters;
@@ -186,21 +228,29 @@ void SendRecv(const Args& args, Side& s, bool client, const Link& link) {
   rtt.reserve(static_cast<size_t>(args.iters));
   Clock::time_point bench_start;
   const uint64_t kSendCtx = 1 << 20;
+  int sends_done = 0;
+  auto poll_once = [&]() -> bool {  // true when a message arrived
+    bool got = false;
+    const size_t n = PollSide(s, out);
+    for (size_t k = 0; k < n; ++k) {
+      const Completion& c = out[k];
+      if (c.status != Code::kOk) Die(std::string("completion: ") + std::string(CodeName(c.status)));
+      if (c.op == Op::kSend) {
+        ++sends_done;
+        continue;
+      }
+      if (c.op != Op::kRecv) continue;
+      got = true;
+      const int b = static_cast<int>(c.context);
+      Check(s.ep->PostRecv(RecvBuf(s, b), 4096, &s.mr, c.context), "PostRecv");
+    }
+    return got;
+  };
   for (int i = 0; i < total; ++i) {
     if (i == args.warmup) bench_start = Clock::now();
     const auto t0 = Clock::now();
     if (client) Check(s.ep->Send(s.peer, msg.data(), msg.size(), nullptr, kSendCtx), "Send");
-    bool got = false;
-    while (!got) {
-      size_t n = s.ep->Poll(out);
-      for (size_t k = 0; k < n; ++k) {
-        const Completion& c = out[k];
-        if (c.status != Code::kOk) Die(std::string("completion: ") + std::string(CodeName(c.status)));
-        if (c.op != Op::kRecv) continue;
-        got = true;
-        const int b = static_cast<int>(c.context);
-        Check(s.ep->PostRecv(RecvBuf(s, b), 4096, &s.mr, c.context), "PostRecv");
-      }
+    while (!poll_once()) {
     }
     if (client) {
       if (i >= args.warmup) rtt.push_back((Clock::now() - t0).count());
@@ -209,13 +259,14 @@ void SendRecv(const Args& args, Side& s, bool client, const Link& link) {
     }
   }
   const auto elapsed = Clock::now() - bench_start;
-  link.Barrier(s.ep.get());
+  while (sends_done < total) (void)poll_once();
+  link.Barrier(s);
   if (client) Report(args, "send_recv_pingpong", rtt, elapsed);
 }
 
 // One-sided: each side spins on the last 8 bytes of its own 64 B slot.
 void WritePoll(const Args& args, Side& s, bool client, const Link& link) {
-  link.Barrier(s.ep.get());
+  link.Barrier(s);
   std::vector<std::byte> msg(args.size, std::byte{2});
   auto seq_at = [&](std::byte* slot) {
     return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(slot + args.size - 8))
@@ -230,13 +281,16 @@ void WritePoll(const Args& args, Side& s, bool client, const Link& link) {
     std::memcpy(msg.data() + args.size - 8, &seq, 8);
     Check(s.ep->Write(s.peer, msg.data(), args.size, nullptr, s.peer_mem, 0, seq), "Write");
   };
-  auto await_seq = [&](uint64_t seq) {
-    while (seq_at(s.mem) != seq) {
-      size_t n = s.ep->Poll(out);
-      for (size_t k = 0; k < n; ++k) {
-        if (out[k].status != Code::kOk) Die("write completion failed");
-      }
+  int writes_done = 0;
+  auto poll_once = [&] {
+    const size_t n = PollSide(s, out);
+    for (size_t k = 0; k < n; ++k) {
+      if (out[k].status != Code::kOk) Die("write completion failed");
+      if (out[k].op == Op::kWrite) ++writes_done;
     }
+  };
+  auto await_seq = [&](uint64_t seq) {
+    while (seq_at(s.mem) != seq) poll_once();
   };
   for (int i = 1; i <= total; ++i) {
     if (i == args.warmup + 1) bench_start = Clock::now();
@@ -251,7 +305,8 @@ void WritePoll(const Args& args, Side& s, bool client, const Link& link) {
     }
   }
   const auto elapsed = Clock::now() - bench_start;
-  link.Barrier(s.ep.get());
+  while (writes_done < total) poll_once();
+  link.Barrier(s);
   if (client) Report(args, "write_poll_pingpong", rtt, elapsed);
 }
 
@@ -261,7 +316,7 @@ void Stream(const Args& args, Side& s, bool client, const Link& link, bool one_s
   // The receive buffers posted by SendRecv are still posted (each is
   // reposted as it completes).
   constexpr int kWindow = 64;
-  link.Barrier(s.ep.get());
+  link.Barrier(s);
   std::vector<std::byte> msg(args.size, std::byte{3});
   std::array<Completion, 64> out;
   const auto start = Clock::now();
@@ -276,22 +331,23 @@ void Stream(const Args& args, Side& s, bool client, const Link& link, bool one_s
         Check(st, "post");
         ++posted;
       }
-      size_t n = s.ep->Poll(out);
+      const Op mine = one_sided ? Op::kWrite : Op::kSend;
+      const size_t n = PollSide(s, out);
       for (size_t k = 0; k < n; ++k) {
         if (out[k].status != Code::kOk) Die("stream completion failed");
+        if (out[k].op == mine) ++done;
       }
-      done += static_cast<int>(n);
       g_progress = done;
     }
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-    std::printf("provider=%s test=%s size=%zu msgs=%d window=%d msgs_per_s=%.0f\n",
-                args.provider.c_str(), one_sided ? "write_stream" : "send_stream", args.size,
+    std::printf("provider=%s completion=%s test=%s size=%zu msgs=%d window=%d msgs_per_s=%.0f\n",
+                args.provider.c_str(), CompletionName(args), one_sided ? "write_stream" : "send_stream", args.size,
                 args.stream, kWindow, args.stream / secs);
     std::fflush(stdout);
   } else if (!one_sided) {
     int got = 0;
     while (got < args.stream) {
-      size_t n = s.ep->Poll(out);
+      const size_t n = PollSide(s, out);
       for (size_t k = 0; k < n; ++k) {
         if (out[k].op != Op::kRecv) continue;
         g_progress = ++got;
@@ -302,7 +358,7 @@ void Stream(const Args& args, Side& s, bool client, const Link& link, bool one_s
     }
   }
   // The one-sided server simply keeps polling inside the barrier.
-  link.Barrier(s.ep.get());
+  link.Barrier(s);
 }
 
 int Run(const Args& args) {
@@ -328,7 +384,12 @@ int Run(const Args& args) {
   Phase("write_stream");
   Stream(args, s, client, link, /*one_sided=*/true);
   alarm(0);
-  if (!client) std::_Exit(0);
+  if (!client) {
+    if (g_carried_recvs > 0) {
+      std::fprintf(stderr, "ofi_pingpong_bench: server: %ld receive completion(s) arrived during a barrier (kept for the next phase)\n", g_carried_recvs);
+    }
+    std::_Exit(0);
+  }
   int status = 0;
   waitpid(pid, &status, 0);
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
@@ -355,10 +416,12 @@ int main(int argc, char** argv) {
       args.size = std::stoul(next());
     } else if (a == "--stream") {
       args.stream = std::stoi(next());
+    } else if (a == "--local-completion") {
+      args.local_completion = true;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--provider shm|tcp] [--iters N] [--warmup N] [--size B] "
-                   "[--stream N]\n",
+                   "[--stream N] [--local-completion]\n",
                    argv[0]);
       return 2;
     }
