@@ -2,7 +2,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <signal.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstdio>
 #include <fstream>
@@ -13,6 +16,20 @@
 
 namespace slip::cli {
 namespace {
+
+// SIGINT/SIGTERM end the current run cleanly, so servers are stopped and
+// temp directories removed by the targets' destructors. The handler resets
+// itself: a second signal kills at once (servers still die: PDEATHSIG).
+std::atomic<bool> g_interrupted{false};
+void OnSignal(int) { g_interrupted.store(true); }
+void CatchSignals() {
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sa.sa_flags = SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
 
 std::string Lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -45,6 +62,7 @@ Result<bench::DriverOptions> DriverOptionsFrom(const BenchCommandOptions& o) {
   d.warmup = o.warmup;
   d.rate = o.rate;
   d.seed = o.seed;
+  d.cancel = &g_interrupted;
   return d;
 }
 
@@ -94,9 +112,14 @@ int RunBenchCommand(const BenchCommandOptions& o) {
 #endif
   std::printf("slip bench: %s\n", bench::HostDescription().c_str());
 
+  CatchSignals();
   std::vector<bench::RunReport> runs;
   int exit_code = 0;
   for (const std::string& name : targets) {
+    if (g_interrupted.load()) {
+      std::fprintf(stderr, "slip bench: interrupted\n");
+      return 1;
+    }
     // One target at a time, destroyed (servers stopped) before the next.
     auto target = bench::MakeTarget({name, o.threads, o.dir, o.region_mb});
     if (!target.ok()) {

@@ -1,0 +1,213 @@
+// Driver tests on fake in-memory targets. Nothing here asserts an absolute
+// rate: the checks are relations that hold on any machine (throughput is
+// ops / window; an overloaded open loop shows queueing that a closed loop
+// hides).
+#include "bench/driver/driver.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "bench/driver/report.h"
+
+namespace slip::bench {
+namespace {
+
+// A map behind a mutex; optionally each op sleeps (a target with a fixed
+// service time and one server thread: ops are serialised on `serve_`).
+struct FakeStore {
+  std::mutex mu, serve;
+  std::map<std::string, std::string, std::less<>> kv;
+  std::chrono::microseconds service{0};
+  bool scans = true;
+  uint64_t ops = 0;
+
+  void Serve() {
+    if (service.count() == 0) return;
+    std::lock_guard<std::mutex> g(serve);
+    std::this_thread::sleep_for(service);
+  }
+};
+
+class FakeSession final : public KvSession {
+ public:
+  explicit FakeSession(FakeStore* s) : s_(s) {}
+  Status Put(std::string_view k, std::string_view v) override {
+    s_->Serve();
+    std::lock_guard<std::mutex> g(s_->mu);
+    ++s_->ops;
+    s_->kv[std::string(k)] = std::string(v);
+    return Status::Ok();
+  }
+  Result<std::string> Get(std::string_view k) override {
+    s_->Serve();
+    std::lock_guard<std::mutex> g(s_->mu);
+    ++s_->ops;
+    auto it = s_->kv.find(k);
+    if (it == s_->kv.end()) return Status::NotFound();
+    return it->second;
+  }
+  Status Del(std::string_view k) override {
+    std::lock_guard<std::mutex> g(s_->mu);
+    return s_->kv.erase(std::string(k)) ? Status::Ok() : Status::NotFound();
+  }
+  Status Scan(std::string_view start, uint32_t n, std::vector<std::pair<std::string, std::string>>* out) override {
+    if (!s_->scans) return KvSession::Scan(start, n, out);
+    std::lock_guard<std::mutex> g(s_->mu);
+    ++s_->ops;
+    for (auto it = s_->kv.lower_bound(start); it != s_->kv.end() && out->size() < n; ++it) out->push_back(*it);
+    return Status::Ok();
+  }
+
+ private:
+  FakeStore* s_;
+};
+
+class FakeTarget final : public KvTarget {
+ public:
+  FakeStore store;
+  std::string name() const override { return "fake"; }
+  std::string Describe() const override { return "in-memory map (test)"; }
+  Result<std::unique_ptr<KvSession>> Connect(uint32_t) override {
+    return std::unique_ptr<KvSession>(new FakeSession(&store));
+  }
+  TargetSample Sample() override {
+    TargetSample s;
+    std::lock_guard<std::mutex> g(store.mu);
+    s.cpu_us.worker = static_cast<double>(store.ops);  // "1 us per op served"
+    return s;
+  }
+};
+
+DriverOptions Options(const char* workload, double seconds, double warmup, uint32_t threads = 2) {
+  DriverOptions o;
+  o.workload = ycsb::StandardWorkload(workload).value();
+  o.workload.records = 1000;
+  o.threads = threads;
+  o.seconds = seconds;
+  o.warmup = warmup;
+  return o;
+}
+
+uint64_t Counted(const RunReport& r) {
+  uint64_t n = 0;
+  for (auto& h : r.latency_ns) n += h.count();
+  return n;
+}
+
+TEST(DriverTest, ThroughputIsCompletedOpsOverMeasuredTime) {
+  FakeTarget t;
+  auto r = RunWorkload(t, Options("a", 0.4, 0.2));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_GT(r->ops, 0u);
+  EXPECT_DOUBLE_EQ(r->measured_seconds, 0.4);
+  EXPECT_DOUBLE_EQ(r->throughput_ops, static_cast<double>(r->ops) / r->measured_seconds);
+  EXPECT_EQ(Counted(*r), r->ops);
+  EXPECT_EQ(r->errors, 0u);
+  EXPECT_EQ(r->not_found, 0u);  // the load phase inserted every record read
+  // Warm-up and load ops were served but not counted.
+  EXPECT_GT(t.store.ops, r->ops + 1000);
+  // Target counters are divided by the ops of the window: the fake serves
+  // about as many ops in the window as were counted.
+  ASSERT_TRUE(r->cpu_us_per_op.worker.has_value());
+  EXPECT_GT(*r->cpu_us_per_op.worker, 0.8);
+  EXPECT_LT(*r->cpu_us_per_op.worker, 1.25);
+  EXPECT_FALSE(r->cpu_us_per_op.clean.has_value());
+  EXPECT_FALSE(r->rtts_per_op.has_value());
+  EXPECT_GT(r->client_cpu_us, 0);
+}
+
+TEST(DriverTest, MixFollowsTheWorkload) {
+  FakeTarget t;
+  auto f = RunWorkload(t, Options("f", 0.2, 0));
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_GT(f->latency_ns[static_cast<int>(ycsb::OpType::kReadModifyWrite)].count(), 0u);
+  EXPECT_GT(f->latency_ns[static_cast<int>(ycsb::OpType::kRead)].count(), 0u);
+  EXPECT_EQ(f->latency_ns[static_cast<int>(ycsb::OpType::kUpdate)].count(), 0u);
+
+  FakeTarget l;
+  auto load = RunWorkload(l, Options("load", 0.2, 0));
+  ASSERT_TRUE(load.ok()) << load.status().ToString();
+  EXPECT_EQ(load->ops, load->latency_ns[static_cast<int>(ycsb::OpType::kInsert)].count());
+  // The load workload's run is the inserts: nothing was loaded before it.
+  EXPECT_GE(l.store.kv.size(), load->ops);
+}
+
+TEST(DriverTest, ScanWorkloadNeedsScans) {
+  FakeTarget t;
+  auto ok = RunWorkload(t, Options("e", 0.1, 0));
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_GT(ok->latency_ns[static_cast<int>(ycsb::OpType::kScan)].count(), 0u);
+
+  FakeTarget no;
+  no.store.scans = false;
+  auto r = RunWorkload(no, Options("e", 0.1, 0));
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().Is(Code::kNotSupported)) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("scan"), std::string::npos);
+}
+
+// Open loop: latency counts from the intended send time. A target with a
+// 1 ms service time and one server thread serves < 1000 ops/s; offered
+// 3000 ops/s, the queue (and the latency) keeps growing, while a closed
+// loop on the same target reports about the service time.
+TEST(DriverTest, OpenLoopLatencyIsFromIntendedSendTime) {
+  auto run = [](double rate, double seconds) {
+    FakeTarget t;
+    t.store.service = std::chrono::microseconds(1000);
+    DriverOptions o = Options("c", seconds, 0, 1);
+    o.workload.records = 50;  // the load phase pays the service time too
+    o.rate = rate;
+    auto r = RunWorkload(t, o);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? r->latency_ns[static_cast<int>(ycsb::OpType::kRead)] : Histogram();
+  };
+  const Histogram closed = run(0, 0.3);
+  const Histogram under = run(100, 0.5);
+  const Histogram over = run(3000, 1.0);
+  ASSERT_GT(closed.count(), 0u);
+  ASSERT_GT(under.count(), 0u);
+  ASSERT_GT(over.count(), 0u);
+  // Below capacity the open loop sees about the service time...
+  EXPECT_LT(under.Percentile(0.5), 10 * closed.Percentile(0.5));
+  // ...above it, queueing: late ops are charged from when they were due.
+  EXPECT_GT(over.Percentile(0.5), 20 * closed.Percentile(0.5));
+  EXPECT_GT(over.max(), 100'000'000u);  // >= 100 ms behind after ~1 s at 3x overload
+}
+
+TEST(ReportTest, JsonHasExactlyTheReportedFields) {
+  FakeTarget t;
+  auto r = RunWorkload(t, Options("b", 0.1, 0));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const nlohmann::json j = ReportJson(*r);
+  std::set<std::string> want(ReportFields().begin(), ReportFields().end()), have;
+  for (auto& [k, v] : j.items()) have.insert(k);
+  EXPECT_EQ(have, want);
+  EXPECT_EQ(j["design"], "fake");
+  EXPECT_EQ(j["workload"], "b");
+  EXPECT_TRUE(j["parameters"].is_object());
+  EXPECT_TRUE(j["throughput_ops"].is_number());
+  for (const char* op : {"read", "update", "insert", "scan", "rmw"}) ASSERT_TRUE(j["latency_us"].contains(op)) << op;
+  for (const char* p : {"p50", "p90", "p99", "p999", "max"}) EXPECT_TRUE(j["latency_us"]["read"][p].is_number()) << p;
+  EXPECT_TRUE(j["latency_us"]["scan"].is_null());  // workload b has no scans
+  EXPECT_EQ(j["cpu_us_per_op"].size(), CpuRoles().size());
+  for (const char* role : CpuRoles()) EXPECT_TRUE(j["cpu_us_per_op"].contains(role)) << role;
+  EXPECT_TRUE(j["cpu_us_per_op"]["client"].is_number());
+  EXPECT_TRUE(j["cpu_us_per_op"]["worker"].is_number());
+  EXPECT_TRUE(j["cpu_us_per_op"]["nic"].is_null());  // the fake does not measure it
+  EXPECT_TRUE(j["rtts_per_op"].is_null());
+  EXPECT_TRUE(j["dlwa"].is_null());
+}
+
+TEST(DriverTest, RejectsBadOptions) {
+  FakeTarget t;
+  EXPECT_FALSE(RunWorkload(t, Options("a", 0, 0)).ok());
+  EXPECT_FALSE(RunWorkload(t, Options("a", 0.1, 0, 0)).ok());
+}
+
+}  // namespace
+}  // namespace slip::bench

@@ -1,0 +1,24 @@
+#include "bench/driver/targets.h"
+
+#include "bench/driver/local_target.h"
+#include "bench/peers/peers.h"
+
+namespace slip::bench {
+
+const std::vector<std::string>& TargetNames() {
+  static const std::vector<std::string> names = {"local", "rocksdb", "redis", "redis-wait", "memcached"};
+  return names;
+}
+
+Result<std::unique_ptr<KvTarget>> MakeTarget(const TargetConfig& c) {
+  if (c.name == "local") return MakeLocalTarget({c.threads, c.region_mb, c.dir});
+  if (c.name == "rocksdb") return MakeRocksDbTarget({c.dir});
+  if (c.name == "redis") return MakeRedisTarget({2, false});
+  if (c.name == "redis-wait") return MakeRedisTarget({2, true});
+  if (c.name == "memcached") return MakeMemcachedTarget({});
+  std::string known;
+  for (auto& n : TargetNames()) known += (known.empty() ? "" : ", ") + n;
+  return Status::InvalidArgument("unknown target '" + c.name + "' (" + known + ")");
+}
+
+}  // namespace slip::bench
