@@ -1,5 +1,7 @@
 #include "rpc/channel.h"
 
+#include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 
@@ -9,42 +11,129 @@
 namespace slip::rpc {
 namespace {
 
+// Request ids: session (24 bits, assigned by the server) << 40 | sequence
+// (40 bits, per calling channel, never 0). docs/formats/wire.md "Sessions".
 constexpr uint16_t kHelloMethod = 0xFFFF;
-constexpr int kChannelShift = 40;
-constexpr uint64_t kSeqMask = (uint64_t{1} << kChannelShift) - 1;
-constexpr uint64_t kNoChannel = (uint64_t{1} << 24) - 1;
+constexpr int kSessionShift = 40;
+constexpr uint64_t kSeqMask = (uint64_t{1} << kSessionShift) - 1;
+constexpr uint64_t kNoSession = (uint64_t{1} << 24) - 1;  // HELLO's session field
 // Contexts of receive buffers are tagged so send contexts never collide.
 constexpr uint64_t kRecvTag = uint64_t{1} << 63;
+constexpr uint32_t kNone = UINT32_MAX;
 
-uint64_t ChannelOf(uint64_t request_id) { return request_id >> kChannelShift; }
+uint64_t SessionOf(uint64_t request_id) { return request_id >> kSessionShift; }
+uint64_t SeqOf(uint64_t request_id) { return request_id & kSeqMask; }
 
 }  // namespace
 
-struct RpcChannel::PendingCall {
+// --- IdMap: linear probing, backward-shift deletion (no tombstones) ---
+
+uint32_t* IdMap::Find(uint64_t key) {
+  if (n_ == 0) return nullptr;
+  const size_t mask = t_.size() - 1;
+  for (size_t i = Home(key);; i = (i + 1) & mask) {
+    if (t_[i].key == key) return &t_[i].value;
+    if (t_[i].key == 0) return nullptr;
+  }
+}
+
+void IdMap::Insert(uint64_t key, uint32_t value) {
+  if ((n_ + 1) * 2 > t_.size()) Grow();
+  const size_t mask = t_.size() - 1;
+  size_t i = Home(key);
+  while (t_[i].key != 0) i = (i + 1) & mask;
+  t_[i] = {key, value};
+  ++n_;
+}
+
+bool IdMap::Erase(uint64_t key) {
+  if (n_ == 0) return false;
+  const size_t mask = t_.size() - 1;
+  size_t i = Home(key);
+  while (t_[i].key != key) {
+    if (t_[i].key == 0) return false;
+    i = (i + 1) & mask;
+  }
+  // Pull later entries of the probe run back over the hole when their home
+  // is not cyclically inside (i, j]: lookups then never meet a false gap.
+  for (size_t j = (i + 1) & mask; t_[j].key != 0; j = (j + 1) & mask) {
+    const size_t h = Home(t_[j].key);
+    if (((j - h) & mask) >= ((j - i) & mask)) {
+      t_[i] = t_[j];
+      i = j;
+    }
+  }
+  t_[i] = {};
+  --n_;
+  return true;
+}
+
+void IdMap::Grow() {
+  std::vector<Entry> old = std::move(t_);
+  const size_t size = std::max<size_t>(16, old.size() * 2);
+  t_.assign(size, Entry{});
+  shift_ = 64 - std::countr_zero(size);
+  n_ = 0;
+  for (const Entry& e : old) {
+    if (e.key != 0) Insert(e.key, e.value);
+  }
+}
+
+// --- records ---
+
+struct RpcChannel::CallSlot {
+  bool in_use = false;
+  bool launched = false;  // false: waiting in its peer's queue
+  bool hello = false;
+  bool expired = false;   // scratch flag for OnTimer
   Peer peer = 0;
   uint16_t method = 0;
-  uint64_t request_id = 0;
-  std::string payload;
-  std::vector<std::byte> frame;
+  uint64_t request_id = 0;  // once launched
+  std::string payload;      // kept for resends
   CallOptions options;
   uint32_t attempts = 0;
-  runtime::TimerId timer = 0;
-  bool hello = false;
+  runtime::Nanos deadline = 0;     // of the current attempt
+  uint64_t answers_at_launch = 0;  // the peer's PeerState::answers then
   std::function<void(Result<Response>)> done;
+  uint32_t next_free = kNone;
 };
 
 struct RpcChannel::PeerState {
   std::string address;
   fabric::PeerId fabric_peer = 0;
-  uint64_t channel = kNoChannel;  // ours at the server, once HELLO answered
-  bool hello_in_flight = false;
+  uint64_t session = kNoSession;  // ours at the server, once HELLO answered
+  bool hello_pending = false;
   uint32_t outstanding = 0;
-  std::deque<std::shared_ptr<PendingCall>> queue;
+  uint64_t answers = 0;  // responses received from this peer: "is it alive?"
+  std::deque<uint32_t> queue;  // call slots waiting for room
 };
+
+struct RpcChannel::Session {
+  fabric::PeerId peer = 0;
+  uint64_t forgotten_seq = 0;  // highest sequence evicted from the reply cache
+};
+
+struct RpcChannel::Cached {
+  uint64_t request_id = 0;  // 0: empty
+  uint32_t session = 0;
+  bool answered = false;
+  uint16_t method = 0;
+  Code status = Code::kOk;
+  std::string payload;
+};
+
+struct RpcChannel::SendBuf {
+  std::vector<std::byte> frame;
+  uint64_t request_id = 0;  // a request's, to fail its call if the send fails; 0 for responses
+};
+
+// --- lifecycle ---
 
 RpcChannel::RpcChannel(runtime::Executor* exec, std::unique_ptr<fabric::Endpoint> endpoint,
                        ChannelOptions o)
-    : exec_(exec), endpoint_(std::move(endpoint)), o_(o), alive_(std::make_shared<bool>(true)) {}
+    : exec_(exec), endpoint_(std::move(endpoint)), o_(o), alive_(std::make_shared<bool>(true)) {
+  cache_.resize(o_.reply_cache);
+}
 
 Result<std::unique_ptr<RpcChannel>> RpcChannel::Open(runtime::Executor* exec,
                                                      std::unique_ptr<fabric::Endpoint> endpoint,
@@ -54,11 +143,14 @@ Result<std::unique_ptr<RpcChannel>> RpcChannel::Open(runtime::Executor* exec,
       options.recv_buffer_bytes < FrameSize(options.max_payload)) {
     return Status::InvalidArgument("rpc channel: receive buffers must be multiples of 64 B and hold a largest frame");
   }
+  if (options.max_outstanding == 0 || options.reply_cache == 0 || options.timeout <= 0) {
+    return Status::InvalidArgument("rpc channel: max_outstanding, reply_cache and timeout must be positive");
+  }
   std::unique_ptr<RpcChannel> ch(new RpcChannel(exec, std::move(endpoint), options));
   for (size_t i = 0; i < options.recv_buffers; ++i) {
     auto* p = static_cast<std::byte*>(std::aligned_alloc(fabric::kStride, options.recv_buffer_bytes));
     if (p == nullptr) return Status::NoSpace("rpc channel: out of memory for receive buffers");
-    ch->recv_.push_back({p});
+    ch->recv_.push_back(p);
     SLIP_RETURN_IF_ERROR(ch->endpoint_->PostMultiRecv(p, options.recv_buffer_bytes, nullptr, kRecvTag | i));
   }
   RpcChannel* self = ch.get();
@@ -69,8 +161,9 @@ Result<std::unique_ptr<RpcChannel>> RpcChannel::Open(runtime::Executor* exec,
 RpcChannel::~RpcChannel() {
   *alive_ = false;
   if (poller_ != 0) exec_->RemovePoller(poller_);
+  if (timer_ != 0) exec_->Cancel(timer_);
   endpoint_.reset();  // no more completions into our buffers
-  for (auto& b : recv_) std::free(b.data);
+  for (std::byte* b : recv_) std::free(b);
 }
 
 Result<RpcChannel::Peer> RpcChannel::Connect(const std::string& address) {
@@ -85,24 +178,37 @@ Result<RpcChannel::Peer> RpcChannel::Connect(const std::string& address) {
   return p;
 }
 
+// --- client role ---
+
+uint32_t RpcChannel::AllocSlot() {
+  uint32_t i;
+  if (!free_slots_.empty()) {
+    i = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    i = static_cast<uint32_t>(slots_.size());
+    slots_.push_back(std::make_unique<CallSlot>());
+  }
+  CallSlot& c = *slots_[i];
+  c.in_use = true;
+  c.launched = c.hello = c.expired = false;
+  c.request_id = 0;
+  c.attempts = 0;
+  return i;
+}
+
 void RpcChannel::Call(Peer peer, uint16_t method, std::string payload, CallOptions options,
                       std::function<void(Result<Response>)> done) {
   ++counters_.calls;
-  auto c = std::make_shared<PendingCall>();
-  c->peer = peer;
-  c->method = method;
-  c->payload = std::move(payload);
-  c->options = options;
-  c->done = std::move(done);
-  auto fail_later = [this, c](Status s) {
-    exec_->Post([c, s, alive = alive_] {
-      if (*alive) c->done(s);
+  auto fail_later = [&](Status s) {
+    exec_->Post([done = std::move(done), s = std::move(s), alive = alive_] {
+      if (*alive) done(s);
     });
   };
   if (peer >= peers_.size()) return fail_later(Status::InvalidArgument("unknown peer"));
   if (method == kHelloMethod) return fail_later(Status::InvalidArgument("method 0xFFFF is reserved"));
-  if (c->payload.size() > o_.max_payload) {
-    return fail_later(Status::TooLarge("rpc payload of " + std::to_string(c->payload.size()) +
+  if (payload.size() > o_.max_payload) {
+    return fail_later(Status::TooLarge("rpc payload of " + std::to_string(payload.size()) +
                                        " bytes exceeds " + std::to_string(o_.max_payload)));
   }
   PeerState& ps = *peers_[peer];
@@ -110,132 +216,193 @@ void RpcChannel::Call(Peer peer, uint16_t method, std::string payload, CallOptio
     ++counters_.busy;
     return fail_later(Status::Busy("too many calls queued for " + ps.address));
   }
-  ps.queue.push_back(std::move(c));
+  const uint32_t i = AllocSlot();
+  CallSlot& c = *slots_[i];
+  c.peer = peer;
+  c.method = method;
+  c.payload = std::move(payload);
+  c.options = options;
+  if (c.options.timeout <= 0) c.options.timeout = o_.timeout;
+  c.done = std::move(done);
+  // While queued the call may use its whole budget (every attempt's
+  // timeout); once launched each attempt gets `timeout` from its send.
+  const runtime::Nanos budget = c.options.timeout > INT64_MAX / (int64_t{c.options.retries} + 2)
+                                    ? INT64_MAX / 2
+                                    : c.options.timeout * (int64_t{c.options.retries} + 1);
+  const runtime::Nanos now = exec_->Now();
+  c.deadline = now + budget;
+  ps.queue.push_back(i);
+  ArmTimer(c.deadline);
+  // On the executor (the usual case: called from a callback) launch at once;
+  // Launch never completes a call synchronously, so `done` still cannot run
+  // inside Call. From outside (tests, before the runtime runs) defer.
+  if (exec_->IsCurrent()) return Pump(peer, now);
   exec_->Post([this, peer, alive = alive_] {
     if (*alive) Pump(peer);
   });
 }
 
 // Sends queued calls while the peer has room; the first one waits for HELLO.
-void RpcChannel::Pump(Peer p) {
+// `now`: the caller's clock reading, if it has one (saves a clock read).
+void RpcChannel::Pump(Peer p, runtime::Nanos now) {
   PeerState& ps = *peers_[p];
-  if (ps.channel == kNoChannel) {
-    if (ps.hello_in_flight || ps.queue.empty()) return;
-    ps.hello_in_flight = true;
-    auto h = std::make_shared<PendingCall>();
-    h->peer = p;
-    h->method = kHelloMethod;
-    h->hello = true;
-    h->payload = endpoint_->address();
-    h->options.retries = 1;
-    h->done = [this, p](Result<Response> r) {
-      PeerState& s = *peers_[p];
-      s.hello_in_flight = false;
-      if (r.ok() && r->status == Code::kOk && r->payload.size() == 4) {
-        s.channel = LoadLE<uint32_t>(reinterpret_cast<const std::byte*>(r->payload.data()));
-        return Pump(p);
-      }
-      // The peer is unreachable: every queued call fails the same way.
-      Status why = r.ok() ? Status(r->status, "peer refused the session") : r.status();
-      auto q = std::move(s.queue);
-      s.queue.clear();
-      for (auto& c : q) c->done(why);
-    };
-    return Launch(p, std::move(h));
+  if (ps.queue.empty()) return;
+  if (now < 0) now = exec_->Now();
+  if (ps.session == kNoSession) {
+    if (!ps.hello_pending) StartHello(p, now);
+    return;
   }
   while (ps.outstanding < o_.max_outstanding && !ps.queue.empty()) {
-    auto c = std::move(ps.queue.front());
+    const uint32_t i = ps.queue.front();
     ps.queue.pop_front();
-    Launch(p, std::move(c));
+    ++ps.outstanding;
+    Launch(i, now);
   }
 }
 
-void RpcChannel::Launch(Peer p, std::shared_ptr<PendingCall> c) {
-  static uint64_t seq = 0;  // unique per process: request ids never repeat
+void RpcChannel::StartHello(Peer p, runtime::Nanos now) {
   PeerState& ps = *peers_[p];
-  const uint64_t channel = c->hello ? kNoChannel : ps.channel;
-  c->request_id = (channel << kChannelShift) | (++seq & kSeqMask);
-  FrameHeader h{FrameKind::kRequest, c->method, c->request_id, Code::kOk};
-  Status s = EncodeFrame(h, c->payload, o_.max_payload, &c->frame);
-  if (!s.ok()) return c->done(s);  // never counted as outstanding
-  if (!c->hello) ++ps.outstanding;
-  pending_[c->request_id] = c;
-  s = SendFrame(ps.fabric_peer, c->frame);
-  if (!s.ok()) {
-    ++counters_.send_failures;
-    return Complete(c, s);
-  }
-  c->attempts = 1;
-  Arm(c);
+  ps.hello_pending = true;
+  const uint32_t i = AllocSlot();
+  CallSlot& c = *slots_[i];
+  c.peer = p;
+  c.method = kHelloMethod;
+  c.hello = true;
+  c.payload = endpoint_->address();
+  c.options = CallOptions{.timeout = o_.timeout, .retries = 1};
+  c.done = nullptr;
+  Launch(i, now);
 }
 
-void RpcChannel::Arm(std::shared_ptr<PendingCall> c) {
-  const runtime::Nanos t = c->options.timeout > 0 ? c->options.timeout : o_.timeout;
-  c->timer = exec_->After(t, [this, c, alive = alive_] {
-    if (!*alive || !pending_.count(c->request_id)) return;
-    if (c->attempts <= c->options.retries) {
-      ++counters_.retries;
-      ++c->attempts;
-      Status s = SendFrame(peers_[c->peer]->fabric_peer, c->frame);
-      if (s.ok()) return Arm(c);
-    }
-    ++counters_.timeouts;
-    Complete(c, Status::Timeout("no answer from " + peers_[c->peer]->address));
+void RpcChannel::HelloDone(Peer p, Result<Response> r) {
+  PeerState& ps = *peers_[p];
+  ps.hello_pending = false;
+  if (r.ok() && r->status == Code::kOk && r->payload.size() == 4) {
+    ps.session = LoadLE<uint32_t>(reinterpret_cast<const std::byte*>(r->payload.data()));
+    ++counters_.sessions;
+    return Pump(p);
+  }
+  // The peer is unreachable or refuses us: every queued call fails the same way.
+  const Status why = r.ok() ? Status(r->status, "peer refused the session: " + r->payload) : r.status();
+  std::deque<uint32_t> q;
+  q.swap(ps.queue);
+  for (uint32_t i : q) Complete(i, why);
+}
+
+void RpcChannel::Launch(uint32_t i, runtime::Nanos now) {
+  CallSlot& c = *slots_[i];
+  PeerState& ps = *peers_[c.peer];
+  const uint64_t session = c.hello ? kNoSession : ps.session;
+  c.launched = true;
+  c.request_id = (session << kSessionShift) | (++next_seq_ & kSeqMask);
+  c.answers_at_launch = ps.answers;
+  pending_.Insert(c.request_id, i);
+  c.attempts = 1;
+  c.deadline = now + c.options.timeout;
+  ArmTimer(c.deadline);
+  if (Status s = SendRequest(c); !s.ok()) {
+    ++counters_.send_failures;
+    FailLater(i, std::move(s));
+  }
+}
+
+Status RpcChannel::SendRequest(CallSlot& c) {
+  return SendFrame(peers_[c.peer]->fabric_peer, c.request_id, c.method, /*request=*/true, Code::kOk,
+                   c.payload);
+}
+
+void RpcChannel::FailLater(uint32_t i, Status s) {
+  exec_->Post([this, i, id = slots_[i]->request_id, s = std::move(s), alive = alive_] {
+    if (!*alive) return;
+    if (const uint32_t* at = pending_.Find(id); at != nullptr && *at == i) Complete(i, s);
   });
 }
 
-void RpcChannel::Complete(std::shared_ptr<PendingCall> c, Result<Response> r) {
-  if (pending_.erase(c->request_id) == 0) return;  // finished already
-  if (c->timer != 0) exec_->Cancel(c->timer);
-  PeerState& ps = *peers_[c->peer];
-  if (!c->hello && ps.outstanding > 0) --ps.outstanding;
-  c->done(std::move(r));
-  if (!c->hello) Pump(c->peer);
+// Finishes a call, launched or still queued (the caller removed it from the
+// queue). The record is recycled before `done` runs, so `done` may call again.
+void RpcChannel::Complete(uint32_t i, Result<Response> r) {
+  CallSlot& c = *slots_[i];
+  const Peer p = c.peer;
+  const bool hello = c.hello;
+  if (c.launched) {
+    pending_.Erase(c.request_id);
+    if (!hello && peers_[p]->outstanding > 0) --peers_[p]->outstanding;
+  }
+  auto done = std::move(c.done);
+  c.done = nullptr;
+  c.in_use = false;
+  c.payload.clear();
+  free_slots_.push_back(i);
+  if (hello) return HelloDone(p, std::move(r));
+  done(std::move(r));
+  Pump(p);
 }
 
-Status RpcChannel::SendFrame(fabric::PeerId to, std::vector<std::byte> frame) {
-  const uint64_t ctx = next_send_++;
-  auto& buf = sending_[ctx] = std::move(frame);
-  Status s = endpoint_->Send(to, buf.data(), buf.size(), nullptr, ctx);
-  if (!s.ok()) sending_.erase(ctx);
-  return s;
+void RpcChannel::ArmTimer(runtime::Nanos deadline) {
+  if (timer_ != 0 && timer_due_ <= deadline) return;
+  if (timer_ != 0) exec_->Cancel(timer_);
+  timer_due_ = deadline;
+  timer_ = exec_->After(deadline - exec_->Now(), [this, alive = alive_] {
+    if (!*alive) return;
+    timer_ = 0;
+    OnTimer();
+  });
 }
 
-bool RpcChannel::Poll() {
-  fabric::Completion cs[32];
-  const size_t n = endpoint_->Poll(cs);
-  for (size_t i = 0; i < n; ++i) {
-    const fabric::Completion& c = cs[i];
-    if (c.op == fabric::Op::kRecv) {
-      if (c.status == Code::kOk && c.data != nullptr && c.len > 0) OnMessage(c.data, c.len);
-      if (c.buffer_released && (c.context & kRecvTag)) {
-        const size_t b = c.context & ~kRecvTag;
-        if (b < recv_.size()) {
-          Status s = endpoint_->PostMultiRecv(recv_[b].data, o_.recv_buffer_bytes, nullptr, c.context);
-          if (!s.ok()) ++counters_.send_failures;  // the buffer is lost; fewer remain
-        }
-      }
+// Resends or expires every call whose attempt deadline passed, then re-arms
+// for the earliest remaining one. Scans all records: it runs about once per
+// timeout, not per call. Slot order keeps the simulator deterministic.
+void RpcChannel::OnTimer() {
+  const runtime::Nanos now = exec_->Now();
+  std::vector<uint32_t> expired;
+  bool queued_expired = false;
+  for (uint32_t i = 0; i < slots_.size(); ++i) {
+    CallSlot& c = *slots_[i];
+    if (!c.in_use || c.deadline > now) continue;
+    if (c.launched && c.attempts <= c.options.retries) {
+      ++counters_.retries;
+      ++c.attempts;
+      c.deadline = now + c.options.timeout;
+      if (!SendRequest(c).ok()) ++counters_.send_failures;  // the next deadline tries again
       continue;
     }
-    if (c.op == fabric::Op::kSend) {
-      sending_.erase(c.context);
-      if (c.status != Code::kOk) ++counters_.send_failures;
-    }
+    c.expired = true;
+    queued_expired |= !c.launched;
+    expired.push_back(i);
   }
-  return n > 0;
+  if (queued_expired) {
+    for (auto& ps : peers_) std::erase_if(ps->queue, [&](uint32_t i) { return slots_[i]->expired; });
+  }
+  for (uint32_t i : expired) {
+    CallSlot& c = *slots_[i];
+    if (!c.in_use || !c.expired) continue;  // finished meanwhile by an earlier callback
+    PeerState& ps = *peers_[c.peer];
+    ++counters_.timeouts;
+    // Not a word from the peer since this call left: drop the session, so
+    // the next call says HELLO again (a restarted server forgot it).
+    if (c.launched && !c.hello && ps.answers == c.answers_at_launch) ps.session = kNoSession;
+    Complete(i, Status::Timeout(std::string(c.launched ? "no answer from " : "still queued for ") +
+                                ps.address));
+  }
+  runtime::Nanos next = INT64_MAX;
+  for (auto& c : slots_) {
+    if (c->in_use) next = std::min(next, c->deadline);
+  }
+  if (next != INT64_MAX) ArmTimer(next);
 }
 
-void RpcChannel::OnMessage(const std::byte* data, size_t len) {
-  auto f = DecodeFrame({data, len}, o_.max_payload);
-  if (!f.ok()) {
-    ++counters_.malformed;
+void RpcChannel::OnResponse(uint64_t request_id, Code status, std::span<const std::byte> payload) {
+  const uint32_t* at = pending_.Find(request_id);
+  if (at == nullptr) {
+    ++counters_.late_responses;
     return;
   }
-  const FrameHeader& h = f->header;
-  if (h.kind == FrameKind::kResponse) return OnResponse(h.request_id, h.status, f->payload);
-  if (h.method == kHelloMethod) return OnHello(h.request_id, f->payload);
-  OnRequest(h.request_id, h.method, f->payload);
+  const uint32_t i = *at;
+  ++peers_[slots_[i]->peer]->answers;
+  Complete(i, Response{status, std::string(reinterpret_cast<const char*>(payload.data()), payload.size())});
 }
+
+// --- server role ---
 
 void RpcChannel::OnHello(uint64_t request_id, std::span<const std::byte> payload) {
   const std::string address(reinterpret_cast<const char*>(payload.data()), payload.size());
@@ -250,67 +417,180 @@ void RpcChannel::OnHello(uint64_t request_id, std::span<const std::byte> payload
     }
     pid = *added;
     client_by_address_[address] = pid;
-    known_channels_.insert(pid);
   }
-  std::string channel(4, '\0');
-  StoreLE<uint32_t>(reinterpret_cast<std::byte*>(channel.data()), pid);
-  SendReply(pid, request_id, kHelloMethod, Code::kOk, channel);
+  if (sessions_.size() >= kNoSession) {
+    ++counters_.refused;
+    return SendResponse(pid, request_id, kHelloMethod, Code::kNoSpace, "no session ids left");
+  }
+  const auto session = static_cast<uint32_t>(sessions_.size());
+  sessions_.push_back(Session{pid, 0});
+  ++counters_.sessions;
+  std::byte id[4];
+  StoreLE<uint32_t>(id, session);
+  SendResponse(pid, request_id, kHelloMethod, Code::kOk,
+               std::string_view(reinterpret_cast<const char*>(id), sizeof(id)));
 }
 
 void RpcChannel::OnRequest(uint64_t request_id, uint16_t method, std::span<const std::byte> payload) {
-  const uint64_t channel = ChannelOf(request_id);
-  // The channel id is the client's fabric peer here; anything else is a
-  // request we cannot answer.
-  if (!known_channels_.count(channel)) {
-    ++counters_.malformed;
+  const uint64_t sid = SessionOf(request_id);
+  if (sid >= sessions_.size() || SeqOf(request_id) == 0) {
+    ++counters_.malformed;  // no session: we would not know where to answer
     return;
   }
-  const auto to = static_cast<fabric::PeerId>(channel);
-  if (auto it = replies_.find(request_id); it != replies_.end()) {
+  Session& session = sessions_[sid];
+  const fabric::PeerId to = session.peer;
+  if (const uint32_t* at = cached_.Find(request_id)) {
     ++counters_.duplicates;  // a retry: answer again, never run twice
-    if (it->second.answered) (void)SendFrame(to, it->second.frame);
+    const Cached& e = cache_[*at];
+    if (e.answered) SendResponse(to, request_id, e.method, e.status, e.payload);
     return;
+  }
+  if (SeqOf(request_id) <= session.forgotten_seq) {
+    // Older than what the cache still remembers of this session: it may
+    // have run already. Refusing keeps the handler at most once.
+    ++counters_.refused;
+    return SendResponse(to, request_id, method, Code::kAborted,
+                        "request too old for the reply cache; it may have run");
   }
   ++counters_.requests;
-  replies_[request_id] = Cached{};
-  reply_order_.push_back(request_id);
-  while (reply_order_.size() > o_.reply_cache) {
-    replies_.erase(reply_order_.front());
-    reply_order_.pop_front();
+  Cached& e = cache_[cache_next_];
+  if (e.request_id != 0) {
+    cached_.Erase(e.request_id);
+    Session& old = sessions_[e.session];
+    old.forgotten_seq = std::max(old.forgotten_seq, SeqOf(e.request_id));
   }
-  if (!handler_) return SendReply(to, request_id, method, Code::kNotSupported, "no handler");
+  e.request_id = request_id;
+  e.session = static_cast<uint32_t>(sid);
+  e.answered = false;
+  e.method = method;
+  e.payload.clear();
+  cached_.Insert(request_id, static_cast<uint32_t>(cache_next_));
+  cache_next_ = (cache_next_ + 1) % cache_.size();
+  if (!handler_) return Answer(request_id, to, method, Code::kNotSupported, "no handler");
   handler_(method, payload, [this, to, request_id, method, alive = alive_](Code status, std::string out) {
-    if (!*alive) return;
-    SendReply(to, request_id, method, status, out);
+    if (*alive) Answer(request_id, to, method, status, std::move(out));
   });
 }
 
-void RpcChannel::SendReply(fabric::PeerId to, uint64_t request_id, uint16_t method, Code status,
-                           const std::string& payload) {
-  std::vector<std::byte> frame;
-  FrameHeader h{FrameKind::kResponse, method, request_id, status};
-  Status s = EncodeFrame(h, payload, o_.max_payload, &frame);
-  if (s.Is(Code::kTooLarge)) {
+void RpcChannel::Answer(uint64_t request_id, fabric::PeerId to, uint16_t method, Code status,
+                        std::string payload) {
+  if (payload.size() > o_.max_payload) {
     // The answer does not fit a frame: say so instead of going silent.
-    s = EncodeFrame(FrameHeader{FrameKind::kResponse, method, request_id, Code::kTooLarge},
-                    "response too large for one frame", o_.max_payload, &frame);
+    status = Code::kTooLarge;
+    payload = "response of " + std::to_string(payload.size()) + " bytes does not fit a frame";
   }
-  if (!s.ok()) return;
-  if (auto it = replies_.find(request_id); it != replies_.end()) {
-    it->second.answered = true;
-    it->second.frame = frame;
+  if (const uint32_t* at = cached_.Find(request_id)) {
+    Cached& e = cache_[*at];
+    if (e.answered) return;  // a second reply
+    e.answered = true;
+    e.status = status;
+    e.payload = std::move(payload);
+    return SendResponse(to, request_id, method, status, e.payload);
   }
-  if (!SendFrame(to, std::move(frame)).ok()) ++counters_.send_failures;
+  // Evicted while the handler ran (more than reply_cache newer requests).
+  SendResponse(to, request_id, method, status, payload);
 }
 
-void RpcChannel::OnResponse(uint64_t request_id, Code status, std::span<const std::byte> payload) {
-  auto it = pending_.find(request_id);
-  if (it == pending_.end()) {
-    ++counters_.late_responses;
-    return;
+void RpcChannel::SendResponse(fabric::PeerId to, uint64_t request_id, uint16_t method, Code status,
+                              std::string_view payload) {
+  if (!SendFrame(to, request_id, method, /*request=*/false, status, payload).ok()) {
+    ++counters_.send_failures;
   }
-  Complete(it->second, Response{status, std::string(reinterpret_cast<const char*>(payload.data()),
-                                                    payload.size())});
+}
+
+// --- both roles ---
+
+Status RpcChannel::SendFrame(fabric::PeerId to, uint64_t request_id, uint16_t method, bool request,
+                             Code status, std::string_view payload) {
+  uint32_t b;
+  if (!free_send_.empty()) {
+    b = free_send_.back();
+    free_send_.pop_back();
+  } else {
+    b = static_cast<uint32_t>(send_bufs_.size());
+    send_bufs_.push_back(std::make_unique<SendBuf>());
+  }
+  SendBuf& buf = *send_bufs_[b];
+  const FrameHeader h{request ? FrameKind::kRequest : FrameKind::kResponse, method, request_id,
+                      request ? Code::kOk : status};
+  Status s = EncodeFrame(h, payload, o_.max_payload, &buf.frame);
+  if (s.ok()) {
+    buf.request_id = request ? request_id : 0;
+    s = endpoint_->Send(to, buf.frame.data(), buf.frame.size(), nullptr, uint64_t{b} + 1);
+  }
+  if (!s.ok()) free_send_.push_back(b);
+  return s;
+}
+
+void RpcChannel::OnSendDone(uint64_t context, Code status) {
+  if (context == 0 || context > send_bufs_.size()) return;
+  const auto b = static_cast<uint32_t>(context - 1);
+  const uint64_t request_id = send_bufs_[b]->request_id;
+  free_send_.push_back(b);
+  if (status == Code::kOk) return;
+  ++counters_.send_failures;
+  if (request_id == 0) return;
+  // The fabric gave up on the peer. With resends left the timer tries again;
+  // otherwise the call fails now rather than at its deadline.
+  const uint32_t* at = pending_.Find(request_id);
+  if (at == nullptr) return;
+  const uint32_t i = *at;
+  CallSlot& c = *slots_[i];
+  if (c.attempts <= c.options.retries) return;
+  Complete(i, Status(status, "sending to " + peers_[c.peer]->address + " failed"));
+}
+
+bool RpcChannel::Poll() {
+  // A member array: a local one would be value-initialised (1 KiB) on every
+  // executor loop turn, busy or idle.
+  std::span<fabric::Completion> cs(completions_);
+  const size_t n = endpoint_->Poll(cs);
+  for (size_t k = 0; k < n; ++k) {
+    const fabric::Completion& c = cs[k];
+    if (c.op == fabric::Op::kRecv) {
+      if (c.status == Code::kOk && c.data != nullptr && c.len > 0) OnMessage(c.data, c.len);
+      if (c.buffer_released && (c.context & kRecvTag)) {
+        const size_t b = c.context & ~kRecvTag;
+        if (b < recv_.size()) {
+          Status s = endpoint_->PostMultiRecv(recv_[b], o_.recv_buffer_bytes, nullptr, c.context);
+          if (!s.ok()) ++counters_.send_failures;  // the buffer is lost; fewer remain
+        }
+      }
+      continue;
+    }
+    if (c.op == fabric::Op::kSend) OnSendDone(c.context, c.status);
+  }
+  return n > 0;
+}
+
+void RpcChannel::OnMessage(const std::byte* data, size_t len) {
+  auto f = DecodeFrame({data, len}, o_.max_payload);
+  if (!f.ok()) return OnBadFrame({data, len}, f.status());
+  const FrameHeader& h = f->header;
+  if (h.kind == FrameKind::kResponse) return OnResponse(h.request_id, h.status, f->payload);
+  if (h.method == kHelloMethod) return OnHello(h.request_id, f->payload);
+  OnRequest(h.request_id, h.method, f->payload);
+}
+
+// A frame that failed to decode. If its header still names someone to tell,
+// tell them (TooLarge for an oversized payload, Corruption otherwise); the
+// request never runs and is not cached, so a clean resend still can.
+void RpcChannel::OnBadFrame(std::span<const std::byte> frame, const Status& why) {
+  ++counters_.malformed;
+  const std::optional<FrameHeader> h = PeekHeader(frame);
+  if (!h) return;
+  const Code code = why.Is(Code::kTooLarge) ? Code::kTooLarge : Code::kCorruption;
+  std::string message = "rpc: " + why.message();
+  if (message.size() > o_.max_payload) message.resize(o_.max_payload);
+  if (h->kind == FrameKind::kRequest) {
+    const uint64_t sid = SessionOf(h->request_id);
+    if (h->method == kHelloMethod || sid >= sessions_.size()) return;
+    ++counters_.refused;
+    return SendResponse(sessions_[sid].peer, h->request_id, h->method, code, message);
+  }
+  const uint32_t* at = pending_.Find(h->request_id);
+  if (at == nullptr) return;
+  Complete(*at, Status(code, "response " + message));
 }
 
 }  // namespace slip::rpc

@@ -1,23 +1,42 @@
 // RpcChannel: request/response RPC over one fabric endpoint, both roles —
 // a node answers requests and calls its peers through the same channel.
 // Driven by one executor (a poller on the endpoint); every callback runs
-// there. Wire: rpc/frame.h frames in the peers' multi-receive buffers
-// (docs/formats/wire.md).
+// there, and every method must be called there (or before the runtime runs).
+// Wire: rpc/frame.h frames in the peers' multi-receive buffers
+// (docs/formats/wire.md, which also describes the session protocol).
 //
 //   Sessions   Completions do not name the sender, so the first call to a
 //              peer sends a HELLO carrying our address; the server adds us as
-//              a fabric peer and answers with a channel id that every later
-//              request carries in the top 24 bits of its request id.
-//   Timeouts   each call has a deadline (executor timer); a late response
-//              is dropped.
-//   Retries    optional: the same frame (same request id) is resent on
+//              a fabric peer and answers with a fresh session id that every
+//              later request carries in the top 24 bits of its request id.
+//              A fresh id per HELLO (not per address) keeps a restarted
+//              client, which reuses its address, from being answered out of
+//              its previous incarnation's reply cache.
+//   Timeouts   each attempt has a deadline, `timeout` after it was sent. A
+//              call waiting behind back-pressure may wait its whole budget
+//              (timeout x (1 + retries)) and then fails with Timeout without
+//              being sent, so a dead peer fails every queued call within one
+//              budget, not one timeout per max_outstanding calls. A late
+//              response is dropped.
+//              One executor timer serves all calls (armed at the earliest
+//              deadline), not one per call: arming and cancelling a runtime
+//              timer per call cost more than the rest of the call path.
+//   Retries    optional: the same request (same request id) is resent on
 //              timeout, and the server answers a duplicate from a bounded
-//              reply cache instead of running the handler twice.
+//              reply cache instead of running the handler twice. A call that
+//              times out without retries left also drops the session, so the
+//              next call says HELLO again (the server may have restarted).
 //   Back-pressure  at most `max_outstanding` calls in flight per peer; more
 //              wait in a bounded queue; beyond it a call fails with Busy.
-//   Bad input  a frame that fails to decode is counted and dropped (there is
-//              no trustworthy request id to answer); an oversized payload is
-//              refused with TooLarge, locally or by the server. Never a crash.
+//   Bad input  a frame that fails to decode is counted; if its header is
+//              still readable and names a known session (request) or a
+//              pending call (response), that request/call gets Corruption or
+//              TooLarge, otherwise it is dropped (there is no trustworthy
+//              request id to answer). Never a crash.
+//
+// Hot path (measured, bench/results/2026-11-23-rpc-latency.md): no runtime
+// timer, no Post, no hash-node allocation per call; call records, send
+// buffers and reply-cache entries are pooled and reused.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +46,6 @@
 #include <span>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "common/status.h"
@@ -37,7 +55,8 @@
 namespace slip::rpc {
 
 struct Response {
-  Code status = Code::kOk;  // the handler's outcome
+  Code status = Code::kOk;  // the handler's outcome (or the server's refusal:
+                            // TooLarge / Corruption for a request it could not take)
   std::string payload;
 };
 
@@ -47,22 +66,49 @@ struct ChannelOptions {
   size_t max_payload = 8192 - 64;
   size_t recv_buffer_bytes = 256 << 10;
   size_t recv_buffers = 4;
-  runtime::Nanos timeout = 2 * runtime::kSecond;
+  runtime::Nanos timeout = 2 * runtime::kSecond;  // per attempt, default for calls
   uint32_t max_outstanding = 128;  // per peer
   uint32_t max_queued = 8192;      // per peer, beyond max_outstanding
-  uint32_t reply_cache = 8192;     // answered requests remembered for retries
+  // Requests remembered (with their answers) for deduplicating retries, over
+  // all sessions, oldest forgotten first. A retry of a forgotten request is
+  // refused with Aborted rather than run a second time.
+  uint32_t reply_cache = 8192;
+};
+
+// An open-addressing map from request id (never 0) to a small index; no
+// allocation per insert, unlike std::unordered_map. Internal; here so the
+// channel can hold it by value.
+class IdMap {
+ public:
+  uint32_t* Find(uint64_t key);
+  void Insert(uint64_t key, uint32_t value);  // REQUIRES: key absent, != 0
+  bool Erase(uint64_t key);
+  size_t size() const { return n_; }
+
+ private:
+  size_t Home(uint64_t key) const { return (key * 0x9E3779B97F4A7C15ull) >> shift_; }
+  void Grow();
+  struct Entry {
+    uint64_t key = 0;  // 0: empty
+    uint32_t value = 0;
+  };
+  std::vector<Entry> t_;
+  size_t n_ = 0;
+  int shift_ = 64;
 };
 
 class RpcChannel {
  public:
   using Reply = std::function<void(Code status, std::string payload)>;
-  // `payload` is valid during the call only; `reply` may run later, once.
+  // `payload` is valid during the call only; `reply` may run later, once
+  // (later calls are ignored), and is a no-op after the channel is gone.
   using Handler = std::function<void(uint16_t method, std::span<const std::byte> payload, Reply reply)>;
   using Peer = uint32_t;
 
   static Result<std::unique_ptr<RpcChannel>> Open(runtime::Executor* exec,
                                                   std::unique_ptr<fabric::Endpoint> endpoint,
                                                   ChannelOptions options = {});
+  // Pending calls are abandoned: their callbacks never run.
   ~RpcChannel();
   RpcChannel(const RpcChannel&) = delete;
   RpcChannel& operator=(const RpcChannel&) = delete;
@@ -74,66 +120,94 @@ class RpcChannel {
   Result<Peer> Connect(const std::string& address);
 
   struct CallOptions {
-    runtime::Nanos timeout = 0;  // 0: the channel's default
+    runtime::Nanos timeout = 0;  // per attempt; 0: the channel's default
     uint32_t retries = 0;        // resends of the same request after a timeout
   };
   // `done` runs exactly once on the executor, never inside Call: with the
-  // response, or TooLarge / Busy / Timeout / Unavailable.
+  // response, or InvalidArgument (unknown peer, reserved method) / TooLarge /
+  // Busy (queue full) / Timeout / Unavailable (the fabric gave up on the
+  // peer) / Corruption (the response failed its checksum).
   void Call(Peer peer, uint16_t method, std::string payload, CallOptions options,
             std::function<void(Result<Response>)> done);
 
   struct Counters {
     uint64_t calls = 0, retries = 0, timeouts = 0, busy = 0, late_responses = 0;
     uint64_t requests = 0, duplicates = 0, malformed = 0, send_failures = 0;
+    uint64_t refused = 0;   // bad requests answered with an error (TooLarge, Corruption, Aborted)
+    uint64_t sessions = 0;  // HELLOs answered (server) / completed (client)
   };
   const Counters& counters() const { return counters_; }
 
  private:
-  struct PendingCall;
+  struct CallSlot;
   struct PeerState;
+  struct Session;
+  struct Cached;
+  struct SendBuf;
   RpcChannel(runtime::Executor* exec, std::unique_ptr<fabric::Endpoint> endpoint, ChannelOptions o);
 
   bool Poll();
   void OnMessage(const std::byte* data, size_t len);
+  void OnBadFrame(std::span<const std::byte> frame, const Status& why);
   void OnRequest(uint64_t request_id, uint16_t method, std::span<const std::byte> payload);
   void OnHello(uint64_t request_id, std::span<const std::byte> payload);
   void OnResponse(uint64_t request_id, Code status, std::span<const std::byte> payload);
-  void Pump(Peer p);
-  void Launch(Peer p, std::shared_ptr<PendingCall> c);
-  void Arm(std::shared_ptr<PendingCall> c);
-  void Complete(std::shared_ptr<PendingCall> c, Result<Response> r);
-  Status SendFrame(fabric::PeerId to, std::vector<std::byte> frame);
-  void SendReply(fabric::PeerId to, uint64_t request_id, uint16_t method, Code status,
-                 const std::string& payload);
+  void OnSendDone(uint64_t context, Code status);
+
+  // Client role.
+  uint32_t AllocSlot();
+  void Pump(Peer p, runtime::Nanos now = -1);
+  void StartHello(Peer p, runtime::Nanos now);
+  void HelloDone(Peer p, Result<Response> r);
+  void Launch(uint32_t slot, runtime::Nanos now);
+  Status SendRequest(CallSlot& c);
+  void Complete(uint32_t slot, Result<Response> r);
+  void FailLater(uint32_t slot, Status s);
+  void ArmTimer(runtime::Nanos deadline);
+  void OnTimer();
+
+  // Server role.
+  void Answer(uint64_t request_id, fabric::PeerId to, uint16_t method, Code status,
+              std::string payload);
+  void SendResponse(fabric::PeerId to, uint64_t request_id, uint16_t method, Code status,
+                    std::string_view payload);
+
+  Status SendFrame(fabric::PeerId to, uint64_t request_id, uint16_t method, bool request,
+                   Code status, std::string_view payload);
 
   runtime::Executor* exec_;
   std::unique_ptr<fabric::Endpoint> endpoint_;
   ChannelOptions o_;
   Handler handler_;
   runtime::PollerId poller_ = 0;
-  std::shared_ptr<bool> alive_;  // timers and replies check it after destruction
+  std::shared_ptr<bool> alive_;  // deferred tasks and replies check it after destruction
 
-  struct RecvBuffer {
-    std::byte* data = nullptr;
-  };
-  std::vector<RecvBuffer> recv_;
-  std::unordered_map<uint64_t, std::vector<std::byte>> sending_;  // context -> frame in flight
-  uint64_t next_send_ = 1;
+  std::vector<std::byte*> recv_;  // multi-receive buffers, owned
+  fabric::Completion completions_[32];
 
-  // Client role.
+  // Frames handed to the fabric, until their send completes (context =
+  // index + 1). Pooled: a steady stream of calls allocates nothing here.
+  std::vector<std::unique_ptr<SendBuf>> send_bufs_;
+  std::vector<uint32_t> free_send_;
+
+  // Client role. Call records are pooled by index (a callback may start new
+  // calls, so records live behind pointers that stay put).
+  std::vector<std::unique_ptr<CallSlot>> slots_;
+  std::vector<uint32_t> free_slots_;
+  IdMap pending_;  // launched request id -> slot
   std::vector<std::unique_ptr<PeerState>> peers_;
   std::unordered_map<std::string, Peer> peer_by_address_;
-  std::unordered_map<uint64_t, std::shared_ptr<PendingCall>> pending_;  // request id -> call
+  uint64_t next_seq_ = 0;  // request ids never repeat within this channel
+  runtime::TimerId timer_ = 0;
+  runtime::Nanos timer_due_ = 0;
 
-  // Server role: clients by channel id (= their fabric PeerId here).
+  // Server role: sessions by id (index); the reply cache is a ring of
+  // `reply_cache` entries indexed by request id through `cached_`.
+  std::vector<Session> sessions_;
   std::unordered_map<std::string, fabric::PeerId> client_by_address_;
-  std::unordered_set<uint64_t> known_channels_;
-  struct Cached {
-    bool answered = false;
-    std::vector<std::byte> frame;
-  };
-  std::unordered_map<uint64_t, Cached> replies_;  // (channel, request id) -> answer
-  std::deque<uint64_t> reply_order_;
+  std::vector<Cached> cache_;
+  size_t cache_next_ = 0;  // ring position of the next entry (the oldest once full)
+  IdMap cached_;           // request id -> cache_ index
 
   Counters counters_;
 };

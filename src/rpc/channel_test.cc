@@ -2,7 +2,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <unordered_map>
+
+#include "common/coding.h"
+#include "common/random.h"
 #include "fabric/sim/sim_fabric.h"
+#include "rpc/frame.h"
 #include "runtime/sim_runtime.h"
 
 namespace slip::rpc {
@@ -13,13 +21,13 @@ using runtime::kMillisecond;
 
 // Two nodes on the simulated fabric: node 0 calls, node 1 serves.
 struct Pair {
-  runtime::SimRuntime rt{runtime::SimRuntimeOptions{.seed = 7}};
+  runtime::SimRuntime rt;
   fabric::SimFabric fabric{rt};
   runtime::Executor* ex[2];
   std::unique_ptr<RpcChannel> ch[2];
   RpcChannel::Peer server = 0;
 
-  explicit Pair(ChannelOptions o = {}) {
+  explicit Pair(ChannelOptions o = {}, uint64_t seed = 7) : rt(runtime::SimRuntimeOptions{.seed = seed}) {
     for (int i = 0; i < 2; ++i) {
       ex[i] = rt.CreateExecutor("node" + std::to_string(i));
       auto ep = fabric.CreateEndpoint(static_cast<fabric::NodeId>(i), ex[i], {});
@@ -170,6 +178,287 @@ TEST(RpcChannelTest, ADeadServerGivesAnErrorNotAHang) {
   p.Run(100 * kMillisecond);
   ASSERT_TRUE(done);
   EXPECT_TRUE(s.Is(Code::kTimeout) || s.Is(Code::kUnavailable)) << s.ToString();
+}
+
+
+// A dead server must fail every call — launched or still queued behind
+// back-pressure — within about one timeout, not one timeout per batch of
+// max_outstanding calls.
+TEST(RpcChannelTest, ADeadServerFailsQueuedCallsWithinOneTimeout) {
+  ChannelOptions o;
+  o.max_outstanding = 2;
+  Pair p(o);
+  p.ch[1]->SetHandler([](uint16_t, std::span<const std::byte>, RpcChannel::Reply r) { r(Code::kOk, ""); });
+  bool warm = false;
+  p.ch[0]->Call(p.server, 1, "x", {}, [&](Result<Response> r) { warm = r.ok(); });
+  p.Run(kMillisecond);
+  ASSERT_TRUE(warm);
+  p.fabric.CrashNode(1);
+  const runtime::Nanos start = p.rt.Now();
+  int failed = 0;
+  runtime::Nanos last = 0;
+  for (int i = 0; i < 50; ++i) {
+    p.ch[0]->Call(p.server, 1, "x", {.timeout = 10 * kMillisecond}, [&](Result<Response> r) {
+      EXPECT_TRUE(r.status().Is(Code::kTimeout) || r.status().Is(Code::kUnavailable)) << r.status().ToString();
+      ++failed;
+      last = p.rt.Now();
+    });
+  }
+  p.Run(100 * kMillisecond);
+  EXPECT_EQ(failed, 50);
+  EXPECT_LE(last - start, 11 * kMillisecond);
+}
+
+// The fabric loses packets (it retransmits: a drop is delay) while calls
+// time out quickly and retry: every call succeeds and every handler runs
+// exactly once, although the server sees duplicates.
+TEST(RpcChannelTest, DropsAndRetriesStillRunEachRequestOnce) {
+  Pair p;
+  p.fabric.SetDefaultFaults(fabric::LinkFaults{.drop_probability = 0.3, .jitter = 20 * kMicrosecond});
+  std::map<std::string, int> runs;
+  p.ch[1]->SetHandler([&](uint16_t, std::span<const std::byte> payload, RpcChannel::Reply r) {
+    std::string s(reinterpret_cast<const char*>(payload.data()), payload.size());
+    ++runs[s];
+    r(Code::kOk, s);
+  });
+  int ok = 0;
+  for (int i = 0; i < 200; ++i) {
+    const std::string s = "req" + std::to_string(i);
+    p.ch[0]->Call(p.server, 2, s, {.timeout = 60 * kMicrosecond, .retries = 1000}, [&, s](Result<Response> r) {
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      EXPECT_EQ(r->payload, s);
+      ++ok;
+    });
+  }
+  p.Run(2 * runtime::kSecond);
+  EXPECT_EQ(ok, 200);
+  ASSERT_EQ(runs.size(), 200u);
+  for (auto& [s, n] : runs) EXPECT_EQ(n, 1) << s;
+  EXPECT_GT(p.ch[0]->counters().retries, 0u);
+  EXPECT_GT(p.ch[1]->counters().duplicates, 0u);
+  EXPECT_GT(p.fabric.stats().retransmits, 0u);
+}
+
+// A retry that arrives after its request fell out of the bounded reply cache
+// is refused (Aborted: it may have run), never run a second time.
+TEST(RpcChannelTest, ARetryOfAForgottenRequestIsRefusedNotRerun) {
+  ChannelOptions o;
+  o.reply_cache = 4;
+  Pair p(o);
+  int slow_runs = 0;
+  p.ch[1]->SetHandler([&](uint16_t method, std::span<const std::byte>, RpcChannel::Reply r) {
+    if (method == 9) {
+      ++slow_runs;  // never answers: only the retries reach the server again
+      return;
+    }
+    r(Code::kOk, "");
+  });
+  Code slow_status = Code::kOk;
+  bool slow_done = false;
+  p.ch[0]->Call(p.server, 9, "slow", {.timeout = 5 * kMillisecond, .retries = 3}, [&](Result<Response> r) {
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    slow_status = r->status;
+    slow_done = true;
+  });
+  p.Run(kMillisecond);
+  ASSERT_EQ(slow_runs, 1);
+  int fast = 0;
+  for (int i = 0; i < 10; ++i) p.ch[0]->Call(p.server, 1, "fast", {}, [&](Result<Response> r) { fast += r.ok(); });
+  p.Run(50 * kMillisecond);
+  EXPECT_EQ(fast, 10);
+  ASSERT_TRUE(slow_done);
+  EXPECT_EQ(slow_status, Code::kAborted);
+  EXPECT_EQ(slow_runs, 1);
+  EXPECT_GE(p.ch[1]->counters().refused, 1u);
+}
+
+// Frames written by hand into the server's receive buffers: each bad one is
+// counted, answered with an error when its header names a session, and the
+// server keeps serving.
+TEST(RpcChannelTest, RawMalformedAndOversizedFramesAreAnsweredOrDropped) {
+  ChannelOptions o;
+  o.max_payload = 1000;
+  Pair p(o);
+  int runs = 0;
+  p.ch[1]->SetHandler([&](uint16_t, std::span<const std::byte>, RpcChannel::Reply r) {
+    ++runs;
+    r(Code::kOk, "fine");
+  });
+  runtime::Executor* rex = p.rt.CreateExecutor("raw");
+  auto raw_or = p.fabric.CreateEndpoint(2, rex, {});
+  ASSERT_TRUE(raw_or.ok());
+  std::unique_ptr<fabric::Endpoint> raw = std::move(*raw_or);
+  auto* rbuf = static_cast<std::byte*>(std::aligned_alloc(64, 64 * 1024));
+  ASSERT_TRUE(raw->PostMultiRecv(rbuf, 64 * 1024, nullptr, 1).ok());
+  std::vector<DecodedFrame> got;
+  std::vector<std::string> got_payloads;
+  rex->AddPoller([&] {
+    fabric::Completion cs[8];
+    const size_t n = raw->Poll(cs);
+    for (size_t i = 0; i < n; ++i) {
+      if (cs[i].op != fabric::Op::kRecv || cs[i].data == nullptr) continue;
+      auto f = DecodeFrame({cs[i].data, cs[i].len}, 1 << 20);
+      EXPECT_TRUE(f.ok()) << f.status().ToString();
+      if (!f.ok()) continue;
+      got.push_back(*f);
+      got_payloads.emplace_back(reinterpret_cast<const char*>(f->payload.data()), f->payload.size());
+    }
+    return n > 0;
+  });
+  auto to = raw->AddPeer(p.ch[1]->address());
+  ASSERT_TRUE(to.ok());
+  std::vector<std::vector<std::byte>> keep;  // frames live until sent
+  auto send = [&](std::vector<std::byte> f) {
+    keep.push_back(std::move(f));
+    ASSERT_TRUE(raw->Send(*to, keep.back().data(), keep.back().size(), nullptr, keep.size()).ok());
+    p.Run(kMillisecond);
+  };
+  auto frame = [](uint64_t id, uint16_t method, std::string_view payload) {
+    std::vector<std::byte> f;
+    EXPECT_TRUE(EncodeFrame({FrameKind::kRequest, method, id, Code::kOk}, payload, 1 << 20, &f).ok());
+    return f;
+  };
+
+  // Session by hand: HELLO carries our address, the answer our session id.
+  const uint64_t hello_id = (uint64_t{0xFFFFFF} << 40) | 1;
+  send(frame(hello_id, 0xFFFF, raw->address()));
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got[0].header.request_id, hello_id);
+  ASSERT_EQ(got_payloads[0].size(), 4u);
+  const uint64_t session = LoadLE<uint32_t>(reinterpret_cast<const std::byte*>(got_payloads[0].data()));
+  auto id = [&](uint64_t seq) { return (session << 40) | seq; };
+
+  // 1. Oversized (a peer with a larger limit): TooLarge, the handler never runs.
+  send(frame(id(2), 5, std::string(2000, 'b')));
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[1].header.request_id, id(2));
+  EXPECT_EQ(got[1].header.status, Code::kTooLarge);
+  // 2. Checksum broken in the payload, header intact: Corruption.
+  auto bad = frame(id(3), 5, "hello there");
+  bad[40] ^= std::byte{0x10};
+  send(bad);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[2].header.request_id, id(3));
+  EXPECT_EQ(got[2].header.status, Code::kCorruption);
+  // 3. Garbage, a truncated header, a length past the message, an unknown
+  // session: nobody to answer; counted and dropped.
+  std::vector<std::byte> junk(256);
+  for (size_t i = 0; i < junk.size(); ++i) junk[i] = static_cast<std::byte>(i * 37);
+  send(junk);
+  auto past = frame(id(4), 5, "x");
+  StoreLE<uint32_t>(past.data() + 16, 900);
+  send(past);
+  send(frame((uint64_t{77} << 40) | 5, 5, "who am I"));
+  EXPECT_EQ(got.size(), 3u + 1u);  // `past` has a readable header: Corruption
+  EXPECT_EQ(got.back().header.status, Code::kCorruption);
+  EXPECT_EQ(runs, 0);
+  EXPECT_EQ(p.ch[1]->counters().malformed, 5u);
+  EXPECT_EQ(p.ch[1]->counters().refused, 3u);
+  // 4. A clean request on the same session still runs, once.
+  send(frame(id(6), 5, "ok"));
+  ASSERT_EQ(got.size(), 5u);
+  EXPECT_EQ(got.back().header.status, Code::kOk);
+  EXPECT_EQ(got_payloads.back(), "fine");
+  EXPECT_EQ(runs, 1);
+  raw.reset();
+  std::free(rbuf);
+}
+
+// A corrupted response fails its call with Corruption at once (not a hang
+// until the deadline), and the channel goes on.
+TEST(RpcChannelTest, ACorruptResponseFailsItsCall) {
+  Pair p;
+  p.fabric.SetDefaultFaults({});
+  p.ch[1]->SetHandler([](uint16_t, std::span<const std::byte>, RpcChannel::Reply r) { r(Code::kOk, "pong"); });
+  std::string first;
+  p.ch[0]->Call(p.server, 1, "ping", {}, [&](Result<Response> r) { first = r.ok() ? r->payload : "?"; });
+  p.Run(kMillisecond);
+  ASSERT_EQ(first, "pong");
+  // Forge a response for the next request id with a broken checksum. Ids
+  // are (session << 40) | seq; the client's next sequence number is 3
+  // (1: HELLO, 2: the first call).
+  runtime::Executor* rex = p.rt.CreateExecutor("forger");
+  auto forger = p.fabric.CreateEndpoint(3, rex, {});
+  ASSERT_TRUE(forger.ok());
+  auto to = (*forger)->AddPeer(p.ch[0]->address());
+  ASSERT_TRUE(to.ok());
+  p.ch[1]->SetHandler([](uint16_t, std::span<const std::byte>, RpcChannel::Reply) {});  // never answers
+  Status s = Status::Ok();
+  p.ch[0]->Call(p.server, 1, "ping", {.timeout = runtime::kSecond}, [&](Result<Response> r) { s = r.status(); });
+  p.Run(kMillisecond);
+  std::vector<std::byte> f;
+  ASSERT_TRUE(EncodeFrame({FrameKind::kResponse, 1, (uint64_t{0} << 40) | 3, Code::kOk}, "pong", 100, &f).ok());
+  f[33] ^= std::byte{1};
+  ASSERT_TRUE((*forger)->Send(*to, f.data(), f.size(), nullptr, 1).ok());
+  p.Run(kMillisecond);
+  EXPECT_TRUE(s.Is(Code::kCorruption)) << s.ToString();
+  EXPECT_EQ(p.ch[0]->counters().malformed, 1u);
+}
+
+// The same seed gives the same run: every callback at the same virtual time
+// with the same outcome, and the same runtime trace hash.
+std::pair<std::string, uint64_t> RunScenario(uint64_t seed) {
+  ChannelOptions o;
+  o.max_outstanding = 4;
+  o.max_queued = 40;
+  Pair p(o, seed);
+  p.fabric.SetDefaultFaults(fabric::LinkFaults{.drop_probability = 0.05, .jitter = 5 * kMicrosecond});
+  p.ch[1]->SetHandler([&](uint16_t method, std::span<const std::byte> payload, RpcChannel::Reply r) {
+    std::string s(reinterpret_cast<const char*>(payload.data()), payload.size());
+    const auto delay = static_cast<runtime::Nanos>(p.ex[1]->Rng().Uniform(200)) * kMicrosecond;
+    if (method == 3 && delay > 150 * kMicrosecond) return;  // some never answer
+    p.ex[1]->After(delay, [r, s] { r(Code::kOk, s); });
+  });
+  std::string trace;
+  for (int i = 0; i < 60; ++i) {
+    p.ch[0]->Call(p.server, static_cast<uint16_t>(i % 4), std::to_string(i),
+                  {.timeout = 100 * kMicrosecond, .retries = static_cast<uint32_t>(i % 3)},
+                  [&, i](Result<Response> r) {
+                    trace += std::to_string(p.rt.Now()) + " " + std::to_string(i) + " " +
+                             (r.ok() ? std::string(CodeName(r->status)) + ":" + r->payload
+                                     : r.status().ToString()) +
+                             "\n";
+                  });
+  }
+  p.Run(100 * kMillisecond);
+  return {trace, p.rt.TraceHash()};
+}
+
+TEST(RpcChannelTest, SameSeedSameTrace) {
+  auto a = RunScenario(11);
+  auto b = RunScenario(11);
+  auto c = RunScenario(12);
+  EXPECT_EQ(std::count(a.first.begin(), a.first.end(), '\n'), 60);
+  EXPECT_EQ(a.first, b.first);
+  EXPECT_EQ(a.second, b.second);
+  EXPECT_NE(a.first, c.first);  // the seed matters (drops, jitter, handler delays)
+}
+
+TEST(IdMapTest, MatchesAStandardMapUnderRandomInsertAndErase) {
+  IdMap m;
+  std::unordered_map<uint64_t, uint32_t> ref;
+  Random rng(5);
+  for (int step = 0; step < 200000; ++step) {
+    // Small key space: many collisions, long probe runs, wrap-around.
+    const uint64_t key = 1 + rng.Uniform(3000) * ((step % 7 == 0) ? (uint64_t{1} << 40) : 1);
+    const bool present = ref.count(key) != 0;
+    uint32_t* v = m.Find(key);
+    ASSERT_EQ(v != nullptr, present) << step;
+    if (present) {
+      ASSERT_EQ(*v, ref[key]);
+    }
+    if (present && rng.Uniform(2) == 0) {
+      ASSERT_TRUE(m.Erase(key));
+      ref.erase(key);
+    } else if (!present) {
+      m.Insert(key, static_cast<uint32_t>(step));
+      ref[key] = static_cast<uint32_t>(step);
+    }
+    ASSERT_EQ(m.size(), ref.size());
+  }
+  for (auto& [k, v] : ref) ASSERT_TRUE(m.Erase(k));
+  EXPECT_EQ(m.size(), 0u);
+  EXPECT_EQ(m.Find(1), nullptr);
 }
 
 }  // namespace

@@ -72,4 +72,22 @@ Result<DecodedFrame> DecodeFrame(std::span<const std::byte> buf, size_t max_payl
   return f;
 }
 
+std::optional<FrameHeader> PeekHeader(std::span<const std::byte> buf) {
+  if (buf.size() < kFrameHeader) return std::nullopt;
+  const std::byte* p = buf.data();
+  const uint8_t kind = LoadLE<uint8_t>(p + 5);
+  if (LoadLE<uint32_t>(p) != kFrameMagic || LoadLE<uint8_t>(p + 4) != kFrameVersion ||
+      (kind != 1 && kind != 2)) {
+    return std::nullopt;
+  }
+  FrameHeader h;
+  h.kind = static_cast<FrameKind>(kind);
+  h.method = LoadLE<uint16_t>(p + 6);
+  h.request_id = LoadLE<uint64_t>(p + 8);
+  const uint8_t status = LoadLE<uint8_t>(p + 20);
+  h.status = status <= static_cast<uint8_t>(Code::kNotSupported) ? static_cast<Code>(status)
+                                                                 : Code::kCorruption;
+  return h;
+}
+
 }  // namespace slip::rpc

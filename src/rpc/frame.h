@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -63,5 +64,11 @@ struct DecodedFrame {
 // version, kind, reserved bits, length past the buffer, CRC mismatch);
 // TooLarge when payload_len exceeds `max_payload`. Never reads past buf.
 Result<DecodedFrame> DecodeFrame(std::span<const std::byte> buf, size_t max_payload);
+
+// For a frame DecodeFrame refused: its header fields, when the first 32
+// bytes still look like a header (magic, version, kind). Nothing here is
+// checked by the CRC, so use it only to address an error answer (TooLarge,
+// Corruption), never to act on the request.
+std::optional<FrameHeader> PeekHeader(std::span<const std::byte> buf);
 
 }  // namespace slip::rpc

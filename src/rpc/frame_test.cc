@@ -63,5 +63,29 @@ TEST(FrameTest, RandomBytesNeverDecode) {
   }
 }
 
+// PeekHeader reads a refused frame's header for an error answer, but only
+// when it still looks like one; a payload flip leaves it readable.
+TEST(FrameTest, PeekHeaderOnlyWhenTheHeaderLooksRight) {
+  std::vector<std::byte> buf;
+  ASSERT_TRUE(EncodeFrame({FrameKind::kRequest, 7, 0x1234, Code::kOk}, "payload", 4096, &buf).ok());
+  auto flipped = buf;
+  flipped[40] ^= std::byte{1};
+  ASSERT_TRUE(DecodeFrame(flipped, 4096).status().Is(Code::kCorruption));
+  auto h = PeekHeader(flipped);
+  ASSERT_TRUE(h.has_value());
+  EXPECT_EQ(h->request_id, 0x1234u);
+  EXPECT_EQ(h->method, 7);
+  EXPECT_EQ(h->kind, FrameKind::kRequest);
+  EXPECT_TRUE(DecodeFrame(buf, 3).status().Is(Code::kTooLarge));
+  EXPECT_TRUE(PeekHeader(buf).has_value());
+  auto bad_magic = buf;
+  bad_magic[0] ^= std::byte{1};
+  EXPECT_FALSE(PeekHeader(bad_magic).has_value());
+  auto bad_kind = buf;
+  bad_kind[5] = std::byte{9};
+  EXPECT_FALSE(PeekHeader(bad_kind).has_value());
+  EXPECT_FALSE(PeekHeader(std::span(buf).first(31)).has_value());
+}
+
 }  // namespace
 }  // namespace slip::rpc

@@ -1,0 +1,171 @@
+// The same RpcChannel client/server as channel_test.cc, for real: libfabric
+// shm and tcp;ofi_rxm endpoints in one process, each channel driven by its
+// own ThreadRuntime executor thread. Skipped (with the reason) when a
+// provider cannot be opened on this machine.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "fabric/ofi/ofi_fabric.h"
+#include "rpc/channel.h"
+#include "runtime/thread_runtime.h"
+
+namespace slip::rpc {
+namespace {
+
+using namespace std::chrono_literals;
+using runtime::kMillisecond;
+
+// Test-thread helper: the protocol code never sleeps; the test may.
+bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds limit = 10s) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
+}
+
+class RpcOfiTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    auto fab = fabric::OpenOfiFabric(fabric::FabricOptions{.provider = GetParam(), .node_address = ""},
+                                     fabric::OfiOptions{});
+    if (!fab.ok()) GTEST_SKIP() << "provider " << GetParam() << " unavailable: " << fab.status().ToString();
+    fabric_ = std::move(*fab);
+    ChannelOptions o;
+    o.max_payload = 4096;
+    for (int i = 0; i < 2; ++i) {
+      ex_[i] = rt_.CreateExecutor(i ? "client" : "server");
+      auto ep = fabric_->CreateEndpoint(fabric::EndpointOptions{.name = i ? "client" : "server"});
+      ASSERT_TRUE(ep.ok()) << ep.status().ToString();
+      auto c = RpcChannel::Open(ex_[i], std::move(*ep), o);
+      ASSERT_TRUE(c.ok()) << c.status().ToString();
+      ch_[i] = std::move(*c);
+    }
+    // Method 1 echoes at once, 2 answers 1 ms later (an asynchronous reply),
+    // 3 never answers, 4 answers with more than a frame holds.
+    ch_[0]->SetHandler([this](uint16_t method, std::span<const std::byte> p, RpcChannel::Reply r) {
+      std::string s(reinterpret_cast<const char*>(p.data()), p.size());
+      switch (method) {
+        case 1: return r(Code::kOk, s);
+        case 2: ex_[0]->After(kMillisecond, [r, s] { r(Code::kNotFound, "later:" + s); }); return;
+        case 3: held_ = r; return;
+        default: return r(Code::kOk, std::string(5000, 'z'));
+      }
+    });
+    auto server = ch_[1]->Connect(ch_[0]->address());
+    ASSERT_TRUE(server.ok()) << server.status().ToString();
+    server_ = *server;
+    ASSERT_TRUE(rt_.Start().ok());
+  }
+  void TearDown() override {
+    rt_.Stop();  // before the channels: no executor thread touches them any more
+    ch_[1].reset();
+    ch_[0].reset();
+  }
+  // Runs `fn` on the client's executor (Call must be made there).
+  void OnClient(std::function<void()> fn) { ex_[1]->Post(std::move(fn)); }
+
+  runtime::ThreadRuntime rt_;
+  std::unique_ptr<fabric::Fabric> fabric_;
+  runtime::Executor* ex_[2] = {};
+  std::unique_ptr<RpcChannel> ch_[2];
+  RpcChannel::Peer server_ = 0;
+  RpcChannel::Reply held_;  // server executor only
+};
+
+TEST_P(RpcOfiTest, ManyCallsInFlightAllAnswered) {
+  constexpr int kCalls = 3000, kInFlight = 16;
+  std::atomic<int> ok{0}, bad{0};
+  int issued = 0;  // client executor only
+  std::function<void()> issue = [&] {
+    if (issued >= kCalls) return;
+    const int i = issued++;
+    const uint16_t method = i % 10 == 0 ? 2 : 1;
+    ch_[1]->Call(server_, method, "m" + std::to_string(i), {}, [&, i, method](Result<Response> r) {
+      const bool good = r.ok() && (method == 1 ? r->status == Code::kOk && r->payload == "m" + std::to_string(i)
+                                               : r->status == Code::kNotFound &&
+                                                     r->payload == "later:m" + std::to_string(i));
+      (good ? ok : bad)++;
+      issue();
+    });
+  };
+  OnClient([&] {
+    for (int k = 0; k < kInFlight; ++k) issue();
+  });
+  ASSERT_TRUE(WaitFor([&] { return ok + bad == kCalls; })) << ok << " ok, " << bad << " bad";
+  EXPECT_EQ(bad, 0);
+}
+
+TEST_P(RpcOfiTest, TimeoutThenLateAnswerDroppedAndOversizeRefused) {
+  // Open the session first: the time a HELLO takes (tcp: connection setup)
+  // counts against a call's deadline, and this test wants the request to
+  // reach the server.
+  std::atomic<bool> warm{false};
+  const auto t0 = std::chrono::steady_clock::now();
+  OnClient([&] { ch_[1]->Call(server_, 1, "warm", {}, [&](Result<Response> r) { warm = r.ok(); }); });
+  ASSERT_TRUE(WaitFor([&] { return warm.load(); }));
+  std::printf("first call (with HELLO) took %.1f ms\n",
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  std::atomic<bool> timed_out{false}, big_refused{false}, big_reply{false};
+  OnClient([&] {
+    ch_[1]->Call(server_, 3, "never", {.timeout = 50 * kMillisecond},
+                 [&](Result<Response> r) { timed_out = r.status().Is(Code::kTimeout); });
+    ch_[1]->Call(server_, 1, std::string(5000, 'x'), {},
+                 [&](Result<Response> r) { big_refused = r.status().Is(Code::kTooLarge); });
+    ch_[1]->Call(server_, 4, "small", {}, [&](Result<Response> r) {
+      big_reply = r.ok() && r->status == Code::kTooLarge;  // the answer would not fit a frame
+    });
+  });
+  ASSERT_TRUE(WaitFor([&] { return timed_out && big_refused && big_reply; }))
+      << timed_out << big_refused << big_reply;
+  // Answer the timed-out call now: the client drops it.
+  std::atomic<bool> replied{false};
+  ex_[0]->Post([&] {
+    if (held_) held_(Code::kOk, "too late");
+    replied = true;
+  });
+  ASSERT_TRUE(WaitFor([&] { return replied.load(); }));
+  std::atomic<uint64_t> late{0};
+  ASSERT_TRUE(WaitFor([&] {
+    OnClient([&] { late = ch_[1]->counters().late_responses; });
+    return late.load() == 1;
+  }));
+}
+
+TEST_P(RpcOfiTest, AGoneServerGivesAnError) {
+  // libfabric 1.17 shm crashes (SIGSEGV in the sender's fi_send) when the
+  // peer endpoint was closed inside the same process, since both share the
+  // peer's mapped region; a server in another process is what this models.
+  if (std::string(GetParam()) == "shm") GTEST_SKIP() << "in-process peer close crashes shm 1.17";
+  std::atomic<bool> first{false};
+  OnClient([&] { ch_[1]->Call(server_, 1, "x", {}, [&](Result<Response> r) { first = r.ok(); }); });
+  ASSERT_TRUE(WaitFor([&] { return first.load(); }));
+  // Close the server's channel (and endpoint) on its own thread.
+  std::atomic<bool> closed{false};
+  ex_[0]->Post([&] {
+    ch_[0].reset();
+    closed = true;
+  });
+  ASSERT_TRUE(WaitFor([&] { return closed.load(); }));
+  std::atomic<int> code{-1};
+  OnClient([&] {
+    ch_[1]->Call(server_, 1, "x", {.timeout = 100 * kMillisecond},
+                 [&](Result<Response> r) { code = static_cast<int>(r.status().code()); });
+  });
+  ASSERT_TRUE(WaitFor([&] { return code >= 0; }));
+  EXPECT_TRUE(code == static_cast<int>(Code::kTimeout) || code == static_cast<int>(Code::kUnavailable))
+      << CodeName(static_cast<Code>(code.load()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, RpcOfiTest, ::testing::Values("shm", "tcp"),
+                         [](const auto& param_info) { return std::string(param_info.param); });
+
+}  // namespace
+}  // namespace slip::rpc
