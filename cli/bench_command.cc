@@ -86,7 +86,7 @@ void AddBenchCommand(CLI::App& app, BenchCommandOptions* o) {
       ->capture_default_str();
   b->add_option("--json", o->json, "write the report as JSON to FILE");
   b->add_option("--seed", o->seed, "workload seed")->capture_default_str();
-  b->add_option("--dir", o->dir, "local: PM file in DIR; rocksdb: database in DIR (default: temp)");
+  b->add_option("--dir", o->dir, "rpc-kv: the cluster in DIR (default: start one); local: PM file in DIR; rocksdb: database in DIR (default: temp)");
   b->add_option("--region-mb", o->region_mb, "local: PM size")->capture_default_str();
   auto* c = b->add_subcommand("compare", "run several targets one after another; ratios to the first");
   c->add_option("--targets", o->targets, "comma-separated targets, the first is the baseline")

@@ -1,6 +1,7 @@
 // slip: the Slipstream command.
 //
-//   slip bench [--workload a] [--seconds 5] ...   run a workload, print figures
+//   slip bench [--target rpc-kv|local|rocksdb|redis|redis-wait|memcached] [--workload a] ...
+//   slip bench compare --targets a,b,c ...         one workload on several targets, ratios
 //   slip cluster up|down|status --dir DIR [--nodes N]   a local cluster of processes
 //   slip server --dir DIR --node I                 one storage node
 //   slip manager --dir DIR                         the configuration manager
@@ -20,7 +21,7 @@
 #include <iostream>
 
 #include "cli/cluster_command.h"
-#include "cli/local_bench.h"
+#include "cli/bench_command.h"
 #include "slip/client.h"
 #include "cli/sim_command.h"
 #include "store/store.h"
@@ -57,17 +58,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Slipstream: a replicated key-value store for fast remote persistent memory"};
   app.require_subcommand(1);
 
-  slip::cli::LocalBenchOptions bo;
-  auto* bench = app.add_subcommand("bench", "run a YCSB-style workload and print its figures");
-  bench->add_option("-w,--workload", bo.workload, "load | a | b | c")->capture_default_str();
-  bench->add_option("--distribution", bo.distribution, "zipfian | uniform")->capture_default_str();
-  bench->add_option("-s,--seconds", bo.seconds, "measured run time")->capture_default_str();
-  bench->add_option("-t,--threads", bo.threads, "client threads (each a writer)")->capture_default_str();
-  bench->add_option("-n,--records", bo.records, "records loaded before the run")->capture_default_str();
-  bench->add_option("--value-size", bo.value_size, "value bytes")->capture_default_str();
-  bench->add_option("--dir", bo.dir, "keep PM in DIR/pm (default: anonymous memory)");
-  bench->add_option("--region-mb", bo.region_mb, "PM region size")->capture_default_str();
-  bench->add_option("--seed", bo.seed, "workload seed")->capture_default_str();
+  slip::cli::BenchCommandOptions bench_options;
+  slip::cli::AddBenchCommand(app, &bench_options);
 
   std::string dir, key, value;
   uint64_t size_mb = 256;
@@ -175,7 +167,7 @@ int main(int argc, char** argv) {
     return s.ok() ? 0 : Fail("del", s);
   }
 
-  if (*bench) return slip::cli::RunLocalBench(bo);
+  if (app.got_subcommand("bench")) return slip::cli::RunBenchCommand(bench_options);
   if (*sim) return slip::cli::RunSimCommand(so);
 
   auto local = OpenLocal(dir, size_mb);

@@ -1,16 +1,20 @@
 #include "bench/driver/targets.h"
 
+#include "bench/cluster/cluster_target.h"
+
 #include "bench/driver/local_target.h"
 #include "bench/peers/peers.h"
 
 namespace slip::bench {
 
 const std::vector<std::string>& TargetNames() {
-  static const std::vector<std::string> names = {"local", "rocksdb", "redis", "redis-wait", "memcached"};
+  static const std::vector<std::string> names = {"rpc-kv", "local", "rocksdb", "redis", "redis-wait", "memcached"};
   return names;
 }
 
 Result<std::unique_ptr<KvTarget>> MakeTarget(const TargetConfig& c) {
+  // The replicated designs: the cluster running in c.dir, or a private one.
+  if (c.name == "rpc-kv") return MakeClusterTarget({.design = c.name, .dir = c.dir, .slip_binary = "", .nodes = 3, .replication = 3});
   if (c.name == "local") return MakeLocalTarget({c.threads, c.region_mb, c.dir});
   if (c.name == "rocksdb") return MakeRocksDbTarget({c.dir});
   if (c.name == "redis") return MakeRedisTarget({2, false});

@@ -148,6 +148,14 @@ class Endpoint {
   // briefly, then park on the provider's wait object (so many idle nodes can
   // share 2 cores). Real runtime only; the simulator never blocks.
   virtual void Wait(std::chrono::nanoseconds timeout) = 0;
+
+  // For an executor that parks on several sources (Executor::AddWaitFd): a
+  // descriptor that becomes readable when completions may be ready, or -1
+  // when the provider has none (then the executor must poll). CanBlock() must
+  // be called right before blocking on it: false means events may already be
+  // pending (fi_trywait's contract) and the executor must poll instead.
+  virtual int wait_fd() const { return -1; }
+  virtual bool CanBlock() { return false; }
 };
 
 struct FabricOptions {

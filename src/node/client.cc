@@ -51,7 +51,9 @@ class ClientImpl final : public Client {
                                                          fabric::OfiOptions{}));
     exec_ = rt_.CreateExecutor("client");
     SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = "client"}));
+    fabric::Endpoint* raw = ep.get();
     SLIP_ASSIGN_OR_RETURN(channel_, rpc::RpcChannel::Open(exec_, std::move(ep)));
+    if (raw->wait_fd() >= 0) exec_->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
     peers_ = std::make_unique<node::RpcPeers>(channel_.get(),
                                               rpc::RpcChannel::CallOptions{.timeout = runtime::kSecond});
     routing_ = std::make_unique<StoreRouting>(store_.get(), exec_, peers_.get());
@@ -97,7 +99,10 @@ class ClientImpl final : public Client {
  private:
   std::unique_ptr<cluster::ConfigStore> store_;
   std::unique_ptr<fabric::Fabric> fabric_;
-  runtime::ThreadRuntime rt_;
+  // Few spin turns: several node processes share a few cores here, and a
+  // spinning idle executor steals the CPU its peers need; idle ones park on
+  // the fabric's wait fd.
+  runtime::ThreadRuntime rt_{runtime::ThreadRuntimeOptions{.seed = 1, .spin_turns = 8, .max_park = runtime::kMillisecond}};
   runtime::Executor* exec_ = nullptr;
   std::unique_ptr<rpc::RpcChannel> channel_;
   std::unique_ptr<node::RpcPeers> peers_;

@@ -77,7 +77,10 @@ class Node final : public NodeProcess {
   std::unique_ptr<pm::PmRegion> region_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<fabric::Fabric> fabric_;
-  runtime::ThreadRuntime rt_;
+  // Few spin turns: several node processes share a few cores here, and a
+  // spinning idle executor steals the CPU its peers need; idle ones park on
+  // the fabric's wait fd.
+  runtime::ThreadRuntime rt_{runtime::ThreadRuntimeOptions{.seed = 1, .spin_turns = 8, .max_park = runtime::kMillisecond}};
   runtime::Executor* node_ex_ = nullptr;
   runtime::Executor* control_ex_ = nullptr;
   std::unique_ptr<rpc::RpcChannel> channel_;
@@ -153,7 +156,10 @@ Status Node::Boot() {
   node_ex_ = rt_.CreateExecutor("node" + std::to_string(o_.id));
   control_ex_ = rt_.CreateExecutor("node" + std::to_string(o_.id) + "/control");
   SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = "node" + std::to_string(o_.id)}));
+  fabric::Endpoint* raw = ep.get();
   SLIP_ASSIGN_OR_RETURN(channel_, rpc::RpcChannel::Open(node_ex_, std::move(ep)));
+  // Park on the provider's wait object when idle instead of sleeping (tcp).
+  if (raw->wait_fd() >= 0) node_ex_->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
   const std::string address = channel_->address();
 
   peers_ = std::make_unique<RpcPeers>(channel_.get(), rpc::RpcChannel::CallOptions{.timeout = o_.lease / 2});
@@ -222,7 +228,11 @@ Status Node::Boot() {
 }
 
 void Node::RenewLoop() {
-  auto l = config_store_->RenewLease(lease_, o_.lease, MachineNow());
+  const runtime::Nanos t0 = MachineNow();
+  auto l = config_store_->RenewLease(lease_, o_.lease, t0);
+  const runtime::Nanos took = MachineNow() - t0;
+  if (took > o_.lease / 4) Log(o_.id, "slow lease renewal: " + std::to_string(took / 1000000) + " ms");
+  if (!l.ok() && !l.status().Is(Code::kAborted)) Log(o_.id, "lease renewal failed: " + l.status().ToString());
   if (!l.ok()) {
     if (l.status().Is(Code::kAborted) || MachineNow() >= lease_expiry_.load()) {
       lease_expiry_ = 0;

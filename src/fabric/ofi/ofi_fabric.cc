@@ -238,6 +238,14 @@ class OfiEndpoint final : public Endpoint {
                   uint64_t* old, uint64_t context) override;
   size_t Poll(std::span<Completion> out) override;
   void Wait(std::chrono::nanoseconds timeout) override;
+  int wait_fd() const override { return wait_fd_; }
+  bool CanBlock() override {
+    if (wait_fd_ < 0) return false;
+    ProgressToPending();
+    if (!pending_.empty()) return false;
+    fid* fids[1] = {&cq_->fid};
+    return fi_trywait(core_->fabric, fids, 1) == FI_SUCCESS;
+  }
 
  private:
   enum class Phase : uint8_t { kFree, kPosted, kTimedOut };

@@ -1,0 +1,100 @@
+#include "bench/cluster/cluster_target.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <filesystem>
+
+#include "slip/client.h"
+
+namespace slip::bench {
+namespace {
+
+std::string Self() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "slip" : p.string();
+}
+
+class ClusterSession final : public KvSession {
+ public:
+  explicit ClusterSession(Client* c) : c_(c) {}
+  Status Put(std::string_view key, std::string_view value) override {
+    ++rtts_;
+    return c_->Put(key, value);
+  }
+  Result<std::string> Get(std::string_view key) override {
+    ++rtts_;
+    return c_->Get(key);
+  }
+  Status Del(std::string_view key) override {
+    ++rtts_;
+    return c_->Delete(key);
+  }
+  // Client round trips (one per call without retries). Replication round
+  // trips between nodes are not in this count.
+  uint64_t round_trips() const override { return rtts_; }
+
+ private:
+  Client* c_;
+  uint64_t rtts_ = 0;
+};
+
+class ClusterTarget final : public KvTarget {
+ public:
+  ClusterTarget(ClusterTargetConfig c, bool own) : c_(std::move(c)), own_(own) {}
+  ~ClusterTarget() override {
+    client_.reset();
+    if (own_) {
+      (void)std::system((c_.slip_binary + " cluster down --dir " + c_.dir + " >/dev/null 2>&1").c_str());
+      std::error_code ec;
+      std::filesystem::remove_all(c_.dir, ec);
+    }
+  }
+  Status Init() {
+    if (own_) {
+      const std::string up = c_.slip_binary + " cluster up --nodes " + std::to_string(c_.nodes) + " --rf " +
+                             std::to_string(c_.replication) + " --dir " + c_.dir + " >/dev/null";
+      if (std::system(up.c_str()) != 0) return Status::Unavailable("could not start a cluster in " + c_.dir);
+    }
+    SLIP_ASSIGN_OR_RETURN(client_, Client::Open(ClientOptions{.dir = c_.dir, .zookeeper = "", .provider = "tcp",
+                                                              .deadline = std::chrono::seconds(30)}));
+    return Status::Ok();
+  }
+  std::string name() const override { return c_.design; }
+  std::string Describe() const override {
+    return c_.design + ": " + std::to_string(c_.nodes) + " slip server processes on this host (tcp loopback), " +
+           "RF " + std::to_string(c_.replication) + "; a write is acknowledged once persistent on every replica";
+  }
+  Result<std::unique_ptr<KvSession>> Connect(uint32_t) override {
+    return std::unique_ptr<KvSession>(new ClusterSession(client_.get()));
+  }
+  TargetSample Sample() override {
+    TargetSample s;
+    s.counts_round_trips = true;
+    return s;
+  }
+
+ private:
+  ClusterTargetConfig c_;
+  bool own_;
+  std::unique_ptr<Client> client_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<KvTarget>> MakeClusterTarget(const ClusterTargetConfig& config) {
+  if (config.design != "rpc-kv") {
+    return Status::NotSupported("design '" + config.design + "' is not built yet (rpc-kv is)");
+  }
+  ClusterTargetConfig c = config;
+  const bool own = c.dir.empty();
+  if (own) c.dir = "/tmp/slip_bench_cluster_" + std::to_string(getpid());
+  if (c.slip_binary.empty()) c.slip_binary = Self();
+  auto t = std::make_unique<ClusterTarget>(c, own);
+  SLIP_RETURN_IF_ERROR(t->Init());
+  return std::unique_ptr<KvTarget>(std::move(t));
+}
+
+}  // namespace slip::bench

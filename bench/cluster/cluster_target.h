@@ -1,0 +1,25 @@
+// The benchmark target for Slipstream's replicated designs: a local cluster
+// of `slip server` processes driven through slip::Client. With a directory
+// it uses the cluster already running there (`slip cluster up --dir DIR`);
+// without one it starts its own (3 nodes, RF 3, tcp on loopback) in a temp
+// directory and stops it when done.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "bench/driver/kv_target.h"
+
+namespace slip::bench {
+
+struct ClusterTargetConfig {
+  std::string design = "rpc-kv";
+  std::string dir;          // empty: start a private cluster
+  std::string slip_binary;  // to start one (default: the running executable)
+  uint32_t nodes = 3;
+  uint32_t replication = 3;
+};
+
+Result<std::unique_ptr<KvTarget>> MakeClusterTarget(const ClusterTargetConfig& config);
+
+}  // namespace slip::bench
