@@ -83,7 +83,11 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     client->reset();
     std::system((slip + " cluster down --dir " + dir + " > /dev/null").c_str());
-    std::filesystem::remove_all(dir);
+    if (s.ok()) {
+      std::filesystem::remove_all(dir);
+    } else {
+      std::printf("  write failed: %s (logs kept in %s/logs)\n", s.ToString().c_str(), dir.c_str());
+    }
   }
   return 0;
 }

@@ -48,11 +48,14 @@ class ClientImpl final : public Client {
   Status Init(const ClientOptions& o) {
     SLIP_ASSIGN_OR_RETURN(store_, node::OpenConfigStore(o.dir, o.zookeeper));
     SLIP_ASSIGN_OR_RETURN(fabric_, fabric::OpenOfiFabric(fabric::FabricOptions{.provider = o.provider, .node_address = ""},
-                                                         fabric::OfiOptions{}));
+                                                         fabric::OfiOptions{.max_multi_recv_message = node::kMaxMessage}));
     exec_ = rt_.CreateExecutor("client");
     SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = "client"}));
     fabric::Endpoint* raw = ep.get();
-    SLIP_ASSIGN_OR_RETURN(channel_, rpc::RpcChannel::Open(exec_, std::move(ep)));
+    rpc::ChannelOptions chan;
+    chan.max_payload = node::kMaxMessage - 64;
+    chan.recv_buffer_bytes = 1 << 20;
+    SLIP_ASSIGN_OR_RETURN(channel_, rpc::RpcChannel::Open(exec_, std::move(ep), chan));
     if (raw->wait_fd() >= 0) exec_->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
     peers_ = std::make_unique<node::RpcPeers>(channel_.get(),
                                               rpc::RpcChannel::CallOptions{.timeout = runtime::kSecond});

@@ -9,6 +9,12 @@
 
 namespace slip::node {
 
+// Every process of a cluster (nodes and clients) agrees on the largest
+// message: libfabric multi-receive buffers retire by it (OfiOptions), so it
+// is a deployment-wide constant. 64 KiB frames carry values up to ~63 KiB
+// and 48 KiB promotion pages; larger values are refused with TooLarge.
+inline constexpr size_t kMaxMessage = 64 << 10;
+
 Result<std::unique_ptr<cluster::ConfigStore>> OpenConfigStore(const std::string& dir,
                                                               const std::string& zookeeper);
 

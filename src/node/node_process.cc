@@ -152,12 +152,15 @@ Status Node::Boot() {
   // Transport.
   SLIP_ASSIGN_OR_RETURN(fabric_, fabric::OpenOfiFabric(
                                      fabric::FabricOptions{.provider = o_.provider, .node_address = o_.bind_address},
-                                     fabric::OfiOptions{}));
+                                     fabric::OfiOptions{.max_multi_recv_message = kMaxMessage}));
   node_ex_ = rt_.CreateExecutor("node" + std::to_string(o_.id));
   control_ex_ = rt_.CreateExecutor("node" + std::to_string(o_.id) + "/control");
   SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = "node" + std::to_string(o_.id)}));
   fabric::Endpoint* raw = ep.get();
-  SLIP_ASSIGN_OR_RETURN(channel_, rpc::RpcChannel::Open(node_ex_, std::move(ep)));
+  rpc::ChannelOptions co;
+  co.max_payload = kMaxMessage - 64;
+  co.recv_buffer_bytes = 1 << 20;
+  SLIP_ASSIGN_OR_RETURN(channel_, rpc::RpcChannel::Open(node_ex_, std::move(ep), co));
   // Park on the provider's wait object when idle instead of sleeping (tcp).
   if (raw->wait_fd() >= 0) node_ex_->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
   const std::string address = channel_->address();
@@ -165,6 +168,7 @@ Status Node::Boot() {
   peers_ = std::make_unique<RpcPeers>(channel_.get(), rpc::RpcChannel::CallOptions{.timeout = o_.lease / 2});
   replicator_ = std::make_unique<replication::RpcReplicator>(peers_.get());
   core_ = std::make_unique<server::NodeCore>(o_.id, store_.get(), 0, replicator_.get(), &views_, shared_);
+  core_->set_tail_page_bytes(kMaxMessage * 3 / 4);  // a promotion page fits one frame
   core_->set_lease([this] { return MachineNow() < lease_expiry_.load(); });
   promoter_ = std::make_unique<server::Promoter>(store_.get(), 1, peers_.get());
   agent_ = std::make_unique<server::NodeAgent>(o_.id, &views_, promoter_.get(), node_ex_, shared_);

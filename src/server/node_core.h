@@ -170,7 +170,7 @@ class NodeCore {
   std::shared_ptr<NodeShared> shared_;
   std::function<bool()> lease_valid_;
   Counters counters_;
-  size_t tail_page_bytes_ = 64 << 10;
+  size_t tail_page_bytes_ = 6 << 10;  // fits an 8 KiB RPC frame
 };
 
 }  // namespace slip::server
