@@ -1,9 +1,9 @@
 # Helpers shared by every module's CMakeLists.txt.
 
-# While modules are written in parallel, a target whose sources do not exist
-# yet is skipped instead of breaking everyone's configure. Turned off (FATAL)
-# once the tree is complete: a test that is not built decays unnoticed.
-set(SLIP_ALLOW_MISSING_SOURCES ON)
+# A target whose sources are missing is a configure error: a test that is
+# silently not built decays unnoticed. (ON only while modules are being
+# written in parallel in one tree.)
+set(SLIP_ALLOW_MISSING_SOURCES OFF)
 function(slip_sources_missing out)
   set(missing "")
   foreach(src ${ARGN})
