@@ -49,7 +49,7 @@ endfunction()
 # slip_test(NAME SOURCES a_test.cc DEPS slip_x ... [LABELS l1 l2])
 # One gtest binary per module; every TEST becomes a ctest entry.
 function(slip_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "SERIAL" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
   slip_sources_missing(missing ${ARG_SOURCES})
   foreach(dep ${ARG_DEPS})
     if(dep MATCHES "^slip_" AND NOT TARGET ${dep})
@@ -67,6 +67,12 @@ function(slip_test name)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 300)
   endif()
+  # SERIAL: the test runs alone (e.g. real processes with leases, which a
+  # parallel CPU-heavy test could starve on a 2-core machine).
+  set(serial FALSE)
+  if(ARG_SERIAL)
+    set(serial TRUE)
+  endif()
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
-                       PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}")
+                       PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}" RUN_SERIAL ${serial})
 endfunction()
