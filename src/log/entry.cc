@@ -152,6 +152,18 @@ Result<Layout> PlanEntry(size_t key_len, size_t value_len, size_t max_block_byte
   return layout;
 }
 
+Status CheckSizes(size_t key_len, size_t value_len, const Limits& limits) {
+  if (key_len > limits.max_key) {
+    return Status::TooLarge("key of " + std::to_string(key_len) + " bytes exceeds the limit of " +
+                            std::to_string(limits.max_key));
+  }
+  if (value_len > limits.max_value) {
+    return Status::TooLarge("value of " + std::to_string(value_len) +
+                            " bytes exceeds the limit of " + std::to_string(limits.max_value));
+  }
+  return Status::Ok();
+}
+
 Status Validate(const EntryMeta& meta, size_t key_len, size_t value_len, const Limits& limits) {
   if (!IsKnownType(static_cast<uint8_t>(meta.type))) {
     return Status::InvalidArgument("unknown entry type " +
@@ -161,14 +173,7 @@ Status Validate(const EntryMeta& meta, size_t key_len, size_t value_len, const L
     return Status::InvalidArgument("version " + std::to_string(meta.version) +
                                    " exceeds the maximum " + std::to_string(kMaxVersion));
   }
-  if (key_len > limits.max_key) {
-    return Status::TooLarge("key of " + std::to_string(key_len) + " bytes exceeds the limit of " +
-                            std::to_string(limits.max_key));
-  }
-  if (value_len > limits.max_value) {
-    return Status::TooLarge("value of " + std::to_string(value_len) +
-                            " bytes exceeds the limit of " + std::to_string(limits.max_value));
-  }
+  SLIP_RETURN_IF_ERROR(CheckSizes(key_len, value_len, limits));
   std::string problem = ShapeProblem(meta.type, key_len, value_len);
   if (!problem.empty()) return Status::InvalidArgument(std::move(problem));
   return Status::Ok();

@@ -81,6 +81,9 @@ Result<Layout> PlanEntry(size_t key_len, size_t value_len, size_t max_block_byte
 // Checks sizes against limits and the version range; the single place that
 // turns bad user input into a clear error (TooLarge / InvalidArgument).
 Status Validate(const EntryMeta& meta, size_t key_len, size_t value_len, const Limits& limits);
+// Only the size limits of Validate (TooLarge), for messages that carry keys
+// and values before they become entries.
+Status CheckSizes(size_t key_len, size_t value_len, const Limits& limits);
 
 // Writes block `seq` of the entry to dst, which must have
 // layout.BlockBytes(seq, key.size()+value.size()) bytes. Returns bytes written.

@@ -65,18 +65,6 @@ class Reader {
   bool ok_ = true;
 };
 
-Status CheckLengths(uint32_t key_len, uint32_t value_len, const log::Limits& limits) {
-  if (key_len > limits.max_key) {
-    return Status::TooLarge("key of " + std::to_string(key_len) + " bytes exceeds the limit of " +
-                            std::to_string(limits.max_key));
-  }
-  if (value_len > limits.max_value) {
-    return Status::TooLarge("value of " + std::to_string(value_len) +
-                            " bytes exceeds the limit of " + std::to_string(limits.max_value));
-  }
-  return Status::Ok();
-}
-
 Status Finish(const Reader& r, const char* what) {
   if (!r.ok()) return Status::Corruption(std::string(what) + ": message shorter than its fields");
   if (!r.at_end()) return Status::Corruption(std::string(what) + ": trailing bytes");
@@ -89,7 +77,7 @@ Status ReadKeyValue(Reader& rd, const log::Limits& limits, const char* what,
   const uint32_t key_len = rd.Get<uint32_t>();
   const uint32_t value_len = rd.Get<uint32_t>();
   if (!rd.ok()) return Status::Corruption(std::string(what) + " shorter than its header");
-  SLIP_RETURN_IF_ERROR(CheckLengths(key_len, value_len, limits));
+  SLIP_RETURN_IF_ERROR(log::CheckSizes(key_len, value_len, limits));
   *key = rd.Bytes(key_len);
   *value = rd.Bytes(value_len);
   return Finish(rd, what);
@@ -124,7 +112,7 @@ Status GetEntry(Reader& rd, const log::Limits& limits, const std::string& what,
   if (meta->version == 0 || meta->version > log::kMaxVersion) {
     return Status::Corruption(what + ": version out of range");
   }
-  SLIP_RETURN_IF_ERROR(CheckLengths(key_len, value_len, limits));
+  SLIP_RETURN_IF_ERROR(log::CheckSizes(key_len, value_len, limits));
   *key = rd.Bytes(key_len);
   *value = rd.Bytes(value_len);
   if (!rd.ok()) return Status::Corruption(what + " shorter than its key and value");
@@ -185,7 +173,7 @@ Result<KvResponse> DecodeKvResponse(std::span<const std::byte> buf, const log::L
   r.version = rd.Get<uint64_t>();
   const uint32_t value_len = rd.Get<uint32_t>();
   if (!rd.ok()) return Status::Corruption("KV response shorter than its header");
-  SLIP_RETURN_IF_ERROR(CheckLengths(0, value_len, limits));
+  SLIP_RETURN_IF_ERROR(log::CheckSizes(0, value_len, limits));
   r.value = rd.Bytes(value_len);
   SLIP_RETURN_IF_ERROR(Finish(rd, "KV response"));
   return r;
