@@ -91,7 +91,19 @@ Result<std::unique_ptr<KvTarget>> MakeClusterTarget(const ClusterTargetConfig& c
   ClusterTargetConfig c = config;
   const bool own = c.dir.empty();
   if (own) c.dir = "/tmp/slip_bench_cluster_" + std::to_string(getpid());
-  if (c.slip_binary.empty()) c.slip_binary = Self();
+  if (c.slip_binary.empty()) {
+    // Starting a cluster takes the `slip` program: this one when we are it
+    // (`slip bench`), else $SLIP_BINARY.
+    const char* env = std::getenv("SLIP_BINARY");
+    const std::string self = Self();
+    if (env != nullptr && *env != '\0') {
+      c.slip_binary = env;
+    } else if (std::filesystem::path(self).filename() == "slip") {
+      c.slip_binary = self;
+    } else if (own) {
+      return Status::NotFound("starting a cluster needs the slip program: run `slip bench`, or set SLIP_BINARY");
+    }
+  }
   auto t = std::make_unique<ClusterTarget>(c, own);
   SLIP_RETURN_IF_ERROR(t->Init());
   return std::unique_ptr<KvTarget>(std::move(t));
