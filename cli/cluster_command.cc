@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "cli/processes.h"
@@ -18,9 +19,20 @@ namespace slip::cli {
 namespace {
 
 volatile sig_atomic_t g_stop = 0;
-bool g_stop_flag = false;
+std::atomic<bool> g_stop_flag{false};
 
 void OnSignal(int) { g_stop = 1; }
+
+// SIGTERM/SIGINT run `stop` on a watcher thread (a signal handler may not).
+// Join the thread after setting g_stop yourself when the work ends first.
+std::thread StopOnSignal(std::function<void()> stop) {
+  signal(SIGTERM, OnSignal);
+  signal(SIGINT, OnSignal);
+  return std::thread([stop = std::move(stop)] {
+    while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    stop();
+  });
+}
 
 int Fail(const char* what, const Status& s) {
   std::fprintf(stderr, "slip %s: %s\n", what, s.ToString().c_str());
@@ -32,8 +44,6 @@ std::string NodeName(uint32_t i) { return "node-" + std::to_string(i); }
 }  // namespace
 
 int RunServer(const ClusterCommandOptions& o) {
-  signal(SIGTERM, OnSignal);
-  signal(SIGINT, OnSignal);
   node::NodeOptions no;
   no.id = o.node;
   no.dir = o.dir;
@@ -43,11 +53,8 @@ int RunServer(const ClusterCommandOptions& o) {
   no.lease = static_cast<runtime::Nanos>(o.lease_ms) * runtime::kMillisecond;
   auto n = node::NodeProcess::Start(no);
   if (!n.ok()) return Fail("server", n.status());
-  // Wait() returns on a fatal error; a signal stops it from this thread.
-  std::thread watcher([&] {
-    while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    (*n)->Stop();
-  });
+  // Wait() returns on a fatal error or after a signal's Stop().
+  std::thread watcher = StopOnSignal([&] { (*n)->Stop(); });
   Status s = (*n)->Wait();
   g_stop = 1;
   watcher.join();
@@ -56,16 +63,11 @@ int RunServer(const ClusterCommandOptions& o) {
 }
 
 int RunManagerCommand(const ClusterCommandOptions& o) {
-  signal(SIGTERM, OnSignal);
-  signal(SIGINT, OnSignal);
   node::ManagerOptions mo;
   mo.dir = o.dir;
   mo.zookeeper = o.zookeeper;
   mo.lease = static_cast<runtime::Nanos>(o.lease_ms) * runtime::kMillisecond;
-  std::thread watcher([] {
-    while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    g_stop_flag = true;
-  });
+  std::thread watcher = StopOnSignal([] { g_stop_flag = true; });
   Status s = node::RunManager(mo, &g_stop_flag);
   g_stop = 1;
   watcher.join();

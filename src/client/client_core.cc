@@ -8,9 +8,7 @@
 namespace slip::client {
 
 uint32_t RoutingTable::ShardOf(uint64_t hash) const {
-  // Shards own contiguous ranges of the 64-bit hash space (as Store::ShardOf).
-  __extension__ using U128 = unsigned __int128;
-  return static_cast<uint32_t>((static_cast<U128>(hash) * primaries.size()) >> 64);
+  return ShardOfHash(hash, static_cast<uint32_t>(primaries.size()));
 }
 
 struct ClientCore::Op {

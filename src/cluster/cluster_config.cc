@@ -1,5 +1,7 @@
 #include "cluster/cluster_config.h"
 
+#include "common/hash.h"
+
 #include <algorithm>
 #include <limits>
 #include <set>
@@ -22,12 +24,10 @@ uint64_t RangeStart(ShardId shard, uint32_t num_shards) {
   return static_cast<uint64_t>((num + num_shards - 1) / num_shards);
 }
 
-ShardId ShardOfHash(uint64_t hash, uint32_t num_shards) {
-  assert(num_shards > 0);
-  return static_cast<ShardId>((static_cast<U128>(hash) * num_shards) >> 64);
+ShardId ClusterConfig::ShardOf(uint64_t hash) const {
+  assert(num_shards() > 0);
+  return slip::ShardOfHash(hash, num_shards());
 }
-
-ShardId ClusterConfig::ShardOf(uint64_t hash) const { return ShardOfHash(hash, num_shards()); }
 
 std::vector<NodeId> ClusterConfig::Replicas(ShardId shard) const {
   assert(shard < shards.size());

@@ -31,6 +31,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/hash.h"
 #include "common/status.h"
 
 namespace slip::cluster {
@@ -98,7 +99,6 @@ struct ClusterConfig {
 // representable — the last shard ends at the top of the hash space.
 // REQUIRES: num_shards > 0, shard < num_shards.
 uint64_t RangeStart(ShardId shard, uint32_t num_shards);
-ShardId ShardOfHash(uint64_t hash, uint32_t num_shards);
 
 // The initial configuration (term 1) for `nodes` (all taken as up), `num_shards`
 // shards with `rf` replicas each. Deterministic: the same input gives the same

@@ -57,7 +57,7 @@ class ClientImpl final : public Client {
     chan.recv_buffer_bytes = 1 << 20;
     SLIP_ASSIGN_OR_RETURN(channel_, rpc::RpcChannel::Open(exec_, std::move(ep), chan));
     if (raw->wait_fd() >= 0) exec_->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
-    peers_ = std::make_unique<node::RpcPeers>(channel_.get(),
+    peers_ = std::make_unique<node::RpcPeers>(channel_.get(), exec_,
                                               rpc::RpcChannel::CallOptions{.timeout = runtime::kSecond});
     routing_ = std::make_unique<StoreRouting>(store_.get(), exec_, peers_.get());
     client::ClientOptions co;

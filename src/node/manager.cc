@@ -21,7 +21,7 @@ void Log(const std::string& msg) {
 
 }  // namespace
 
-Status RunManager(const ManagerOptions& o, const bool* stop) {
+Status RunManager(const ManagerOptions& o, const std::atomic<bool>* stop) {
   SLIP_ASSIGN_OR_RETURN(auto store, OpenConfigStore(o.dir, o.zookeeper));
   const std::string me = "manager-pid" + std::to_string(getpid());
   const runtime::Nanos tick = o.lease / 4;

@@ -10,6 +10,7 @@
 // was seen alive once, or after a boot grace of three leases.
 #pragma once
 
+#include <atomic>
 #include <string>
 
 #include "common/status.h"
@@ -24,6 +25,6 @@ struct ManagerOptions {
 };
 
 // Runs until `stop` becomes true (checked every quarter lease).
-Status RunManager(const ManagerOptions& options, const bool* stop);
+Status RunManager(const ManagerOptions& options, const std::atomic<bool>* stop);
 
 }  // namespace slip::node

@@ -165,7 +165,7 @@ Status Node::Boot() {
   if (raw->wait_fd() >= 0) node_ex_->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
   const std::string address = channel_->address();
 
-  peers_ = std::make_unique<RpcPeers>(channel_.get(), rpc::RpcChannel::CallOptions{.timeout = o_.lease / 2});
+  peers_ = std::make_unique<RpcPeers>(channel_.get(), node_ex_, rpc::RpcChannel::CallOptions{.timeout = o_.lease / 2});
   replicator_ = std::make_unique<replication::RpcReplicator>(peers_.get());
   core_ = std::make_unique<server::NodeCore>(o_.id, store_.get(), 0, replicator_.get(), &views_, shared_);
   core_->set_tail_page_bytes(kMaxMessage * 3 / 4);  // a promotion page fits one frame

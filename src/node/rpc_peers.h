@@ -10,13 +10,15 @@
 
 #include "replication/peer_caller.h"
 #include "rpc/channel.h"
+#include "runtime/runtime.h"
 
 namespace slip::node {
 
 class RpcPeers final : public replication::PeerCaller {
  public:
-  explicit RpcPeers(rpc::RpcChannel* channel, rpc::RpcChannel::CallOptions options = {})
-      : channel_(channel), options_(options) {}
+  // `exec` is the channel's executor (answers to unknown nodes go through it).
+  RpcPeers(rpc::RpcChannel* channel, runtime::Executor* exec, rpc::RpcChannel::CallOptions options = {})
+      : channel_(channel), exec_(exec), options_(options) {}
 
   // The address of every node, from the newest configuration (executor
   // only). Configurations hold fabric addresses hex-encoded (they are
@@ -61,9 +63,8 @@ class RpcPeers final : public replication::PeerCaller {
                                      "no address for node " + std::to_string(node)))
                                : channel_->Connect(it->second);
     if (!peer.ok()) {
-      // Through the channel's executor as well, never inside Call.
-      return channel_->Call(UINT32_MAX, method, {}, options_,
-                            [done = std::move(done), s = peer.status()](Result<rpc::Response>) { done(s); });
+      // Never inside Call (the PeerCaller contract).
+      return exec_->Post([done = std::move(done), s = peer.status()] { done(s); });
     }
     channel_->Call(*peer, method, std::move(payload), options_,
                    [done = std::move(done)](Result<rpc::Response> r) {
@@ -74,6 +75,7 @@ class RpcPeers final : public replication::PeerCaller {
 
  private:
   rpc::RpcChannel* channel_;
+  runtime::Executor* exec_;
   rpc::RpcChannel::CallOptions options_;
   std::map<replication::NodeId, std::string> addresses_;
 };

@@ -553,11 +553,7 @@ void World::Record(uint32_t c, const client::OpRecord& r) {
   op.client = c;
   unknown_ += r.unknown;
   history_.push_back(std::move(op));
-  if (r.version != 0) {
-    client::RoutingTable t;
-    t.primaries.resize(o_.shards);
-    writes_.push_back({t.ShardOf(HashKey(r.key)), r.invoke, r.ret, r.version});
-  }
+  if (r.version != 0) writes_.push_back({ShardOfHash(HashKey(r.key), o_.shards), r.invoke, r.ret, r.version});
 }
 
 // I4: within a shard, a write acknowledged before another write was invoked

@@ -71,9 +71,7 @@ Result<std::unique_ptr<Store>> Store::Open(pm::PmRegion* region, const StoreOpti
 }
 
 uint32_t Store::ShardOf(uint64_t hash) const {
-  // Shards own contiguous ranges of the 64-bit hash space.
-  __extension__ using U128 = unsigned __int128;
-  return static_cast<uint32_t>((static_cast<U128>(hash) * shards_.size()) >> 64);
+  return ShardOfHash(hash, static_cast<uint32_t>(shards_.size()));
 }
 
 index::EntryInfo Store::Read(uint64_t offset) const {
