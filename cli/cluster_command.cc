@@ -8,6 +8,7 @@
 #include <functional>
 #include <thread>
 
+#include "replication/design.h"
 #include "cli/processes.h"
 #include "cluster/cluster_config.h"
 #include "node/config_access.h"
@@ -86,8 +87,11 @@ int ClusterUp(const ClusterCommandOptions& o) {
   if (existing.status().Is(Code::kNotFound)) {
     std::map<cluster::NodeId, std::string> members;
     for (uint32_t i = 0; i < o.nodes; ++i) members[i] = "pending";
+    auto design = replication::ParseDesign(o.design);
+    if (!design.ok()) return Fail("cluster up", design.status());
     auto placed = cluster::Place(members, o.shards, o.replication);
     if (!placed.ok()) return Fail("cluster up", placed.status());
+    placed->design = o.design;
     auto w = (*store)->CompareAndSwap(cluster::kNoVersion, *placed);
     if (!w.ok()) return Fail("cluster up", w.status());
   } else if (!existing.ok()) {
@@ -151,8 +155,9 @@ int ClusterStatus(const ClusterCommandOptions& o) {
   if (!store.ok()) return Fail("cluster status", store.status());
   auto c = (*store)->Load();
   if (!c.ok()) return Fail("cluster status", c.status());
-  std::printf("term %llu, %u shards, replication %u\n", static_cast<unsigned long long>(c->config.term),
-              c->config.num_shards(), c->config.replication_factor);
+  std::printf("design %s, term %llu, %u shards, replication %u\n", c->config.design.c_str(),
+              static_cast<unsigned long long>(c->config.term), c->config.num_shards(),
+              c->config.replication_factor);
   auto prim = c->config.PrimaryCounts();
   auto back = c->config.BackupCounts();
   for (const auto& [id, info] : c->config.nodes) {

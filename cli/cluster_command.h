@@ -13,6 +13,7 @@ struct ClusterCommandOptions {
   uint32_t nodes = 3;
   uint32_t shards = 24;
   uint32_t replication = 3;
+  std::string design = "rpc-kv";  // replication design (first start)
   uint32_t node = 0;  // `slip server`: which node
   std::string provider = "tcp";
   uint64_t pm_mb = 256;

@@ -119,6 +119,9 @@ int main(int argc, char** argv) {
   up->add_option("--nodes", co.nodes, "nodes (first start)")->capture_default_str();
   up->add_option("--shards", co.shards, "shards (first start)")->capture_default_str();
   up->add_option("--rf", co.replication, "replication factor (first start)")->capture_default_str();
+  up->add_option("--design", co.design,
+                 "replication design (first start): rpc-kv | rowan-kv | rwrite-kv | batch-kv | tailwind")
+      ->capture_default_str();
   up->add_option("--provider", co.provider, "libfabric provider")->capture_default_str();
   up->add_option("--pm-mb", co.pm_mb, "PM per node")->capture_default_str();
   auto* down = cluster->add_subcommand("down", "stop every process of the cluster in DIR");

@@ -4,17 +4,21 @@
 
 #include "bench/driver/local_target.h"
 #include "bench/peers/peers.h"
+#include "replication/design.h"
 
 namespace slip::bench {
 
 const std::vector<std::string>& TargetNames() {
-  static const std::vector<std::string> names = {"rpc-kv", "local", "rocksdb", "redis", "redis-wait", "memcached"};
+  static const std::vector<std::string> names = {"rpc-kv",   "rowan-kv", "rwrite-kv",  "batch-kv",  "tailwind",
+                                                 "local",    "rocksdb",  "redis",      "redis-wait", "memcached"};
   return names;
 }
 
 Result<std::unique_ptr<KvTarget>> MakeTarget(const TargetConfig& c) {
   // The replicated designs: the cluster running in c.dir, or a private one.
-  if (c.name == "rpc-kv") return MakeClusterTarget({.design = c.name, .dir = c.dir, .slip_binary = "", .nodes = 3, .replication = 3});
+  if (replication::ParseDesign(c.name).ok()) {
+    return MakeClusterTarget({.design = c.name, .dir = c.dir, .slip_binary = "", .nodes = 3, .replication = 3});
+  }
   if (c.name == "local") return MakeLocalTarget({c.threads, c.region_mb, c.dir});
   if (c.name == "rocksdb") return MakeRocksDbTarget({c.dir});
   if (c.name == "redis") return MakeRedisTarget({2, false});

@@ -22,6 +22,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -47,6 +48,11 @@ class Client {
   virtual void PutAsync(std::string key, std::string value, std::function<void(Status)> done) = 0;
   virtual void GetAsync(std::string key, std::function<void(Result<std::string>)> done) = 0;
   virtual void DeleteAsync(std::string key, std::function<void(Status)> done) = 0;
+
+  // Every live node's counters as one JSON object each: its design, CPU time
+  // per role in nanoseconds since it started (worker, backup_worker, nic,
+  // control, digest) and operation counts. For monitoring and benchmarks.
+  virtual Result<std::vector<std::string>> NodeStats() = 0;
 };
 
 }  // namespace slip

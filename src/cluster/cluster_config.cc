@@ -416,6 +416,7 @@ json ToJson(const ClusterConfig& c) {
               {"format_version", kConfigFormatVersion},
               {"term", c.term},
               {"replication_factor", c.replication_factor},
+              {"design", c.design},
               {"nodes", std::move(nodes)},
               {"shards", std::move(shards)},
               {"migrations", std::move(migrations)}};
@@ -442,12 +443,16 @@ Result<ClusterConfig> FromJsonUnchecked(const json& j) {
   }
   SLIP_RETURN_IF_ERROR(OnlyFields(j,
                                   {"format", "format_version", "term", "replication_factor",
-                                   "nodes", "shards", "migrations"},
+                                   "design", "nodes", "shards", "migrations"},
                                   "config"));
   ClusterConfig c;
   SLIP_ASSIGN_OR_RETURN(c.term, GetUint(j, "term", std::numeric_limits<uint64_t>::max()));
   SLIP_ASSIGN_OR_RETURN(uint64_t rf, GetUint(j, "replication_factor", kU32));
   c.replication_factor = static_cast<uint32_t>(rf);
+  // Absent in configurations written before designs were selectable.
+  if (j.contains("design")) {
+    SLIP_ASSIGN_OR_RETURN(c.design, GetString(j, "design"));
+  }
 
   SLIP_ASSIGN_OR_RETURN(const json* nodes, GetArray(j, "nodes"));
   for (const json& n : *nodes) {

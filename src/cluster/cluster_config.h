@@ -76,6 +76,9 @@ struct Migration {
 struct ClusterConfig {
   uint64_t term = 0;  // rises with every change; requests carry it (fencing)
   uint32_t replication_factor = 1;  // target replicas per shard, primary included
+  // How primaries replicate (replication/design.h names): every node of a
+  // cluster must run the same one, so it lives here, fixed at creation.
+  std::string design = "rpc-kv";
   std::map<NodeId, NodeInfo> nodes;  // membership, ordered by id
   std::vector<ShardReplicas> shards;  // index = shard id
   std::vector<Migration> migrations;

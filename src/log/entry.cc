@@ -34,7 +34,8 @@ constexpr uint64_t kMaxBlockBytes = (uint64_t{UINT32_MAX} / kAlign) * kAlign;
 
 bool IsKnownType(uint8_t t) {
   return t == static_cast<uint8_t>(EntryType::kPut) || t == static_cast<uint8_t>(EntryType::kDel) ||
-         t == static_cast<uint8_t>(EntryType::kCommitVersion);
+         t == static_cast<uint8_t>(EntryType::kCommitVersion) ||
+         t == static_cast<uint8_t>(EntryType::kChecksum);
 }
 
 uint64_t PaddedBlock(uint64_t chunk_len) { return AlignUp(kHeaderSize + chunk_len, kAlign); }
@@ -72,6 +73,12 @@ std::string ShapeProblem(EntryType type, uint64_t key_len, uint64_t value_len) {
                " bytes";
       }
       return {};
+    case EntryType::kChecksum:
+      if (key_len != 0) return "CHECKSUM must have no key, not " + std::to_string(key_len) + " bytes";
+      if (value_len != kFixedValueLen) {
+        return "CHECKSUM must carry 8 bytes, not " + std::to_string(value_len) + " bytes";
+      }
+      return {};
   }
   return "unknown entry type " + std::to_string(static_cast<unsigned>(type));
 }
@@ -104,6 +111,15 @@ DecodeResult Fail(DecodeError e, const std::string& detail) {
 // before its first word is stored.
 uint32_t BlockCrc(const std::byte* word0, const std::byte* rest, size_t n) {
   return Crc32c(Crc32c(0, word0, kFirstWord), rest, n);
+}
+
+// Format 2's header check: 16 bits of CRC32C over the header's fields
+// except the block crc and the check itself. `word0` holds bytes 0..7 (type,
+// format, shard, crc), `rest` bytes 8..31.
+uint16_t HeaderCheck(const std::byte* word0, const std::byte* rest) {
+  uint32_t c = Crc32c(0, word0, kOffCrc);
+  c = Crc32c(c, rest, kOffReserved - kFirstWord);
+  return static_cast<uint16_t>(c ^ (c >> 16));
 }
 
 }  // namespace
@@ -196,7 +212,6 @@ size_t EncodeBlock(const EntryMeta& meta, std::string_view key, std::string_view
   StoreLE<uint32_t>(dst + kOffValueLen, static_cast<uint32_t>(value.size()));
   StoreLE<uint32_t>(dst + kOffBlockPayload, layout.block_payload);
   StoreLE<uint16_t>(dst + kOffSeq, seq);
-  StoreLE<uint16_t>(dst + kOffReserved, 0);
 
   // The chunk is payload [offset, offset+chunk) of key||value.
   std::byte* out = dst + kHeaderSize;
@@ -219,6 +234,7 @@ size_t EncodeBlock(const EntryMeta& meta, std::string_view key, std::string_view
   StoreLE<uint8_t>(word0 + kOffType, static_cast<uint8_t>(meta.type));
   StoreLE<uint8_t>(word0 + kOffFormat, kFormatVersion);
   StoreLE<uint16_t>(word0 + kOffShard, meta.shard);
+  StoreLE<uint16_t>(dst + kOffReserved, HeaderCheck(word0, dst + kFirstWord));
   StoreLE<uint32_t>(word0 + kOffCrc, BlockCrc(word0, dst + kFirstWord, bytes - kFirstWord));
   // Everything else must be stored before the word that makes the block look
   // written: a scan of never-written (zero) space stops at a zero first word.
@@ -255,12 +271,11 @@ uint32_t BlockHeader::BlockBytes() const {
   return static_cast<uint32_t>(PaddedBlock(ChunkLenOf(cnt, block_payload, seq, total)));
 }
 
-DecodeResult DecodeBlock(std::span<const std::byte> buf, const Limits& limits) {
-  if (buf.size() < kHeaderSize) {
-    return Fail(DecodeError::kTruncated,
-                "of " + std::to_string(buf.size()) + " bytes is shorter than its header");
-  }
-  const std::byte* p = buf.data();
+namespace {
+
+// The header checks of DecodeBlock: OK with the block's padded size in
+// *bytes, or the failure. REQUIRES: kHeaderSize readable bytes at p.
+DecodeResult CheckHeader(const std::byte* p, const Limits& limits, uint64_t* bytes_out) {
   if (LoadLE<uint64_t>(p) == 0) return Fail(DecodeError::kEmpty, "never written");
 
   const BlockHeader h = PeekHeader(p);
@@ -272,10 +287,14 @@ DecodeResult DecodeBlock(std::span<const std::byte> buf, const Limits& limits) {
   const uint64_t total = uint64_t{key_len} + value_len;
 
   if (!IsKnownType(type)) return Fail(DecodeError::kBadHeader, "type " + std::to_string(type));
-  if (format != kFormatVersion) {
+  if (format == 1) {
+    // Written before header checks: the field was reserved, always 0.
+    if (reserved != 0) return Fail(DecodeError::kBadHeader, "reserved field set");
+  } else if (format == kFormatVersion) {
+    if (reserved != HeaderCheck(p, p + kFirstWord)) return Fail(DecodeError::kBadHeader, "header check");
+  } else {
     return Fail(DecodeError::kBadHeader, "format " + std::to_string(format));
   }
-  if (reserved != 0) return Fail(DecodeError::kBadHeader, "reserved field set");
   if (cnt == 0 || seq >= cnt) {
     return Fail(DecodeError::kBadHeader,
                 "seq " + std::to_string(seq) + " of cnt " + std::to_string(cnt));
@@ -302,6 +321,37 @@ DecodeResult DecodeBlock(std::span<const std::byte> buf, const Limits& limits) {
   if (bytes > kMaxBlockBytes) {
     return Fail(DecodeError::kBadHeader, "of " + std::to_string(bytes) + " bytes is too large");
   }
+  *bytes_out = bytes;
+  return DecodeResult{};
+}
+
+}  // namespace
+
+uint64_t IntactHeaderBlockBytes(std::span<const std::byte> buf, const Limits& limits) {
+  if (buf.size() < kHeaderSize) return 0;
+  uint64_t bytes = 0;
+  if (!CheckHeader(buf.data(), limits, &bytes).status.ok()) return 0;
+  // Format 1 headers carry no check: nothing vouches for their lengths.
+  if (LoadLE<uint8_t>(buf.data() + kOffFormat) != kFormatVersion) return 0;
+  return bytes;
+}
+
+DecodeResult DecodeBlock(std::span<const std::byte> buf, const Limits& limits) {
+  if (buf.size() < kHeaderSize) {
+    return Fail(DecodeError::kTruncated,
+                "of " + std::to_string(buf.size()) + " bytes is shorter than its header");
+  }
+  const std::byte* p = buf.data();
+  uint64_t bytes = 0;
+  {
+    DecodeResult h = CheckHeader(p, limits, &bytes);
+    if (!h.status.ok()) return h;
+  }
+  const BlockHeader h = PeekHeader(p);
+  const uint16_t cnt = h.cnt, seq = h.seq;
+  const uint32_t block_payload = h.block_payload;
+  const uint64_t total = uint64_t{h.key_len} + h.value_len;
+  const uint64_t chunk = ChunkLenOf(cnt, block_payload, seq, total);
   if (bytes > buf.size()) {
     return Fail(DecodeError::kTruncated, "of " + std::to_string(bytes) + " bytes has only " +
                                              std::to_string(buf.size()) + " in the buffer");

@@ -23,13 +23,15 @@
 //   24   4   block_payload payload bytes carried by every block but the last
 //                          (== key_len + value_len when cnt == 1)
 //   28   2   seq           0 .. cnt-1
-//   30   2   reserved      0
+//   30   2   hdr_check     16 bits of CRC32C over bytes 0..3 and 8..29
+//                          (format 2; format 1 wrote 0 here)
 // Block `seq` carries payload bytes [seq*block_payload,
 // min((seq+1)*block_payload, key_len+value_len)).
 //
 // Types: kPut (key + value), kDel (key; value is 8 bytes of node-local
 // metadata, see store/), kCommitVersion (no key; value is an 8-byte
-// little-endian committed version for `shard`).
+// little-endian committed version for `shard`), kChecksum (no key; 8 value
+// bytes: a Tailwind running checksum, see replication/tailwind_format.h).
 #pragma once
 
 #include <cstddef>
@@ -45,9 +47,14 @@
 namespace slip::log {
 
 // Persisted: never renumber. 0 is reserved for "no entry".
-enum class EntryType : uint8_t { kPut = 1, kDel = 2, kCommitVersion = 3 };
+// kChecksum: a Tailwind running checksum (no key; value = 4-byte CRC32C over
+// every earlier non-checksum block header of the buffer, never 0, then 4 zero
+// bytes); it ends each one-sided transfer (replication/tailwind_format.h).
+enum class EntryType : uint8_t { kPut = 1, kDel = 2, kCommitVersion = 3, kChecksum = 4 };
 
-constexpr uint8_t kFormatVersion = 1;
+// Format 2 fills the header's last two bytes with a header check; blocks of
+// format 1 (the field reserved, 0) still decode.
+constexpr uint8_t kFormatVersion = 2;
 constexpr size_t kHeaderSize = 32;
 constexpr size_t kAlign = 64;
 constexpr uint64_t kMaxVersion = (uint64_t{1} << 48) - 1;
@@ -147,6 +154,13 @@ struct DecodeResult {
 // Decodes the block starting at buf[0]. Never reads past buf, never crashes
 // on arbitrary bytes.
 DecodeResult DecodeBlock(std::span<const std::byte> buf, const Limits& limits);
+
+// The padded size of the block at buf[0] when its header is intact — its
+// header check (format 2) holds and every field is consistent — even if its
+// body fails the CRC (a transfer cut short); 0 otherwise. A scan of space
+// with holes (receive segments) steps over such a block whole instead of
+// looking inside it, where a value could hold bytes that look like a block.
+uint64_t IntactHeaderBlockBytes(std::span<const std::byte> buf, const Limits& limits);
 
 // Reassembles multi-block entries from blocks seen in any order (duplicates
 // are ignored; a block whose metadata disagrees with earlier blocks of the

@@ -44,8 +44,21 @@ uint32_t SpecCrc(const std::byte* block, size_t n) {
   return Crc32c(0, copy.data(), n);
 }
 
-// Rewrites the stored CRC so a hand-edited header reaches the check under test.
-void Reseal(std::byte* block, size_t n) { StoreLE<uint32_t>(block + 4, SpecCrc(block, n)); }
+// The header check of format 2, from the spec in entry.h: CRC32C over bytes
+// 0..3 and 8..29, folded to 16 bits (high half XOR low half).
+uint16_t SpecHeaderCheck(const std::byte* block) {
+  Bytes h(block, block + 4);
+  h.insert(h.end(), block + 8, block + 30);
+  const uint32_t c = Crc32c(0, h.data(), h.size());
+  return static_cast<uint16_t>(c ^ (c >> 16));
+}
+
+// Rewrites the header check and the stored CRC so a hand-edited header
+// reaches the check under test.
+void Reseal(std::byte* block, size_t n) {
+  StoreLE<uint16_t>(block + 30, SpecHeaderCheck(block));
+  StoreLE<uint32_t>(block + 4, SpecCrc(block, n));
+}
 
 struct Encoded {
   Layout layout;
@@ -198,13 +211,14 @@ TEST(EncodeTest, MatchesTheSpecByteForByte) {
   ASSERT_EQ(e.bytes.size(), 64u);
   Bytes want(64, std::byte{0});
   want[0] = std::byte{1};
-  want[1] = std::byte{1};
+  want[1] = std::byte{2};
   StoreLE<uint16_t>(&want[2], 0x1234);
   StoreLE<uint64_t>(&want[8], 0xA1B2C3D4E5F6ull | (uint64_t{1} << 48));
   StoreLE<uint32_t>(&want[16], 2);
   StoreLE<uint32_t>(&want[20], 5);
   StoreLE<uint32_t>(&want[24], 7);
   std::memcpy(&want[32], "k1hello", 7);
+  StoreLE<uint16_t>(&want[30], SpecHeaderCheck(want.data()));
   StoreLE<uint32_t>(&want[4], SpecCrc(want.data(), 64));
   EXPECT_EQ(e.bytes, want);
 
@@ -227,7 +241,7 @@ TEST(EncodeTest, MatchesTheSpecByteForByte) {
     EXPECT_EQ(LoadLE<uint32_t>(b + 20), 200u);
     EXPECT_EQ(LoadLE<uint32_t>(b + 24), 96u);
     EXPECT_EQ(LoadLE<uint16_t>(b + 28), seq);
-    EXPECT_EQ(LoadLE<uint16_t>(b + 30), 0);
+    EXPECT_EQ(LoadLE<uint16_t>(b + 30), SpecHeaderCheck(b));
     EXPECT_EQ(std::string(reinterpret_cast<const char*>(b + 32), chunk),
               payload.substr(seq * 96, chunk));
     for (size_t i = 32 + chunk; i < n; ++i) EXPECT_EQ(b[i], std::byte{0}) << "padding " << i;
@@ -437,12 +451,24 @@ TEST(DecodeTest, EachHeaderRuleIsChecked) {
   };
 
   bad_header(with([](std::byte* p) { p[0] = std::byte{0}; }));
-  bad_header(with([](std::byte* p) { p[0] = std::byte{4}; }));
+  bad_header(with([](std::byte* p) { p[0] = std::byte{5}; }));
   bad_header(with([](std::byte* p) { p[0] = std::byte{0xFF}; }));
   bad_header(with([](std::byte* p) { p[1] = std::byte{0}; }));
-  bad_header(with([](std::byte* p) { p[1] = std::byte{2}; }));
-  bad_header(with([](std::byte* p) { StoreLE<uint16_t>(p + 30, 1); }));
-  bad_header(with([](std::byte* p) { StoreLE<uint16_t>(p + 30, 0x8000); }));
+  bad_header(with([](std::byte* p) { p[1] = std::byte{3}; }));
+  // A header check that does not match (the block CRC resealed over it).
+  auto with_check = [&](uint16_t check, uint8_t format) {
+    Bytes b = good;
+    b[1] = std::byte{format};
+    StoreLE<uint16_t>(b.data() + 30, check);
+    StoreLE<uint32_t>(b.data() + 4, SpecCrc(b.data(), b.size()));
+    return b;
+  };
+  const uint16_t right = SpecHeaderCheck(good.data());
+  bad_header(with_check(right ^ 1, kFormatVersion));
+  bad_header(with_check(right ^ 0x8000, kFormatVersion));
+  // Format 1 (before header checks) still decodes, with the field 0.
+  EXPECT_TRUE(DecodeBlock(with_check(0, 1), Limits{}).status.ok());
+  bad_header(with_check(1, 1));
   bad_header(with([&](std::byte* p) { set_cnt(p, 0); }));
   bad_header(with([](std::byte* p) { StoreLE<uint16_t>(p + 28, 1); }));  // seq == cnt
   bad_header(good, Limits{2, 1000});                                     // key over limit
@@ -495,13 +521,20 @@ TEST(DecodeTest, EachHeaderRuleIsChecked) {
     StoreLE<uint32_t>(p + 24, 7);
   }));
 
-  // A header that is well formed but does not match its CRC is a checksum
-  // failure; resealed, the edit is simply a different valid block.
-  Bytes b = good;
-  StoreLE<uint16_t>(b.data() + 2, 4);  // another shard
-  auto d = DecodeBlock(b, Limits{});
+  // An intact header whose body does not match the CRC is a checksum
+  // failure (and IntactHeaderBlockBytes vouches for its size); an edited
+  // header fails its header check first; resealed, the edit is simply a
+  // different valid block.
+  Bytes torn = good;
+  torn[40] ^= std::byte{1};
+  auto d = DecodeBlock(torn, Limits{});
   EXPECT_EQ(d.error, DecodeError::kBadChecksum);
   EXPECT_EQ(d.status.message().rfind("bad checksum", 0), 0u) << d.status.message();
+  EXPECT_EQ(IntactHeaderBlockBytes(torn, Limits{}), good.size());
+  Bytes b = good;
+  StoreLE<uint16_t>(b.data() + 2, 4);  // another shard
+  bad_header(b);
+  EXPECT_EQ(IntactHeaderBlockBytes(b, Limits{}), 0u);
   Reseal(b.data(), b.size());
   d = DecodeBlock(b, Limits{});
   ASSERT_TRUE(d.status.ok());
@@ -923,7 +956,7 @@ TEST(FuzzTest, RandomBuffersNeverDecode) {
       StoreLE<uint32_t>(p + 20, value_len);
       StoreLE<uint32_t>(p + 24, key_len + value_len);
       StoreLE<uint16_t>(p + 28, 0);
-      StoreLE<uint16_t>(p + 30, 0);
+      StoreLE<uint16_t>(p + 30, SpecHeaderCheck(p));
     } else if (mode == 2 && buf.size() >= kHeaderSize) {
       // A plausible block of a multi-block entry.
       std::byte* p = buf.data();
@@ -937,7 +970,7 @@ TEST(FuzzTest, RandomBuffersNeverDecode) {
       StoreLE<uint32_t>(p + 20, total - 1);
       StoreLE<uint32_t>(p + 24, bp);
       StoreLE<uint16_t>(p + 28, static_cast<uint16_t>(rng.Uniform(cnt)));
-      StoreLE<uint16_t>(p + 30, 0);
+      StoreLE<uint16_t>(p + 30, SpecHeaderCheck(p));
     } else if (mode == 3) {
       // A real entry with 1..4 bytes changed, then cut or padded with junk.
       Encoded e = Encode({EntryType::kPut, static_cast<uint16_t>(rng.Next()), rng.Uniform(1000)},

@@ -9,6 +9,7 @@
 #include "fabric/ofi/ofi_fabric.h"
 #include "node/config_access.h"
 #include "node/rpc_peers.h"
+#include "proto/kv.h"
 #include "rpc/channel.h"
 #include "runtime/thread_runtime.h"
 #include "server/config_view.h"
@@ -92,6 +93,26 @@ class ClientImpl final : public Client {
     exec_->Post([this, key = std::move(key), done = std::move(done)]() mutable {
       core_->Get(std::move(key), std::move(done));
     });
+  }
+  Result<std::vector<std::string>> NodeStats() override {
+    SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig c, store_->Load());
+    std::vector<std::string> out;
+    for (const auto& [id, info] : c.config.nodes) {
+      if (info.state != cluster::NodeState::kUp) continue;
+      std::promise<Result<replication::PeerResponse>> p;
+      exec_->Post([&, id = id, addrs = c.config.nodes] {
+        std::map<uint32_t, std::string> a;
+        for (const auto& [n, i] : addrs) a[n] = i.address;
+        peers_->SetAddresses(a);
+        peers_->Call(id, static_cast<uint16_t>(proto::Method::kStats), {},
+                     [&](Result<replication::PeerResponse> r) { p.set_value(std::move(r)); });
+      });
+      auto r = p.get_future().get();
+      if (!r.ok()) return Status(r.status().code(), "node " + std::to_string(id) + ": " + r.status().message());
+      if (r->status != Code::kOk) return Status(r->status, "node " + std::to_string(id) + " refused STATS");
+      out.push_back(std::move(r->payload));
+    }
+    return out;
   }
   void DeleteAsync(std::string key, std::function<void(Status)> done) override {
     exec_->Post([this, key = std::move(key), done = std::move(done)]() mutable {

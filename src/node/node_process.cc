@@ -1,5 +1,6 @@
 #include "node/node_process.h"
 
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -14,6 +15,9 @@
 #include "node/config_access.h"
 #include "node/rpc_peers.h"
 #include "pm/region.h"
+#include "replication/backup_log.h"
+#include "replication/design.h"
+#include "replication/onesided_replicator.h"
 #include "replication/rpc_replicator.h"
 #include "rpc/channel.h"
 #include "runtime/thread_runtime.h"
@@ -71,6 +75,9 @@ class Node final : public NodeProcess {
   void RenewLoop();
   void WatchLoop(uint64_t known_version);
   void AdoptOnNode(const ClusterConfig& c);
+  Status StartOneSided();
+  void DigestLoop();
+  std::string StatsJson() const;
 
   NodeOptions o_;
   std::unique_ptr<cluster::ConfigStore> config_store_;
@@ -85,7 +92,16 @@ class Node final : public NodeProcess {
   runtime::Executor* control_ex_ = nullptr;
   std::unique_ptr<rpc::RpcChannel> channel_;
   std::unique_ptr<RpcPeers> peers_;
-  std::unique_ptr<replication::RpcReplicator> replicator_;
+  // One-sided designs: the replication endpoints (peers write into `repl_in_`
+  // with no worker involved; `repl_out_` is this primary's sending side),
+  // the backup log on them, and the NIC and digest roles that drive it.
+  replication::Protocol protocol_ = replication::Protocol::kRpc;
+  runtime::Executor* nic_ex_ = nullptr;
+  runtime::Executor* digest_ex_ = nullptr;
+  std::unique_ptr<fabric::Endpoint> repl_in_;
+  std::unique_ptr<fabric::Endpoint> repl_out_;
+  std::unique_ptr<replication::BackupLog> backup_;
+  std::unique_ptr<replication::Replicator> replicator_;
   server::ViewHolder views_;
   std::shared_ptr<server::NodeShared> shared_ = std::make_shared<server::NodeShared>();
   std::unique_ptr<server::NodeCore> core_;
@@ -119,6 +135,7 @@ Status Node::Boot() {
   if (me == vc.config.nodes.end()) {
     return Status::InvalidArgument("node " + std::to_string(o_.id) + " is not a member of the cluster");
   }
+  SLIP_ASSIGN_OR_RETURN(protocol_, replication::ParseDesign(vc.config.design));
   // Listed as down: the manager replaced this node while it was away —
   // unless it still holds a shard's only copy (Reassign keeps a stranded
   // shard on its last replica), then it comes back with its data.
@@ -155,6 +172,8 @@ Status Node::Boot() {
                                      fabric::OfiOptions{.max_multi_recv_message = kMaxMessage}));
   node_ex_ = rt_.CreateExecutor("node" + std::to_string(o_.id));
   control_ex_ = rt_.CreateExecutor("node" + std::to_string(o_.id) + "/control");
+  // The digest role also runs the cleaner, for every design.
+  digest_ex_ = rt_.CreateExecutor("node" + std::to_string(o_.id) + "/digest");
   SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = "node" + std::to_string(o_.id)}));
   fabric::Endpoint* raw = ep.get();
   rpc::ChannelOptions co;
@@ -166,11 +185,22 @@ Status Node::Boot() {
   const std::string address = channel_->address();
 
   peers_ = std::make_unique<RpcPeers>(channel_.get(), node_ex_, rpc::RpcChannel::CallOptions{.timeout = o_.lease / 2});
-  replicator_ = std::make_unique<replication::RpcReplicator>(peers_.get());
+  if (replication::IsOneSided(protocol_)) {
+    SLIP_RETURN_IF_ERROR(StartOneSided());
+  } else {
+    replicator_ = std::make_unique<replication::RpcReplicator>(peers_.get());
+  }
   core_ = std::make_unique<server::NodeCore>(o_.id, store_.get(), 0, replicator_.get(), &views_, shared_);
+  core_->set_backup_log(backup_.get());
+  core_->set_cpu_clock([] {
+    timespec ts;
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+  });
   core_->set_tail_page_bytes(kMaxMessage * 3 / 4);  // a promotion page fits one frame
   core_->set_lease([this] { return MachineNow() < lease_expiry_.load(); });
   promoter_ = std::make_unique<server::Promoter>(store_.get(), 1, peers_.get());
+  if (backup_) promoter_->set_catch_up([this] { return backup_->CatchUp(); });
   agent_ = std::make_unique<server::NodeAgent>(o_.id, &views_, promoter_.get(), node_ex_, shared_);
   agent_->set_on_seeded([this](uint32_t shard, uint32_t backup, uint64_t term) {
     control_ex_->Post([this, shard, backup, term] {
@@ -185,6 +215,7 @@ Status Node::Boot() {
     });
   });
   channel_->SetHandler([this](uint16_t method, std::span<const std::byte> payload, rpc::RpcChannel::Reply reply) {
+    if (method == static_cast<uint16_t>(proto::Method::kStats)) return reply(Code::kOk, StatsJson());
     core_->Handle(method, payload, std::move(reply));
   });
 
@@ -226,6 +257,7 @@ Status Node::Boot() {
     agent_->ColdStart(server::ViewFromConfig(c));
   });
   control_ex_->Post([this] { RenewLoop(); });
+  digest_ex_->Post([this] { DigestLoop(); });
   control_ex_->Post([this, v = now.version] { WatchLoop(v); });
   Log(o_.id, "serving at " + RpcPeers::HexEncode(address) + " (" + o_.provider + "), term " + std::to_string(now.config.term));
   return Status::Ok();
@@ -273,6 +305,66 @@ void Node::AdoptOnNode(const ClusterConfig& c) {
   for (const auto& [id, info] : c.nodes) addrs[id] = info.address;
   peers_->SetAddresses(addrs);
   agent_->Adopt(server::ViewFromConfig(c));
+}
+
+Status Node::StartOneSided() {
+  const std::string name = "node" + std::to_string(o_.id);
+  nic_ex_ = rt_.CreateExecutor(name + "/nic");
+  SLIP_ASSIGN_OR_RETURN(repl_in_, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = name + "/in"}));
+  SLIP_ASSIGN_OR_RETURN(repl_out_, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = name + "/out"}));
+  replication::BackupLogOptions bo;
+  bo.protocol = protocol_;
+  SLIP_ASSIGN_OR_RETURN(backup_, replication::BackupLog::Create(store_.get(), repl_in_.get(), bo));
+  // The NIC role: on software providers peers' Sends and Writes land only
+  // while this endpoint is polled. It parks on the endpoint's wait object
+  // (tcp) and wakes at least every max_park for the used-segment rule.
+  fabric::Endpoint* in = repl_in_.get();
+  nic_ex_->AddPoller([this] { return backup_->Poll(nic_ex_->Now()); });
+  if (in->wait_fd() >= 0) nic_ex_->AddWaitFd(in->wait_fd(), [in] { return in->CanBlock(); });
+  fabric::Endpoint* out = repl_out_.get();
+  if (out->wait_fd() >= 0) node_ex_->AddWaitFd(out->wait_fd(), [out] { return out->CanBlock(); });
+  replication::OneSidedOptions oo;
+  oo.protocol = protocol_;
+  oo.self = o_.id;
+  oo.max_message = kMaxMessage / 2;  // well inside the multi-receive limit
+  oo.term = [this] { return adopted_term_; };
+  // Runs on the node executor: it polls `out` there and calls back there.
+  replicator_ = std::make_unique<replication::OneSidedReplicator>(node_ex_, out, peers_.get(), oo);
+  Log(o_.id, std::string("design ") + replication::DesignName(protocol_) + ": replication endpoint " +
+                 RpcPeers::HexEncode(backup_->address()));
+  return Status::Ok();
+}
+
+void Node::DigestLoop() {
+  // Digest what the NIC role found used or senders closed, then keep the
+  // store's free space up (both are background work, off the request path).
+  for (int i = 0; i < 16 && backup_; ++i) {
+    auto r = backup_->DigestStep();
+    if (!r.ok()) Log(o_.id, "digest: " + r.status().ToString());
+    if (!r.ok() || !*r) break;
+  }
+  for (int i = 0; i < 4 && store_->NeedsCleaning(); ++i) {
+    auto r = store_->CleanStep();
+    if (!r.ok()) Log(o_.id, "cleaner: " + r.status().ToString());
+    if (!r.ok() || !*r) break;
+  }
+  digest_ex_->After(runtime::kMillisecond, [this] { DigestLoop(); });
+}
+
+std::string Node::StatsJson() const {
+  // Per-role CPU from each executor's thread clock, plus the counters the
+  // benchmark divides by operations. Backup work done by the worker is
+  // counted by NodeCore around the backup-role handlers.
+  const auto& c = core_->counters();
+  auto cpu = [](runtime::Executor* e) { return e ? e->CpuTime() : 0; };
+  std::string j = "{\"node\":" + std::to_string(o_.id) + ",\"design\":\"" + replication::DesignName(protocol_) +
+                  "\",\"cpu_ns\":{\"worker\":" + std::to_string(cpu(node_ex_) - c.backup_cpu_ns) +
+                  ",\"backup_worker\":" + std::to_string(c.backup_cpu_ns) + ",\"nic\":" + std::to_string(cpu(nic_ex_)) +
+                  ",\"control\":" + std::to_string(cpu(control_ex_)) + ",\"digest\":" + std::to_string(cpu(digest_ex_)) +
+                  "},\"puts\":" + std::to_string(c.puts) + ",\"dels\":" + std::to_string(c.dels) +
+                  ",\"gets\":" + std::to_string(c.gets) + ",\"backup_requests\":" + std::to_string(c.backup_requests) +
+                  ",\"received_bytes\":" + std::to_string(store_->received_bytes()) + "}";
+  return j;
 }
 
 }  // namespace

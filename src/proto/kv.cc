@@ -132,7 +132,10 @@ const char* MethodName(uint16_t method) {
     case Method::kDel: return "DEL";
     case Method::kReplicate: return "REPLICATE";
     case Method::kShardTail: return "SHARD_TAIL";
+    case Method::kReplOpen: return "REPL_OPEN";
+    case Method::kReplClose: return "REPL_CLOSE";
     case Method::kGetConfig: return "GET_CONFIG";
+    case Method::kStats: return "STATS";
   }
   return "UNKNOWN";
 }
@@ -266,6 +269,98 @@ Result<ShardTailResponse> DecodeShardTailResponse(std::span<const std::byte> buf
     SLIP_RETURN_IF_ERROR(GetEntry(rd, limits, "shard tail entry", &e.meta, &e.key, &e.value));
   }
   SLIP_RETURN_IF_ERROR(Finish(rd, "shard tail response"));
+  return r;
+}
+
+// ReplOpenRequest: term u64 | sender u32 | buffer u8 | pad 3
+std::string Encode(const ReplOpenRequest& r) {
+  Writer w(16);
+  w.Put<uint64_t>(r.term);
+  w.Put<uint32_t>(r.sender);
+  w.Put<uint8_t>(static_cast<uint8_t>(r.buffer));
+  w.Put<uint8_t>(0);
+  w.Put<uint16_t>(0);
+  return w.Take();
+}
+
+Result<ReplOpenRequest> DecodeReplOpenRequest(std::span<const std::byte> buf) {
+  Reader rd(buf);
+  ReplOpenRequest r;
+  r.term = rd.Get<uint64_t>();
+  r.sender = rd.Get<uint32_t>();
+  const uint8_t buffer = rd.Get<uint8_t>();
+  const uint8_t pad8 = rd.Get<uint8_t>();
+  const uint16_t pad16 = rd.Get<uint16_t>();
+  SLIP_RETURN_IF_ERROR(Finish(rd, "replication open request"));
+  if (buffer > static_cast<uint8_t>(ReplBuffer::kPrivate)) {
+    return Status::Corruption("replication open request: unknown buffer kind " + std::to_string(buffer));
+  }
+  if (pad8 != 0 || pad16 != 0) return Status::Corruption("replication open request: reserved bytes set");
+  r.buffer = static_cast<ReplBuffer>(buffer);
+  return r;
+}
+
+// ReplOpenResponse: term u64 | mem_addr u64 | mem_key u64 | mem_len u64 |
+//   flush_offset u64 | buffer_offset u64 | buffer_len u64 | buffer_id u32 |
+//   address_len u32 | address
+std::string Encode(const ReplOpenResponse& r) {
+  Writer w(72 + r.address.size());
+  w.Put<uint64_t>(r.term);
+  w.Put<uint64_t>(r.mem_addr);
+  w.Put<uint64_t>(r.mem_key);
+  w.Put<uint64_t>(r.mem_len);
+  w.Put<uint64_t>(r.flush_offset);
+  w.Put<uint64_t>(r.buffer_offset);
+  w.Put<uint64_t>(r.buffer_len);
+  w.Put<uint32_t>(r.buffer_id);
+  w.Put<uint32_t>(static_cast<uint32_t>(r.address.size()));
+  w.Bytes(r.address);
+  return w.Take();
+}
+
+Result<ReplOpenResponse> DecodeReplOpenResponse(std::span<const std::byte> buf) {
+  Reader rd(buf);
+  ReplOpenResponse r;
+  r.term = rd.Get<uint64_t>();
+  r.mem_addr = rd.Get<uint64_t>();
+  r.mem_key = rd.Get<uint64_t>();
+  r.mem_len = rd.Get<uint64_t>();
+  r.flush_offset = rd.Get<uint64_t>();
+  r.buffer_offset = rd.Get<uint64_t>();
+  r.buffer_len = rd.Get<uint64_t>();
+  r.buffer_id = rd.Get<uint32_t>();
+  const uint32_t address_len = rd.Get<uint32_t>();
+  if (!rd.ok()) return Status::Corruption("replication open response shorter than its header");
+  if (address_len > 1024) return Status::Corruption("replication open response: address too long");
+  r.address = rd.Bytes(address_len);
+  SLIP_RETURN_IF_ERROR(Finish(rd, "replication open response"));
+  // Every range must lie inside the registration: a lie here would make the
+  // sender write outside the buffer it was given.
+  if (r.flush_offset >= r.mem_len || r.buffer_offset > r.mem_len ||
+      r.buffer_len > r.mem_len - r.buffer_offset) {
+    return Status::Corruption("replication open response: buffer outside the registered memory");
+  }
+  return r;
+}
+
+// ReplCloseRequest: term u64 | sender u32 | buffer_id u32 | used u64
+std::string Encode(const ReplCloseRequest& r) {
+  Writer w(24);
+  w.Put<uint64_t>(r.term);
+  w.Put<uint32_t>(r.sender);
+  w.Put<uint32_t>(r.buffer_id);
+  w.Put<uint64_t>(r.used);
+  return w.Take();
+}
+
+Result<ReplCloseRequest> DecodeReplCloseRequest(std::span<const std::byte> buf) {
+  Reader rd(buf);
+  ReplCloseRequest r;
+  r.term = rd.Get<uint64_t>();
+  r.sender = rd.Get<uint32_t>();
+  r.buffer_id = rd.Get<uint32_t>();
+  r.used = rd.Get<uint64_t>();
+  SLIP_RETURN_IF_ERROR(Finish(rd, "replication close request"));
   return r;
 }
 

@@ -30,7 +30,10 @@ enum class Method : uint16_t {
   kDel = 3,
   kReplicate = 16,  // primary -> backup (the rpc replication protocol)
   kShardTail = 17,  // new primary -> replica: entries above a version (promotion)
+  kReplOpen = 18,   // primary -> backup: where to write entries one-sidedly
+  kReplClose = 19,  // primary -> backup: that buffer is full
   kGetConfig = 32,  // anyone -> node: the node's current configuration
+  kStats = 33,      // anyone -> node: per-role CPU time and counters (JSON)
 };
 
 const char* MethodName(uint16_t method);
@@ -84,11 +87,49 @@ struct ShardTailResponse {
   std::vector<TailEntry> entries;
 };
 
+// The one-sided designs' control path (replication/backup_log.h). A primary
+// asks each backup once for its replication endpoint and, for the designs
+// that write at addresses they choose (rwrite, batch, share, tailwind), for
+// a private buffer; it closes a buffer when the next entry does not fit.
+enum class ReplBuffer : uint8_t {
+  kNone = 0,     // rowan: Send into the backup's shared multi-receive log
+  kPrivate = 1,  // a segment only this sender writes, at offsets it picks
+};
+
+struct ReplOpenRequest {
+  uint64_t term = 0;
+  uint32_t sender = 0;  // the primary's node id
+  ReplBuffer buffer = ReplBuffer::kNone;
+};
+
+struct ReplOpenResponse {
+  uint64_t term = 0;
+  // The backup's registered PM (fabric::RemoteMemory's fields) and where in
+  // it the buffer is; flush_offset is a byte the sender Reads after its
+  // writes: the Read's completion means they are persistent.
+  uint64_t mem_addr = 0, mem_key = 0, mem_len = 0;
+  uint64_t flush_offset = 0;
+  uint32_t buffer_id = 0;  // the segment, for CLOSE (kPrivate only)
+  uint64_t buffer_offset = 0, buffer_len = 0;
+  std::string_view address;  // the backup's replication endpoint
+};
+
+struct ReplCloseRequest {
+  uint64_t term = 0;
+  uint32_t sender = 0;
+  uint32_t buffer_id = 0;
+  uint64_t used = 0;  // bytes written from the buffer's start
+};
+
 std::string Encode(const KvRequest& r);
 std::string Encode(const KvResponse& r);
 std::string Encode(const ReplicateRequest& r);
 std::string Encode(const ShardTailRequest& r);
 std::string Encode(const ShardTailResponse& r);
+
+std::string Encode(const ReplOpenRequest& r);
+std::string Encode(const ReplOpenResponse& r);
+std::string Encode(const ReplCloseRequest& r);
 
 // Corruption for a malformed buffer (short, trailing bytes, bad lengths or
 // type); TooLarge for a key or value over `limits`. Never reads past buf.
@@ -97,6 +138,9 @@ Result<KvResponse> DecodeKvResponse(std::span<const std::byte> buf, const log::L
 Result<ReplicateRequest> DecodeReplicateRequest(std::span<const std::byte> buf,
                                                 const log::Limits& limits);
 Result<ShardTailRequest> DecodeShardTailRequest(std::span<const std::byte> buf);
+Result<ReplOpenRequest> DecodeReplOpenRequest(std::span<const std::byte> buf);
+Result<ReplOpenResponse> DecodeReplOpenResponse(std::span<const std::byte> buf);
+Result<ReplCloseRequest> DecodeReplCloseRequest(std::span<const std::byte> buf);
 Result<ShardTailResponse> DecodeShardTailResponse(std::span<const std::byte> buf,
                                                   const log::Limits& limits);
 

@@ -33,7 +33,19 @@ void NodeCore::Handle(uint16_t method, std::span<const std::byte> payload, Reply
     case proto::Method::kGet:
       return HandleGet(payload, std::move(reply));
     case proto::Method::kReplicate:
-      return HandleReplicate(payload, std::move(reply));
+    case proto::Method::kReplOpen:
+    case proto::Method::kReplClose: {
+      // Backup work: what the one-sided designs take off the backup's CPU.
+      const int64_t t0 = cpu_clock_ ? cpu_clock_() : 0;
+      if (method == static_cast<uint16_t>(proto::Method::kReplicate)) {
+        HandleReplicate(payload, std::move(reply));
+      } else {
+        HandleReplControl(static_cast<proto::Method>(method), payload, std::move(reply));
+      }
+      ++counters_.backup_requests;
+      if (cpu_clock_) counters_.backup_cpu_ns += cpu_clock_() - t0;
+      return;
+    }
     case proto::Method::kShardTail:
       return HandleShardTail(payload, std::move(reply));
     default:
@@ -178,6 +190,12 @@ void NodeCore::HandleShardTail(std::span<const std::byte> payload, Reply reply) 
   if (req->shard >= view->shards.size()) {
     return Fail(reply, Status::InvalidArgument("no shard " + std::to_string(req->shard)), view->term);
   }
+  if (backup_ != nullptr) {
+    // Entries peers wrote one-sidedly are indexed lazily; every one that
+    // landed (so every acknowledged one) must be in the walk.
+    Status s = backup_->CatchUp();
+    if (!s.ok()) return Fail(reply, s, view->term);
+  }
   // The page holds views into these strings until it is encoded.
   std::vector<store::Store::ShardEntry> held;
   size_t bytes = 0;
@@ -202,6 +220,28 @@ void NodeCore::HandleShardTail(std::span<const std::byte> payload, Reply reply) 
   r.more = full;
   for (const auto& e : held) r.entries.push_back({e.meta, e.key, e.value});
   reply(Code::kOk, proto::Encode(r));
+}
+
+void NodeCore::HandleReplControl(proto::Method m, std::span<const std::byte> payload, Reply reply) {
+  auto view = views_->Get();
+  if (backup_ == nullptr) {
+    return Fail(reply, Status::NotSupported("this node replicates by RPC (no one-sided backup log)"), view->term);
+  }
+  // No term check: opening a buffer changes no data, and a primary keeps
+  // writing into its buffers across terms (the data path carries none).
+  if (m == proto::Method::kReplOpen) {
+    auto req = proto::DecodeReplOpenRequest(payload);
+    if (!req.ok()) return Fail(reply, req.status(), view->term);
+    auto r = backup_->Open(*req);
+    if (!r.ok()) return Fail(reply, r.status(), view->term);
+    r->term = view->term;
+    return reply(Code::kOk, proto::Encode(*r));
+  }
+  auto req = proto::DecodeReplCloseRequest(payload);
+  if (!req.ok()) return Fail(reply, req.status(), view->term);
+  Status s = backup_->Close(*req);
+  if (!s.ok()) return Fail(reply, s, view->term);
+  reply(Code::kOk, proto::Encode(proto::KvResponse{view->term, 0, {}}));
 }
 
 }  // namespace slip::server

@@ -34,6 +34,7 @@
 
 #include "common/status.h"
 #include "proto/kv.h"
+#include "replication/backup_log.h"
 #include "replication/replicator.h"
 #include "store/store.h"
 
@@ -142,6 +143,14 @@ class NodeCore {
   // stale read. Unset: always valid (single-node tests).
   void set_lease(std::function<bool()> valid) { lease_valid_ = std::move(valid); }
 
+  // One-sided designs: REPL_OPEN / REPL_CLOSE are served by this node's
+  // backup log, and SHARD_TAIL first indexes everything peers wrote into
+  // this node's PM (BackupLog::CatchUp). Null (rpc-kv): both are refused.
+  void set_backup_log(replication::BackupLog* backup) { backup_ = backup; }
+  // The calling thread's CPU clock (ns), to account the CPU this node spends
+  // as a backup (REPLICATE, REPL_OPEN, REPL_CLOSE): Counters::backup_cpu_ns.
+  void set_cpu_clock(std::function<int64_t()> clock) { cpu_clock_ = std::move(clock); }
+
   // Handles one request; `reply` runs exactly once, possibly later (after
   // replication), on the same executor. `payload` need only live during the
   // call.
@@ -150,6 +159,8 @@ class NodeCore {
   struct Counters {
     uint64_t puts = 0, dels = 0, gets = 0, replicated_in = 0;
     uint64_t stale = 0, busy = 0, malformed = 0, replication_failures = 0;
+    uint64_t backup_requests = 0;  // REPLICATE + REPL_OPEN + REPL_CLOSE served
+    int64_t backup_cpu_ns = 0;     // their CPU time (with a cpu clock)
   };
   const Counters& counters() const { return counters_; }
 
@@ -158,6 +169,7 @@ class NodeCore {
   void HandleGet(std::span<const std::byte> payload, Reply reply);
   void HandleReplicate(std::span<const std::byte> payload, Reply reply);
   void HandleShardTail(std::span<const std::byte> payload, Reply reply);
+  void HandleReplControl(proto::Method m, std::span<const std::byte> payload, Reply reply);
   // Term and primary ownership of req.shard; replies and returns false if not.
   bool CheckPrimary(const NodeView& v, const proto::KvRequest& req, const Reply& reply);
   void Fail(const Reply& reply, const Status& s, uint64_t term);
@@ -169,6 +181,8 @@ class NodeCore {
   const ViewHolder* const views_;
   std::shared_ptr<NodeShared> shared_;
   std::function<bool()> lease_valid_;
+  replication::BackupLog* backup_ = nullptr;
+  std::function<int64_t()> cpu_clock_;
   Counters counters_;
   size_t tail_page_bytes_ = 6 << 10;  // fits an 8 KiB RPC frame
 };

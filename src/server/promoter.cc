@@ -86,6 +86,10 @@ void Promoter::Pull(std::shared_ptr<Job> job, size_t replica, uint64_t skip) {
 }
 
 void Promoter::Push(std::shared_ptr<Job> job) {
+  if (catch_up_) {
+    Status s = catch_up_();
+    if (!s.ok()) return job->Finish(s);
+  }
   auto walked = store_->ForEachInShard(job->shard, 0, 0, [&](const store::Store::ShardEntry& e) {
     job->to_send.push_back(e);
     return true;

@@ -52,6 +52,11 @@ class Promoter {
   // Outstanding REPLICATE requests per push.
   static constexpr size_t kWindow = 32;
 
+  // One-sided designs: peers' writes into this node's PM are indexed lazily;
+  // a promotion (or seed) first indexes everything landed so far, or its
+  // walk of the local shard would miss acknowledged entries.
+  void set_catch_up(std::function<Status()> catch_up) { catch_up_ = std::move(catch_up); }
+
  private:
   struct Job;
   void Pull(std::shared_ptr<Job> job, size_t replica, uint64_t skip);
@@ -61,6 +66,7 @@ class Promoter {
   store::Store* store_;
   uint32_t writer_;
   replication::PeerCaller* peers_;
+  std::function<Status()> catch_up_;
 };
 
 }  // namespace slip::server

@@ -16,6 +16,19 @@ using log::SegmentState;
 
 constexpr uint32_t kNoSegment = UINT32_MAX;
 
+// Blocks that hold a key's PUT or DEL (others: COMMIT_VERSION, CHECKSUM).
+bool IsData(EntryType t) { return t == EntryType::kPut || t == EntryType::kDel; }
+
+// Where a walk of a receive segment goes on after the block at `pos` failed
+// to decode: past the whole block when its header is intact (a transfer cut
+// short — never look inside it, where a value could hold bytes that look
+// like a block), else to the next stride (a hole: a line never written or
+// lost in a crash).
+uint64_t SkipInvalid(const std::byte* base, uint64_t pos, uint64_t size, const log::Limits& limits) {
+  const uint64_t claimed = log::IntactHeaderBlockBytes({base + pos, size - pos}, limits);
+  return pos + (claimed != 0 ? claimed : log::kAlign);
+}
+
 // The 8-byte value of a DEL entry: reserved node-local metadata (zero).
 constexpr char kDelValue[8] = {};
 
@@ -451,10 +464,17 @@ Status Store::CleanSegment(uint32_t seg) {
     bool first;  // a block 0 (carries the key)
   };
   std::vector<Found> found;
+  // Receive segments may hold holes (see Recover): walk them by stride.
+  const bool received = table_->meta(seg).owner == SegmentOwner::kControl;
   for (uint64_t pos = 0; pos + log::kHeaderSize <= table_->segment_size();) {
     auto d = log::DecodeBlock({base + pos, table_->segment_size() - pos}, options_.limits);
-    if (!d.status.ok()) break;
-    if (d.block.type != EntryType::kCommitVersion) found.push_back({seg_off + pos, d.block.seq == 0});
+    if (!d.status.ok()) {
+      if (!received) break;
+      pos = SkipInvalid(base, pos, table_->segment_size(), options_.limits);
+      continue;
+    }
+    // A block of a shard this store does not have was never indexed.
+    if (IsData(d.block.type) && d.block.shard < shards_.size()) found.push_back({seg_off + pos, d.block.seq == 0});
     pos += d.block.encoded_bytes;
   }
 
@@ -522,6 +542,89 @@ Status Store::CleanSegment(uint32_t seg) {
 }
 
 // ---------------------------------------------------------------------------
+// Receive segments
+
+void Store::IndexFound(uint64_t offset0, const Blocks& blocks) {
+  const log::BlockHeader h = log::PeekHeader(region_->at(offset0));
+  index::EntryInfo info = Read(offset0);
+  const uint64_t hash = HashKey(info.key);
+  if (h.shard >= shards_.size() || ShardOf(hash) != h.shard) return;  // foreign or corrupt
+  RememberLarge(blocks);
+  RaiseShardVersion(h.shard, h.version);
+  auto r = shards_[h.shard].index->Upsert(hash, info.key, h.version, offset0);
+  // Live bytes: the winner's blocks count, a displaced entry's stop counting.
+  if (r.applied) {
+    for (size_t i = 0; i < blocks.offsets.size(); ++i) {
+      live_[table_->SegmentOf(blocks.offsets[i])] += blocks.bytes[i];
+    }
+    if (r.displaced) Retire(BlocksOf(*r.displaced));
+  }
+}
+
+Result<uint32_t> Store::AllocateReceiveSegment() {
+  return table_->Allocate(SegmentOwner::kControl, options_.cleaner_reserve);
+}
+
+Result<uint64_t> Store::DigestReceived(uint32_t seg, uint64_t from, uint64_t to) {
+  if (seg >= table_->num_segments()) return Status::InvalidArgument("no segment " + std::to_string(seg));
+  const log::SegmentMeta m = table_->meta(seg);
+  if (m.owner != SegmentOwner::kControl || m.state == SegmentState::kFree) {
+    return Status::InvalidArgument("segment " + std::to_string(seg) + " is not a receive segment");
+  }
+  to = std::min(to, table_->segment_size());
+  if (from % log::kAlign != 0 || from > to) return Status::InvalidArgument("bad digest range");
+  const std::byte* base = table_->SegmentBase(seg);
+  const uint64_t seg_off = table_->SegmentOffset(seg);
+  uint64_t pos = from;
+  while (pos + log::kHeaderSize <= to) {
+    // Decode a copy: a peer may be writing right behind us (a DMA in flight
+    // shows up as a torn block, which stops the walk until it completes).
+    auto d = log::DecodeBlock({base + pos, to - pos}, options_.limits);
+    if (!d.status.ok()) break;
+    const log::BlockView& b = d.block;
+    const uint64_t off = seg_off + pos;
+    pos += b.encoded_bytes;
+    received_.fetch_add(b.encoded_bytes, std::memory_order_relaxed);
+    if (!IsData(b.type) || b.shard >= shards_.size()) continue;
+    if (b.cnt == 1) {
+      IndexFound(off, Blocks{{off}, {b.encoded_bytes}});
+      continue;
+    }
+    std::optional<Blocks> complete;
+    {
+      std::lock_guard<std::mutex> lock(large_mu_);
+      ReceivedPartial& p = received_partial_[{b.shard, b.version}];
+      if (p.offsets.empty()) {
+        p.offsets.assign(b.cnt, 0);
+        p.bytes.assign(b.cnt, 0);
+      }
+      if (p.offsets.size() == b.cnt && p.offsets[b.seq] == 0) {
+        p.offsets[b.seq] = off;
+        p.bytes[b.seq] = b.encoded_bytes;
+        if (++p.have == b.cnt) {
+          complete = Blocks{std::move(p.offsets), std::move(p.bytes)};
+          received_partial_.erase({b.shard, b.version});
+        }
+      }
+    }
+    if (complete) IndexFound(complete->offsets[0], *complete);
+  }
+  return pos;
+}
+
+Status Store::SealReceiveSegment(uint32_t seg) {
+  if (seg >= table_->num_segments() || table_->meta(seg).owner != SegmentOwner::kControl) {
+    return Status::InvalidArgument("segment " + std::to_string(seg) + " is not a receive segment");
+  }
+  return table_->Transition(seg, SegmentState::kCommitted);
+}
+
+Status Store::ReleaseReceiveSegment(uint32_t seg) {
+  SLIP_RETURN_IF_ERROR(SealReceiveSegment(seg));
+  return table_->Free(seg);
+}
+
+// ---------------------------------------------------------------------------
 // Cold start
 
 Status Store::Recover() {
@@ -537,21 +640,7 @@ Status Store::Recover() {
   std::vector<uint64_t> max_version(shards_.size(), 0);
 
   auto apply = [&](uint64_t offset0, const Blocks& blocks) {
-    const log::BlockHeader h = log::PeekHeader(region_->at(offset0));
-    index::EntryInfo info = Read(offset0);
-    const uint64_t hash = HashKey(info.key);
-    if (ShardOf(hash) != h.shard) return;  // foreign or corrupt: not ours to index
-    RememberLarge(blocks);
-    auto r = shards_[h.shard].index->Upsert(hash, info.key, h.version, offset0);
-    // Live bytes as we go: the winner's blocks count, a displaced entry's
-    // stop counting. (A second pass over the index would touch every entry
-    // in PM again, at a cache miss each.)
-    if (r.applied) {
-      for (size_t i = 0; i < blocks.offsets.size(); ++i) {
-        live_[table_->SegmentOf(blocks.offsets[i])] += blocks.bytes[i];
-      }
-      if (r.displaced) Retire(BlocksOf(*r.displaced));
-    }
+    IndexFound(offset0, blocks);
     ++rs.entries;
   };
 
@@ -562,15 +651,24 @@ Status Store::Recover() {
     const std::byte* base = table_->SegmentBase(seg);
     const uint64_t seg_off = table_->SegmentOffset(seg);
     uint64_t pos = 0;
-    // The tail is where the first block fails to decode: no tail pointer.
+    // A local log's tail is where the first block fails to decode: no tail
+    // pointer. A receive segment can have holes (several senders' DMAs,
+    // persisted in any order, then a crash): walk it stride by stride.
+    const bool received = m.owner == SegmentOwner::kControl;
+    uint64_t end = 0;  // just past the last valid block
     while (pos + log::kHeaderSize <= table_->segment_size()) {
       auto d = log::DecodeBlock({base + pos, table_->segment_size() - pos}, options_.limits);
-      if (!d.status.ok()) break;
+      if (!d.status.ok()) {
+        if (!received) break;
+        pos = SkipInvalid(base, pos, table_->segment_size(), options_.limits);
+        continue;
+      }
       const log::BlockView& b = d.block;
       ++rs.blocks;
+      rs.bytes_scanned += b.encoded_bytes;
       if (b.shard < shards_.size()) max_version[b.shard] = std::max(max_version[b.shard], b.version);
       const uint64_t off = seg_off + pos;
-      if (b.type != EntryType::kCommitVersion && b.shard < shards_.size()) {
+      if (IsData(b.type) && b.shard < shards_.size()) {
         if (b.cnt == 1) {
           apply(off, Blocks{{off}, {b.encoded_bytes}});
         } else {
@@ -591,9 +689,9 @@ Status Store::Recover() {
         }
       }
       pos += b.encoded_bytes;
+      end = pos;
     }
-    rs.bytes_scanned += pos;
-    if (pos == 0) {
+    if (end == 0) {
       // Nothing valid: a segment allocated just before the crash, or one whose
       // Free() was interrupted after its first line was zeroed.
       if (m.state == SegmentState::kUsing) {

@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -151,6 +152,34 @@ class Store final : private index::EntryReader {
   // new primary must number writes above every entry any replica holds).
   void RaiseShardVersion(uint32_t shard, uint64_t version);
 
+  // --- receive segments (one-sided replication) ---
+  //
+  // Peers write entries straight into this node's PM (Rowan's b-log, RWrite
+  // and Tailwind buffers; replication/backup_log.h). The bytes are the same
+  // log blocks a t-log holds, so the store indexes them where they landed.
+
+  // Takes a Free segment for peers to write into: owner kControl, Using.
+  // Recovery scans these segments stride by stride (a crash can leave a hole
+  // where one sender's DMA did not persist while a later one's did).
+  // NoSpace when only the cleaner's reserve is left.
+  Result<uint32_t> AllocateReceiveSegment();
+  // Indexes the complete entries in [from, to) of receive segment `seg`, as
+  // Apply would but without copying: it walks block by block and stops at
+  // the first block that does not decode (space not written yet, or a
+  // transfer still in flight). Returns where it stopped, relative to the
+  // segment. Blocks of multi-block entries may lie anywhere (any segment,
+  // any order); an entry is indexed once all its blocks were digested.
+  // CHECKSUM and COMMIT_VERSION blocks are walked over. A block for a shard
+  // this store does not have, or whose key is not of its shard, is walked
+  // over and not indexed (a peer's bug must not corrupt the index).
+  Result<uint64_t> DigestReceived(uint32_t seg, uint64_t from, uint64_t to);
+  // No more entries will land in `seg` and all of it was digested: it
+  // becomes Committed, so the cleaner may reclaim it.
+  Status SealReceiveSegment(uint32_t seg);
+  // A receive segment nobody wrote into goes back to the free list.
+  Status ReleaseReceiveSegment(uint32_t seg);
+  uint64_t received_bytes() const { return received_.load(); }
+
   // Cleans at most one segment (the least utilised Committed one below the
   // threshold). Returns whether it cleaned one.
   Result<bool> CleanStep();
@@ -207,6 +236,9 @@ class Store final : private index::EntryReader {
                                 std::string* key_out, log::EntryMeta* meta_out) const;
 
   Status Recover();
+  // Indexes a complete entry found at offset0 (recovery, digest). Returns
+  // whether the index took it (its version is the newest of its key).
+  void IndexFound(uint64_t offset0, const Blocks& blocks);
   Status CleanSegment(uint32_t seg);
   // Copies the entry whose block 0 is at offset0 (one of its blocks was found
   // at found_at in segment seg) to the cleaner's log if it is still live.
@@ -236,7 +268,17 @@ class Store final : private index::EntryReader {
   std::unordered_map<uint64_t, std::string> abandoned_;
   std::unordered_map<std::string, uint32_t> abandoned_keys_;
 
+  // Multi-block entries being digested from receive segments, by
+  // (shard, version): per seq the block's offset and padded size (0: missing).
+  struct ReceivedPartial {
+    std::vector<uint64_t> offsets;
+    std::vector<uint32_t> bytes;
+    uint16_t have = 0;
+  };
+  std::map<std::pair<uint16_t, uint64_t>, ReceivedPartial> received_partial_;  // under large_mu_
+
   RecoveryStats recovery_;
+  std::atomic<uint64_t> received_{0};
   mutable std::atomic<uint64_t> gets_{0};
   std::atomic<uint64_t> puts_{0}, deletes_{0}, appended_{0};
   std::atomic<uint64_t> cleaned_{0}, relocated_{0}, relocated_bytes_{0}, tombstones_dropped_{0};

@@ -1,0 +1,214 @@
+#include "replication/backup_log.h"
+
+#include <cstring>
+
+#include "replication/tailwind_format.h"
+
+namespace slip::replication {
+
+BackupLog::BackupLog(store::Store* store, fabric::Endpoint* ep, BackupLogOptions options)
+    : store_(store), ep_(ep), options_(options) {}
+
+BackupLog::~BackupLog() {
+  if (mr_.base != nullptr) (void)ep_->Deregister(mr_);
+}
+
+Result<std::unique_ptr<BackupLog>> BackupLog::Create(store::Store* store, fabric::Endpoint* ep,
+                                                     const BackupLogOptions& options) {
+  if (!IsOneSided(options.protocol)) {
+    return Status::InvalidArgument(std::string(DesignName(options.protocol)) + " has no one-sided backup log");
+  }
+  std::unique_ptr<BackupLog> b(new BackupLog(store, ep, options));
+  const log::SegmentTable& t = store->segments();
+  b->data_offset_ = t.SegmentOffset(0);
+  // Peers write anywhere in the segment area, as RDMA peers of a registered
+  // region can; the segments they may use are the ones REPL_OPEN (or the
+  // multi-receive queue) handed out.
+  SLIP_ASSIGN_OR_RETURN(b->mr_, ep->Register(t.SegmentBase(0), t.num_segments() * t.segment_size(),
+                                             fabric::Endpoint::kRemoteWrite | fabric::Endpoint::kRemoteRead));
+  b->address_ = ep->address();
+  if (options.protocol == Protocol::kRowan) {
+    std::lock_guard<std::mutex> lock(b->mu_);
+    for (uint32_t i = 0; i < options.posted_segments; ++i) SLIP_RETURN_IF_ERROR(b->PostSegment());
+  }
+  return b;
+}
+
+Status BackupLog::PostSegment() {
+  SLIP_ASSIGN_OR_RETURN(uint32_t seg, store_->AllocateReceiveSegment());
+  const log::SegmentTable& t = store_->segments();
+  // Free segments are all zero, so the first-word rule holds from the start.
+  Status s = ep_->PostMultiRecv(t.SegmentBase(seg), t.segment_size(), &mr_, seg);
+  if (!s.ok()) {
+    (void)store_->ReleaseReceiveSegment(seg);
+    return s;
+  }
+  posted_.push_back(Segment{.id = seg});
+  ++stats_.segments_posted;
+  return Status::Ok();
+}
+
+bool BackupLog::Poll(runtime::Nanos now) {
+  fabric::Completion c[32];
+  std::lock_guard<std::mutex> lock(mu_);
+  // Receive completions go nowhere: the data is already in PM, and the
+  // digest finds it by reading PM (Rowan's overwritten CQ ring).
+  const size_t n = ep_->Poll(c);
+  stats_.completions_drained += n;
+  bool work = n > 0;
+  if (options_.protocol != Protocol::kRowan) return work;
+
+  const log::SegmentTable& t = store_->segments();
+  // First-word rule: once segment i+1 has a non-zero first word, the NIC has
+  // moved past every segment before it.
+  for (size_t i = 0; i + 1 < posted_.size(); ++i) {
+    if (posted_[i].full_at >= 0) continue;
+    uint64_t first;
+    std::memcpy(&first, t.SegmentBase(posted_[i + 1].id), sizeof(first));
+    if (first == 0) break;
+    for (size_t j = 0; j <= i; ++j) {
+      if (posted_[j].full_at < 0) posted_[j].full_at = now;
+    }
+  }
+  while (!posted_.empty() && posted_.front().full_at >= 0 &&
+         now - posted_.front().full_at >= options_.used_grace) {
+    Segment used = posted_.front();
+    used.limit = t.segment_size();
+    to_digest_.push_back(used);
+    posted_.pop_front();
+    ++stats_.segments_used;
+    work = true;
+  }
+  // Keep `posted_segments` the NIC has not moved past: a filled segment
+  // stays posted through its grace period, and the last one is known full
+  // only once the next one is written.
+  size_t fresh = 0;
+  for (const Segment& seg : posted_) fresh += seg.full_at < 0 ? 1 : 0;
+  for (; fresh < options_.posted_segments; ++fresh) {
+    // Out of segments: senders see receiver-not-ready until the cleaner
+    // frees some; try again next turn.
+    if (!PostSegment().ok()) break;
+    work = true;
+  }
+  return work;
+}
+
+Status BackupLog::DigestSome(uint32_t id, uint64_t limit) {
+  uint64_t& cursor = cursor_[id];
+  if (options_.protocol == Protocol::kTailwind) {
+    const log::SegmentTable& t = store_->segments();
+    // Only the prefix the running checksum vouches for.
+    limit = ScanTailwindBuffer({t.SegmentBase(id), limit}, store_->options().limits);
+  }
+  if (limit <= cursor) return Status::Ok();
+  SLIP_ASSIGN_OR_RETURN(uint64_t end, store_->DigestReceived(id, cursor, limit));
+  cursor = end;
+  return Status::Ok();
+}
+
+Status BackupLog::DigestAndSeal(const Segment& seg) {
+  SLIP_RETURN_IF_ERROR(DigestSome(seg.id, seg.limit));
+  cursor_.erase(seg.id);
+  SLIP_RETURN_IF_ERROR(store_->SealReceiveSegment(seg.id));
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.segments_digested;
+  return Status::Ok();
+}
+
+Result<bool> BackupLog::DigestStep() {
+  std::lock_guard<std::mutex> digest(digest_mu_);
+  Segment seg;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (to_digest_.empty()) return false;
+    seg = to_digest_.front();
+    to_digest_.pop_front();
+  }
+  SLIP_RETURN_IF_ERROR(DigestAndSeal(seg));
+  return true;
+}
+
+Status BackupLog::CatchUp() {
+  std::lock_guard<std::mutex> digest(digest_mu_);
+  for (;;) {
+    Segment seg;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (to_digest_.empty()) break;
+      seg = to_digest_.front();
+      to_digest_.pop_front();
+    }
+    SLIP_RETURN_IF_ERROR(DigestAndSeal(seg));
+  }
+  std::vector<uint32_t> open;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Segment& s : posted_) open.push_back(s.id);
+    for (const auto& [id, s] : open_) open.push_back(id);
+  }
+  // Still being written: index what is whole so far; the rest stays for
+  // the next digest (a block still in flight fails its CRC and stops it).
+  const uint64_t size = store_->segments().segment_size();
+  for (uint32_t id : open) SLIP_RETURN_IF_ERROR(DigestSome(id, size));
+  return Status::Ok();
+}
+
+Result<proto::ReplOpenResponse> BackupLog::Open(const proto::ReplOpenRequest& req) {
+  proto::ReplOpenResponse r;
+  r.mem_addr = mr_.remote.addr;
+  r.mem_key = mr_.remote.key;
+  r.mem_len = mr_.remote.len;
+  r.flush_offset = 0;
+  r.address = address_;
+  if (req.buffer == proto::ReplBuffer::kNone) {
+    if (options_.protocol != Protocol::kRowan) {
+      return Status::InvalidArgument(std::string(DesignName(options_.protocol)) + " writes into private buffers");
+    }
+    return r;
+  }
+  if (options_.protocol == Protocol::kRowan) {
+    return Status::InvalidArgument("rowan-kv backups take Sends into their shared log, not private buffers");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (open_.size() >= options_.max_open_buffers) {
+    ++stats_.opens_refused;
+    return Status::Busy("backup has " + std::to_string(open_.size()) + " buffers open (the admission limit)");
+  }
+  auto seg = store_->AllocateReceiveSegment();
+  if (!seg.ok()) {
+    ++stats_.opens_refused;
+    return Status::Busy("backup out of PM segments: " + seg.status().message());
+  }
+  const log::SegmentTable& t = store_->segments();
+  open_[*seg] = Segment{.id = *seg, .sender = req.sender};
+  ++stats_.buffers_opened;
+  r.buffer_id = *seg;
+  r.buffer_offset = t.SegmentOffset(*seg) - data_offset_;
+  r.buffer_len = t.segment_size();
+  return r;
+}
+
+Status BackupLog::Close(const proto::ReplCloseRequest& req) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = open_.find(req.buffer_id);
+  if (it == open_.end() || it->second.sender != req.sender) {
+    return Status::InvalidArgument("node " + std::to_string(req.sender) + " has no open buffer " +
+                                   std::to_string(req.buffer_id));
+  }
+  if (req.used > store_->segments().segment_size()) {
+    return Status::InvalidArgument("close reports more bytes than the buffer holds");
+  }
+  Segment seg = it->second;
+  seg.limit = req.used;
+  open_.erase(it);
+  to_digest_.push_back(seg);
+  ++stats_.buffers_closed;
+  return Status::Ok();
+}
+
+BackupLog::Stats BackupLog::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace slip::replication

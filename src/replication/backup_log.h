@@ -1,0 +1,128 @@
+// BackupLog: the backup side of the one-sided replication designs — what a
+// node does so that peers can make entries persistent in its PM without any
+// of its workers taking part.
+//
+//   rowan-kv   One b-log for all senders (notes/rowan.md §2.2, §3.4): PM
+//              segments are posted, in address order, as multi-receive
+//              buffers of the replication endpoint; every sender's Send
+//              lands at the next 64 B stride. The NIC role reposts: a posted
+//              segment is *used* once the next one's first word is non-zero
+//              (the RNIC moved on), and after a grace period (in-flight DMAs)
+//              it goes to the digest. Receive completions are drained and
+//              thrown away (Rowan's CQ ring that nobody reads).
+//   rwrite-kv, batch-kv, share-kv, tailwind
+//              A sender opens a private segment by RPC (REPL_OPEN), Writes
+//              entries at offsets it chooses, and closes it (REPL_CLOSE)
+//              once its writes completed; the closed segment goes to the
+//              digest. Tailwind's buffers end every transfer with a running
+//              checksum, and an open buffer is trusted only up to its valid
+//              prefix (tailwind_format.h).
+//
+// The digest indexes landed entries where they lie (Store::DigestReceived)
+// and seals the segment for the cleaner. CatchUp() indexes everything landed
+// so far, used or not; a node calls it before it answers SHARD_TAIL or
+// promotes itself, so no acknowledged entry is missing from what it shares.
+//
+// Roles and threads: Poll() is the NIC role (drives the endpoint: on software
+// providers, peers' one-sided operations land only while it polls);
+// DigestStep() the digest role; Open/Close/CatchUp are the control path, run
+// by whichever worker got the RPC. All are thread-safe; the endpoint is
+// touched only by Poll().
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "fabric/fabric.h"
+#include "proto/kv.h"
+#include "replication/design.h"
+#include "runtime/runtime.h"
+#include "store/store.h"
+
+namespace slip::replication {
+
+struct BackupLogOptions {
+  Protocol protocol = Protocol::kRowan;
+  // rowan: segments kept posted that the NIC has not moved past yet.
+  uint32_t posted_segments = 4;
+  // rowan: how long a segment the NIC moved past may still receive DMAs
+  // (the paper's 2 ms; senders retry anything slower).
+  runtime::Nanos used_grace = 2 * runtime::kMillisecond;
+  // Private buffers open at once (Tailwind's admission limit): beyond it
+  // REPL_OPEN is refused with Busy and the sender retries.
+  uint32_t max_open_buffers = 64;
+};
+
+class BackupLog {
+ public:
+  // `ep` is this node's replication endpoint; the caller polls it only
+  // through Poll(). Registers the store's segment area for remote access.
+  static Result<std::unique_ptr<BackupLog>> Create(store::Store* store, fabric::Endpoint* ep,
+                                                   const BackupLogOptions& options);
+  ~BackupLog();
+
+  // NIC role: drives the endpoint and (rowan) keeps segments posted.
+  // Returns whether it did any work.
+  bool Poll(runtime::Nanos now);
+  // Digest role: digests and seals one used or closed segment. Returns
+  // whether there was one.
+  Result<bool> DigestStep();
+  // Indexes every entry landed so far, in used and still-open segments.
+  Status CatchUp();
+
+  // Control path.
+  Result<proto::ReplOpenResponse> Open(const proto::ReplOpenRequest& req);
+  Status Close(const proto::ReplCloseRequest& req);
+
+  // The replication endpoint's address (REPL_OPEN's answer carries it).
+  const std::string& address() const { return address_; }
+
+  struct Stats {
+    uint64_t segments_posted = 0, segments_used = 0, segments_digested = 0;
+    uint64_t buffers_opened = 0, buffers_closed = 0, opens_refused = 0;
+    uint64_t completions_drained = 0;
+  };
+  Stats stats() const;
+
+ private:
+  // A segment peers write into.
+  struct Segment {
+    uint32_t id = 0;
+    uint64_t limit = 0;     // private: bytes the sender reported (close)
+    uint32_t sender = 0;    // private buffers
+    runtime::Nanos full_at = -1;  // rowan: when the NIC was seen past it
+  };
+
+  BackupLog(store::Store* store, fabric::Endpoint* ep, BackupLogOptions options);
+  Status PostSegment();  // REQUIRES: mu_
+  // Digests segment `id` from its cursor up to `limit` (tailwind: the
+  // valid prefix below it). REQUIRES: digest_mu_.
+  Status DigestSome(uint32_t id, uint64_t limit);
+  // Digests a used or closed segment whole and hands it to the cleaner.
+  Status DigestAndSeal(const Segment& seg);  // REQUIRES: digest_mu_
+
+  store::Store* const store_;
+  fabric::Endpoint* const ep_;
+  const BackupLogOptions options_;
+  fabric::MemoryRegion mr_;
+  std::string address_;
+  uint64_t data_offset_ = 0;  // region offset of the registration's byte 0
+
+  // Lock order: digest_mu_, then mu_. Digesting holds only digest_mu_, so
+  // the NIC role never waits for a segment's digest.
+  mutable std::mutex digest_mu_;
+  mutable std::mutex mu_;
+  std::deque<Segment> posted_;            // rowan, in posting order
+  std::map<uint32_t, Segment> open_;      // private buffers by segment id
+  std::deque<Segment> to_digest_;         // used / closed
+  Stats stats_;
+  std::map<uint32_t, uint64_t> cursor_;   // digested bytes per segment; under digest_mu_
+};
+
+}  // namespace slip::replication

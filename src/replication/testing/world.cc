@@ -1,0 +1,182 @@
+#include "replication/testing/world.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace slip::replication::testing {
+namespace {
+// The world is a test fixture: a node that cannot start is a broken test.
+[[noreturn]] void Die(const std::string& what, const Status& s) {
+  std::fprintf(stderr, "ReplicationWorld: %s: %s\n", what.c_str(), s.ToString().c_str());
+  std::abort();
+}
+}  // namespace
+
+// The control path between nodes: a request reaches the target's BackupLog
+// after control_latency, the answer comes back as long again, on the
+// caller's executor (PeerCaller's contract).
+class ReplicationWorld::Caller final : public PeerCaller {
+ public:
+  Caller(ReplicationWorld* w, runtime::Executor* exec) : w_(w), exec_(exec) {}
+  void Call(NodeId node, uint16_t method, std::string payload,
+            std::function<void(Result<PeerResponse>)> done) override {
+    const runtime::Nanos lat = w_->o_.control_latency;
+    exec_->After(lat, [w = w_, exec = exec_, lat, node, method, payload = std::move(payload),
+                       done = std::move(done)]() mutable {
+      Result<PeerResponse> r = Status::Unavailable("node " + std::to_string(node) + " is down");
+      if (node < w->nodes_.size() && w->nodes_[node]->up && w->nodes_[node]->backup) {
+        r = Serve(*w->nodes_[node], method, proto::AsBytes(payload));
+      }
+      exec->After(lat, [done = std::move(done), r = std::move(r)]() mutable { done(std::move(r)); });
+    });
+  }
+
+ private:
+  static PeerResponse Serve(Node& n, uint16_t method, std::span<const std::byte> bytes) {
+    ++n.control_calls;
+    PeerResponse resp;
+    if (method == static_cast<uint16_t>(proto::Method::kReplOpen)) {
+      auto req = proto::DecodeReplOpenRequest(bytes);
+      auto o = req.ok() ? n.backup->Open(*req) : Result<proto::ReplOpenResponse>(req.status());
+      resp.status = o.ok() ? Code::kOk : o.status().code();
+      resp.payload = o.ok() ? proto::Encode(*o) : o.status().message();
+    } else if (method == static_cast<uint16_t>(proto::Method::kReplClose)) {
+      auto req = proto::DecodeReplCloseRequest(bytes);
+      Status s = req.ok() ? n.backup->Close(*req) : req.status();
+      resp.status = s.code();
+      resp.payload = s.message();
+    } else {
+      resp.status = Code::kInvalidArgument;
+    }
+    return resp;
+  }
+
+  ReplicationWorld* w_;
+  runtime::Executor* exec_;
+};
+
+ReplicationWorld::ReplicationWorld(WorldOptions options)
+    : o_(std::move(options)), rt_(runtime::SimRuntimeOptions{.seed = o_.seed}), fabric_(rt_, o_.fabric) {
+  for (int i = 0; i < o_.nodes; ++i) {
+    auto fresh = std::make_unique<Node>();
+    pm::RegionOptions ro;
+    ro.crash_model = o_.crash_model;
+    fresh->region = std::move(pm::PmRegion::Anonymous(o_.pm_bytes, ro)).value();
+    nodes_.push_back(std::move(fresh));
+    nic_execs_.push_back(rt_.CreateExecutor("node" + std::to_string(i) + "/nic"));
+    digest_execs_.push_back(rt_.CreateExecutor("node" + std::to_string(i) + "/digest"));
+    for (int s = 0; s < o_.senders; ++s) {
+      sender_execs_.push_back(rt_.CreateExecutor("node" + std::to_string(i) + "/worker" + std::to_string(s)));
+    }
+    pm::PmRegion* region = nodes_[i]->region.get();
+    fabric_.SetPersistHook(static_cast<NodeId>(i), [this, i, region](const std::byte* p, size_t len) {
+      region->Persist(p, len);
+      if (nodes_[i]->media) nodes_[i]->media->Write(region->offset_of(p), len);
+    });
+    fabric_.SetCrashHook(static_cast<NodeId>(i), [] {});
+    nic_execs_[i]->AddPoller([this, i] {
+      Node& n = *nodes_[i];
+      return n.up && n.backup && n.backup->Poll(rt_.Now());
+    });
+    auto loop = std::make_shared<std::function<void()>>();
+    *loop = [this, i, loop] {
+      Node& n = *nodes_[i];
+      if (n.up && n.backup) {
+        auto r = n.backup->DigestStep();
+        (void)r;
+      }
+      digest_execs_[i]->After(100 * runtime::kMicrosecond, *loop);
+    };
+    digest_execs_[i]->After(100 * runtime::kMicrosecond, *loop);
+    // The NIC role also runs on time alone (the used-segment grace period
+    // passes with no traffic): a tick makes its poller run.
+    auto tick = std::make_shared<std::function<void()>>();
+    *tick = [this, i, tick] { nic_execs_[i]->After(runtime::kMillisecond, *tick); };
+    nic_execs_[i]->After(runtime::kMillisecond, *tick);
+  }
+  for (int i = 0; i < o_.nodes; ++i) {
+    Status s = StartNode(i);
+    if (!s.ok()) Die("starting node " + std::to_string(i), s);
+  }
+}
+
+ReplicationWorld::~ReplicationWorld() {
+  for (int i = 0; i < o_.nodes; ++i) StopNode(i);
+}
+
+Status ReplicationWorld::StartNode(int i) {
+  Node& n = *nodes_[i];
+  store::StoreOptions so;
+  so.geometry.segment_size = o_.segment_size;
+  so.geometry.num_shards = o_.num_shards;
+  so.num_writers = static_cast<uint32_t>(o_.senders) + 1;
+  so.limits.max_key = 1024;
+  so.limits.max_value = 1 << 20;
+  so.max_block_bytes = static_cast<uint32_t>(std::min<uint64_t>(o_.segment_size / 4, 64 << 10));
+  SLIP_ASSIGN_OR_RETURN(n.store, store::Store::Open(n.region.get(), so));
+  const NodeId id = static_cast<NodeId>(i);
+  SLIP_ASSIGN_OR_RETURN(n.in, fabric_.CreateEndpoint(id, nic_execs_[i], {.name = "node" + std::to_string(i) + "/in"}));
+  BackupLogOptions bo;
+  bo.protocol = o_.protocol;
+  bo.posted_segments = o_.posted_segments;
+  SLIP_ASSIGN_OR_RETURN(n.backup, BackupLog::Create(n.store.get(), n.in.get(), bo));
+  n.senders.clear();
+  for (int s = 0; s < o_.senders; ++s) {
+    Sender snd;
+    snd.exec = sender_execs_[i * o_.senders + s];
+    SLIP_ASSIGN_OR_RETURN(snd.ep, fabric_.CreateEndpoint(id, snd.exec, {.name = "node" + std::to_string(i) + "/out"}));
+    callers_.push_back(std::make_unique<Caller>(this, snd.exec));
+    OneSidedOptions oo;
+    oo.protocol = o_.protocol;
+    oo.self = id;
+    oo.max_message = o_.max_message;
+    snd.replicator = std::make_unique<OneSidedReplicator>(snd.exec, snd.ep.get(), callers_.back().get(), oo);
+    n.senders.push_back(std::move(snd));
+  }
+  n.up = true;
+  return Status::Ok();
+}
+
+void ReplicationWorld::StopNode(int i) {
+  Node& n = *nodes_[i];
+  n.up = false;
+  n.senders.clear();  // replicators first: they poll their endpoints
+  n.backup.reset();
+  n.in.reset();
+  n.store.reset();
+}
+
+void ReplicationWorld::Write(int node, int sender, log::EntryType type, const std::string& key,
+                             const std::string& value, std::vector<NodeId> backups,
+                             std::function<void(Status, uint64_t)> done) {
+  Node& n = *nodes_[node];
+  auto prepared = n.store->Prepare(static_cast<uint32_t>(sender), type, key, value);
+  if (!prepared.ok()) return done(prepared.status(), 0);
+  auto pending = std::make_shared<store::Store::PendingWrite>(std::move(*prepared));
+  proto::ReplicateRequest entry{1, pending->meta(), key,
+                                type == log::EntryType::kPut ? std::string_view(value) : std::string_view()};
+  store::Store* st = n.store.get();
+  n.senders[sender].replicator->Replicate(backups, entry, [st, pending, done = std::move(done)](Status s) {
+    if (s.ok()) {
+      st->Commit(*pending);
+    } else {
+      st->Abandon(*pending);
+    }
+    done(s, pending->meta().version);
+  });
+}
+
+void ReplicationWorld::CrashAndRestart(int node, uint64_t seed) {
+  fabric_.CrashNode(static_cast<NodeId>(node));
+  StopNode(node);
+  if (o_.crash_model) nodes_[node]->region->SimulateCrash(seed);
+  fabric_.RestartNode(static_cast<NodeId>(node));
+  Status s = StartNode(node);
+  if (!s.ok()) Die("restarting node " + std::to_string(node), s);
+}
+
+bool ReplicationWorld::RunUntil(const std::function<bool()>& pred, runtime::Nanos limit) {
+  return rt_.RunUntil(pred, rt_.Now() + limit);
+}
+
+}  // namespace slip::replication::testing
