@@ -119,6 +119,7 @@ Status ReplicationWorld::StartNode(int i) {
   BackupLogOptions bo;
   bo.protocol = o_.protocol;
   bo.posted_segments = o_.posted_segments;
+  bo.max_open_buffers = o_.max_open_buffers;
   SLIP_ASSIGN_OR_RETURN(n.backup, BackupLog::Create(n.store.get(), n.in.get(), bo));
   n.senders.clear();
   for (int s = 0; s < o_.senders; ++s) {
