@@ -112,7 +112,14 @@ Result<std::unique_ptr<KvTarget>> MakeClusterTarget(const ClusterTargetConfig& c
   SLIP_RETURN_IF_ERROR(replication::ParseDesign(config.design).status());
   ClusterTargetConfig c = config;
   const bool own = c.dir.empty();
-  if (own) c.dir = "/tmp/slip_bench_cluster_" + std::to_string(getpid());
+  // $TMPDIR picks the medium: the PM regions are files there, persisted
+  // with msync — a disk flush under /tmp, nearly free on tmpfs (/dev/shm).
+  if (own) {
+    std::error_code ec;
+    std::filesystem::path base = std::filesystem::temp_directory_path(ec);
+    if (ec) base = "/tmp";
+    c.dir = (base / ("slip_bench_cluster_" + std::to_string(getpid()))).string();
+  }
   if (c.slip_binary.empty()) {
     // Starting a cluster takes the `slip` program: this one when we are it
     // (`slip bench`), else $SLIP_BINARY.

@@ -216,7 +216,7 @@ TEST(OneSidedBatch, GathersEntriesAndFlushesOnTimeout) {
   Workload load(w, 0, {1, 2}, 3);
   load.Start(400, 16);
   ASSERT_TRUE(w.RunUntil([&] { return load.done(); }, 10 * runtime::kSecond));
-  const auto& st = w.node(0).senders[0].replicator->stats();
+  const auto& st = w.node(0).senders[0].onesided->stats();
   EXPECT_EQ(load.acked, 400);
   EXPECT_LT(st.writes, 2u * 400u);  // several entries per Write (2 backups)
   // One write at a time: nothing else arrives, each batch waits out its timeout.
@@ -237,6 +237,133 @@ TEST(OneSidedDesign, NamesRoundTripAndUnknownIsRefused) {
   EXPECT_TRUE(ParseDesign("farm").status().Is(Code::kInvalidArgument));
   EXPECT_TRUE(ParseDesign("share-kv").status().Is(Code::kNotSupported));
 }
+
+
+// Crash points inside a PUT (notes/rowan.md §7.1 I1/I2), for every
+// protocol: the primary's process dies (a) before the entry is persisted
+// locally, (b) after it is persisted but before any backup has it, (c) after
+// one of two backups acknowledged, (d) after both acknowledged but before the
+// index update, (e) after the index update but before the reply. None of
+// these writes was acknowledged. At the crash point the primary must not
+// show the write unless every backup has it (I2); after power loss and
+// restart every acknowledged write is on every replica (I1), the crashed
+// write is wherever the point says it reached, and the primary replicates
+// again.
+enum class CrashAt { kBeforePersist, kPersisted, kOneOfTwoAcks, kAllAcks, kIndexUpdated };
+
+struct CrashCase {
+  Protocol protocol;
+  CrashAt at;
+};
+
+std::string CaseName(const ::testing::TestParamInfo<CrashCase>& info) {
+  static const char* const kAt[] = {"BeforePersist", "Persisted", "OneOfTwoAcks", "AllAcks", "IndexUpdated"};
+  std::string s = DesignName(info.param.protocol);
+  for (auto& c : s) {
+    if (c == '-') c = '_';
+  }
+  return s + "_" + kAt[static_cast<int>(info.param.at)];
+}
+
+class PutCrash : public ::testing::TestWithParam<CrashCase> {};
+
+TEST_P(PutCrash, NoAcknowledgedWriteLostAndNothingVisibleEarly) {
+  using Point = ReplicationWorld::WritePoint;
+  const CrashAt at = GetParam().at;
+  WorldOptions o;
+  o.protocol = GetParam().protocol;
+  o.segment_size = 64 << 10;
+  o.pm_bytes = 12 << 20;
+  ReplicationWorld w(o);
+
+  Workload before(w, 0, {1, 2}, 11);
+  before.Start(200, 4);
+  ASSERT_TRUE(w.RunUntil([&] { return before.done(); }, 10 * runtime::kSecond));
+  ASSERT_EQ(before.acked, 200);
+
+  // The victim: a fresh key, so "present" and "absent" are unambiguous.
+  const std::string key = "victim";
+  const std::string value(120, 'V');
+  const Point stop = at == CrashAt::kBeforePersist ? Point::kBeforePersist
+                     : at == CrashAt::kPersisted  ? Point::kPersisted
+                     : at == CrashAt::kAllAcks    ? Point::kReplicated
+                     : at == CrashAt::kIndexUpdated ? Point::kCommitted
+                                                    : Point::kCommitted;  // never reached
+  bool stopped = false, replied = false;
+  w.write_hook = [&](int, const std::string& k, Point p) {
+    if (k != key || p != stop || at == CrashAt::kOneOfTwoAcks) return true;
+    stopped = true;
+    return false;
+  };
+  if (at == CrashAt::kOneOfTwoAcks) w.SlowNode(2, 5 * runtime::kMillisecond);
+  w.Write(0, 0, log::EntryType::kPut, key, value, {1, 2}, [&](Status, uint64_t) { replied = true; });
+  if (at == CrashAt::kOneOfTwoAcks) {
+    // Backup 1 has had ample time to take and acknowledge it; backup 2's
+    // copy is still in flight.
+    w.RunUntil([] { return false; }, 1 * runtime::kMillisecond);
+    ASSERT_TRUE(w.Settle(1).ok());
+    EXPECT_TRUE(w.node(1).store->Get(key).ok()) << "backup 1 should have acknowledged by now";
+    stopped = true;
+  } else {
+    ASSERT_TRUE(w.RunUntil([&] { return stopped; }, 1 * runtime::kSecond));
+  }
+  ASSERT_FALSE(replied);
+
+  // I2 at the instant of the crash: visible on the primary => on every backup.
+  const bool visible = w.node(0).store->Get(key).ok();
+  EXPECT_EQ(visible, at == CrashAt::kIndexUpdated);
+  if (visible) {
+    for (int b : {1, 2}) {
+      ASSERT_TRUE(w.Settle(b).ok());
+      EXPECT_TRUE(w.node(b).store->Get(key).ok()) << "visible on the primary but missing on backup " << b;
+    }
+  }
+
+  w.write_hook = nullptr;
+  w.SlowNode(2, 0);
+  w.CrashAndRestart(0, 99);
+  w.RunUntil([] { return false; }, 10 * runtime::kMillisecond);
+
+  // I1: everything acknowledged before the crash, on every replica.
+  for (int b : {1, 2}) {
+    ASSERT_TRUE(w.Settle(b).ok());
+    EXPECT_EQ(Model::Check(*w.node(b).store, before.model.acked), "") << "backup " << b;
+  }
+  EXPECT_EQ(Model::Check(*w.node(0).store, before.model.acked), "") << "primary after restart";
+
+  // Where the unacknowledged write got to. Persisted locally => the
+  // primary's recovery finds it; a backup has it iff it was sent to it.
+  const bool persisted = at != CrashAt::kBeforePersist;
+  EXPECT_EQ(w.node(0).store->Get(key).ok(), persisted) << "primary after restart";
+  const bool on_backups = at == CrashAt::kAllAcks || at == CrashAt::kIndexUpdated;
+  EXPECT_EQ(w.node(1).store->Get(key).ok(), on_backups || at == CrashAt::kOneOfTwoAcks) << "backup 1";
+  if (at != CrashAt::kOneOfTwoAcks) {  // backup 2's copy was in flight: either outcome
+    EXPECT_EQ(w.node(2).store->Get(key).ok(), on_backups) << "backup 2";
+  }
+
+  // The restarted primary replicates again.
+  Workload after(w, 0, {1, 2}, 12);
+  after.Start(100, 4);
+  ASSERT_TRUE(w.RunUntil([&] { return after.done(); }, 10 * runtime::kSecond));
+  EXPECT_EQ(after.acked, 100);
+  for (int b : {1, 2}) {
+    ASSERT_TRUE(w.Settle(b).ok());
+    EXPECT_EQ(Model::Check(*w.node(b).store, after.model.acked), "") << "backup " << b << " after restart";
+  }
+}
+
+std::vector<CrashCase> AllCrashCases() {
+  std::vector<CrashCase> v;
+  for (Protocol p : {Protocol::kRpc, Protocol::kRowan, Protocol::kRWrite, Protocol::kBatch, Protocol::kTailwind}) {
+    for (CrashAt at : {CrashAt::kBeforePersist, CrashAt::kPersisted, CrashAt::kOneOfTwoAcks, CrashAt::kAllAcks,
+                       CrashAt::kIndexUpdated}) {
+      v.push_back({p, at});
+    }
+  }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryProtocol, PutCrash, ::testing::ValuesIn(AllCrashCases()), CaseName);
 
 }  // namespace
 }  // namespace slip::replication

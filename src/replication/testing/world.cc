@@ -20,22 +20,32 @@ class ReplicationWorld::Caller final : public PeerCaller {
   Caller(ReplicationWorld* w, runtime::Executor* exec) : w_(w), exec_(exec) {}
   void Call(NodeId node, uint16_t method, std::string payload,
             std::function<void(Result<PeerResponse>)> done) override {
-    const runtime::Nanos lat = w_->o_.control_latency;
+    const runtime::Nanos lat = w_->o_.control_latency + (node < w_->slow_.size() ? w_->slow_[node] : 0);
     exec_->After(lat, [w = w_, exec = exec_, lat, node, method, payload = std::move(payload),
                        done = std::move(done)]() mutable {
       Result<PeerResponse> r = Status::Unavailable("node " + std::to_string(node) + " is down");
-      if (node < w->nodes_.size() && w->nodes_[node]->up && w->nodes_[node]->backup) {
-        r = Serve(*w->nodes_[node], method, proto::AsBytes(payload));
+      if (node < w->nodes_.size() && w->nodes_[node]->up && w->nodes_[node]->store) {
+        r = Serve(w, *w->nodes_[node], method, proto::AsBytes(payload));
       }
       exec->After(lat, [done = std::move(done), r = std::move(r)]() mutable { done(std::move(r)); });
     });
   }
 
  private:
-  static PeerResponse Serve(Node& n, uint16_t method, std::span<const std::byte> bytes) {
+  static PeerResponse Serve(ReplicationWorld* w, Node& n, uint16_t method, std::span<const std::byte> bytes) {
     ++n.control_calls;
     PeerResponse resp;
-    if (method == static_cast<uint16_t>(proto::Method::kReplOpen)) {
+    if (method == static_cast<uint16_t>(proto::Method::kReplicate)) {
+      // rpc-kv's backup worker: apply and reply (NodeCore::HandleReplicate).
+      auto req = proto::DecodeReplicateRequest(bytes, n.store->options().limits);
+      Status s = req.ok() ? n.store->Apply(static_cast<uint32_t>(w->o_.senders), req->meta, req->key, req->value)
+                          : req.status();
+      resp.status = s.code();
+      resp.payload = s.ok() ? proto::Encode(proto::KvResponse{req->term, req->meta.version, {}}) : s.message();
+    } else if (!n.backup) {
+      resp.status = Code::kInvalidArgument;
+      resp.payload = "no backup log (rpc)";
+    } else if (method == static_cast<uint16_t>(proto::Method::kReplOpen)) {
       auto req = proto::DecodeReplOpenRequest(bytes);
       auto o = req.ok() ? n.backup->Open(*req) : Result<proto::ReplOpenResponse>(req.status());
       resp.status = o.ok() ? Code::kOk : o.status().code();
@@ -57,6 +67,7 @@ class ReplicationWorld::Caller final : public PeerCaller {
 
 ReplicationWorld::ReplicationWorld(WorldOptions options)
     : o_(std::move(options)), rt_(runtime::SimRuntimeOptions{.seed = o_.seed}), fabric_(rt_, o_.fabric) {
+  slow_.assign(o_.nodes, 0);
   for (int i = 0; i < o_.nodes; ++i) {
     auto fresh = std::make_unique<Node>();
     pm::RegionOptions ro;
@@ -116,22 +127,30 @@ Status ReplicationWorld::StartNode(int i) {
   SLIP_ASSIGN_OR_RETURN(n.store, store::Store::Open(n.region.get(), so));
   const NodeId id = static_cast<NodeId>(i);
   SLIP_ASSIGN_OR_RETURN(n.in, fabric_.CreateEndpoint(id, nic_execs_[i], {.name = "node" + std::to_string(i) + "/in"}));
-  BackupLogOptions bo;
-  bo.protocol = o_.protocol;
-  bo.posted_segments = o_.posted_segments;
-  bo.max_open_buffers = o_.max_open_buffers;
-  SLIP_ASSIGN_OR_RETURN(n.backup, BackupLog::Create(n.store.get(), n.in.get(), bo));
+  if (o_.protocol != Protocol::kRpc) {
+    BackupLogOptions bo;
+    bo.protocol = o_.protocol;
+    bo.posted_segments = o_.posted_segments;
+    bo.max_open_buffers = o_.max_open_buffers;
+    SLIP_ASSIGN_OR_RETURN(n.backup, BackupLog::Create(n.store.get(), n.in.get(), bo));
+  }
   n.senders.clear();
   for (int s = 0; s < o_.senders; ++s) {
     Sender snd;
     snd.exec = sender_execs_[i * o_.senders + s];
     SLIP_ASSIGN_OR_RETURN(snd.ep, fabric_.CreateEndpoint(id, snd.exec, {.name = "node" + std::to_string(i) + "/out"}));
     callers_.push_back(std::make_unique<Caller>(this, snd.exec));
-    OneSidedOptions oo;
-    oo.protocol = o_.protocol;
-    oo.self = id;
-    oo.max_message = o_.max_message;
-    snd.replicator = std::make_unique<OneSidedReplicator>(snd.exec, snd.ep.get(), callers_.back().get(), oo);
+    if (o_.protocol == Protocol::kRpc) {
+      snd.replicator = std::make_unique<RpcReplicator>(callers_.back().get());
+    } else {
+      OneSidedOptions oo;
+      oo.protocol = o_.protocol;
+      oo.self = id;
+      oo.max_message = o_.max_message;
+      auto r = std::make_unique<OneSidedReplicator>(snd.exec, snd.ep.get(), callers_.back().get(), oo);
+      snd.onesided = r.get();
+      snd.replicator = std::move(r);
+    }
     n.senders.push_back(std::move(snd));
   }
   n.up = true;
@@ -151,15 +170,20 @@ void ReplicationWorld::Write(int node, int sender, log::EntryType type, const st
                              const std::string& value, std::vector<NodeId> backups,
                              std::function<void(Status, uint64_t)> done) {
   Node& n = *nodes_[node];
+  auto at = [this, node, key](WritePoint p) { return !write_hook || write_hook(node, key, p); };
+  if (!at(WritePoint::kBeforePersist)) return;
   auto prepared = n.store->Prepare(static_cast<uint32_t>(sender), type, key, value);
   if (!prepared.ok()) return done(prepared.status(), 0);
+  if (!at(WritePoint::kPersisted)) return;
   auto pending = std::make_shared<store::Store::PendingWrite>(std::move(*prepared));
   proto::ReplicateRequest entry{1, pending->meta(), key,
                                 type == log::EntryType::kPut ? std::string_view(value) : std::string_view()};
   store::Store* st = n.store.get();
-  n.senders[sender].replicator->Replicate(backups, entry, [st, pending, done = std::move(done)](Status s) {
+  n.senders[sender].replicator->Replicate(backups, entry, [st, pending, at, done = std::move(done)](Status s) {
     if (s.ok()) {
+      if (!at(WritePoint::kReplicated)) return;
       st->Commit(*pending);
+      if (!at(WritePoint::kCommitted)) return;
     } else {
       st->Abandon(*pending);
     }
@@ -174,6 +198,18 @@ void ReplicationWorld::CrashAndRestart(int node, uint64_t seed) {
   fabric_.RestartNode(static_cast<NodeId>(node));
   Status s = StartNode(node);
   if (!s.ok()) Die("restarting node " + std::to_string(node), s);
+}
+
+void ReplicationWorld::SlowNode(int node, runtime::Nanos extra) {
+  slow_[node] = extra;
+  fabric::LinkFaults f;
+  f.extra_delay = extra;
+  fabric_.SetNodeFaults(static_cast<NodeId>(node), f);
+}
+
+Status ReplicationWorld::Settle(int node) {
+  Node& n = *nodes_[node];
+  return n.backup ? n.backup->CatchUp() : Status::Ok();
 }
 
 bool ReplicationWorld::RunUntil(const std::function<bool()>& pred, runtime::Nanos limit) {

@@ -8,7 +8,9 @@
 // time) and `senders` sender executors, each with its own endpoint and
 // replicator (a worker thread, in a real node). The control path (REPL_OPEN,
 // REPL_CLOSE) goes through an in-process PeerCaller that delivers after
-// `control_latency` on the caller's executor.
+// `control_latency` on the caller's executor. With Protocol::kRpc there is
+// no BackupLog: REPLICATE travels the same PeerCaller and the backup applies
+// it at once (a backup worker's Store::Apply), so rpc-kv runs the same tests.
 #pragma once
 
 #include <functional>
@@ -21,6 +23,7 @@
 #include "pm/region.h"
 #include "replication/backup_log.h"
 #include "replication/onesided_replicator.h"
+#include "replication/rpc_replicator.h"
 #include "runtime/sim_runtime.h"
 #include "store/store.h"
 
@@ -50,7 +53,8 @@ class ReplicationWorld {
   struct Sender {
     runtime::Executor* exec = nullptr;
     std::unique_ptr<fabric::Endpoint> ep;
-    std::unique_ptr<OneSidedReplicator> replicator;
+    std::unique_ptr<Replicator> replicator;
+    OneSidedReplicator* onesided = nullptr;  // the replicator, unless rpc
   };
   struct Node {
     std::unique_ptr<pm::PmRegion> region;
@@ -58,7 +62,7 @@ class ReplicationWorld {
     runtime::Executor* nic = nullptr;
     runtime::Executor* digest = nullptr;
     std::unique_ptr<fabric::Endpoint> in;
-    std::unique_ptr<BackupLog> backup;
+    std::unique_ptr<BackupLog> backup;  // null with rpc
     std::vector<Sender> senders;
     bool up = true;
     uint64_t control_calls = 0;  // REPL_OPEN/CLOSE this node served
@@ -68,6 +72,11 @@ class ReplicationWorld {
   // Writes like a primary's request path: Store::Prepare on `node`,
   // replicate to `backups`, Commit on success (Abandon otherwise); `done`
   // gets the outcome and the entry's version.
+  //
+  // `write_hook`, when set, sees every write pass each WritePoint; returning
+  // false stops that write there, as if the node's process died at that
+  // instant: nothing after the point happens (no replication, index update
+  // or reply). The test then crashes the node.
   void Write(int node, int sender, log::EntryType type, const std::string& key, const std::string& value,
              std::vector<NodeId> backups, std::function<void(Status, uint64_t version)> done);
 
@@ -78,6 +87,21 @@ class ReplicationWorld {
   bool RunUntil(const std::function<bool()>& pred, runtime::Nanos limit);
   // Feeds every range placed (persisted) at `node` by peers to `model`.
   void SetMediaModel(int node, pm::MediaModel* model) { nodes_[node]->media = model; }
+
+  enum class WritePoint {
+    kBeforePersist,  // nothing done yet
+    kPersisted,      // in the local log, not yet sent to any backup
+    kReplicated,     // every backup acknowledged; index not yet updated
+    kCommitted,      // index updated; the reply not yet sent
+  };
+  std::function<bool(int node, const std::string& key, WritePoint point)> write_hook;
+
+  // Every request or message to `node` takes `extra` longer (fabric and
+  // control path): a slow replica, so a write can be caught between acks.
+  void SlowNode(int node, runtime::Nanos extra);
+  // Applies what has reached the backup role of `node`, so its store
+  // shows it (BackupLog::CatchUp; rpc applies on arrival).
+  Status Settle(int node);
 
   Node& node(int i) { return *nodes_[i]; }
   runtime::SimRuntime& rt() { return rt_; }
@@ -97,6 +121,7 @@ class ReplicationWorld {
   std::vector<std::unique_ptr<PeerCaller>> callers_;
   std::vector<runtime::Executor*> sender_execs_;  // per node * senders, reused across restarts
   std::vector<runtime::Executor*> nic_execs_, digest_execs_;
+  std::vector<runtime::Nanos> slow_;  // per node, SlowNode
 };
 
 }  // namespace slip::replication::testing
