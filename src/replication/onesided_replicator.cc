@@ -68,11 +68,38 @@ void OneSidedReplicator::Replicate(std::span<const NodeId> backups, const proto:
   }
   auto bytes = std::make_shared<std::vector<std::byte>>(log::EncodeEntry(entry.meta, entry.key, value, *layout));
   if (backups.empty()) return exec_->Post([done = std::move(done)] { done(Status::Ok()); });
+  if (o_.test_bug_ack_early && backups.size() > 1) return ReplicateAckingEarly(backups, bytes, std::move(done));
   auto w = std::make_shared<Pending>();
   w->exec = exec_;
   w->remaining = static_cast<uint32_t>(backups.size());
   w->done = std::move(done);
   for (NodeId b : backups) {
+    Link& l = links_[b];
+    l.node = b;
+    Submit(l, w, bytes);
+  }
+}
+
+// The injected bug: one Pending per backup, and OK as soon as all but one
+// of them completed — the last backup's copy may not be persistent yet.
+void OneSidedReplicator::ReplicateAckingEarly(std::span<const NodeId> backups, const Bytes& bytes,
+                                              std::function<void(Status)> done) {
+  struct Early {
+    size_t left;
+    bool fired = false;
+    std::function<void(Status)> done;
+  };
+  auto e = std::make_shared<Early>(Early{backups.size() - 1, false, std::move(done)});
+  for (NodeId b : backups) {
+    auto w = std::make_shared<Pending>();
+    w->exec = exec_;
+    w->remaining = 1;
+    w->done = [e](Status s) {
+      if (e->fired) return;
+      if (s.ok() && --e->left > 0) return;
+      e->fired = true;
+      e->done(s);
+    };
     Link& l = links_[b];
     l.node = b;
     Submit(l, w, bytes);

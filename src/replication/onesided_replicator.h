@@ -58,6 +58,9 @@ struct OneSidedOptions {
   // REPL_OPEN refused with Busy (backup's admission limit): retry this often.
   runtime::Nanos open_retry = runtime::kMillisecond;
   int open_attempts = 200;
+  // TEST ONLY (the simulation's injected bug): acknowledge a write once all
+  // but one backup made it persistent. Never set outside tests.
+  bool test_bug_ack_early = false;
   // The configuration term to put in control requests.
   std::function<uint64_t()> term;
 };
@@ -114,6 +117,7 @@ class OneSidedReplicator final : public Replicator {
     uint8_t read_byte = 0;
   };
 
+  void ReplicateAckingEarly(std::span<const NodeId> backups, const Bytes& bytes, std::function<void(Status)> done);
   void Submit(Link& l, const std::shared_ptr<Pending>& w, const Bytes& bytes);
   void Open(Link& l, int attempt);
   void Opened(NodeId node, uint64_t epoch, Result<PeerResponse> r, int attempt);

@@ -147,6 +147,7 @@ Status ReplicationWorld::StartNode(int i) {
       oo.protocol = o_.protocol;
       oo.self = id;
       oo.max_message = o_.max_message;
+      oo.test_bug_ack_early = o_.bug_ack_early;
       auto r = std::make_unique<OneSidedReplicator>(snd.exec, snd.ep.get(), callers_.back().get(), oo);
       snd.onesided = r.get();
       snd.replicator = std::move(r);

@@ -43,6 +43,7 @@ struct WorldOptions {
   runtime::Nanos control_latency = 5 * runtime::kMicrosecond;
   fabric::SimFabricOptions fabric;
   uint64_t seed = 1;
+  bool bug_ack_early = false;           // OneSidedOptions::test_bug_ack_early
 };
 
 class ReplicationWorld {
