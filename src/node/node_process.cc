@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <chrono>
+
+#include <nlohmann/json.hpp>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
@@ -357,14 +359,22 @@ std::string Node::StatsJson() const {
   // counted by NodeCore around the backup-role handlers.
   const auto& c = core_->counters();
   auto cpu = [](runtime::Executor* e) { return e ? e->CpuTime() : 0; };
-  std::string j = "{\"node\":" + std::to_string(o_.id) + ",\"design\":\"" + replication::DesignName(protocol_) +
-                  "\",\"cpu_ns\":{\"worker\":" + std::to_string(cpu(node_ex_) - c.backup_cpu_ns) +
-                  ",\"backup_worker\":" + std::to_string(c.backup_cpu_ns) + ",\"nic\":" + std::to_string(cpu(nic_ex_)) +
-                  ",\"control\":" + std::to_string(cpu(control_ex_)) + ",\"digest\":" + std::to_string(cpu(digest_ex_)) +
-                  "},\"puts\":" + std::to_string(c.puts) + ",\"dels\":" + std::to_string(c.dels) +
-                  ",\"gets\":" + std::to_string(c.gets) + ",\"backup_requests\":" + std::to_string(c.backup_requests) +
-                  ",\"received_bytes\":" + std::to_string(store_->received_bytes()) + "}";
-  return j;
+  const nlohmann::json j = {
+      {"node", o_.id},
+      {"design", replication::DesignName(protocol_)},
+      {"cpu_ns",
+       {{"worker", cpu(node_ex_) - c.backup_cpu_ns},
+        {"backup_worker", c.backup_cpu_ns},
+        {"nic", cpu(nic_ex_)},
+        {"control", cpu(control_ex_)},
+        {"digest", cpu(digest_ex_)}}},
+      {"puts", c.puts},
+      {"dels", c.dels},
+      {"gets", c.gets},
+      {"backup_requests", c.backup_requests},
+      {"received_bytes", store_->received_bytes()},
+  };
+  return j.dump();
 }
 
 }  // namespace

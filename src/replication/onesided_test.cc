@@ -207,11 +207,11 @@ TEST_P(PutCrash, NoAcknowledgedWriteLostAndNothingVisibleEarly) {
   // The victim: a fresh key, so "present" and "absent" are unambiguous.
   const std::string key = "victim";
   const std::string value(120, 'V');
-  const Point stop = at == CrashAt::kBeforePersist ? Point::kBeforePersist
-                     : at == CrashAt::kPersisted  ? Point::kPersisted
-                     : at == CrashAt::kAllAcks    ? Point::kReplicated
-                     : at == CrashAt::kIndexUpdated ? Point::kCommitted
-                                                    : Point::kCommitted;  // never reached
+  // Where the hook stops the write (kOneOfTwoAcks is no hook point: the
+  // test crashes the primary while backup 2's copy is still in flight).
+  static constexpr Point kStop[] = {Point::kBeforePersist, Point::kPersisted, Point::kCommitted,
+                                    Point::kReplicated, Point::kCommitted};
+  const Point stop = kStop[static_cast<int>(at)];
   bool stopped = false, replied = false;
   w.write_hook = [&](int, const std::string& k, Point p) {
     if (k != key || p != stop || at == CrashAt::kOneOfTwoAcks) return true;

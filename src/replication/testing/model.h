@@ -74,7 +74,7 @@ class Workload {
     for (auto& c : value) c = static_cast<char>('a' + rng_.Uniform(26));
     ++in_flight_;
     w_.Write(primary_, 0, del ? log::EntryType::kDel : log::EntryType::kPut, key, value, backups_,
-             [this, key, value, del, node = &w_.node(primary_)](Status s, uint64_t version) {
+             [this, key, value, del](Status s, uint64_t version) {
                --in_flight_;
                if (s.ok()) {
                  ++acked;
@@ -82,7 +82,6 @@ class Workload {
                } else {
                  ++failed;
                }
-               (void)node;
                Next();
              });
   }
