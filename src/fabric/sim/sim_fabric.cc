@@ -509,9 +509,19 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
     if (op.kind == Op::kSend && op.recv.data != nullptr && op.status == Code::kOk) {
       DeliverTo(dst, op.recv);
     }
-    Nanos depart = Now();
-    if (op.kind == Op::kRead) depart = std::max(depart, rc.persist_horizon);
-    SendResponse(op.id, op.epoch, depart, 0);
+    if (op.kind == Op::kRead && rc.persist_horizon > Now()) {
+      // The answer leaves only once those DMAs are persistent, and not at
+      // all if the target loses power first — even if it is back by then
+      // (an ack from the old incarnation would vouch for lost data).
+      const NodeId node = dst.node;
+      const uint64_t inc = incarnation_[node];
+      At(rc.persist_horizon, nullptr, kRetry, "read-after-persist", op.id,
+         [this, id = op.id, epoch = op.epoch, node, inc] {
+           if (incarnation_[node] == inc) SendResponse(id, epoch, Now(), 0);
+         });
+      return;
+    }
+    SendResponse(op.id, op.epoch, Now(), 0);
   }
 
   void SendResponse(uint64_t id, uint32_t epoch, Nanos depart, int attempt) {

@@ -13,8 +13,7 @@ SeedResult RunReplicationSeed(const CampaignOptions& o) {
   wo.segment_size = 64 << 10;
   wo.pm_bytes = 12 << 20;
   wo.bug_ack_early = o.bug_ack_early;
-  // PM persistence may trail placement, as DMA completion does (off by
-  // default: see CampaignOptions::max_persist_delay).
+  // PM persistence trails placement, as DMA completion does.
   const uint64_t delay_draw = rng.Uniform(3001);
   wo.fabric.dma_persist_delay = static_cast<runtime::Nanos>(delay_draw * o.max_persist_delay / 3000);
   ReplicationWorld w(wo);
