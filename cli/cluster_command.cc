@@ -50,6 +50,7 @@ int RunServer(const ClusterCommandOptions& o) {
   no.dir = o.dir;
   no.zookeeper = o.zookeeper;
   no.provider = o.provider;
+  no.bind_address = o.bind;
   no.pm_mb = o.pm_mb;
   no.lease = static_cast<runtime::Nanos>(o.lease_ms) * runtime::kMillisecond;
   auto n = node::NodeProcess::Start(no);
@@ -75,25 +76,47 @@ int RunManagerCommand(const ClusterCommandOptions& o) {
   return s.ok() ? 0 : Fail("manager", s);
 }
 
+namespace {
+// The first configuration; addresses are filled in by the nodes as they start.
+Status WriteFirstConfig(cluster::ConfigStore& store, const ClusterCommandOptions& o) {
+  std::map<cluster::NodeId, std::string> members;
+  for (uint32_t i = 0; i < o.nodes; ++i) members[i] = "pending";
+  SLIP_RETURN_IF_ERROR(replication::ParseDesign(o.design).status());
+  SLIP_ASSIGN_OR_RETURN(cluster::ClusterConfig placed, cluster::Place(members, o.shards, o.replication));
+  placed.design = o.design;
+  return store.CompareAndSwap(cluster::kNoVersion, placed).status();
+}
+}  // namespace
+
+int ClusterInit(const ClusterCommandOptions& o) {
+  if (o.dir.empty()) return Fail("cluster init", Status::InvalidArgument("--dir is required"));
+  std::error_code ec;
+  std::filesystem::create_directories(o.dir, ec);
+  auto store = node::OpenConfigStore(o.dir, o.zookeeper);
+  if (!store.ok()) return Fail("cluster init", store.status());
+  auto existing = (*store)->Load();
+  if (existing.ok()) {
+    return Fail("cluster init", Status::InvalidArgument("a cluster is already configured in " + o.dir));
+  }
+  if (!existing.status().Is(Code::kNotFound)) return Fail("cluster init", existing.status());
+  Status s = WriteFirstConfig(**store, o);
+  if (!s.ok()) return Fail("cluster init", s);
+  std::printf("slip cluster: %u nodes, %u shards, RF %u, %s configured in %s\n", o.nodes, o.shards,
+              o.replication, o.design.c_str(), o.dir.c_str());
+  return 0;
+}
+
 int ClusterUp(const ClusterCommandOptions& o) {
   if (o.dir.empty()) return Fail("cluster up", Status::InvalidArgument("--dir is required"));
   std::error_code ec;
   std::filesystem::create_directories(o.dir, ec);
   auto store = node::OpenConfigStore(o.dir, o.zookeeper);
   if (!store.ok()) return Fail("cluster up", store.status());
-  // First time: the initial configuration, addresses filled in by the nodes.
   auto existing = (*store)->Load();
   uint32_t nodes = o.nodes;
   if (existing.status().Is(Code::kNotFound)) {
-    std::map<cluster::NodeId, std::string> members;
-    for (uint32_t i = 0; i < o.nodes; ++i) members[i] = "pending";
-    auto design = replication::ParseDesign(o.design);
-    if (!design.ok()) return Fail("cluster up", design.status());
-    auto placed = cluster::Place(members, o.shards, o.replication);
-    if (!placed.ok()) return Fail("cluster up", placed.status());
-    placed->design = o.design;
-    auto w = (*store)->CompareAndSwap(cluster::kNoVersion, *placed);
-    if (!w.ok()) return Fail("cluster up", w.status());
+    Status s = WriteFirstConfig(**store, o);
+    if (!s.ok()) return Fail("cluster up", s);
   } else if (!existing.ok()) {
     return Fail("cluster up", existing.status());
   } else {

@@ -16,12 +16,17 @@ struct ClusterCommandOptions {
   std::string design = "rpc-kv";  // replication design (first start)
   uint32_t node = 0;  // `slip server`: which node
   std::string provider = "tcp";
+  std::string bind = "127.0.0.1";  // `slip server`: the IP it serves on
   uint64_t pm_mb = 256;
   uint32_t lease_ms = 2000;
 };
 
 int RunServer(const ClusterCommandOptions& o);
 int RunManagerCommand(const ClusterCommandOptions& o);
+// Writes the first configuration (nodes, shards, replication, design) to the
+// configuration store and starts nothing: for clusters whose servers are
+// started one by one (`slip server --bind` on each host). Fails if one exists.
+int ClusterInit(const ClusterCommandOptions& o);
 int ClusterUp(const ClusterCommandOptions& o);
 int ClusterDown(const ClusterCommandOptions& o);
 int ClusterStatus(const ClusterCommandOptions& o);

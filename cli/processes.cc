@@ -34,7 +34,14 @@ bool Alive(pid_t pid) {
   // Reap it if it is our own exited child, so it does not linger as a zombie.
   int status = 0;
   if (waitpid(pid, &status, WNOHANG) == pid) return false;
-  return kill(pid, 0) == 0 || errno == EPERM;
+  if (kill(pid, 0) != 0 && errno != EPERM) return false;
+  // A zombie whose parent does not reap it (a container's pid 1 may not) is
+  // dead all the same: /proc/<pid>/stat says "Z" after the name.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const size_t close_paren = line.rfind(')');
+  return close_paren == std::string::npos || close_paren + 2 >= line.size() || line[close_paren + 2] != 'Z';
 }
 
 }  // namespace
@@ -63,13 +70,29 @@ Result<pid_t> SpawnDetached(const std::string& dir, const std::string& name,
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) {
+  // Double fork: the server's parent is then init (or the nearest
+  // subreaper), never the caller, so a long-lived caller — a test, a
+  // supervisor — need not reap it, and `slip cluster kill` from any process
+  // sees it go. The middle process reports the server's pid on a pipe.
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) {
     ::close(log);
+    return Status::IoError(std::string("pipe: ") + std::strerror(errno));
+  }
+  const pid_t middle = fork();
+  if (middle < 0) {
+    ::close(log);
+    ::close(report[0]);
+    ::close(report[1]);
     return Status::IoError(std::string("fork: ") + std::strerror(errno));
   }
-  if (pid == 0) {
+  if (middle == 0) {
     setsid();  // survives the terminal and the `slip cluster up` that started it
+    const pid_t server = fork();
+    if (server != 0) {
+      (void)!write(report[1], &server, sizeof(server));
+      _exit(server < 0 ? 1 : 0);
+    }
     const int null = ::open("/dev/null", O_RDONLY);
     dup2(null, 0);
     dup2(log, 1);
@@ -77,6 +100,17 @@ Result<pid_t> SpawnDetached(const std::string& dir, const std::string& name,
     execv(args[0], args.data());
     std::fprintf(stderr, "exec %s: %s\n", args[0], std::strerror(errno));
     _exit(127);
+  }
+  ::close(report[1]);
+  pid_t pid = -1;
+  const ssize_t got = read(report[0], &pid, sizeof(pid));
+  ::close(report[0]);
+  int status = 0;
+  while (waitpid(middle, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (got != static_cast<ssize_t>(sizeof(pid)) || pid <= 0) {
+    ::close(log);
+    return Status::IoError("could not start " + name);
   }
   ::close(log);
   std::ofstream out(pid_path, std::ios::trunc);

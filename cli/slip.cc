@@ -3,12 +3,13 @@
 //   slip bench [--target rpc-kv|local|rocksdb|redis|redis-wait|memcached] [--workload a] ...
 //   slip bench compare --targets a,b,c ...         one workload on several targets, ratios
 //   slip cluster up|down|status --dir DIR [--nodes N]   a local cluster of processes
-//   slip server --dir DIR --node I                 one storage node
+//   slip cluster init --dir DIR [--nodes N]        configure only; start servers one by one
+//   slip server --dir DIR --node I [--bind IP]     one storage node
 //   slip manager --dir DIR                         the configuration manager
 //   slip put --dir DIR KEY VALUE                   store a value
 //   slip get --dir DIR KEY                         print the value alone on stdout
 //   slip del --dir DIR KEY                         delete a key
-//   (put/get/del talk to the cluster in DIR; a DIR without a cluster is a
+//   (put/get/del talk to the cluster in DIR or --zookeeper; a DIR without a cluster is a
 //    single-node store in DIR/pm)
 //   slip inspect --dir DIR                         PM layout and recovery figures
 //   slip sim --seeds 1..200                        cluster simulation campaign
@@ -63,19 +64,27 @@ int main(int argc, char** argv) {
 
   std::string dir, key, value;
   uint64_t size_mb = 256;
+  std::string bind, zookeeper;
   auto add_dir = [&](CLI::App* c) {
     c->add_option("--dir", dir, "data directory")->required();
     c->add_option("--size-mb", size_mb, "PM size when creating the store")->capture_default_str();
   };
+  auto add_bind = [&](CLI::App* c) {
+    c->add_option("--bind", bind, "cluster: the local IP to talk from (default 127.0.0.1)");
+    c->add_option("--zookeeper", zookeeper, "cluster: its configuration is in this ZooKeeper (host:port)");
+  };
   auto* put = app.add_subcommand("put", "store KEY = VALUE");
   add_dir(put);
+  add_bind(put);
   put->add_option("key", key)->required();
   put->add_option("value", value)->required();
   auto* get = app.add_subcommand("get", "print the value of KEY");
   add_dir(get);
+  add_bind(get);
   get->add_option("key", key)->required();
   auto* del = app.add_subcommand("del", "delete KEY");
   add_dir(del);
+  add_bind(del);
   del->add_option("key", key)->required();
   auto* inspect = app.add_subcommand("inspect", "show the store's PM layout and recovery figures");
   add_dir(inspect);
@@ -111,18 +120,27 @@ int main(int argc, char** argv) {
   server->add_option("--node", co.node, "node id")->required();
   server->add_option("--provider", co.provider, "libfabric provider: tcp | shm | verbs")->capture_default_str();
   server->add_option("--pm-mb", co.pm_mb, "PM size when creating the node's store")->capture_default_str();
+  server->add_option("--bind", co.bind, "tcp/verbs: the local IP to serve on (peers and clients must reach it)")
+      ->capture_default_str();
   auto* manager = app.add_subcommand("manager", "run the configuration manager of the cluster in DIR");
   cluster_opts(manager);
   auto* cluster = app.add_subcommand("cluster", "a local cluster of slip processes");
   cluster->require_subcommand(1);
+  auto first_config = [&](CLI::App* c) {
+    c->add_option("--nodes", co.nodes, "nodes (first start)")->capture_default_str();
+    c->add_option("--shards", co.shards, "shards (first start)")->capture_default_str();
+    c->add_option("--rf", co.replication, "replication factor (first start)")->capture_default_str();
+    c->add_option("--design", co.design,
+                  "replication design (first start): rpc-kv | rowan-kv | rwrite-kv | batch-kv | tailwind")
+        ->capture_default_str();
+  };
+  auto* init = cluster->add_subcommand(
+      "init", "write the first configuration of a cluster whose servers are started one by one (slip server)");
+  cluster_opts(init);
+  first_config(init);
   auto* up = cluster->add_subcommand("up", "start (or cold-start) the cluster in DIR");
   cluster_opts(up);
-  up->add_option("--nodes", co.nodes, "nodes (first start)")->capture_default_str();
-  up->add_option("--shards", co.shards, "shards (first start)")->capture_default_str();
-  up->add_option("--rf", co.replication, "replication factor (first start)")->capture_default_str();
-  up->add_option("--design", co.design,
-                 "replication design (first start): rpc-kv | rowan-kv | rwrite-kv | batch-kv | tailwind")
-      ->capture_default_str();
+  first_config(up);
   up->add_option("--provider", co.provider, "libfabric provider")->capture_default_str();
   up->add_option("--pm-mb", co.pm_mb, "PM per node")->capture_default_str();
   auto* down = cluster->add_subcommand("down", "stop every process of the cluster in DIR");
@@ -137,15 +155,18 @@ int main(int argc, char** argv) {
 
   if (*server) return slip::cli::RunServer(co);
   if (*manager) return slip::cli::RunManagerCommand(co);
+  if (*init) return slip::cli::ClusterInit(co);
   if (*up) return slip::cli::ClusterUp(co);
   if (*down) return slip::cli::ClusterDown(co);
   if (*status) return slip::cli::ClusterStatus(co);
   if (*killcmd) return slip::cli::ClusterKill(co);
 
   // put/get/del against a cluster when DIR holds one.
-  if ((*put || *get || *del) && std::filesystem::exists(dir + "/cluster.json")) {
+  if ((*put || *get || *del) && (!zookeeper.empty() || std::filesystem::exists(dir + "/cluster.json"))) {
     slip::ClientOptions copts;
     copts.dir = dir;
+    copts.bind_address = bind;
+    copts.zookeeper = zookeeper;
     auto client = slip::Client::Open(copts);
     const std::string what = app.get_subcommands()[0]->get_name();
     if (!client.ok()) return Fail(what, client.status());

@@ -33,6 +33,9 @@ struct ClientOptions {
   std::string zookeeper;  // or "host:port" of its ZooKeeper
   std::string provider = "tcp";  // libfabric provider: tcp | shm | verbs
   std::chrono::milliseconds deadline{10000};  // per call, retries included
+  // tcp/verbs: the local IP to talk from; the nodes must be able to reach it
+  // (a client on another host names its own address). Empty: 127.0.0.1.
+  std::string bind_address;
 };
 
 class Client {

@@ -48,7 +48,7 @@ class ClientImpl final : public Client {
 
   Status Init(const ClientOptions& o) {
     SLIP_ASSIGN_OR_RETURN(store_, node::OpenConfigStore(o.dir, o.zookeeper));
-    SLIP_ASSIGN_OR_RETURN(fabric_, fabric::OpenOfiFabric(fabric::FabricOptions{.provider = o.provider, .node_address = ""},
+    SLIP_ASSIGN_OR_RETURN(fabric_, fabric::OpenOfiFabric(fabric::FabricOptions{.provider = o.provider, .node_address = o.bind_address},
                                                          fabric::OfiOptions{.max_multi_recv_message = node::kMaxMessage}));
     exec_ = rt_.CreateExecutor("client");
     SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = "client"}));

@@ -8,16 +8,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <filesystem>
-#include <map>
-#include <mutex>
-#include <optional>
-#include <set>
-#include <thread>
 
 #include "cluster/cluster_config.h"
+#include "integration/acked_writes.h"
 #include "node/config_access.h"
 #include "proto/kv.h"
 #include "slip/client.h"
@@ -32,25 +27,7 @@ int Slip(const std::string& args) {
   return std::system(cmd.c_str());
 }
 
-struct Model {
-  std::mutex mu;
-  std::map<std::string, std::optional<std::string>> acked;  // nullopt: deleted
-  std::map<std::string, std::set<std::optional<std::string>>> maybe;  // unknown outcomes
-};
-
-void Check(Client& c, Model& m, const char* when) {
-  for (auto& [key, want] : m.acked) {
-    auto got = c.Get(key);
-    ASSERT_TRUE(got.ok() || got.status().Is(Code::kNotFound)) << when << ": " << key << ": " << got.status().ToString();
-    std::optional<std::string> state = got.ok() ? std::optional<std::string>(*got) : std::nullopt;
-    if (state == want) continue;
-    ASSERT_TRUE(m.maybe[key].count(state))
-        << when << ": " << key << " is " << (state ? *state : "absent") << ", acknowledged "
-        << (want ? *want : "absent");
-    want = state;  // an unknown outcome took effect: later checks build on it
-    m.maybe[key].clear();
-  }
-}
+using integration::AckedWrites;
 
 class ClusterIntegrationTest : public ::testing::TestWithParam<std::string> {};
 
@@ -70,38 +47,12 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
                                           .deadline = std::chrono::seconds(20)});
   ASSERT_TRUE(stale.ok());
   ASSERT_TRUE((*stale)->Put("stale-probe", "before").ok());
-  Model m;
-  // A load of puts and deletes from two threads; node 1 is killed midway.
-  std::atomic<bool> stop{false};
-  std::atomic<int> ops{0}, failed{0};
-  auto load = [&](int t) {
-    for (int i = 0; !stop; ++i) {
-      const std::string key = "key" + std::to_string((i * 7 + t) % 300);
-      const bool del = i % 5 == 4;
-      const std::string value = "t" + std::to_string(t) + "-" + std::to_string(i);
-      Status s = del ? (*client)->Delete(key) : (*client)->Put(key, value);
-      std::lock_guard<std::mutex> lock(m.mu);
-      if (s.ok() || (del && s.Is(Code::kNotFound))) {
-        m.acked[key] = del ? std::nullopt : std::optional<std::string>(value);
-        m.maybe[key].clear();
-      } else {
-        ++failed;  // outcome unknown: may or may not have happened
-        m.maybe[key].insert(del ? std::nullopt : std::optional<std::string>(value));
-      }
-      ++ops;
-    }
-  };
-  std::thread a(load, 0), b(load, 1);
-  while (ops < 400) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  ASSERT_EQ(Slip("cluster kill --node 1 --dir " + d), 0);
-  const int at_kill = ops;
-  // Keep writing through the failover.
-  while (ops < at_kill + 600) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  stop = true;
-  a.join();
-  b.join();
-  EXPECT_GT(ops - at_kill, 0) << "clients did not continue after the failover";
-  Check(**client, m, "after failover");
+  AckedWrites m;
+  // A load of puts and deletes from two threads; node 1 is killed midway,
+  // and the clients keep writing through the failover.
+  integration::RunLoadWithFault(**client, m, 400, 600,
+                                [&] { ASSERT_EQ(Slip("cluster kill --node 1 --dir " + d), 0); });
+  m.Check(**client, "after failover");
   auto probe = (*stale)->Get("stale-probe");
   ASSERT_TRUE(probe.ok()) << "stale-term client not redirected: " << probe.status().ToString();
   EXPECT_EQ(*probe, "before");
@@ -118,7 +69,7 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
 
   // The killed node comes back (empty) and is re-replicated.
   ASSERT_EQ(Slip("cluster up --dir " + d + " --lease-ms 1000"), 0);
-  Check(**client, m, "after rejoin");
+  m.Check(**client, "after rejoin");
 
   // Whole-cluster stop and cold start.
   client->reset();
@@ -127,8 +78,8 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
   auto again = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "tcp",
                                           .deadline = std::chrono::seconds(20)});
   ASSERT_TRUE(again.ok());
-  Check(**again, m, "after cold start");
-  std::printf("  %d operations, %d with unknown outcome, %zu keys checked\n", ops.load(), failed.load(),
+  m.Check(**again, "after cold start");
+  std::printf("  %d operations, %d with unknown outcome, %zu keys checked\n", m.ops.load(), m.unknown.load(),
               m.acked.size());
   again->reset();
   EXPECT_EQ(Slip("cluster down --dir " + d), 0);
