@@ -93,7 +93,7 @@ bool BackupLog::Poll(runtime::Nanos now) {
   return work;
 }
 
-Status BackupLog::DigestSome(uint32_t id, uint64_t limit) {
+Status BackupLog::DigestSome(uint32_t id, uint64_t limit, store::Store::ReceiveWalk walk) {
   uint64_t& cursor = cursor_[id];
   if (options_.protocol == Protocol::kTailwind) {
     const log::SegmentTable& t = store_->segments();
@@ -101,13 +101,13 @@ Status BackupLog::DigestSome(uint32_t id, uint64_t limit) {
     limit = ScanTailwindBuffer({t.SegmentBase(id), limit}, store_->options().limits);
   }
   if (limit <= cursor) return Status::Ok();
-  SLIP_ASSIGN_OR_RETURN(uint64_t end, store_->DigestReceived(id, cursor, limit));
+  SLIP_ASSIGN_OR_RETURN(uint64_t end, store_->DigestReceived(id, cursor, limit, walk));
   cursor = end;
   return Status::Ok();
 }
 
 Status BackupLog::DigestAndSeal(const Segment& seg) {
-  SLIP_RETURN_IF_ERROR(DigestSome(seg.id, seg.limit));
+  SLIP_RETURN_IF_ERROR(DigestSome(seg.id, seg.limit, store::Store::ReceiveWalk::kFinal));
   cursor_.erase(seg.id);
   SLIP_RETURN_IF_ERROR(store_->SealReceiveSegment(seg.id));
   std::lock_guard<std::mutex> lock(mu_);
@@ -146,10 +146,11 @@ Status BackupLog::CatchUp() {
     for (const Segment& s : posted_) open.push_back(s.id);
     for (const auto& [id, s] : open_) open.push_back(id);
   }
-  // Still being written: index what is whole so far; the rest stays for
-  // the next digest (a block still in flight fails its CRC and stops it).
+  // Still being written: index what is whole so far, also behind holes (a
+  // torn Send of one sender before another's acknowledged entry); the
+  // cursor stays at the first hole, for the next digest.
   const uint64_t size = store_->segments().segment_size();
-  for (uint32_t id : open) SLIP_RETURN_IF_ERROR(DigestSome(id, size));
+  for (uint32_t id : open) SLIP_RETURN_IF_ERROR(DigestSome(id, size, store::Store::ReceiveWalk::kPastHoles));
   return Status::Ok();
 }
 

@@ -103,7 +103,7 @@ class BackupLog {
   Status PostSegment();  // REQUIRES: mu_
   // Digests segment `id` from its cursor up to `limit` (tailwind: the
   // valid prefix below it). REQUIRES: digest_mu_.
-  Status DigestSome(uint32_t id, uint64_t limit);
+  Status DigestSome(uint32_t id, uint64_t limit, store::Store::ReceiveWalk walk);
   // Digests a used or closed segment whole and hands it to the cleaner.
   Status DigestAndSeal(const Segment& seg);  // REQUIRES: digest_mu_
 

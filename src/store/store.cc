@@ -565,7 +565,7 @@ Result<uint32_t> Store::AllocateReceiveSegment() {
   return table_->Allocate(SegmentOwner::kControl, options_.cleaner_reserve);
 }
 
-Result<uint64_t> Store::DigestReceived(uint32_t seg, uint64_t from, uint64_t to) {
+Result<uint64_t> Store::DigestReceived(uint32_t seg, uint64_t from, uint64_t to, ReceiveWalk walk) {
   if (seg >= table_->num_segments()) return Status::InvalidArgument("no segment " + std::to_string(seg));
   const log::SegmentMeta m = table_->meta(seg);
   if (m.owner != SegmentOwner::kControl || m.state == SegmentState::kFree) {
@@ -576,15 +576,23 @@ Result<uint64_t> Store::DigestReceived(uint32_t seg, uint64_t from, uint64_t to)
   const std::byte* base = table_->SegmentBase(seg);
   const uint64_t seg_off = table_->SegmentOffset(seg);
   uint64_t pos = from;
+  uint64_t prefix_end = UINT64_MAX;  // set at the first hole
   while (pos + log::kHeaderSize <= to) {
     // Decode a copy: a peer may be writing right behind us (a DMA in flight
-    // shows up as a torn block, which stops the walk until it completes).
+    // shows up as a torn block).
     auto d = log::DecodeBlock({base + pos, to - pos}, options_.limits);
-    if (!d.status.ok()) break;
+    if (!d.status.ok()) {
+      if (prefix_end == UINT64_MAX) prefix_end = pos;
+      if (walk == ReceiveWalk::kPrefix) break;
+      pos = SkipInvalid(base, pos, to, options_.limits);
+      continue;
+    }
     const log::BlockView& b = d.block;
     const uint64_t off = seg_off + pos;
     pos += b.encoded_bytes;
-    received_.fetch_add(b.encoded_bytes, std::memory_order_relaxed);
+    if (prefix_end == UINT64_MAX || walk == ReceiveWalk::kFinal) {
+      received_.fetch_add(b.encoded_bytes, std::memory_order_relaxed);
+    }
     if (!IsData(b.type) || b.shard >= shards_.size()) continue;
     if (b.cnt == 1) {
       IndexFound(off, Blocks{{off}, {b.encoded_bytes}});
@@ -609,7 +617,7 @@ Result<uint64_t> Store::DigestReceived(uint32_t seg, uint64_t from, uint64_t to)
     }
     if (complete) IndexFound(complete->offsets[0], *complete);
   }
-  return pos;
+  return prefix_end == UINT64_MAX ? pos : prefix_end;
 }
 
 Status Store::SealReceiveSegment(uint32_t seg) {

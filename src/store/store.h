@@ -163,16 +163,31 @@ class Store final : private index::EntryReader {
   // where one sender's DMA did not persist while a later one's did).
   // NoSpace when only the cleaner's reserve is left.
   Result<uint32_t> AllocateReceiveSegment();
+  // How far DigestReceived walks. Several senders share one receive
+  // segment (rowan-kv's b-log, share-kv's shared log), so a hole — a torn
+  // transfer, or one still in flight — can sit before another sender's
+  // acknowledged entry.
+  enum class ReceiveWalk {
+    kPrefix,     // stop at the first block that does not decode
+    kPastHoles,  // also index valid blocks beyond holes (the segment is
+                 // still being written: a catch-up before a promotion)
+    kFinal,      // as kPastHoles; nothing more will land in [from, to)
+  };
   // Indexes the complete entries in [from, to) of receive segment `seg`, as
-  // Apply would but without copying: it walks block by block and stops at
-  // the first block that does not decode (space not written yet, or a
-  // transfer still in flight). Returns where it stopped, relative to the
-  // segment. Blocks of multi-block entries may lie anywhere (any segment,
-  // any order); an entry is indexed once all its blocks were digested.
+  // Apply would but without copying: it walks block by block. Returns where
+  // the contiguous run of valid blocks from `from` ends, relative to the
+  // segment: the next call resumes there, and finding a block beyond it
+  // again is harmless (indexing is version-conditional). Past a hole the
+  // walk skips an invalid block whole when its header is intact, else 64 B.
+  // Blocks of multi-block entries may lie anywhere (any segment, any
+  // order); an entry is indexed once all its blocks were digested.
   // CHECKSUM and COMMIT_VERSION blocks are walked over. A block for a shard
   // this store does not have, or whose key is not of its shard, is walked
   // over and not indexed (a peer's bug must not corrupt the index).
-  Result<uint64_t> DigestReceived(uint32_t seg, uint64_t from, uint64_t to);
+  // received_bytes() counts a block once: in the contiguous run, or beyond
+  // a hole in the kFinal walk.
+  Result<uint64_t> DigestReceived(uint32_t seg, uint64_t from, uint64_t to,
+                                  ReceiveWalk walk = ReceiveWalk::kPrefix);
   // No more entries will land in `seg` and all of it was digested: it
   // becomes Committed, so the cleaner may reclaim it.
   Status SealReceiveSegment(uint32_t seg);

@@ -608,6 +608,50 @@ TEST(StoreReceiveTest, DigestStopsAtTheFirstInvalidBlockAndResumes) {
   EXPECT_EQ(store->received_bytes(), end);
 }
 
+// Several senders share a receive segment: an entry behind a hole is
+// another sender's, possibly acknowledged. kPastHoles indexes it but leaves
+// the cursor at the hole (the hole may still fill); kFinal counts it too.
+TEST(StoreReceiveTest, WalksPastHolesIndexBeyondThemAndResumeAtTheHole) {
+  auto region = MakeRegion(4 << 20);
+  auto store = std::move(Store::Open(region.get(), SmallOptions())).value();
+  const uint32_t seg = *store->AllocateReceiveSegment();
+  const uint64_t ss = store->segments().segment_size();
+  Random rng(33);
+  const std::string vb = Value(rng, 300);
+  auto a = PutEntry(*store, "a", "1", 1);
+  auto b = PutEntry(*store, "b", vb, 2);
+  auto c = PutEntry(*store, "c", "3", 3);
+  const uint64_t b_at = a.size(), c_at = b_at + b.size(), end = c_at + c.size();
+  Land(region.get(), *store, seg, 0, a);
+  // B torn: its header intact, its last line never written.
+  std::vector<std::byte> torn = b;
+  std::fill(torn.end() - 64, torn.end(), std::byte{0});
+  Land(region.get(), *store, seg, b_at, torn);
+  Land(region.get(), *store, seg, c_at, c);
+
+  using Walk = Store::ReceiveWalk;
+  auto r = store->DigestReceived(seg, 0, ss, Walk::kPastHoles);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, b_at) << "the cursor stays at the hole";
+  EXPECT_EQ(*store->Get("a"), "1");
+  EXPECT_EQ(*store->Get("c"), "3") << "an entry behind a hole must be found";
+  EXPECT_TRUE(store->Get("b").status().Is(Code::kNotFound));
+  EXPECT_EQ(store->received_bytes(), a.size()) << "beyond the hole is not counted yet";
+  EXPECT_EQ(store->stats().keys, 2u);
+
+  // Walking again finds C again: harmless.
+  ASSERT_EQ(*store->DigestReceived(seg, *r, ss, Walk::kPastHoles), b_at);
+  EXPECT_EQ(store->stats().keys, 2u);
+  EXPECT_EQ(store->live_bytes(seg), static_cast<int64_t>(a.size() + c.size()));
+
+  // B completes; the final walk resumes at the hole and counts everything once.
+  Land(region.get(), *store, seg, b_at, b);
+  ASSERT_EQ(*store->DigestReceived(seg, *r, ss, Walk::kFinal), end);
+  EXPECT_EQ(*store->Get("b"), vb);
+  EXPECT_EQ(store->received_bytes(), end);
+  EXPECT_EQ(store->live_bytes(seg), static_cast<int64_t>(end));
+}
+
 TEST(StoreReceiveTest, NewerVersionWinsRegardlessOfOrder) {
   auto region = MakeRegion(4 << 20);
   auto store = std::move(Store::Open(region.get(), SmallOptions())).value();

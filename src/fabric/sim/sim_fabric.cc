@@ -364,8 +364,13 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
   // false only for receiver-not-ready.
   bool Validate(OpState& op, EpState& dst) {
     switch (op.kind) {
-      case Op::kSend:
-        return ChooseRecvBuffer(op, dst);
+      case Op::kSend: {
+        if (!ChooseRecvBuffer(op, dst)) return false;
+        // A torn Send keeps the receive space it was given (the NIC moved
+        // on), holds part of its bytes, and completes no receive.
+        if (op.dest != nullptr && op.status == Code::kOk) DecideTear(op, dst);
+        return true;
+      }
       case Op::kWrite:
       case Op::kRead:
       case Op::kCompareSwap:

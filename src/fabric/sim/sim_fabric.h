@@ -84,7 +84,7 @@ struct LinkFaults {
   Nanos extra_delay = 0;        // added to every packet's flight
   Nanos jitter = 0;             // uniform extra delay in [0, jitter]: reorders
                                 // across connections (never within one)
-  double tear_probability = 0;  // per Write placed over this link: torn at a
+  double tear_probability = 0;  // per Write/Send placed over this link: torn at a
                                 // uniformly random byte in [0, len]
 };
 
@@ -119,9 +119,10 @@ class SimFabric {
   void Partition(NodeId a, NodeId b);
   void Heal(NodeId a, NodeId b);
   void HealAll();
-  // The next Write placed at `node` lands only its first `after_bytes` bytes
-  // (0..len); the rest never arrives and the writer's completion is Aborted.
-  // Queued: several calls tear several successive writes.
+  // The next Write or Send placed at `node` lands only its first
+  // `after_bytes` bytes (0..len); the rest never arrives and the writer's
+  // completion is Aborted (a torn Send completes no receive). Queued:
+  // several calls tear several successive transfers.
   void TearNextWrite(NodeId node, size_t after_bytes);
   // Power loss: the node's endpoints stop at once (their pending work and
   // unpersisted placements are lost, peers' operations to them fail), then
