@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
     c->add_option("--shards", co.shards, "shards (first start)")->capture_default_str();
     c->add_option("--rf", co.replication, "replication factor (first start)")->capture_default_str();
     c->add_option("--design", co.design,
-                  "replication design (first start): rpc-kv | rowan-kv | rwrite-kv | batch-kv | tailwind")
+                  "replication design (first start): rpc-kv | rowan-kv | rwrite-kv | batch-kv | share-kv | tailwind")
         ->capture_default_str();
   };
   auto* init = cluster->add_subcommand(

@@ -24,13 +24,7 @@ const char* DesignName(Protocol p) {
 
 Result<Protocol> ParseDesign(std::string_view name) {
   std::string known;
-  if (name == DesignName(Protocol::kShare)) {
-    // Distinct from rwrite-kv only when several workers of a node share one
-    // remote log; nodes run one worker today.
-    return Status::NotSupported("share-kv is not built yet (rwrite-kv is its one-worker equivalent)");
-  }
   for (Protocol p : AllProtocols()) {
-    if (p == Protocol::kShare) continue;
     if (name == DesignName(p)) return p;
     known += known.empty() ? "" : ", ";
     known += DesignName(p);

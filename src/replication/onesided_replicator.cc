@@ -37,7 +37,11 @@ constexpr char kDelValue[8] = {};  // a DEL entry's 8 reserved bytes (store/)
 
 OneSidedReplicator::OneSidedReplicator(runtime::Executor* exec, fabric::Endpoint* ep, PeerCaller* peers,
                                        OneSidedOptions options)
-    : exec_(exec), ep_(ep), peers_(peers), o_(std::move(options)) {
+    : exec_(exec),
+      ep_(ep),
+      peers_(peers),
+      o_(std::move(options)),
+      shared_(o_.shared_logs ? o_.shared_logs : std::make_shared<SharedRemoteLogs>()) {
   poller_ = exec_->AddPoller([this] { return PollOnce(); });
 }
 
@@ -138,8 +142,9 @@ void OneSidedReplicator::Submit(Link& l, const std::shared_ptr<Pending>& w, cons
       }
       return PostRead(l, {w});
     }
-    case Protocol::kRWrite:
-    case Protocol::kShare: {
+    case Protocol::kShare:
+      return SubmitShared(l, w, bytes);
+    case Protocol::kRWrite: {
       if (l.tail + size > l.buffer_len) return Roll(l, w, bytes);
       Op op;
       op.keep = bytes;
@@ -193,24 +198,30 @@ void OneSidedReplicator::FlushBatch(Link& l, bool by_timeout) {
   WriteAndFlush(l, std::move(op), std::exchange(l.batch_writes, {}));
 }
 
-void OneSidedReplicator::WriteAndFlush(Link& l, Op data, std::vector<std::shared_ptr<Pending>> writes) {
+void OneSidedReplicator::WriteAndFlush(Link& l, Op data, std::vector<std::shared_ptr<Pending>> writes,
+                                       std::optional<uint64_t> reserved) {
   const std::vector<std::byte>& src = data.keep ? *data.keep : data.own;
   const size_t size = src.size();
   const std::byte* ptr = src.data();
-  const uint64_t at = l.buffer_offset + l.tail;
+  const uint64_t at = l.buffer_offset + (reserved ? *reserved : l.tail);
   data.node = l.node;
   data.epoch = l.epoch;
-  data.buffer = l.buffer;
+  data.buffer = reserved ? UINT32_MAX : l.buffer;  // shared buffers count their own writes
+  if (reserved) data.shared = l.shared;
   data.writes = writes;
   const uint64_t ctx = Track(std::move(data));
   Status s = ep_->Write(l.peer, ptr, size, nullptr, l.mem, at, ctx);
   if (!s.ok()) {
-    --inflight_[{l.node, l.buffer}];
+    if (reserved) {
+      ReleaseShared(l.node, ops_.at(ctx).shared);
+    } else {
+      --inflight_[{l.node, l.buffer}];
+    }
     ops_.erase(ctx);
     for (auto& w : writes) w->Fail(s);
     return Fail(l, s);
   }
-  l.tail += size;
+  if (!reserved) l.tail += size;
   ++stats_.writes;
   stats_.bytes += size;
   PostRead(l, std::move(writes));
@@ -222,7 +233,7 @@ void OneSidedReplicator::PostRead(Link& l, std::vector<std::shared_ptr<Pending>>
   op.epoch = l.epoch;
   op.flush = true;
   op.writes = std::move(writes);
-  if (o_.protocol != Protocol::kRowan) op.buffer = l.buffer;
+  if (o_.protocol != Protocol::kRowan && o_.protocol != Protocol::kShare) op.buffer = l.buffer;
   const uint64_t ctx = Track(std::move(op));
   Op& placed = ops_.at(ctx);
   Status s = ep_->Read(l.peer, &placed.read_byte, 1, nullptr, l.mem, l.flush_offset, ctx);
@@ -256,12 +267,65 @@ void OneSidedReplicator::MaybeClose(NodeId node, uint32_t buffer) {
   if (in != inflight_.end()) inflight_.erase(in);
   const uint64_t used = c->second;
   closing_.erase(c);
+  SendClose(node, buffer, used);
+}
+
+void OneSidedReplicator::SendClose(NodeId node, uint32_t buffer, uint64_t used) {
   ++stats_.closes;
   proto::ReplCloseRequest req{o_.term ? o_.term() : 0, o_.self, buffer, used};
   // Best effort: a backup that misses a close keeps the buffer open, and its
   // CatchUp still digests it.
   peers_->Call(node, static_cast<uint16_t>(proto::Method::kReplClose), proto::Encode(req),
                [](Result<PeerResponse>) {});
+}
+
+void OneSidedReplicator::SubmitShared(Link& l, const std::shared_ptr<Pending>& w, const Bytes& bytes) {
+  const size_t size = bytes->size();
+  for (;;) {
+    if (l.shared) {
+      if (auto at = l.shared->Reserve(size)) {
+        Op op;
+        op.keep = bytes;
+        return WriteAndFlush(l, std::move(op), {w}, *at);
+      }
+      if (size > l.shared->len) {
+        return w->Fail(Status::TooLarge("entry of " + std::to_string(size) + " bytes exceeds a " +
+                                        std::to_string(l.shared->len) + "-byte replication buffer"));
+      }
+    }
+    // Full, or this worker has none: another worker may have opened the next.
+    auto cur = shared_->Current(l.node);
+    if (!cur || cur == l.shared || cur->full()) break;
+    Status s = UseShared(l, std::move(cur));
+    if (!s.ok()) {
+      w->Fail(s);
+      return Fail(l, s);
+    }
+  }
+  l.state = Link::State::kIdle;
+  l.queue.push_back({w, bytes});
+  Open(l, 0);
+}
+
+Status OneSidedReplicator::UseShared(Link& l, std::shared_ptr<SharedRemoteLogs::Buffer> b) {
+  auto known = peer_ids_.find(b->address);
+  if (known == peer_ids_.end()) {
+    SLIP_ASSIGN_OR_RETURN(fabric::PeerId peer, ep_->AddPeer(b->address));
+    known = peer_ids_.emplace(b->address, peer).first;
+  }
+  l.peer = known->second;
+  l.mem = b->mem;
+  l.flush_offset = b->flush_offset;
+  l.buffer = b->id;
+  l.buffer_offset = b->offset;
+  l.buffer_len = b->len;
+  l.shared = std::move(b);
+  return Status::Ok();
+}
+
+void OneSidedReplicator::ReleaseShared(NodeId node, const std::shared_ptr<SharedRemoteLogs::Buffer>& b) {
+  // The last write into a full buffer closes it, whichever worker's it was.
+  if (b->Release()) SendClose(node, b->id, b->used());
 }
 
 void OneSidedReplicator::Open(Link& l, int attempt) {
@@ -320,11 +384,31 @@ void OneSidedReplicator::Opened(NodeId node, uint64_t epoch, Result<PeerResponse
     for (auto& q : queue) q.w->Fail(s);
     return;
   }
-  l.mem = fabric::RemoteMemory{resp.mem_addr, resp.mem_key, resp.mem_len};
-  l.flush_offset = resp.flush_offset;
-  l.buffer = resp.buffer_id;
-  l.buffer_offset = resp.buffer_offset;
-  l.buffer_len = resp.buffer_len;
+  if (o_.protocol == Protocol::kShare) {
+    auto fresh = std::make_shared<SharedRemoteLogs::Buffer>();
+    fresh->id = resp.buffer_id;
+    fresh->address = std::string(resp.address);
+    fresh->mem = fabric::RemoteMemory{resp.mem_addr, resp.mem_key, resp.mem_len};
+    fresh->flush_offset = resp.flush_offset;
+    fresh->offset = resp.buffer_offset;
+    fresh->len = resp.buffer_len;
+    auto use = shared_->Install(node, fresh, l.shared.get());
+    if (use != fresh) SendClose(node, fresh->id, 0);  // another worker's came first
+    Status used = UseShared(l, std::move(use));
+    if (!used.ok()) {
+      l.state = Link::State::kIdle;
+      ++l.epoch;
+      ++stats_.failures;
+      for (auto& q : std::exchange(l.queue, {})) q.w->Fail(used);
+      return;
+    }
+  } else {
+    l.mem = fabric::RemoteMemory{resp.mem_addr, resp.mem_key, resp.mem_len};
+    l.flush_offset = resp.flush_offset;
+    l.buffer = resp.buffer_id;
+    l.buffer_offset = resp.buffer_offset;
+    l.buffer_len = resp.buffer_len;
+  }
   l.tail = 0;
   l.chain.Reset();
   l.state = Link::State::kReady;
@@ -354,6 +438,12 @@ void OneSidedReplicator::Fail(Link& l, const Status& s) {
   // digests its whole prefix and stops at the tear).
   ++l.epoch;
   l.state = Link::State::kIdle;
+  if (l.shared) {
+    // share-kv: every worker stops writing there; the next open starts a
+    // fresh buffer (the backup may have restarted without this one).
+    shared_->Retire(l.node, l.shared);
+    l.shared.reset();
+  }
   auto queue = std::exchange(l.queue, {});
   for (auto& w : batch) w->Fail(s);
   for (auto& q : queue) q.w->Fail(s);
@@ -380,6 +470,7 @@ bool OneSidedReplicator::PollOnce() {
       for (auto& w : op.writes) w->Ack();
     }
     if (op.buffer != UINT32_MAX) MaybeClose(op.node, op.buffer);
+    if (op.shared) ReleaseShared(op.node, op.shared);
   }
   return n > 0;
 }

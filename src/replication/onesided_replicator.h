@@ -11,6 +11,9 @@
 //              what drives PM write amplification.
 //   batch-kv   rwrite-kv, but entries to one backup are gathered and written
 //              together once 256 B are pending or 5 us passed.
+//   share-kv   rwrite-kv, but all workers of a node share one remote log
+//              per backup, reserving addresses with a local atomic
+//              (shared_logs.h); reservations arrive out of order.
 //   tailwind   rwrite-kv's private buffer per primary, each transfer being
 //              entry + running-checksum block (tailwind_format.h), so the
 //              backup can find the whole prefix after a crash without ever
@@ -34,12 +37,14 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include "fabric/fabric.h"
 #include "replication/design.h"
 #include "replication/peer_caller.h"
+#include "replication/shared_logs.h"
 #include "replication/replicator.h"
 #include "replication/tailwind_format.h"
 #include "runtime/runtime.h"
@@ -63,6 +68,9 @@ struct OneSidedOptions {
   bool test_bug_ack_early = false;
   // The configuration term to put in control requests.
   std::function<uint64_t()> term;
+  // share-kv: the logs this node's workers share; null gives the replicator
+  // its own (a node with one worker).
+  std::shared_ptr<SharedRemoteLogs> shared_logs;
 };
 
 class OneSidedReplicator final : public Replicator {
@@ -99,6 +107,7 @@ class OneSidedReplicator final : public Replicator {
     uint32_t buffer = 0;
     uint64_t buffer_offset = 0, buffer_len = 0, tail = 0;
     TailwindChain chain;
+    std::shared_ptr<SharedRemoteLogs::Buffer> shared;  // share-kv
     std::deque<Queued> queue;  // waiting for the link to be ready
     // batch-kv: bytes gathered for one Write, and whose they are.
     std::vector<std::byte> batch;
@@ -112,6 +121,7 @@ class OneSidedReplicator final : public Replicator {
     uint32_t buffer = UINT32_MAX;  // private buffer written, if any
     bool flush = false;            // the Read that acknowledges `writes`
     std::vector<std::shared_ptr<Pending>> writes;
+    std::shared_ptr<SharedRemoteLogs::Buffer> shared;  // share-kv: the reservation it holds
     Bytes keep;                         // bytes a Send/Write reads until it completes
     std::vector<std::byte> own;         // or its own copy (tailwind, batch)
     uint8_t read_byte = 0;
@@ -125,8 +135,16 @@ class OneSidedReplicator final : public Replicator {
   // are done and open another; the entry waits in the queue.
   void Roll(Link& l, const std::shared_ptr<Pending>& w, const Bytes& bytes);
   void FlushBatch(Link& l, bool by_timeout);
-  // Posts a Write of `op.own` (or *op.keep) at the tail and the Read after it.
-  void WriteAndFlush(Link& l, Op data, std::vector<std::shared_ptr<Pending>> writes);
+  // Posts a Write of `op.own` (or *op.keep) at the tail — or, share-kv, at
+  // the `reserved` offset of the shared buffer — and the Read after it.
+  void WriteAndFlush(Link& l, Op data, std::vector<std::shared_ptr<Pending>> writes,
+                     std::optional<uint64_t> reserved = std::nullopt);
+  // share-kv: reserve and write into the node's shared buffer for `l`, or
+  // open the next one when it is full.
+  void SubmitShared(Link& l, const std::shared_ptr<Pending>& w, const Bytes& bytes);
+  Status UseShared(Link& l, std::shared_ptr<SharedRemoteLogs::Buffer> b);
+  void ReleaseShared(NodeId node, const std::shared_ptr<SharedRemoteLogs::Buffer>& b);
+  void SendClose(NodeId node, uint32_t buffer, uint64_t used);
   void PostRead(Link& l, std::vector<std::shared_ptr<Pending>> writes);
   void Fail(Link& l, const Status& s);
   void MaybeClose(NodeId node, uint32_t buffer);
@@ -137,6 +155,7 @@ class OneSidedReplicator final : public Replicator {
   fabric::Endpoint* const ep_;
   PeerCaller* const peers_;
   const OneSidedOptions o_;
+  const std::shared_ptr<SharedRemoteLogs> shared_;
   runtime::PollerId poller_ = 0;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   std::map<NodeId, Link> links_;

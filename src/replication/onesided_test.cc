@@ -169,7 +169,7 @@ TEST(OneSidedRowan, AnEntryBehindAnotherSendersTornSendIsFound) {
 
 INSTANTIATE_TEST_SUITE_P(Designs, OneSided,
                          ::testing::Values(Protocol::kRowan, Protocol::kRWrite, Protocol::kBatch,
-                                           Protocol::kTailwind),
+                                           Protocol::kShare, Protocol::kTailwind),
                          Name);
 
 TEST(OneSidedBatch, GathersEntriesAndFlushesOnTimeout) {
@@ -192,13 +192,11 @@ TEST(OneSidedBatch, GathersEntriesAndFlushesOnTimeout) {
 
 TEST(OneSidedDesign, NamesRoundTripAndUnknownIsRefused) {
   for (Protocol p : AllProtocols()) {
-    if (p == Protocol::kShare) continue;
     auto parsed = ParseDesign(DesignName(p));
     ASSERT_TRUE(parsed.ok()) << DesignName(p);
     EXPECT_EQ(*parsed, p);
   }
   EXPECT_TRUE(ParseDesign("farm").status().Is(Code::kInvalidArgument));
-  EXPECT_TRUE(ParseDesign("share-kv").status().Is(Code::kNotSupported));
 }
 
 
@@ -317,7 +315,7 @@ TEST_P(PutCrash, NoAcknowledgedWriteLostAndNothingVisibleEarly) {
 
 std::vector<CrashCase> AllCrashCases() {
   std::vector<CrashCase> v;
-  for (Protocol p : {Protocol::kRpc, Protocol::kRowan, Protocol::kRWrite, Protocol::kBatch, Protocol::kTailwind}) {
+  for (Protocol p : AllProtocols()) {
     for (CrashAt at : {CrashAt::kBeforePersist, CrashAt::kPersisted, CrashAt::kOneOfTwoAcks, CrashAt::kAllAcks,
                        CrashAt::kIndexUpdated}) {
       v.push_back({p, at});
@@ -371,7 +369,7 @@ TEST(Campaign, SameSeedSameTrace) {
 
 INSTANTIATE_TEST_SUITE_P(Designs, Campaign,
                          ::testing::Values(Protocol::kRowan, Protocol::kRWrite, Protocol::kBatch,
-                                           Protocol::kTailwind),
+                                           Protocol::kShare, Protocol::kTailwind),
                          Name);
 
 }  // namespace

@@ -87,7 +87,7 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
 }
 
 INSTANTIATE_TEST_SUITE_P(Designs, ClusterIntegrationTest,
-                         ::testing::Values("rpc-kv", "rowan-kv", "rwrite-kv", "batch-kv", "tailwind"),
+                         ::testing::Values("rpc-kv", "rowan-kv", "rwrite-kv", "batch-kv", "share-kv", "tailwind"),
                          [](const ::testing::TestParamInfo<std::string>& p) {
                            std::string n = p.param;
                            for (auto& c : n)

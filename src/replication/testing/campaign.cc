@@ -13,6 +13,8 @@ SeedResult RunReplicationSeed(const CampaignOptions& o) {
   wo.segment_size = 64 << 10;
   wo.pm_bytes = 12 << 20;
   wo.bug_ack_early = o.bug_ack_early;
+  // The shared-log designs take several workers' writes into one remote log.
+  if (o.protocol == Protocol::kRowan || o.protocol == Protocol::kShare) wo.senders = 2;
   // PM persistence trails placement, as DMA completion does.
   const uint64_t delay_draw = rng.Uniform(3001);
   wo.fabric.dma_persist_delay = static_cast<runtime::Nanos>(delay_draw * o.max_persist_delay / 3000);

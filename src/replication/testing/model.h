@@ -3,6 +3,7 @@
 // records acknowledgements into it (Workload).
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <string>
@@ -64,6 +65,12 @@ class Workload {
   bool stopped = false;  // the primary crashed: nothing more is issued
 
  private:
+  // Round robin over the primary's senders (its workers).
+  int NextSender() {
+    const int n = static_cast<int>(w_.node(primary_).senders.size());
+    sender_ = (sender_ + 1) % std::max(n, 1);
+    return sender_;
+  }
   void Next() {
     if (left_ == 0 || stopped) return;
     --left_;
@@ -73,7 +80,7 @@ class Workload {
     std::string value(len, '\0');
     for (auto& c : value) c = static_cast<char>('a' + rng_.Uniform(26));
     ++in_flight_;
-    w_.Write(primary_, 0, del ? log::EntryType::kDel : log::EntryType::kPut, key, value, backups_,
+    w_.Write(primary_, NextSender(), del ? log::EntryType::kDel : log::EntryType::kPut, key, value, backups_,
              [this, key, value, del](Status s, uint64_t version) {
                --in_flight_;
                if (s.ok()) {
@@ -90,7 +97,7 @@ class Workload {
   int primary_;
   std::vector<NodeId> backups_;
   Random rng_;
-  int left_ = 0, in_flight_ = 0;
+  int left_ = 0, in_flight_ = 0, sender_ = 0;
 };
 
 }  // namespace slip::replication::testing

@@ -135,6 +135,8 @@ Status ReplicationWorld::StartNode(int i) {
     SLIP_ASSIGN_OR_RETURN(n.backup, BackupLog::Create(n.store.get(), n.in.get(), bo));
   }
   n.senders.clear();
+  // share-kv: the node's senders are its workers, sharing one log per backup.
+  auto shared_logs = std::make_shared<SharedRemoteLogs>();
   for (int s = 0; s < o_.senders; ++s) {
     Sender snd;
     snd.exec = sender_execs_[i * o_.senders + s];
@@ -148,6 +150,7 @@ Status ReplicationWorld::StartNode(int i) {
       oo.self = id;
       oo.max_message = o_.max_message;
       oo.test_bug_ack_early = o_.bug_ack_early;
+      oo.shared_logs = shared_logs;
       auto r = std::make_unique<OneSidedReplicator>(snd.exec, snd.ep.get(), callers_.back().get(), oo);
       snd.onesided = r.get();
       snd.replicator = std::move(r);
