@@ -138,7 +138,7 @@ int ClusterUp(const ClusterCommandOptions& o) {
   }
   // Ready when a write and a read go through (every shard's primary serves).
   auto client = Client::Open(ClientOptions{.dir = o.dir, .zookeeper = o.zookeeper, .provider = o.provider,
-                                           .deadline = std::chrono::seconds(60)});
+                                           .deadline = std::chrono::seconds(60), .bind_address = ""});
   if (!client.ok()) return Fail("cluster up", client.status());
   const auto t0 = std::chrono::steady_clock::now();
   for (uint32_t k = 0; k < 64; ++k) {

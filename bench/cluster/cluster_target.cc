@@ -63,7 +63,7 @@ class ClusterTarget final : public KvTarget {
       if (std::system(up.c_str()) != 0) return Status::Unavailable("could not start a cluster in " + c_.dir);
     }
     SLIP_ASSIGN_OR_RETURN(client_, Client::Open(ClientOptions{.dir = c_.dir, .zookeeper = "", .provider = "tcp",
-                                                              .deadline = std::chrono::seconds(30)}));
+                                                              .deadline = std::chrono::seconds(30), .bind_address = ""}));
     return Status::Ok();
   }
   std::string name() const override { return c_.design; }

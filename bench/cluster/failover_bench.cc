@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
                            " --dir " + dir + " > /dev/null";
     if (std::system(up.c_str()) != 0) return 1;
     auto client = Client::Open(ClientOptions{.dir = dir, .zookeeper = "", .provider = "tcp",
-                                             .deadline = std::chrono::seconds(30)});
+                                             .deadline = std::chrono::seconds(30), .bind_address = ""});
     auto store = node::OpenConfigStore(dir, "");
     if (!client.ok() || !store.ok()) return 1;
     auto cfg = (*store)->Load();

@@ -39,12 +39,12 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
       << "see " << d << "/logs";
 
   auto client = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "tcp",
-                                           .deadline = std::chrono::seconds(20)});
+                                           .deadline = std::chrono::seconds(20), .bind_address = ""});
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   // A client that reads its routing now and stays idle through the failover:
   // its first request afterwards carries a stale term and must be redirected.
   auto stale = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "tcp",
-                                          .deadline = std::chrono::seconds(20)});
+                                          .deadline = std::chrono::seconds(20), .bind_address = ""});
   ASSERT_TRUE(stale.ok());
   ASSERT_TRUE((*stale)->Put("stale-probe", "before").ok());
   AckedWrites m;
@@ -76,7 +76,7 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
   ASSERT_EQ(Slip("cluster down --dir " + d), 0);
   ASSERT_EQ(Slip("cluster up --dir " + d + " --lease-ms 1000"), 0) << "see " << d << "/logs";
   auto again = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "tcp",
-                                          .deadline = std::chrono::seconds(20)});
+                                          .deadline = std::chrono::seconds(20), .bind_address = ""});
   ASSERT_TRUE(again.ok());
   m.Check(**again, "after cold start");
   std::printf("  %d operations, %d with unknown outcome, %zu keys checked\n", m.ops.load(), m.unknown.load(),
