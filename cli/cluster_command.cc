@@ -86,13 +86,18 @@ Status WriteFirstConfig(cluster::ConfigStore& store, const ClusterCommandOptions
   placed.design = o.design;
   return store.CompareAndSwap(cluster::kNoVersion, placed).status();
 }
+
+// The configuration store of the cluster in o.dir (created if missing).
+Result<std::unique_ptr<cluster::ConfigStore>> OpenStore(const ClusterCommandOptions& o) {
+  if (o.dir.empty()) return Status::InvalidArgument("--dir is required");
+  std::error_code ec;
+  std::filesystem::create_directories(o.dir, ec);
+  return node::OpenConfigStore(o.dir, o.zookeeper);
+}
 }  // namespace
 
 int ClusterInit(const ClusterCommandOptions& o) {
-  if (o.dir.empty()) return Fail("cluster init", Status::InvalidArgument("--dir is required"));
-  std::error_code ec;
-  std::filesystem::create_directories(o.dir, ec);
-  auto store = node::OpenConfigStore(o.dir, o.zookeeper);
+  auto store = OpenStore(o);
   if (!store.ok()) return Fail("cluster init", store.status());
   auto existing = (*store)->Load();
   if (existing.ok()) {
@@ -107,10 +112,7 @@ int ClusterInit(const ClusterCommandOptions& o) {
 }
 
 int ClusterUp(const ClusterCommandOptions& o) {
-  if (o.dir.empty()) return Fail("cluster up", Status::InvalidArgument("--dir is required"));
-  std::error_code ec;
-  std::filesystem::create_directories(o.dir, ec);
-  auto store = node::OpenConfigStore(o.dir, o.zookeeper);
+  auto store = OpenStore(o);
   if (!store.ok()) return Fail("cluster up", store.status());
   auto existing = (*store)->Load();
   uint32_t nodes = o.nodes;

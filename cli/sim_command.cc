@@ -38,7 +38,7 @@ int RunReplicationCampaign(const SimCommandOptions& o, replication::Protocol pro
     if (!r.violation.empty()) {
       ++failed;
       std::string extra = o.bug.empty() ? "" : " --bug " + o.bug;
-      if (o.persist_delay_ns != 3000) extra += " --persist-delay-ns " + std::to_string(o.persist_delay_ns);
+      if (o.persist_delay_ns != SimCommandOptions{}.persist_delay_ns) extra += " --persist-delay-ns " + std::to_string(o.persist_delay_ns);
       std::printf("seed %llu FAILED: %s\n  replay: slip sim --design %s --seed %llu --trace%s\n",
                   static_cast<unsigned long long>(seed), r.violation.c_str(), o.design.c_str(),
                   static_cast<unsigned long long>(seed), extra.c_str());

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "replication/testing/campaign.h"
+
 namespace slip::cli {
 
 struct SimCommandOptions {
@@ -17,7 +19,8 @@ struct SimCommandOptions {
   int64_t seed = -1;  // one seed (overrides --seeds)
   bool trace = false;
   std::string bug;    // "", "ack-before-replication", "no-lease"; one-sided designs: "ack-early"
-  uint64_t persist_delay_ns = 3000;  // one-sided designs: max placement-to-persistence delay
+  // One-sided designs: max placement-to-persistence delay.
+  uint64_t persist_delay_ns = replication::testing::CampaignOptions{}.max_persist_delay;
   uint32_t nodes = 6, replication = 3, shards = 12, clients = 4, keys = 24, ops = 150, crashes = 2;
   double drop = 0.01;
   bool cold_start = false;

@@ -12,7 +12,7 @@
 #include <filesystem>
 
 #include "cluster/cluster_config.h"
-#include "integration/acked_writes.h"
+#include "integration/cluster_harness.h"
 #include "node/config_access.h"
 #include "proto/kv.h"
 #include "slip/client.h"
@@ -22,10 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int Slip(const std::string& args) {
-  const std::string cmd = std::string(SLIP_BINARY) + " " + args + " >/dev/null 2>&1";
-  return std::system(cmd.c_str());
-}
+using integration::Slip;
 
 using integration::AckedWrites;
 
@@ -88,12 +85,7 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
 
 INSTANTIATE_TEST_SUITE_P(Designs, ClusterIntegrationTest,
                          ::testing::Values("rpc-kv", "rowan-kv", "rwrite-kv", "batch-kv", "share-kv", "tailwind"),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                           std::string n = p.param;
-                           for (auto& c : n)
-                             if (c == '-') c = '_';
-                           return n;
-                         });
+                         integration::DesignParamName);
 
 }  // namespace
 }  // namespace slip

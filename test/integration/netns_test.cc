@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "cli/processes.h"
-#include "integration/acked_writes.h"
+#include "integration/cluster_harness.h"
 #include "slip/client.h"
 
 namespace slip {
@@ -137,10 +137,7 @@ class Hosts {
   int home_ = -1;
 };
 
-int Slip(const std::string& args) {
-  const std::string cmd = std::string(SLIP_BINARY) + " " + args + " >/dev/null 2>&1";
-  return std::system(cmd.c_str());
-}
+using integration::Slip;
 
 class NetnsClusterTest : public ::testing::TestWithParam<std::string> {
  protected:
@@ -220,12 +217,7 @@ TEST_P(NetnsClusterTest, ThreeHostsSurviveKillRejoinAndColdStart) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Designs, NetnsClusterTest, ::testing::Values("rpc-kv", "rowan-kv"),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                           std::string n = p.param;
-                           for (auto& c : n)
-                             if (c == '-') c = '_';
-                           return n;
-                         });
+                         integration::DesignParamName);
 
 }  // namespace
 }  // namespace slip

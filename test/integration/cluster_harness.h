@@ -1,12 +1,16 @@
-// What the real-process cluster tests check: every acknowledged write is
-// readable with its latest value and no deleted key comes back. A write
+// What the real-process cluster tests share: running `slip`, naming
+// design-parameterized tests, and the check that every acknowledged write
+// is readable with its latest value and no deleted key comes back. A write
 // whose outcome is unknown (the client gave up during a failover) may or may
 // not have taken effect; whichever did, later checks build on it.
+//
+// Tests including this define SLIP_BINARY (the slip executable's path).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -19,6 +23,21 @@
 #include "slip/client.h"
 
 namespace slip::integration {
+
+// Runs `slip ARGS` quietly; its exit status.
+inline int Slip(const std::string& args) {
+  const std::string cmd = std::string(SLIP_BINARY) + " " + args + " >/dev/null 2>&1";
+  return std::system(cmd.c_str());
+}
+
+// "rowan-kv" -> "rowan_kv": a design as a gtest parameter name.
+inline std::string DesignParamName(const ::testing::TestParamInfo<std::string>& p) {
+  std::string n = p.param;
+  for (auto& c : n) {
+    if (c == '-') c = '_';
+  }
+  return n;
+}
 
 struct AckedWrites {
   std::mutex mu;
