@@ -39,7 +39,7 @@ int RunReplicationCampaign(const SimCommandOptions& o, replication::Protocol pro
       ++failed;
       std::string extra = o.bug.empty() ? "" : " --bug " + o.bug;
       if (o.persist_delay_ns != SimCommandOptions{}.persist_delay_ns) extra += " --persist-delay-ns " + std::to_string(o.persist_delay_ns);
-      std::printf("seed %llu FAILED: %s\n  replay: slip sim --design %s --seed %llu --trace%s\n",
+      std::printf("seed %llu FAILED: %s\n  replay: slip sim --layer replication --design %s --seed %llu --trace%s\n",
                   static_cast<unsigned long long>(seed), r.violation.c_str(), o.design.c_str(),
                   static_cast<unsigned long long>(seed), extra.c_str());
     }
@@ -51,6 +51,31 @@ int RunReplicationCampaign(const SimCommandOptions& o, replication::Protocol pro
               static_cast<unsigned long long>(faults), static_cast<unsigned long long>(failed),
               static_cast<double>(seeds) / secs);
   return failed ? 1 : 0;
+}
+
+// The options a replay needs besides design and seed.
+std::string ReplayFlags(const SimCommandOptions& o) {
+  const SimCommandOptions d;
+  std::string f;
+  auto num = [&f](const char* flag, auto v, auto dv) {
+    if (v != dv) f += std::string(" ") + flag + " " + std::to_string(v);
+  };
+  num("--nodes", o.nodes, d.nodes);
+  num("--replication", o.replication, d.replication);
+  num("--shards", o.shards, d.shards);
+  num("--clients", o.clients, d.clients);
+  num("--keys", o.keys, d.keys);
+  num("--ops", o.ops, d.ops);
+  num("--crashes", o.crashes, d.crashes);
+  num("--partitions", o.partitions, d.partitions);
+  num("--slow", o.slow_nodes, d.slow_nodes);
+  num("--persist-delay-ns", o.persist_delay_ns, d.persist_delay_ns);
+  if (o.drop != d.drop) f += " --drop " + std::to_string(o.drop);
+  num("--failover-crashes", o.failover_crashes, d.failover_crashes);
+  if (o.cold_start) f += " --cold-start";
+  if (o.crash_in_cold_start) f += " --crash-in-cold-start";
+  if (!o.bug.empty()) f += " --bug " + o.bug;
+  return f;
 }
 
 }  // namespace
@@ -74,7 +99,17 @@ int RunSimCommand(const SimCommandOptions& o) {
       return 2;
     }
   }
-  if (*protocol != replication::Protocol::kRpc) return RunReplicationCampaign(o, *protocol, first, last);
+  if (o.layer == "replication") {
+    if (*protocol == replication::Protocol::kRpc) {
+      std::fprintf(stderr, "slip sim: --layer replication is for the one-sided designs; rpc-kv runs as a cluster\n");
+      return 2;
+    }
+    return RunReplicationCampaign(o, *protocol, first, last);
+  }
+  if (o.layer != "cluster") {
+    std::fprintf(stderr, "slip sim: --layer is cluster or replication, not '%s'\n", o.layer.c_str());
+    return 2;
+  }
   if (!o.bug.empty() && o.bug != "ack-before-replication" && o.bug != "no-lease") {
     std::fprintf(stderr, "slip sim: unknown --bug '%s' (ack-before-replication, no-lease)\n", o.bug.c_str());
     return 2;
@@ -88,6 +123,8 @@ int RunSimCommand(const SimCommandOptions& o) {
   for (uint64_t seed = first; seed <= last; ++seed) {
     sim::ClusterSimOptions so;
     so.seed = seed;
+    so.protocol = *protocol;
+    so.persist_delay_ns = static_cast<int64_t>(o.persist_delay_ns);
     so.nodes = o.nodes;
     so.replication = o.replication;
     so.shards = o.shards;
@@ -98,6 +135,8 @@ int RunSimCommand(const SimCommandOptions& o) {
     so.drop_probability = o.drop;
     so.trace = o.trace;
     so.cold_start = o.cold_start;
+    so.failover_crashes = o.failover_crashes;
+    so.crash_in_cold_start = o.crash_in_cold_start;
     so.partitions = o.partitions;
     so.slow_nodes = o.slow_nodes;
     so.bug_ack_before_replication = o.bug == "ack-before-replication";
@@ -110,9 +149,9 @@ int RunSimCommand(const SimCommandOptions& o) {
     unchecked += r.check.unchecked_keys;
     if (!r.ok) {
       ++failed;
-      std::printf("seed %llu FAILED: %s\n  replay: slip sim --seed %llu --trace\n",
-                  static_cast<unsigned long long>(seed), r.failure.c_str(),
-                  static_cast<unsigned long long>(seed));
+      std::printf("seed %llu FAILED: %s\n  replay: slip sim --design %s --seed %llu --trace%s\n",
+                  static_cast<unsigned long long>(seed), r.failure.c_str(), o.design.c_str(),
+                  static_cast<unsigned long long>(seed), ReplayFlags(o).c_str());
     } else if (first == last) {
       std::printf("seed %llu ok: %llu operations, trace %016llx, %.3f s virtual\n",
                   static_cast<unsigned long long>(seed), static_cast<unsigned long long>(r.operations),

@@ -1,6 +1,10 @@
 // `slip sim`: deterministic cluster-simulation campaigns (src/sim/).
 //
 //   slip sim --seeds 1..200            run seeds, print failing ones and totals
+//   slip sim --design rowan-kv ...     the whole cluster on any design
+//   slip sim --layer replication ...   one-sided designs: the replication
+//                                      layer alone (replication/testing/), with
+//                                      seeded persist delays and torn transfers
 //   slip sim --seed 17 --trace         replay one seed with a readable event trace
 //   slip sim --seeds 1..50 --bug ack-before-replication
 //                                      prove the checker catches a broken protocol
@@ -15,15 +19,19 @@ namespace slip::cli {
 
 struct SimCommandOptions {
   std::string design = "rpc-kv";
+  std::string layer = "cluster";  // or "replication" (one-sided designs)
   std::string seeds = "1..20";
   int64_t seed = -1;  // one seed (overrides --seeds)
   bool trace = false;
   std::string bug;    // "", "ack-before-replication", "no-lease"; one-sided designs: "ack-early"
-  // One-sided designs: max placement-to-persistence delay.
+  // One-sided designs: max placement-to-persistence delay (the replication
+  // layer draws one per seed up to it; the cluster uses it as is).
   uint64_t persist_delay_ns = replication::testing::CampaignOptions{}.max_persist_delay;
   uint32_t nodes = 6, replication = 3, shards = 12, clients = 4, keys = 24, ops = 150, crashes = 2;
   double drop = 0.01;
   bool cold_start = false;
+  uint32_t failover_crashes = 0;
+  bool crash_in_cold_start = false;
   uint32_t partitions = 0;
   uint32_t slow_nodes = 0;
 };

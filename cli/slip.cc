@@ -12,7 +12,7 @@
 //   (put/get/del talk to the cluster in DIR or --zookeeper; a DIR without a cluster is a
 //    single-node store in DIR/pm)
 //   slip inspect --dir DIR                         PM layout and recovery figures
-//   slip sim --seeds 1..200                        cluster simulation campaign
+//   slip sim --design rowan-kv --seeds 1..200      cluster simulation campaign
 //
 // Errors are one line on stderr and a non-zero exit status.
 #include <CLI/CLI.hpp>
@@ -92,11 +92,13 @@ int main(int argc, char** argv) {
   slip::cli::SimCommandOptions so;
   auto* sim = app.add_subcommand("sim", "run deterministic cluster simulations and check every history");
   sim->add_option("--design", so.design, "replication design")->capture_default_str();
+  sim->add_option("--layer", so.layer, "cluster (whole clusters, every design) | replication (one-sided designs' replication layer alone)")
+      ->capture_default_str();
   sim->add_option("--seeds", so.seeds, "seed range A..B")->capture_default_str();
   sim->add_option("--seed", so.seed, "one seed (replay)");
   sim->add_flag("--trace", so.trace, "print every event of the run");
   sim->add_option("--persist-delay-ns", so.persist_delay_ns, "one-sided designs: max seeded placement-to-persistence delay")->capture_default_str();
-  sim->add_option("--bug", so.bug, "inject a protocol bug: ack-before-replication | no-lease (rpc-kv), ack-early (one-sided designs)");
+  sim->add_option("--bug", so.bug, "inject a protocol bug: ack-before-replication | no-lease (cluster), ack-early (replication layer)");
   sim->add_option("--nodes", so.nodes, "nodes")->capture_default_str();
   sim->add_option("--replication", so.replication, "replicas per shard")->capture_default_str();
   sim->add_option("--shards", so.shards, "shards")->capture_default_str();
@@ -106,6 +108,9 @@ int main(int argc, char** argv) {
   sim->add_option("--crashes", so.crashes, "node crashes per run")->capture_default_str();
   sim->add_option("--drop", so.drop, "message loss probability")->capture_default_str();
   sim->add_flag("--cold-start", so.cold_start, "end with a whole-cluster power loss and cold start");
+  sim->add_option("--failover-crashes", so.failover_crashes, "crash a just-promoted primary during its promotion, this many times")
+      ->capture_default_str();
+  sim->add_flag("--crash-in-cold-start", so.crash_in_cold_start, "crash a node while the cold start reconciles shards");
   sim->add_option("--partitions", so.partitions, "network partitions per run (one node cut off)")->capture_default_str();
   sim->add_option("--slow", so.slow_nodes, "slow-node episodes per run")->capture_default_str();
 

@@ -340,7 +340,7 @@ TEST_P(Campaign, CiSeedsHoldAndTheInjectedBugIsCaught) {
     o.protocol = GetParam();
     o.seed = seed;
     auto r = testing::RunReplicationSeed(o);
-    EXPECT_EQ(r.violation, "") << "reproduce: slip sim --design " << DesignName(GetParam()) << " --seed " << seed
+    EXPECT_EQ(r.violation, "") << "reproduce: slip sim --layer replication --design " << DesignName(GetParam()) << " --seed " << seed
                                << " --trace";
     acked += r.acked;
     faults += r.faults;

@@ -9,7 +9,10 @@
 
 #include "client/client_core.h"
 #include "common/hash.h"
+#include "fabric/sim/sim_fabric.h"
 #include "pm/region.h"
+#include "replication/backup_log.h"
+#include "replication/onesided_replicator.h"
 #include "replication/rpc_replicator.h"
 #include "runtime/sim_runtime.h"
 #include "cluster/cluster_config.h"
@@ -35,10 +38,16 @@ class World;
 
 // One node process. A crash replaces the whole incarnation; the old objects
 // stay alive (callbacks may still point at them) but never run again.
+// Members are destroyed in reverse order: the replicator before the endpoint
+// it polls, the backup log before the endpoint it drives.
 struct Incarnation {
   std::unique_ptr<pm::PmRegion> region;
   std::unique_ptr<store::Store> store;
   std::unique_ptr<replication::PeerCaller> caller;
+  // One-sided designs: the endpoint peers write into (driven by the node's
+  // NIC executor), this primary's sending endpoint, and the backup log.
+  std::unique_ptr<fabric::Endpoint> in, out;
+  std::unique_ptr<replication::BackupLog> backup;
   std::unique_ptr<replication::Replicator> replicator;
   std::unique_ptr<server::NodeCore> core;
   std::unique_ptr<server::Promoter> promoter;
@@ -47,7 +56,9 @@ struct Incarnation {
 
 struct Node {
   NodeId id = 0;
-  runtime::Executor* exec = nullptr;
+  runtime::Executor* exec = nullptr;    // the worker: requests, replication, agent
+  runtime::Executor* nic = nullptr;     // one-sided: polls the backup log's endpoint
+  runtime::Executor* digest = nullptr;  // one-sided: digests what peers wrote
   server::ViewHolder views;
   std::unique_ptr<Incarnation> live;
   std::vector<std::unique_ptr<Incarnation>> dead;
@@ -86,6 +97,18 @@ class World {
       : o_(o), rt_(runtime::SimRuntimeOptions{o.seed, false, 64}) {
     if (o_.trace) {
       rt_.SetTraceSink([](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+    }
+    if (OneSided()) {
+      // The replication network has the message network's latency, jitter
+      // and loss (a lost packet is retransmitted: reliable connections).
+      fabric::SimFabricOptions fo;
+      fo.latency = static_cast<Nanos>(o_.latency_min_us) * kMicrosecond;
+      fo.dma_persist_delay = o_.persist_delay_ns;
+      fabric_ = std::make_unique<fabric::SimFabric>(rt_, fo);
+      fabric::LinkFaults f;
+      f.drop_probability = o_.drop_probability;
+      f.jitter = static_cast<Nanos>(o_.latency_max_us - o_.latency_min_us) * kMicrosecond;
+      fabric_->SetDefaultFaults(f);
     }
   }
 
@@ -136,6 +159,7 @@ class World {
     return t;
   }
   bool IsClient(NodeId n) const { return n >= kClientBase; }
+  bool OneSided() const { return o_.protocol != replication::Protocol::kRpc; }
   // A partition cuts a node off from the CM and the other nodes, but the
   // clients still reach it: the case where an old primary could serve stale
   // reads unless its lease stops it.
@@ -149,6 +173,10 @@ class World {
   static constexpr NodeId kClientBase = 1000;
 
   void StartNode(Node& n, bool fresh);
+  Status StartReplication(Node& n, Incarnation& inc);
+  void StartNodeRoles(Node& n);
+  void Isolate(NodeId id, bool cut);
+  void SetSlow(NodeId id, bool slow);
   void Crash(NodeId id);
   void Restart(NodeId id);
   void PowerLoss();
@@ -162,12 +190,15 @@ class World {
   void Publish(std::shared_ptr<server::NodeView> v);
   void SendConfig(Node* np, std::shared_ptr<const server::NodeView> v);
   void Reconfigure();          // CM: react to the live set
+  // A crash `within` from now (if safe then), and the restart 4 leases later.
+  void CrashSoon(NodeId victim, Nanos within, const char* what);
   void ClientLoop(uint32_t c);
   void Record(uint32_t c, const client::OpRecord& r);
   std::string CheckVersionsMonotonic() const;
 
   ClusterSimOptions o_;
   runtime::SimRuntime rt_;
+  std::unique_ptr<fabric::SimFabric> fabric_;  // one-sided designs only
   runtime::Executor* cm_ = nullptr;
   std::vector<std::unique_ptr<Node>> nodes_;
   // The manager's configuration (cluster/: the same functions a real manager
@@ -193,6 +224,7 @@ class World {
   };
   std::vector<AckedWrite> writes_;
   uint64_t unknown_ = 0, faults_ = 0, failovers_ = 0;
+  uint32_t failover_crashes_left_ = 0;
   bool final_phase_ = false;
   bool cold_ = false;  // between a power loss and the cold start
   std::set<NodeId> isolated_;                 // partitioned off from everyone
@@ -253,11 +285,18 @@ void World::Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, N
 }
 
 void World::StartNode(Node& n, bool fresh) {
+  if (fabric_ && n.live) {
+    // The previous process is gone: its endpoints die with it (already so
+    // if it crashed), and this one may make new ones.
+    fabric_->CrashNode(n.id);
+    fabric_->RestartNode(n.id);
+  }
   auto inc = std::make_unique<Incarnation>();
   if (fresh || !n.live) {
     pm::RegionOptions ro;
     ro.crash_model = true;
-    inc->region = std::move(pm::PmRegion::Anonymous(8 << 20, ro)).value();
+    // One-sided designs also keep posted / per-peer segments for peers.
+    inc->region = std::move(pm::PmRegion::Anonymous(OneSided() ? 16 << 20 : 8 << 20, ro)).value();
   } else {
     inc->region = std::move(n.live->region);
   }
@@ -276,16 +315,23 @@ void World::StartNode(Node& n, bool fresh) {
   inc->store = std::move(*store);
   ++n.incarnation;
   inc->caller = std::make_unique<Caller>(this, n.exec, n.id, n.incarnation);
-  auto rpc = std::make_unique<replication::RpcReplicator>(inc->caller.get());
-  if (o_.bug_ack_before_replication) {
-    inc->replicator = std::make_unique<AckFirstReplicator>(std::move(rpc), n.exec);
+  if (OneSided()) {
+    if (Status s = StartReplication(n, *inc); !s.ok()) {
+      failure_ = "node " + std::to_string(n.id) + " failed to start replication: " + s.ToString();
+      return;
+    }
   } else {
-    inc->replicator = std::move(rpc);
+    inc->replicator = std::make_unique<replication::RpcReplicator>(inc->caller.get());
+  }
+  if (o_.bug_ack_before_replication) {
+    inc->replicator = std::make_unique<AckFirstReplicator>(std::move(inc->replicator), n.exec);
   }
   auto shared = std::make_shared<server::NodeShared>();
   inc->core = std::make_unique<server::NodeCore>(n.id, inc->store.get(), 0, inc->replicator.get(),
                                                  &n.views, shared);
+  inc->core->set_backup_log(inc->backup.get());
   inc->promoter = std::make_unique<server::Promoter>(inc->store.get(), 1, inc->caller.get());
+  if (inc->backup) inc->promoter->set_catch_up([b = inc->backup.get()] { return b->CatchUp(); });
   inc->agent = std::make_unique<server::NodeAgent>(n.id, &n.views, inc->promoter.get(), n.exec, shared);
   {
     const NodeId id = n.id;
@@ -305,6 +351,94 @@ void World::StartNode(Node& n, bool fresh) {
   n.lease_expiry = 0;
   const uint64_t this_inc = n.incarnation;
   n.exec->Post([this, id = n.id, this_inc] { RenewLoop(id, this_inc); });
+}
+
+// A one-sided design's replication side of one process, as
+// node/node_process.cc builds it: the backup log on an endpoint of its own
+// (peers write there; the NIC executor polls it), and the replicator on a
+// sending endpoint polled by the worker.
+Status World::StartReplication(Node& n, Incarnation& inc) {
+  const std::string name = "node" + std::to_string(n.id);
+  // A peer that stops answering fails the write in about a call timeout,
+  // as a REPLICATE call would.
+  const fabric::EndpointOptions in_opts{.name = name + "/in"};
+  fabric::EndpointOptions out_opts{.name = name + "/out"};
+  out_opts.op_timeout = std::chrono::microseconds(o_.call_timeout_us);
+  SLIP_ASSIGN_OR_RETURN(inc.in, fabric_->CreateEndpoint(n.id, n.nic, in_opts));
+  SLIP_ASSIGN_OR_RETURN(inc.out, fabric_->CreateEndpoint(n.id, n.exec, out_opts));
+  replication::BackupLogOptions bo;
+  bo.protocol = o_.protocol;
+  SLIP_ASSIGN_OR_RETURN(inc.backup, replication::BackupLog::Create(inc.store.get(), inc.in.get(), bo));
+  replication::OneSidedOptions oo;
+  oo.protocol = o_.protocol;
+  oo.self = n.id;
+  oo.max_message = 4096;
+  oo.term = [np = &n] { return np->views.Get()->term; };
+  inc.replicator = std::make_unique<replication::OneSidedReplicator>(n.exec, inc.out.get(), inc.caller.get(), oo);
+  return Status::Ok();
+}
+
+// The NIC and digest roles of a one-sided node; they act on whichever
+// incarnation is live.
+void World::StartNodeRoles(Node& n) {
+  n.nic = rt_.CreateExecutor("node" + std::to_string(n.id) + "/nic");
+  n.digest = rt_.CreateExecutor("node" + std::to_string(n.id) + "/digest");
+  Node* np = &n;
+  n.nic->AddPoller([this, np] { return np->up && np->live && np->live->backup && np->live->backup->Poll(rt_.Now()); });
+  // The used-segment rule runs on time alone (no traffic): a tick polls.
+  auto tick = std::make_shared<std::function<void()>>();
+  *tick = [np, tick] { np->nic->After(kMillisecond, *tick); };
+  n.nic->After(kMillisecond, *tick);
+  auto digest = std::make_shared<std::function<void()>>();
+  *digest = [this, np, digest] {
+    if (np->up && np->live && np->live->backup) {
+      auto r = np->live->backup->DigestStep();
+      if (!r.ok() && failure_.empty()) {
+        failure_ = "node " + std::to_string(np->id) + " digest: " + r.status().ToString();
+      }
+    }
+    np->digest->After(100 * kMicrosecond, *digest);
+  };
+  n.digest->After(100 * kMicrosecond, *digest);
+  // Placed bytes become durable in the live process's region (placements
+  // into an earlier process's memory died with its endpoints).
+  fabric_->SetPersistHook(n.id, [np](const std::byte* p, size_t len) {
+    if (np->live && np->live->region && np->live->region->contains(p, len)) np->live->region->Persist(p, len);
+  });
+}
+
+// A partition cuts `id` off from the CM and the other nodes: messages
+// (Cut) and the replication fabric alike.
+void World::Isolate(NodeId id, bool cut) {
+  if (cut) {
+    isolated_.insert(id);
+  } else {
+    isolated_.erase(id);
+  }
+  if (!fabric_) return;
+  for (NodeId other = 0; other < nodes_.size(); ++other) {
+    if (other == id) continue;
+    if (cut) {
+      fabric_->Partition(id, other);
+    } else if (!isolated_.count(other)) {
+      fabric_->Heal(id, other);
+    }
+  }
+}
+
+// A slow node answers slow_factor times later, on the fabric too.
+void World::SetSlow(NodeId id, bool slow) {
+  if (slow) {
+    slow_.insert(id);
+  } else {
+    slow_.erase(id);
+  }
+  if (!fabric_) return;
+  fabric::LinkFaults f;
+  f.drop_probability = o_.drop_probability;
+  f.jitter = static_cast<Nanos>(o_.latency_max_us - o_.latency_min_us) * kMicrosecond;
+  if (slow) f.extra_delay = (o_.slow_factor - 1) * static_cast<Nanos>(o_.latency_max_us) * kMicrosecond;
+  fabric_->SetNodeFaults(id, f);
 }
 
 // Node side: ask the CM for a lease every lease/4. The lease runs from when
@@ -385,6 +519,8 @@ void World::Crash(NodeId id) {
   if (!n.up || cold_) return;
   ++faults_;
   n.up = false;
+  // Its NIC stops at once: DMAs not yet persistent are lost with it.
+  if (fabric_) fabric_->CrashNode(id);
   // Power fails: unpersisted lines are kept, dropped or torn.
   n.live->region->SimulateCrash(rt_.Rng().Next());
   // The CM notices when the node stops renewing its lease.
@@ -410,6 +546,7 @@ void World::PowerLoss() {
   for (auto& n : nodes_) {
     if (!n->up) continue;
     n->up = false;
+    if (fabric_) fabric_->CrashNode(n->id);
     n->live->region->SimulateCrash(rt_.Rng().Next());
   }
 }
@@ -443,6 +580,7 @@ void World::ColdStart() {
   // Each node reads the configuration at boot and reconciles the shards it
   // serves before serving them (NodeAgent::ColdStart).
   for (auto& n : nodes_) n->live->agent->ColdStart(v);
+  if (o_.crash_in_cold_start) CrashSoon(static_cast<NodeId>(rt_.Rng().Uniform(o_.nodes)), 2 * kMillisecond, "crash-in-cold-start");
 }
 
 void World::Publish(std::shared_ptr<server::NodeView> v) {
@@ -472,12 +610,21 @@ void World::Reconfigure() {
     auto it = config_.nodes.find(n);
     if (it == config_.nodes.end() || it->second.state != cluster::NodeState::kUp) continue;
     const uint64_t before = failovers_;
-    for (const auto& s : config_.shards) failovers_ += s.primary == n;
+    std::vector<uint32_t> moved;
+    for (uint32_t sh = 0; sh < config_.num_shards(); ++sh) {
+      if (config_.shards[sh].primary == n) moved.push_back(sh);
+    }
+    failovers_ += moved.size();
     Status st = SetConfig(cluster::Reassign(config_, n));
     if (!st.ok()) {
       failovers_ = before;
       failure_ = "reassign after node " + std::to_string(n) + " failed: " + st.ToString();
       return;
+    }
+    if (failover_crashes_left_ > 0 && !moved.empty()) {
+      --failover_crashes_left_;
+      const uint32_t sh = moved[rt_.Rng().Uniform(moved.size())];
+      CrashSoon(config_.shards[sh].primary, 2 * kMillisecond, "crash-in-failover");
     }
   }
   for (uint32_t sh = 0; sh < config_.num_shards(); ++sh) {
@@ -486,6 +633,19 @@ void World::Reconfigure() {
       return;
     }
   }
+}
+
+void World::CrashSoon(NodeId victim, Nanos within, const char* what) {
+  const Nanos at = rt_.Now() + static_cast<Nanos>(rt_.Rng().Uniform(static_cast<uint64_t>(within)));
+  rt_.Schedule(at, nullptr, kEventFault, what, victim, [this, victim] {
+    if (!nodes_[victim]->up || !SafeToFail(victim)) return;
+    Crash(victim);
+    const uint64_t inc = nodes_[victim]->incarnation;
+    rt_.Schedule(rt_.Now() + 4 * static_cast<Nanos>(o_.lease_us) * kMicrosecond, nullptr, kEventFault, "restart",
+                 victim, [this, victim, inc] {
+                   if (!nodes_[victim]->up && nodes_[victim]->incarnation == inc) Restart(victim);
+                 });
+  });
 }
 
 // Adopts `next` as the manager's configuration and publishes it.
@@ -635,6 +795,7 @@ ClusterSimResult World::Run() {
     auto n = std::make_unique<Node>();
     n->id = i;
     n->exec = rt_.CreateExecutor("node" + std::to_string(i));
+    if (fabric_) StartNodeRoles(*n);
     nodes_.push_back(std::move(n));
   }
   // Term 1: shard s on nodes s, s+1, ..., primary first.
@@ -658,6 +819,7 @@ ClusterSimResult World::Run() {
     n->lease_expiry = static_cast<Nanos>(o_.lease_us) * kMicrosecond;  // the first grant
   }
   cm_->After(kMillisecond, [this] { CheckLeases(); });
+  failover_crashes_left_ = o_.failover_crashes;
   if (!failure_.empty()) {
     res.ok = false;
     res.failure = failure_;
@@ -706,9 +868,11 @@ ClusterSimResult World::Run() {
       // One fault at a time keeps a majority of every shard's replicas up.
       if (!SafeToFail(victim) || isolated_.count(victim)) return;
       ++faults_;
-      isolated_.insert(victim);
+      Isolate(victim, true);
     });
-    rt_.Schedule(at + length, nullptr, kEventFault, "heal", victim, [this, victim] { isolated_.erase(victim); });
+    rt_.Schedule(at + length, nullptr, kEventFault, "heal", victim, [this, victim] {
+      if (isolated_.count(victim)) Isolate(victim, false);
+    });
     t = std::max(t, at + length);
   }
 
@@ -718,9 +882,9 @@ ClusterSimResult World::Run() {
     const Nanos length = static_cast<Nanos>(rng.Uniform(30'000)) * kMicrosecond;
     rt_.Schedule(at, nullptr, kEventFault, "slow", victim, [this, victim] {
       ++faults_;
-      slow_.insert(victim);
+      SetSlow(victim, true);
     });
-    rt_.Schedule(at + length, nullptr, kEventFault, "fast", victim, [this, victim] { slow_.erase(victim); });
+    rt_.Schedule(at + length, nullptr, kEventFault, "fast", victim, [this, victim] { SetSlow(victim, false); });
     t = std::max(t, at + length);
   }
 
@@ -761,6 +925,16 @@ ClusterSimResult World::Run() {
   res.unknown_outcomes = unknown_;
   res.faults = faults_;
   res.failovers = failovers_;
+  for (const auto& n : nodes_) {
+    if (n->live && n->live->core) res.replicate_served += n->live->core->counters().replicated_in;
+    for (const auto& d : n->dead) {
+      if (d->core) res.replicate_served += d->core->counters().replicated_in;
+    }
+  }
+  if (fabric_) {
+    res.fabric_ops = fabric_->stats().ops;
+    res.fabric_timeouts = fabric_->stats().timeouts;
+  }
   res.trace_hash = rt_.TraceHash();
   res.virtual_ns = rt_.Now();
   if (!failure_.empty()) {

@@ -3,6 +3,13 @@
 // runtime's virtual time, driven by a seed (issue "Deterministic cluster
 // simulation"). One seed, one trace: every event goes through SimRuntime.
 //
+// Every replication design runs here: rpc-kv replicates over the same
+// simulated messages as client requests; the one-sided designs (rowan-kv,
+// rwrite/batch/share-kv, tailwind) get a fabric::SimFabric under the nodes —
+// each node has a replication endpoint its peers write into with no worker
+// involved, polled by a NIC executor and digested by a digest executor, as
+// in a real server process (node/node_process.cc).
+//
 // What is simulated here: the network between nodes and clients (latency,
 // jitter, message loss; per call, a timeout), node crashes with the PM crash
 // model (unpersisted lines kept, dropped or torn), restarts, and the
@@ -21,12 +28,14 @@
 #include <string>
 #include <vector>
 
+#include "replication/design.h"
 #include "sim/linearizability.h"
 
 namespace slip::sim {
 
 struct ClusterSimOptions {
   uint64_t seed = 1;
+  replication::Protocol protocol = replication::Protocol::kRpc;
   uint32_t nodes = 6;
   uint32_t replication = 3;
   uint32_t shards = 12;
@@ -41,6 +50,14 @@ struct ClusterSimOptions {
   // a spare. At most replication - 1 are down at once.
   uint32_t crashes = 1;
   uint32_t lease_us = 10000;  // lease length; nodes renew every lease/4
+  // Crashes during failover: this many times, when the manager reassigns a
+  // failed node's shards, one of the nodes promoted for them crashes 0-2 ms
+  // later (while it gathers and scatters the shard), if that leaves every
+  // shard an in-sync replica; it restarts as a spare after 4 leases.
+  uint32_t failover_crashes = 0;
+  // With cold_start: one node crashes 0-2 ms into the cold start, while the
+  // primaries reconcile their shards.
+  bool crash_in_cold_start = false;
   // Network partitions: this many times, cut one random node off from the
   // configuration manager and the other nodes (clients still reach it) for
   // 1-4 leases.
@@ -53,6 +70,10 @@ struct ClusterSimOptions {
   // crashes at once and restarts from its PM (cold start); the configuration
   // manager then reconciles every shard's replicas before serving.
   bool cold_start = false;
+  // One-sided designs: data placed by the fabric becomes persistent this
+  // long after it lands (0: at once). A flushing Read still answers only
+  // once it is, so nothing acknowledged may depend on the delay.
+  int64_t persist_delay_ns = 3000;
   // Test-only: acknowledge a write before any backup has it (replication is
   // sent later). The campaign must catch this: proof the checker can fail.
   bool bug_ack_before_replication = false;
@@ -66,6 +87,11 @@ struct ClusterSimResult {
   bool ok = true;
   std::string failure;  // first violation, or why the run could not finish
   uint64_t operations = 0, unknown_outcomes = 0, faults = 0, failovers = 0;
+  // REPLICATE requests the nodes served: rpc-kv's writes, and any design's
+  // promotion and seeding pushes. One-sided designs' writes add none.
+  uint64_t replicate_served = 0;
+  // One-sided designs: operations posted on the replication fabric.
+  uint64_t fabric_ops = 0, fabric_timeouts = 0;
   uint64_t trace_hash = 0;
   int64_t virtual_ns = 0;
   CheckResult check;

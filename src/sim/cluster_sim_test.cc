@@ -4,8 +4,12 @@
 
 #include <cstdlib>
 
+#include "replication/design.h"
+
 namespace slip::sim {
 namespace {
+
+using replication::Protocol;
 
 // Seeds from SLIP_SIM_SEED (one) or a fixed CI budget.
 std::vector<uint64_t> Seeds(uint64_t ci_count) {
@@ -17,9 +21,32 @@ std::vector<uint64_t> Seeds(uint64_t ci_count) {
   return v;
 }
 
-TEST(ClusterSimTest, SameSeedSameTrace) {
-  ClusterSimOptions o;
-  o.seed = 42;
+std::string DesignTestName(const ::testing::TestParamInfo<Protocol>& p) {
+  std::string n(replication::DesignName(p.param));
+  for (char& c : n) c = c == '-' ? '_' : c;
+  return n;
+}
+
+// Every design runs the same whole-cluster campaigns. rpc-kv is the fastest
+// to simulate and gets the most seeds; the one-sided designs add the
+// simulated fabric under the nodes.
+class ClusterSimTest : public ::testing::TestWithParam<Protocol> {
+ protected:
+  ClusterSimOptions Options(uint64_t seed) const {
+    ClusterSimOptions o;
+    o.seed = seed;
+    o.protocol = GetParam();
+    return o;
+  }
+  uint64_t Budget(uint64_t rpc) const { return GetParam() == Protocol::kRpc ? rpc : rpc / 2; }
+  std::string Replay(uint64_t seed, const std::string& flags) const {
+    return "\n  reproduce: build/slip sim --design " + std::string(replication::DesignName(GetParam())) +
+           " --seed " + std::to_string(seed) + flags + " --trace";
+  }
+};
+
+TEST_P(ClusterSimTest, SameSeedSameTrace) {
+  auto o = Options(42);
   auto a = RunClusterSim(o);
   auto b = RunClusterSim(o);
   ASSERT_TRUE(a.ok) << a.failure;
@@ -29,16 +56,13 @@ TEST(ClusterSimTest, SameSeedSameTrace) {
   EXPECT_NE(RunClusterSim(o).trace_hash, a.trace_hash);
 }
 
-TEST(ClusterSimTest, CampaignFindsNoViolation) {
+TEST_P(ClusterSimTest, CampaignFindsNoViolation) {
   uint64_t ops = 0, faults = 0, failovers = 0;
-  for (uint64_t seed : Seeds(20)) {
-    ClusterSimOptions o;
-    o.seed = seed;
+  for (uint64_t seed : Seeds(Budget(20))) {
+    auto o = Options(seed);
     o.crashes = 2;
     auto r = RunClusterSim(o);
-    ASSERT_TRUE(r.ok) << "seed " << seed << ": " << r.failure
-                      << "\n  reproduce: SLIP_SIM_SEED=" << seed
-                      << " build/src/sim/sim_test --gtest_filter='ClusterSimTest.Campaign*'";
+    ASSERT_TRUE(r.ok) << "seed " << seed << ": " << r.failure << Replay(seed, "");
     ops += r.operations;
     faults += r.faults;
     failovers += r.failovers;
@@ -49,51 +73,93 @@ TEST(ClusterSimTest, CampaignFindsNoViolation) {
 }
 
 // Whole-cluster power loss and cold start: every acknowledged write is
-// still there, and the history stays linearizable across the restart.
-TEST(ClusterSimTest, ColdStartCampaignFindsNoViolation) {
+// still there, and the history stays linearizable across the restart. For
+// the one-sided designs the replicas' entries are wherever peers' NICs put
+// them (b-log, private buffers), recovered from PM.
+TEST_P(ClusterSimTest, ColdStartCampaignFindsNoViolation) {
   uint64_t ops = 0;
-  for (uint64_t seed : Seeds(20)) {
-    ClusterSimOptions o;
-    o.seed = seed;
+  for (uint64_t seed : Seeds(Budget(20))) {
+    auto o = Options(seed);
     o.crashes = 1;
     o.cold_start = true;
     auto r = RunClusterSim(o);
-    ASSERT_TRUE(r.ok) << "seed " << seed << ": " << r.failure
-                      << "\n  reproduce: build/slip sim --seed " << seed << " --cold-start --crashes 1 --trace";
+    ASSERT_TRUE(r.ok) << "seed " << seed << ": " << r.failure << Replay(seed, " --cold-start --crashes 1");
     ops += r.operations;
   }
   EXPECT_GT(ops, 0u);
 }
 
+// Crashes while the cluster is recovering: a node just promoted for a failed
+// node's shards dies during its promotion (the manager must reassign again
+// and the next replica must gather what the first had gathered), and a node
+// dies while the cold start reconciles shards.
+TEST_P(ClusterSimTest, CrashesDuringFailoverAndColdStartFindNoViolation) {
+  uint64_t faults = 0;
+  for (uint64_t seed : Seeds(Budget(20))) {
+    auto o = Options(seed);
+    o.crashes = 2;
+    o.failover_crashes = 2;
+    o.cold_start = true;
+    o.crash_in_cold_start = true;
+    auto r = RunClusterSim(o);
+    ASSERT_TRUE(r.ok) << "seed " << seed << ": " << r.failure
+                      << Replay(seed, " --crashes 2 --failover-crashes 2 --cold-start --crash-in-cold-start");
+    faults += r.faults;
+  }
+  // Two scheduled crashes and a power loss per seed, plus the recovery crashes.
+  EXPECT_GT(faults, 3 * Seeds(Budget(20)).size());
+}
+
 // Partitions cut a node off from the other nodes and the configuration
 // manager while clients still reach it; leases keep it from serving once
 // it has been replaced.
-TEST(ClusterSimTest, PartitionCampaignFindsNoViolation) {
-  for (uint64_t seed : Seeds(20)) {
-    ClusterSimOptions o;
-    o.seed = seed;
+TEST_P(ClusterSimTest, PartitionCampaignFindsNoViolation) {
+  for (uint64_t seed : Seeds(Budget(20))) {
+    auto o = Options(seed);
     o.crashes = 1;
     o.partitions = 2;
     o.slow_nodes = 2;
     auto r = RunClusterSim(o);
     ASSERT_TRUE(r.ok) << "seed " << seed << ": " << r.failure
-                      << "\n  reproduce: build/slip sim --seed " << seed << " --crashes 1 --partitions 2 --trace";
+                      << Replay(seed, " --crashes 1 --partitions 2 --slow 2");
   }
 }
 
 // Proof that the checker can fail: acknowledging before replication loses
 // acknowledged writes when the primary crashes, within the CI seed budget.
-TEST(ClusterSimTest, InjectedAckBeforeReplicationBugIsCaught) {
+TEST_P(ClusterSimTest, InjectedAckBeforeReplicationBugIsCaught) {
   int caught = 0;
-  for (uint64_t seed : Seeds(20)) {
-    ClusterSimOptions o;
-    o.seed = seed;
+  for (uint64_t seed : Seeds(Budget(20))) {
+    auto o = Options(seed);
     o.crashes = 2;
     o.bug_ack_before_replication = true;
     caught += !RunClusterSim(o).ok;
   }
   EXPECT_GT(caught, 0) << "the campaign missed a deliberately broken protocol";
 }
+
+// Backups' workers stay idle in the one-sided designs: with no faults (so
+// no promotion or seeding) not one REPLICATE request is served, while the
+// fabric carries every write. rpc-kv serves one per write per backup.
+TEST_P(ClusterSimTest, WritesReachBackupsOnlyThroughTheirDesignsPath) {
+  auto o = Options(7);
+  o.crashes = 0;
+  auto r = RunClusterSim(o);
+  ASSERT_TRUE(r.ok) << r.failure;
+  EXPECT_GT(r.operations, 500u);
+  if (GetParam() == Protocol::kRpc) {
+    EXPECT_GT(r.replicate_served, 0u);
+    EXPECT_EQ(r.fabric_ops, 0u);
+  } else {
+    EXPECT_EQ(r.replicate_served, 0u);
+    EXPECT_GT(r.fabric_ops, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Designs, ClusterSimTest,
+                         ::testing::Values(Protocol::kRpc, Protocol::kRowan, Protocol::kRWrite, Protocol::kBatch,
+                                           Protocol::kShare, Protocol::kTailwind),
+                         DesignTestName);
 
 }  // namespace
 }  // namespace slip::sim
