@@ -72,6 +72,7 @@ std::string ReplayFlags(const SimCommandOptions& o) {
   num("--persist-delay-ns", o.persist_delay_ns, d.persist_delay_ns);
   if (o.drop != d.drop) f += " --drop " + std::to_string(o.drop);
   num("--failover-crashes", o.failover_crashes, d.failover_crashes);
+  num("--commit-interval-us", o.commit_interval_us, d.commit_interval_us);
   if (o.cold_start) f += " --cold-start";
   if (o.crash_in_cold_start) f += " --crash-in-cold-start";
   if (!o.bug.empty()) f += " --bug " + o.bug;
@@ -119,6 +120,7 @@ int RunSimCommand(const SimCommandOptions& o) {
     return 2;
   }
   uint64_t ops = 0, unknown = 0, faults = 0, failovers = 0, failed = 0, unchecked = 0;
+  uint64_t promotions = 0, with_floor = 0, moved = 0, records = 0;
   const auto t0 = std::chrono::steady_clock::now();
   for (uint64_t seed = first; seed <= last; ++seed) {
     sim::ClusterSimOptions so;
@@ -137,6 +139,7 @@ int RunSimCommand(const SimCommandOptions& o) {
     so.cold_start = o.cold_start;
     so.failover_crashes = o.failover_crashes;
     so.crash_in_cold_start = o.crash_in_cold_start;
+    so.commit_interval_us = o.commit_interval_us;
     so.partitions = o.partitions;
     so.slow_nodes = o.slow_nodes;
     so.bug_ack_before_replication = o.bug == "ack-before-replication";
@@ -147,6 +150,10 @@ int RunSimCommand(const SimCommandOptions& o) {
     faults += r.faults;
     failovers += r.failovers;
     unchecked += r.check.unchecked_keys;
+    promotions += r.promotions;
+    with_floor += r.promotions_with_floor;
+    moved += r.promotion_entries;
+    records += r.commit_records;
     if (!r.ok) {
       ++failed;
       std::printf("seed %llu FAILED: %s\n  replay: slip sim --design %s --seed %llu --trace%s\n",
@@ -167,6 +174,10 @@ int RunSimCommand(const SimCommandOptions& o) {
               static_cast<unsigned long long>(faults), static_cast<unsigned long long>(failovers),
               static_cast<unsigned long long>(failed), static_cast<unsigned long long>(unchecked),
               static_cast<double>(seeds) / secs);
+  std::printf("  %llu promotions (%llu above a CommitVer), %.1f entries moved per promotion, %llu CommitVer records\n",
+              static_cast<unsigned long long>(promotions), static_cast<unsigned long long>(with_floor),
+              promotions ? static_cast<double>(moved) / static_cast<double>(promotions) : 0.0,
+              static_cast<unsigned long long>(records));
   return failed ? 1 : 0;
 }
 

@@ -31,6 +31,7 @@ struct SimCommandOptions {
   double drop = 0.01;
   bool cold_start = false;
   uint32_t failover_crashes = 0;
+  uint32_t commit_interval_us = 15000;  // CommitVer records; 0: none
   bool crash_in_cold_start = false;
   uint32_t partitions = 0;
   uint32_t slow_nodes = 0;

@@ -110,6 +110,8 @@ int main(int argc, char** argv) {
   sim->add_flag("--cold-start", so.cold_start, "end with a whole-cluster power loss and cold start");
   sim->add_option("--failover-crashes", so.failover_crashes, "crash a just-promoted primary during its promotion, this many times")
       ->capture_default_str();
+  sim->add_option("--commit-interval-us", so.commit_interval_us, "CommitVer records every this many us (0: none, whole-shard promotions)")
+      ->capture_default_str();
   sim->add_flag("--crash-in-cold-start", so.crash_in_cold_start, "crash a node while the cold start reconciles shards");
   sim->add_option("--partitions", so.partitions, "network partitions per run (one node cut off)")->capture_default_str();
   sim->add_option("--slow", so.slow_nodes, "slow-node episodes per run")->capture_default_str();

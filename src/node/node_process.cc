@@ -79,6 +79,7 @@ class Node final : public NodeProcess {
   void AdoptOnNode(const ClusterConfig& c);
   Status StartOneSided();
   void DigestLoop();
+  void CommitLoop();
   std::string StatsJson() const;
 
   NodeOptions o_;
@@ -203,6 +204,7 @@ Status Node::Boot() {
   core_->set_lease([this] { return MachineNow() < lease_expiry_.load(); });
   promoter_ = std::make_unique<server::Promoter>(store_.get(), 1, peers_.get());
   if (backup_) promoter_->set_catch_up([this] { return backup_->CatchUp(); });
+  promoter_->set_commit_floor([this](uint32_t shard) { return core_->RecordedCommitVersion(shard); });
   agent_ = std::make_unique<server::NodeAgent>(o_.id, &views_, promoter_.get(), node_ex_, shared_);
   agent_->set_on_seeded([this](uint32_t shard, uint32_t backup, uint64_t term) {
     control_ex_->Post([this, shard, backup, term] {
@@ -260,6 +262,7 @@ Status Node::Boot() {
   });
   control_ex_->Post([this] { RenewLoop(); });
   digest_ex_->Post([this] { DigestLoop(); });
+  if (o_.commit_interval > 0) node_ex_->After(o_.commit_interval, [this] { CommitLoop(); });
   control_ex_->Post([this, v = now.version] { WatchLoop(v); });
   Log(o_.id, "serving at " + RpcPeers::HexEncode(address) + " (" + o_.provider + "), term " + std::to_string(now.config.term));
   return Status::Ok();
@@ -337,6 +340,13 @@ Status Node::StartOneSided() {
   return Status::Ok();
 }
 
+// CommitVer records (server/commit_tracker.h), on the worker's executor:
+// they are writes like any other.
+void Node::CommitLoop() {
+  core_->WriteCommitRecords();
+  node_ex_->After(o_.commit_interval, [this] { CommitLoop(); });
+}
+
 void Node::DigestLoop() {
   // Digest what the NIC role found used or senders closed, then keep the
   // store's free space up (both are background work, off the request path).
@@ -372,6 +382,7 @@ std::string Node::StatsJson() const {
       {"dels", c.dels},
       {"gets", c.gets},
       {"backup_requests", c.backup_requests},
+      {"commit_records", c.commit_records},
       {"received_bytes", store_->received_bytes()},
   };
   return j.dump();

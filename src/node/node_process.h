@@ -37,6 +37,9 @@ struct NodeOptions {
   std::string bind_address = "127.0.0.1";
   uint64_t pm_mb = 256;
   runtime::Nanos lease = 2 * runtime::kSecond;
+  // How often a primary writes its CommitVer records (Rowan: 15 ms); 0 turns
+  // them off, and promotions then exchange whole shards.
+  runtime::Nanos commit_interval = 15 * runtime::kMillisecond;
 };
 
 class NodeProcess {

@@ -74,7 +74,7 @@ void NodeAgent::ColdStart(std::shared_ptr<const NodeView> v) {
 void NodeAgent::StartPromotion(uint32_t shard) {
   if (!promoting_.insert(shard).second) return;  // one at a time per shard
   const uint64_t term = config_->term;
-  promoter_->Promote(term, shard, config_->shards[shard].backups,
+  promoter_->Promote(term, shard, config_->shards[shard].backups, config_->shards[shard].syncing,
                      [this, shard, term](Status s, PromoteStats st) {
                        promoting_.erase(shard);
                        counters_.pulled_entries += st.pulled_entries;
@@ -86,6 +86,9 @@ void NodeAgent::StartPromotion(uint32_t shard) {
                        }
                        if (s.ok() && term == config_->term) {
                          ++counters_.promotions;
+                         counters_.promotions_with_floor += st.floor > 0;
+                         // Every replica now holds every version this node has.
+                         if (shared_) shared_->commits.Promoted(shard, st.shard_version);
                          blocked_.erase(shard);
                          Publish();
                          // The scatter gave every backup the whole shard.

@@ -55,6 +55,7 @@ class NodeAgent {
   struct Counters {
     uint64_t promotions = 0, promotion_failures = 0, seeds = 0, seed_failures = 0;
     uint64_t pulled_entries = 0, pushed_entries = 0;
+    uint64_t promotions_with_floor = 0;  // exchanged only above a CommitVer
   };
   const Counters& counters() const { return counters_; }
   bool busy() const { return !promoting_.empty() || !seeding_.empty(); }

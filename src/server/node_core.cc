@@ -63,6 +63,10 @@ bool NodeCore::CheckPrimary(const NodeView& v, const proto::KvRequest& req, cons
          v.term);
     return false;
   }
+  if (IsReservedKey(req.key)) {
+    Fail(reply, Status::InvalidArgument("keys beginning with \\0slip: are reserved"), v.term);
+    return false;
+  }
   const uint32_t shard = store_->ShardOf(HashKey(req.key));
   if (shard != req.shard || shard >= v.shards.size() || v.shards[shard].primary != self_) {
     Fail(reply,
@@ -105,34 +109,69 @@ void NodeCore::HandleWrite(proto::Method m, std::span<const std::byte> payload, 
       delete k;
     });
   }
-  auto prepared = store_->Prepare(writer_, type, req->key, req->value);
+  Write(*view, req->shard, type, req->key, req->value, std::move(guarded), std::move(reply));
+}
+
+void NodeCore::Write(const NodeView& view, uint32_t shard, log::EntryType type, std::string_view key,
+                     std::string_view value, std::shared_ptr<std::string> guarded, Reply reply) {
+  auto prepared = store_->Prepare(writer_, type, key, value);
   if (!prepared.ok()) {
     Status s = prepared.status();
     // Out of segments is transient: the cleaner frees space; the client retries.
     if (s.Is(Code::kNoSpace)) s = Status::Busy("node out of log space: " + s.message());
-    return Fail(reply, s, view->term);
+    return Fail(reply, s, view.term);
   }
   auto pending = std::make_shared<store::Store::PendingWrite>(std::move(*prepared));
-  shared_->writes.Begin(req->shard, view->term);
-  const std::vector<NodeId>& backups = view->shards[req->shard].backups;
-  auto finish = [this, pending, guarded, reply = std::move(reply), term = view->term,
-                 shard = req->shard](Status s) mutable {
+  shared_->writes.Begin(shard, view.term);
+  // In the same task as Prepare: no version is assigned and untracked.
+  shared_->commits.Begin(shard, pending->meta().version);
+  const std::vector<NodeId>& backups = view.shards[shard].backups;
+  auto finish = [this, pending, guarded, reply = std::move(reply), term = view.term,
+                 shard](Status s) mutable {
     guarded.reset();  // commit or abandon comes next, in this handler
     shared_->writes.End(shard, term);
     if (!s.ok()) {
       store_->Abandon(*pending);
+      shared_->commits.Abandoned(shard, pending->meta().version);
       ++counters_.replication_failures;
       return Fail(reply,
                   Status::Unavailable("replication failed, outcome unknown: " + s.ToString()),
                   term);
     }
+    shared_->commits.Acked(shard, pending->meta().version);
     store_->Commit(*pending);
     reply(Code::kOk, proto::Encode(proto::KvResponse{term, pending->meta().version, {}}));
   };
   if (backups.empty()) return finish(Status::Ok());
-  proto::ReplicateRequest entry{view->term, pending->meta(), req->key,
-                                type == log::EntryType::kPut ? req->value : std::string_view{}};
+  proto::ReplicateRequest entry{view.term, pending->meta(), key,
+                                type == log::EntryType::kPut ? value : std::string_view{}};
   replicator_->Replicate(backups, entry, std::move(finish));
+}
+
+void NodeCore::WriteCommitRecords() {
+  auto view = views_->Get();
+  const uint32_t n = store_->options().geometry.num_shards;
+  if (commit_keys_.empty()) {
+    for (uint32_t s = 0; s < n; ++s) commit_keys_.push_back(CommitKey(s, n));
+  }
+  if (lease_valid_ && !lease_valid_()) return;
+  for (uint32_t s = 0; s < n && s < view->shards.size(); ++s) {
+    if (view->shards[s].primary != self_ || (s < view->blocked.size() && view->blocked[s])) continue;
+    auto c = shared_->commits.TakeNewCommitVersion(s);
+    if (!c) continue;
+    ++counters_.commit_records;
+    Write(*view, s, log::EntryType::kPut, commit_keys_[s], EncodeCommitVersion(*c), nullptr,
+          [this, s](Code status, std::string) {
+            if (status != Code::kOk) shared_->commits.Unpublish(s);
+          });
+  }
+}
+
+uint64_t NodeCore::RecordedCommitVersion(uint32_t shard) const {
+  const uint32_t n = store_->options().geometry.num_shards;
+  auto v = store_->Get(CommitKey(shard, n));
+  if (!v.ok()) return 0;
+  return DecodeCommitVersion(*v).value_or(0);
 }
 
 void NodeCore::HandleGet(std::span<const std::byte> payload, Reply reply) {

@@ -36,6 +36,7 @@
 #include "proto/kv.h"
 #include "replication/backup_log.h"
 #include "replication/replicator.h"
+#include "server/commit_tracker.h"
 #include "store/store.h"
 
 namespace slip::server {
@@ -121,6 +122,7 @@ class InFlightWrites {
 struct NodeShared {
   DeleteGuard deletes;
   InFlightWrites writes;
+  CommitTracker commits;
 };
 
 class NodeCore {
@@ -151,6 +153,13 @@ class NodeCore {
   // as a backup (REPLICATE, REPL_OPEN, REPL_CLOSE): Counters::backup_cpu_ns.
   void set_cpu_clock(std::function<int64_t()> clock) { cpu_clock_ = std::move(clock); }
 
+  // CommitVer records (commit_tracker.h): for every shard this node serves
+  // as primary whose CommitVersion moved, writes it to the shard's backups
+  // as a write of the shard's CommitKey. Called every commit interval.
+  void WriteCommitRecords();
+  // The CommitVersion recorded in this node's store for `shard` (0: none).
+  uint64_t RecordedCommitVersion(uint32_t shard) const;
+
   // Handles one request; `reply` runs exactly once, possibly later (after
   // replication), on the same executor. `payload` need only live during the
   // call.
@@ -160,12 +169,16 @@ class NodeCore {
     uint64_t puts = 0, dels = 0, gets = 0, replicated_in = 0;
     uint64_t stale = 0, busy = 0, malformed = 0, replication_failures = 0;
     uint64_t backup_requests = 0;  // REPLICATE + REPL_OPEN + REPL_CLOSE served
+    uint64_t commit_records = 0;   // CommitVer records written as primary
     int64_t backup_cpu_ns = 0;     // their CPU time (with a cpu clock)
   };
   const Counters& counters() const { return counters_; }
 
  private:
   void HandleWrite(proto::Method m, std::span<const std::byte> payload, Reply reply);
+  // Prepare, replicate to the shard's backups, commit or abandon; reply.
+  void Write(const NodeView& view, uint32_t shard, log::EntryType type, std::string_view key,
+             std::string_view value, std::shared_ptr<std::string> guarded, Reply reply);
   void HandleGet(std::span<const std::byte> payload, Reply reply);
   void HandleReplicate(std::span<const std::byte> payload, Reply reply);
   void HandleShardTail(std::span<const std::byte> payload, Reply reply);
@@ -185,6 +198,7 @@ class NodeCore {
   std::function<int64_t()> cpu_clock_;
   Counters counters_;
   size_t tail_page_bytes_ = 6 << 10;  // fits an 8 KiB RPC frame
+  std::vector<std::string> commit_keys_;  // per shard, computed once
 };
 
 }  // namespace slip::server

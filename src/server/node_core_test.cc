@@ -273,7 +273,7 @@ TEST_F(NodeCoreTest, PromotionMakesReplicasAgreeAndSeedsANewBackup) {
   views.Set(v);
   Promoter promoter(nodes[b1].store.get(), 1, &rep);
   bool finished = false;
-  promoter.Promote(6, shard, {b2}, [&](Status s, PromoteStats st) {
+  promoter.Promote(6, shard, {b2}, {}, [&](Status s, PromoteStats st) {
     finished = true;
     EXPECT_TRUE(s.ok()) << s.ToString();
     EXPECT_GT(st.pulled_entries, 0u);
@@ -334,7 +334,7 @@ TEST_F(NodeCoreTest, PromotionFailsCleanlyWhenAReplicaIsUnreachable) {
   Promoter promoter(nodes[b1].store.get(), 1, &rep);
   Status result = Status::Ok();
   bool finished = false;
-  promoter.Promote(6, shard, {b2}, [&](Status s, PromoteStats) {
+  promoter.Promote(6, shard, {b2}, {}, [&](Status s, PromoteStats) {
     finished = true;
     result = s;
   });
@@ -346,9 +346,84 @@ TEST_F(NodeCoreTest, PromotionFailsCleanlyWhenAReplicaIsUnreachable) {
   auto old_view = std::make_shared<NodeView>(*views.Get());
   old_view->term = 5;
   views.Set(old_view);
-  promoter.Promote(6, shard, {b2}, [&](Status s, PromoteStats) { result = s; });
+  promoter.Promote(6, shard, {b2}, {}, [&](Status s, PromoteStats) { result = s; });
   rep.Pump();
   EXPECT_TRUE(result.Is(Code::kStaleTerm)) << result.ToString();
+}
+
+}  // namespace
+}  // namespace slip::server
+
+namespace slip::server {
+namespace {
+
+TEST_F(NodeCoreTest, ReservedKeysAreRefusedAndChangeNothing) {
+  const std::string key = CommitKey(1, kShards);
+  auto put = Send(PrimaryOf(key), proto::Method::kPut, key, "x");
+  rep.Pump();
+  EXPECT_EQ(put->code, Code::kInvalidArgument);
+  auto get = Send(PrimaryOf(key), proto::Method::kGet, key);
+  EXPECT_EQ(get->code, Code::kInvalidArgument);
+  for (auto& n : nodes) EXPECT_EQ(n.store->stats().appended_bytes, 0u);
+}
+
+// CommitVer (notes/rowan.md §3.5): the primary records how far every backup
+// has everything; a promotion then moves only the entries above it, and the
+// replicas still agree — including on a tail entry only one backup got.
+TEST_F(NodeCoreTest, CommitRecordsLetAPromotionExchangeOnlyTheTail) {
+  const uint32_t shard = 0;
+  const NodeId old_primary = views.Get()->shards[shard].primary;
+  const NodeId b1 = views.Get()->shards[shard].backups[0], b2 = views.Get()->shards[shard].backups[1];
+  std::vector<std::string> keys;
+  for (int i = 0; keys.size() < 40; ++i) {
+    std::string k = "key" + std::to_string(i);
+    if (ShardOfKey(k) == shard) keys.push_back(k);
+  }
+  for (size_t i = 0; i < 36; ++i) ASSERT_EQ(Put(keys[i], "v" + std::to_string(i))->code, Code::kOk);
+  nodes[old_primary].core->WriteCommitRecords();
+  rep.Pump();
+  const uint64_t recorded = nodes[b1].core->RecordedCommitVersion(shard);
+  EXPECT_EQ(recorded, 36u) << "every version so far was acknowledged by both backups";
+  EXPECT_EQ(nodes[b2].core->RecordedCommitVersion(shard), recorded);
+  EXPECT_EQ(nodes[old_primary].core->counters().commit_records, 1u)
+      << "only shard 0 had writes: nothing to record for the others";
+  for (size_t i = 36; i < 40; ++i) ASSERT_EQ(Put(keys[i], "v" + std::to_string(i))->code, Code::kOk);
+  // A write that failed at b1 but reached b2 holds the CommitVer back.
+  rep.dead.insert(b1);
+  auto lost = Send(old_primary, proto::Method::kPut, keys[0], "partial");
+  rep.Pump();
+  ASSERT_EQ(lost->code, Code::kUnavailable);
+  rep.dead.erase(b1);
+  nodes[old_primary].core->WriteCommitRecords();
+  rep.Pump();
+  EXPECT_EQ(nodes[b1].core->RecordedCommitVersion(shard), 41u) << "up to the record's own version, not past 42";
+  ASSERT_TRUE(nodes[b2].store->Apply(0, {log::EntryType::kPut, shard, 42}, keys[0], "partial").ok());
+  rep.dead.insert(old_primary);
+
+  auto v = std::make_shared<NodeView>(*views.Get());
+  v->term = 6;
+  v->shards[shard] = ShardReplicas{b1, {b2}, {}};
+  v->blocked[shard] = true;
+  views.Set(v);
+  Promoter promoter(nodes[b1].store.get(), 1, &rep);
+  promoter.set_commit_floor([&](uint32_t s) { return nodes[b1].core->RecordedCommitVersion(s); });
+  bool finished = false;
+  PromoteStats stats;
+  promoter.Promote(6, shard, {b2}, {}, [&](Status s, PromoteStats st) {
+    finished = true;
+    stats = st;
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  });
+  rep.Pump();
+  ASSERT_TRUE(finished);
+  EXPECT_EQ(stats.floor, 41u);
+  // Above 41 only: the partial write and the second record, pulled from b2
+  // and pushed back (a walk does not know what the peer has); the whole
+  // shard would be 41 entries each way.
+  EXPECT_EQ(stats.pulled_entries, 2u);
+  EXPECT_EQ(stats.pushed_entries, 2u);
+  EXPECT_EQ(*nodes[b1].store->Get(keys[0]), "partial") << "the tail above the floor was gathered";
+  for (const auto& k : keys) EXPECT_EQ(*nodes[b1].store->Get(k), *nodes[b2].store->Get(k)) << k;
 }
 
 }  // namespace

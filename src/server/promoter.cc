@@ -1,5 +1,7 @@
 #include "server/promoter.h"
 
+#include <algorithm>
+
 #include "proto/kv.h"
 
 namespace slip::server {
@@ -9,6 +11,10 @@ struct Promoter::Job {
   uint32_t shard;
   std::vector<NodeId> pull_from;
   std::vector<NodeId> push_to;
+  // Entries at or below `floor` are on every in-sync replica already
+  // (CommitVer); replicas in `full` (still being seeded) get everything.
+  uint64_t floor = 0;
+  std::vector<NodeId> full;
   std::function<void(Status, PromoteStats)> done;
   PromoteStats stats;
   bool finished = false;
@@ -25,13 +31,23 @@ struct Promoter::Job {
 };
 
 void Promoter::Promote(uint64_t term, uint32_t shard, std::vector<NodeId> replicas,
-                       std::function<void(Status, PromoteStats)> done) {
+                       std::vector<NodeId> syncing, std::function<void(Status, PromoteStats)> done) {
   auto job = std::make_shared<Job>();
   job->term = term;
   job->shard = shard;
   job->pull_from = replicas;
   job->push_to = std::move(replicas);
+  job->full = std::move(syncing);
   job->done = std::move(done);
+  if (commit_floor_) {
+    // The floor recorded here is only as new as what this node has indexed.
+    if (catch_up_) {
+      Status s = catch_up_();
+      if (!s.ok()) return job->Finish(s);
+    }
+    job->floor = commit_floor_(shard);
+    job->stats.floor = job->floor;
+  }
   if (job->pull_from.empty()) return Push(job);
   Pull(job, 0, 0);
 }
@@ -48,7 +64,7 @@ void Promoter::Seed(uint64_t term, uint32_t shard, NodeId backup,
 
 void Promoter::Pull(std::shared_ptr<Job> job, size_t replica, uint64_t skip) {
   const NodeId from = job->pull_from[replica];
-  std::string req = proto::Encode(proto::ShardTailRequest{job->term, job->shard, 0, skip});
+  std::string req = proto::Encode(proto::ShardTailRequest{job->term, job->shard, job->floor, skip});
   peers_->Call(
       from, static_cast<uint16_t>(proto::Method::kShardTail), std::move(req),
       [this, job, replica, from](Result<replication::PeerResponse> r) {
@@ -90,7 +106,9 @@ void Promoter::Push(std::shared_ptr<Job> job) {
     Status s = catch_up_();
     if (!s.ok()) return job->Finish(s);
   }
-  auto walked = store_->ForEachInShard(job->shard, 0, 0, [&](const store::Store::ShardEntry& e) {
+  job->stats.shard_version = store_->shard_version(job->shard);
+  const uint64_t min_version = job->full.empty() ? job->floor : 0;
+  auto walked = store_->ForEachInShard(job->shard, min_version, 0, [&](const store::Store::ShardEntry& e) {
     job->to_send.push_back(e);
     return true;
   });
@@ -105,6 +123,9 @@ void Promoter::PushMore(std::shared_ptr<Job> job) {
     const size_t i = job->next++;
     const auto& e = job->to_send[i / job->push_to.size()];
     const NodeId to = job->push_to[i % job->push_to.size()];
+    if (e.meta.version <= job->floor && std::find(job->full.begin(), job->full.end(), to) == job->full.end()) {
+      continue;  // an in-sync replica has it
+    }
     ++job->in_flight;
     std::string req = proto::Encode(proto::ReplicateRequest{job->term, e.meta, e.key,
                                                             e.meta.type == log::EntryType::kPut
@@ -127,6 +148,8 @@ void Promoter::PushMore(std::shared_ptr<Job> job) {
                    PushMore(job);
                  });
   }
+  // Everything left was skipped.
+  if (!job->finished && job->next == total && job->in_flight == 0) job->Finish(Status::Ok());
 }
 
 }  // namespace slip::server

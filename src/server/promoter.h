@@ -8,10 +8,11 @@
 //     set. Only then may the shard serve requests again.
 //   Seed: push the whole shard to a new backup (re-replication).
 //
-// This exchanges the whole shard, not only the uncommitted tail that Rowan
-// exchanges: RPC-replicated entries carry no committed-prefix marker yet.
-// Correct for any state; its cost grows with the shard (measured and
-// reported in the failover timeline).
+// With a commit floor (set_commit_floor: the CommitVer this node last
+// received, commit_tracker.h) both directions carry only entries above it,
+// as in Rowan: every in-sync replica holds everything at or below it. A
+// replica still being seeded gets the whole shard. Without one (floor 0)
+// the whole shard is exchanged, which is correct for any state.
 //
 // The shard must be blocked on every replica (no client writes) while
 // Promote runs; Seed may run while the shard serves, because the new backup
@@ -37,6 +38,10 @@ struct PromoteStats {
   uint64_t pulled_entries = 0;
   uint64_t pushed_entries = 0;
   uint64_t pages = 0;
+  uint64_t floor = 0;  // the commit floor used
+  // The shard's version counter once the gather was done: every version up
+  // to it is on every replica when the promotion succeeds.
+  uint64_t shard_version = 0;
 };
 
 class Promoter {
@@ -44,7 +49,8 @@ class Promoter {
   Promoter(store::Store* store, uint32_t writer, replication::PeerCaller* peers)
       : store_(store), writer_(writer), peers_(peers) {}
 
-  void Promote(uint64_t term, uint32_t shard, std::vector<NodeId> replicas,
+  // `syncing`: the replicas among `replicas` still being seeded.
+  void Promote(uint64_t term, uint32_t shard, std::vector<NodeId> replicas, std::vector<NodeId> syncing,
                std::function<void(Status, PromoteStats)> done);
   void Seed(uint64_t term, uint32_t shard, NodeId backup,
             std::function<void(Status, PromoteStats)> done);
@@ -56,6 +62,8 @@ class Promoter {
   // a promotion (or seed) first indexes everything landed so far, or its
   // walk of the local shard would miss acknowledged entries.
   void set_catch_up(std::function<Status()> catch_up) { catch_up_ = std::move(catch_up); }
+  // The CommitVer this node holds for a shard (NodeCore::RecordedCommitVersion).
+  void set_commit_floor(std::function<uint64_t(uint32_t shard)> f) { commit_floor_ = std::move(f); }
 
  private:
   struct Job;
@@ -67,6 +75,7 @@ class Promoter {
   uint32_t writer_;
   replication::PeerCaller* peers_;
   std::function<Status()> catch_up_;
+  std::function<uint64_t(uint32_t)> commit_floor_;
 };
 
 }  // namespace slip::server

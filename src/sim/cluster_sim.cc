@@ -182,6 +182,7 @@ class World {
   void PowerLoss();
   void ColdStart();
   void RenewLoop(NodeId id, uint64_t inc);
+  void CommitLoop(NodeId id, uint64_t inc);
   void OnRenew(NodeId id, uint64_t inc, Nanos sent);
   void CheckLeases();
   void OnSeeded(uint32_t shard, NodeId backup, uint64_t term);
@@ -332,6 +333,7 @@ void World::StartNode(Node& n, bool fresh) {
   inc->core->set_backup_log(inc->backup.get());
   inc->promoter = std::make_unique<server::Promoter>(inc->store.get(), 1, inc->caller.get());
   if (inc->backup) inc->promoter->set_catch_up([b = inc->backup.get()] { return b->CatchUp(); });
+  inc->promoter->set_commit_floor([c = inc->core.get()](uint32_t shard) { return c->RecordedCommitVersion(shard); });
   inc->agent = std::make_unique<server::NodeAgent>(n.id, &n.views, inc->promoter.get(), n.exec, shared);
   {
     const NodeId id = n.id;
@@ -351,6 +353,18 @@ void World::StartNode(Node& n, bool fresh) {
   n.lease_expiry = 0;
   const uint64_t this_inc = n.incarnation;
   n.exec->Post([this, id = n.id, this_inc] { RenewLoop(id, this_inc); });
+  if (o_.commit_interval_us > 0) {
+    n.exec->After(static_cast<Nanos>(o_.commit_interval_us) * kMicrosecond,
+                  [this, id = n.id, this_inc] { CommitLoop(id, this_inc); });
+  }
+}
+
+// CommitVer records on the node's worker, as a real node writes them.
+void World::CommitLoop(NodeId id, uint64_t inc) {
+  Node& n = *nodes_[id];
+  if (!n.up || n.incarnation != inc) return;
+  n.live->core->WriteCommitRecords();
+  n.exec->After(static_cast<Nanos>(o_.commit_interval_us) * kMicrosecond, [this, id, inc] { CommitLoop(id, inc); });
 }
 
 // A one-sided design's replication side of one process, as
@@ -926,10 +940,17 @@ ClusterSimResult World::Run() {
   res.faults = faults_;
   res.failovers = failovers_;
   for (const auto& n : nodes_) {
-    if (n->live && n->live->core) res.replicate_served += n->live->core->counters().replicated_in;
-    for (const auto& d : n->dead) {
-      if (d->core) res.replicate_served += d->core->counters().replicated_in;
-    }
+    auto count = [&res](const Incarnation& i) {
+      if (!i.core) return;
+      res.replicate_served += i.core->counters().replicated_in;
+      res.commit_records += i.core->counters().commit_records;
+      const auto& a = i.agent->counters();
+      res.promotions += a.promotions;
+      res.promotion_entries += a.pulled_entries + a.pushed_entries;
+      res.promotions_with_floor += a.promotions_with_floor;
+    };
+    if (n->live) count(*n->live);
+    for (const auto& d : n->dead) count(*d);
   }
   if (fabric_) {
     res.fabric_ops = fabric_->stats().ops;

@@ -50,6 +50,9 @@ struct ClusterSimOptions {
   // a spare. At most replication - 1 are down at once.
   uint32_t crashes = 1;
   uint32_t lease_us = 10000;  // lease length; nodes renew every lease/4
+  // CommitVer records every this many microseconds (0: none; promotions
+  // then exchange whole shards).
+  uint32_t commit_interval_us = 15000;
   // Crashes during failover: this many times, when the manager reassigns a
   // failed node's shards, one of the nodes promoted for them crashes 0-2 ms
   // later (while it gathers and scatters the shard), if that leaves every
@@ -92,6 +95,10 @@ struct ClusterSimResult {
   uint64_t replicate_served = 0;
   // One-sided designs: operations posted on the replication fabric.
   uint64_t fabric_ops = 0, fabric_timeouts = 0;
+  // Promotions that succeeded, the entries they moved (pulled + pushed) and
+  // how many used a CommitVer floor above 0.
+  uint64_t promotions = 0, promotion_entries = 0, promotions_with_floor = 0;
+  uint64_t commit_records = 0;
   uint64_t trace_hash = 0;
   int64_t virtual_ns = 0;
   CheckResult check;

@@ -156,6 +156,32 @@ TEST_P(ClusterSimTest, WritesReachBackupsOnlyThroughTheirDesignsPath) {
   }
 }
 
+// CommitVer records: the same seeds with and without them stay correct, and
+// with them promotions start above a recorded floor and move fewer entries.
+TEST_P(ClusterSimTest, CommitVerRecordsShrinkPromotions) {
+  uint64_t with_floor = 0, moved_with = 0, moved_without = 0;
+  for (uint64_t seed : Seeds(4)) {
+    auto o = Options(seed);
+    o.keys = 600;
+    o.ops_per_client = 300;
+    o.crashes = 2;
+    auto with = RunClusterSim(o);
+    ASSERT_TRUE(with.ok) << "seed " << seed << ": " << with.failure << Replay(seed, " --keys 600 --ops 300");
+    o.commit_interval_us = 0;
+    auto without = RunClusterSim(o);
+    ASSERT_TRUE(without.ok) << "seed " << seed << ": " << without.failure
+                            << Replay(seed, " --keys 600 --ops 300 --commit-interval-us 0");
+    EXPECT_GT(with.commit_records, 0u);
+    EXPECT_EQ(without.commit_records, 0u);
+    EXPECT_EQ(without.promotions_with_floor, 0u);
+    with_floor += with.promotions_with_floor;
+    moved_with += with.promotion_entries;
+    moved_without += without.promotion_entries;
+  }
+  EXPECT_GT(with_floor, 0u);
+  EXPECT_LT(moved_with, moved_without);
+}
+
 INSTANTIATE_TEST_SUITE_P(Designs, ClusterSimTest,
                          ::testing::Values(Protocol::kRpc, Protocol::kRowan, Protocol::kRWrite, Protocol::kBatch,
                                            Protocol::kShare, Protocol::kTailwind),
