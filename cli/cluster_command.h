@@ -19,6 +19,7 @@ struct ClusterCommandOptions {
   std::string bind = "127.0.0.1";  // `slip server`: the IP it serves on
   uint64_t pm_mb = 256;
   uint32_t lease_ms = 2000;
+  uint32_t commit_interval_ms = 15;  // servers: CommitVer records (0: none)
 };
 
 int RunServer(const ClusterCommandOptions& o);

@@ -127,6 +127,8 @@ int main(int argc, char** argv) {
   server->add_option("--node", co.node, "node id")->required();
   server->add_option("--provider", co.provider, "libfabric provider: tcp | shm | verbs")->capture_default_str();
   server->add_option("--pm-mb", co.pm_mb, "PM size when creating the node's store")->capture_default_str();
+  server->add_option("--commit-interval-ms", co.commit_interval_ms, "CommitVer records every this many ms (0: none)")
+      ->capture_default_str();
   server->add_option("--bind", co.bind, "tcp/verbs: the local IP to serve on (peers and clients must reach it)")
       ->capture_default_str();
   auto* manager = app.add_subcommand("manager", "run the configuration manager of the cluster in DIR");
@@ -150,6 +152,8 @@ int main(int argc, char** argv) {
   first_config(up);
   up->add_option("--provider", co.provider, "libfabric provider")->capture_default_str();
   up->add_option("--pm-mb", co.pm_mb, "PM per node")->capture_default_str();
+  up->add_option("--commit-interval-ms", co.commit_interval_ms, "CommitVer records every this many ms (0: none)")
+      ->capture_default_str();
   auto* down = cluster->add_subcommand("down", "stop every process of the cluster in DIR");
   down->add_option("--dir", co.dir, "cluster directory")->required();
   auto* status = cluster->add_subcommand("status", "processes and configuration of the cluster in DIR");

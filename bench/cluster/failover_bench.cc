@@ -3,7 +3,7 @@
 // the new configuration (detection + commit) and (b) until writes succeed
 // again (promotion: the new primary gathered and scattered the shard).
 //
-//   failover_bench SLIP_BINARY [--lease-ms L] [--runs N] [--keys K]
+//   failover_bench SLIP_BINARY [--lease-ms L] [--runs N] [--preload K] [--commit-interval-ms C]
 #include <unistd.h>
 
 #include <atomic>
@@ -25,21 +25,23 @@ using Clock = std::chrono::steady_clock;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: failover_bench SLIP_BINARY [--lease-ms L] [--runs N] [--preload K]\n");
+    std::fprintf(stderr, "usage: failover_bench SLIP_BINARY [--lease-ms L] [--runs N] [--preload K] [--commit-interval-ms C]\n");
     return 2;
   }
   const std::string slip = argv[1];
-  int lease_ms = 200, runs = 3, preload = 2000;
+  int lease_ms = 200, runs = 3, preload = 2000, commit_ms = 15;
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--lease-ms")) lease_ms = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--runs")) runs = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--preload")) preload = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--commit-interval-ms")) commit_ms = std::atoi(argv[i + 1]);
   }
   std::printf("| run | lease | detect + commit (kill -> new term stored) | promote (new term -> first write OK) | total |\n|---|---|---|---|---|\n");
   for (int run = 0; run < runs; ++run) {
     const std::string dir = "/tmp/slip_failover_" + std::to_string(getpid()) + "_" + std::to_string(run);
     std::filesystem::remove_all(dir);
     const std::string up = slip + " cluster up --nodes 3 --shards 12 --lease-ms " + std::to_string(lease_ms) +
+                           " --commit-interval-ms " + std::to_string(commit_ms) +
                            " --dir " + dir + " > /dev/null";
     if (std::system(up.c_str()) != 0) return 1;
     auto client = Client::Open(ClientOptions{.dir = dir, .zookeeper = "", .provider = "tcp",
