@@ -68,11 +68,11 @@ uint64_t CommitTracker::CommitVersion(uint32_t shard) const {
   return it == shards_.end() ? 0 : Compute(it->second);
 }
 
-std::optional<uint64_t> CommitTracker::TakeNewCommitVersion(uint32_t shard) {
+std::optional<uint64_t> CommitTracker::TakeNewCommitVersion(uint32_t shard, uint64_t min_advance) {
   std::lock_guard<std::mutex> lock(mu_);
   Shard& s = shards_[shard];
   const uint64_t c = Compute(s);
-  if (c <= s.published) return std::nullopt;
+  if (c <= s.published || c - s.published < min_advance) return std::nullopt;
   s.published = c;
   return c;
 }

@@ -51,8 +51,9 @@ class CommitTracker {
   void Promoted(uint32_t shard, uint64_t version);
 
   uint64_t CommitVersion(uint32_t shard) const;
-  // The CommitVersion if it moved since the last call that returned it.
-  std::optional<uint64_t> TakeNewCommitVersion(uint32_t shard);
+  // The CommitVersion if it moved by at least `min_advance` since the last
+  // call that returned one.
+  std::optional<uint64_t> TakeNewCommitVersion(uint32_t shard, uint64_t min_advance = 1);
   // The record carrying it failed: offer the current one again next time.
   void Unpublish(uint32_t shard);
 

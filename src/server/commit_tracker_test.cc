@@ -51,6 +51,15 @@ TEST(CommitTracker, EachVersionIsPublishedOnceUnlessItsRecordFailed) {
   EXPECT_FALSE(t.TakeNewCommitVersion(0));
   t.Unpublish(0);
   EXPECT_EQ(t.TakeNewCommitVersion(0), 7u);
+  // With a step, a record waits until the version moved far enough.
+  for (uint64_t v = 8; v <= 10; ++v) {
+    t.Begin(0, v);
+    t.Acked(0, v);
+  }
+  EXPECT_FALSE(t.TakeNewCommitVersion(0, 4));
+  t.Begin(0, 11);
+  t.Acked(0, 11);
+  EXPECT_EQ(t.TakeNewCommitVersion(0, 4), 11u);
 }
 
 TEST(CommitKey, EachShardHasAReservedKeyOfItsOwn) {

@@ -157,7 +157,7 @@ void NodeCore::WriteCommitRecords() {
   if (lease_valid_ && !lease_valid_()) return;
   for (uint32_t s = 0; s < n && s < view->shards.size(); ++s) {
     if (view->shards[s].primary != self_ || (s < view->blocked.size() && view->blocked[s])) continue;
-    auto c = shared_->commits.TakeNewCommitVersion(s);
+    auto c = shared_->commits.TakeNewCommitVersion(s, commit_record_step_);
     if (!c) continue;
     ++counters_.commit_records;
     Write(*view, s, log::EntryType::kPut, commit_keys_[s], EncodeCommitVersion(*c), nullptr,

@@ -157,6 +157,12 @@ class NodeCore {
   // as primary whose CommitVersion moved, writes it to the shard's backups
   // as a write of the shard's CommitKey. Called every commit interval.
   void WriteCommitRecords();
+  // A record only once the CommitVersion moved by this many versions. Each
+  // record is a replicated write: one per shard per interval doubled the
+  // writes of a loaded cluster on a machine where a write costs an msync
+  // (bench/results/2026-11-23-commitver.md). The price: a promotion may
+  // exchange up to this many committed entries per shard beyond the tail.
+  void set_commit_record_step(uint64_t versions) { commit_record_step_ = versions; }
   // The CommitVersion recorded in this node's store for `shard` (0: none).
   uint64_t RecordedCommitVersion(uint32_t shard) const;
 
@@ -199,6 +205,7 @@ class NodeCore {
   Counters counters_;
   size_t tail_page_bytes_ = 6 << 10;  // fits an 8 KiB RPC frame
   std::vector<std::string> commit_keys_;  // per shard, computed once
+  uint64_t commit_record_step_ = 64;
 };
 
 }  // namespace slip::server

@@ -379,6 +379,7 @@ TEST_F(NodeCoreTest, CommitRecordsLetAPromotionExchangeOnlyTheTail) {
     std::string k = "key" + std::to_string(i);
     if (ShardOfKey(k) == shard) keys.push_back(k);
   }
+  for (auto& n : nodes) n.core->set_commit_record_step(1);
   for (size_t i = 0; i < 36; ++i) ASSERT_EQ(Put(keys[i], "v" + std::to_string(i))->code, Code::kOk);
   nodes[old_primary].core->WriteCommitRecords();
   rep.Pump();

@@ -333,6 +333,7 @@ void World::StartNode(Node& n, bool fresh) {
   inc->core->set_backup_log(inc->backup.get());
   inc->promoter = std::make_unique<server::Promoter>(inc->store.get(), 1, inc->caller.get());
   if (inc->backup) inc->promoter->set_catch_up([b = inc->backup.get()] { return b->CatchUp(); });
+  inc->core->set_commit_record_step(o_.commit_record_step);
   inc->promoter->set_commit_floor([c = inc->core.get()](uint32_t shard) { return c->RecordedCommitVersion(shard); });
   inc->agent = std::make_unique<server::NodeAgent>(n.id, &n.views, inc->promoter.get(), n.exec, shared);
   {

@@ -53,6 +53,10 @@ struct ClusterSimOptions {
   // CommitVer records every this many microseconds (0: none; promotions
   // then exchange whole shards).
   uint32_t commit_interval_us = 15000;
+  // ... once the CommitVer moved by this many versions (NodeCore's
+  // set_commit_record_step; real nodes use 64, these runs write a few
+  // hundred entries in all).
+  uint32_t commit_record_step = 4;
   // Crashes during failover: this many times, when the manager reassigns a
   // failed node's shards, one of the nodes promoted for them crashes 0-2 ms
   // later (while it gathers and scatters the shard), if that leaves every
