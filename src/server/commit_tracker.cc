@@ -7,13 +7,19 @@
 
 namespace slip::server {
 
-std::string CommitKey(uint32_t shard, uint32_t num_shards) {
-  // Expected num_shards tries; a node computes each shard's key once.
-  for (uint64_t i = 0;; ++i) {
+std::vector<std::string> CommitKeys(uint32_t num_shards) {
+  // One pass over candidates fills every shard (about n ln n hashes).
+  std::vector<std::string> keys(num_shards);
+  uint32_t missing = num_shards;
+  for (uint64_t i = 0; missing > 0; ++i) {
     std::string key(kReservedKeyPrefix);
     key += "commit:" + std::to_string(i);
-    if (ShardOfHash(HashKey(key), num_shards) == shard) return key;
+    std::string& slot = keys[ShardOfHash(HashKey(key), num_shards)];
+    if (!slot.empty()) continue;
+    slot = std::move(key);
+    --missing;
   }
+  return keys;
 }
 
 bool IsReservedKey(std::string_view key) { return key.starts_with(kReservedKeyPrefix); }

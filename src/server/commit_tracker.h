@@ -25,14 +25,15 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace slip::server {
 
-// The reserved key that carries shard `shard`'s CommitVer: the first of
-// "\0slip:commit:<i>" that hashes to the shard. Clients may not use keys
-// beginning with kReservedKeyPrefix.
+// The reserved keys that carry each shard's CommitVer, indexed by shard:
+// for shard s, the first of "\0slip:commit:<i>" that hashes to s. Clients
+// may not use keys beginning with kReservedKeyPrefix.
 inline constexpr std::string_view kReservedKeyPrefix{"\0slip:", 6};
-std::string CommitKey(uint32_t shard, uint32_t num_shards);
+std::vector<std::string> CommitKeys(uint32_t num_shards);
 bool IsReservedKey(std::string_view key);
 std::string EncodeCommitVersion(uint64_t version);
 // Nullopt if `value` is not an encoded version (then it is not trusted).

@@ -14,7 +14,8 @@ NodeCore::NodeCore(NodeId self, store::Store* store, uint32_t writer,
       writer_(writer),
       replicator_(replicator),
       views_(views),
-      shared_(shared ? std::move(shared) : std::make_shared<NodeShared>()) {}
+      shared_(shared ? std::move(shared) : std::make_shared<NodeShared>()),
+      commit_keys_(CommitKeys(store->options().geometry.num_shards)) {}
 
 void NodeCore::Fail(const Reply& reply, const Status& s, uint64_t term) {
   if (s.Is(Code::kStaleTerm)) ++counters_.stale;
@@ -150,12 +151,8 @@ void NodeCore::Write(const NodeView& view, uint32_t shard, log::EntryType type, 
 
 void NodeCore::WriteCommitRecords() {
   auto view = views_->Get();
-  const uint32_t n = store_->options().geometry.num_shards;
-  if (commit_keys_.empty()) {
-    for (uint32_t s = 0; s < n; ++s) commit_keys_.push_back(CommitKey(s, n));
-  }
   if (lease_valid_ && !lease_valid_()) return;
-  for (uint32_t s = 0; s < n && s < view->shards.size(); ++s) {
+  for (uint32_t s = 0; s < commit_keys_.size() && s < view->shards.size(); ++s) {
     if (view->shards[s].primary != self_ || (s < view->blocked.size() && view->blocked[s])) continue;
     auto c = shared_->commits.TakeNewCommitVersion(s, commit_record_step_);
     if (!c) continue;
@@ -168,8 +165,8 @@ void NodeCore::WriteCommitRecords() {
 }
 
 uint64_t NodeCore::RecordedCommitVersion(uint32_t shard) const {
-  const uint32_t n = store_->options().geometry.num_shards;
-  auto v = store_->Get(CommitKey(shard, n));
+  if (shard >= commit_keys_.size()) return 0;
+  auto v = store_->Get(commit_keys_[shard]);
   if (!v.ok()) return 0;
   return DecodeCommitVersion(*v).value_or(0);
 }

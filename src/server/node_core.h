@@ -204,7 +204,7 @@ class NodeCore {
   std::function<int64_t()> cpu_clock_;
   Counters counters_;
   size_t tail_page_bytes_ = 6 << 10;  // fits an 8 KiB RPC frame
-  std::vector<std::string> commit_keys_;  // per shard, computed once
+  const std::vector<std::string> commit_keys_;  // CommitKeys, by shard
   uint64_t commit_record_step_ = 64;
 };
 

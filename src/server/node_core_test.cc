@@ -97,6 +97,14 @@ class NodeCoreTest : public ::testing::Test {
 
   uint32_t ShardOfKey(std::string_view key) { return nodes[0].store->ShardOf(HashKey(key)); }
   NodeId PrimaryOf(std::string_view key) { return views.Get()->shards[ShardOfKey(key)].primary; }
+  std::vector<std::string> KeysOfShard(uint32_t shard, size_t count) {
+    std::vector<std::string> keys;
+    for (int i = 0; keys.size() < count; ++i) {
+      std::string k = "key" + std::to_string(i);
+      if (ShardOfKey(k) == shard) keys.push_back(k);
+    }
+    return keys;
+  }
 
   std::shared_ptr<Result3> Send(NodeId to, proto::Method m, std::string_view key,
                                 std::string_view value = {}, std::optional<uint64_t> term = {},
@@ -248,11 +256,7 @@ TEST_F(NodeCoreTest, PromotionMakesReplicasAgreeAndSeedsANewBackup) {
   const uint32_t shard = 0;
   const NodeId old_primary = views.Get()->shards[shard].primary;
   const NodeId b1 = views.Get()->shards[shard].backups[0], b2 = views.Get()->shards[shard].backups[1];
-  std::vector<std::string> keys;
-  for (int i = 0; keys.size() < 40; ++i) {
-    std::string k = "key" + std::to_string(i);
-    if (ShardOfKey(k) == shard) keys.push_back(k);
-  }
+  const std::vector<std::string> keys = KeysOfShard(shard, 40);
   for (size_t i = 0; i < keys.size(); ++i) {
     ASSERT_EQ(Put(keys[i], "v" + std::to_string(i))->code, Code::kOk);
   }
@@ -358,7 +362,7 @@ namespace slip::server {
 namespace {
 
 TEST_F(NodeCoreTest, ReservedKeysAreRefusedAndChangeNothing) {
-  const std::string key = CommitKey(1, kShards);
+  const std::string key = CommitKeys(kShards)[1];
   auto put = Send(PrimaryOf(key), proto::Method::kPut, key, "x");
   rep.Pump();
   EXPECT_EQ(put->code, Code::kInvalidArgument);
@@ -374,11 +378,7 @@ TEST_F(NodeCoreTest, CommitRecordsLetAPromotionExchangeOnlyTheTail) {
   const uint32_t shard = 0;
   const NodeId old_primary = views.Get()->shards[shard].primary;
   const NodeId b1 = views.Get()->shards[shard].backups[0], b2 = views.Get()->shards[shard].backups[1];
-  std::vector<std::string> keys;
-  for (int i = 0; keys.size() < 40; ++i) {
-    std::string k = "key" + std::to_string(i);
-    if (ShardOfKey(k) == shard) keys.push_back(k);
-  }
+  const std::vector<std::string> keys = KeysOfShard(shard, 40);
   for (auto& n : nodes) n.core->set_commit_record_step(1);
   for (size_t i = 0; i < 36; ++i) ASSERT_EQ(Put(keys[i], "v" + std::to_string(i))->code, Code::kOk);
   nodes[old_primary].core->WriteCommitRecords();

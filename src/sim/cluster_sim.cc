@@ -105,10 +105,7 @@ class World {
       fo.latency = static_cast<Nanos>(o_.latency_min_us) * kMicrosecond;
       fo.dma_persist_delay = o_.persist_delay_ns;
       fabric_ = std::make_unique<fabric::SimFabric>(rt_, fo);
-      fabric::LinkFaults f;
-      f.drop_probability = o_.drop_probability;
-      f.jitter = static_cast<Nanos>(o_.latency_max_us - o_.latency_min_us) * kMicrosecond;
-      fabric_->SetDefaultFaults(f);
+      fabric_->SetDefaultFaults(NetworkFaults());
     }
   }
 
@@ -160,6 +157,13 @@ class World {
   }
   bool IsClient(NodeId n) const { return n >= kClientBase; }
   bool OneSided() const { return o_.protocol != replication::Protocol::kRpc; }
+  // The fabric's loss and jitter: the message layer's.
+  fabric::LinkFaults NetworkFaults() const {
+    fabric::LinkFaults f;
+    f.drop_probability = o_.drop_probability;
+    f.jitter = static_cast<Nanos>(o_.latency_max_us - o_.latency_min_us) * kMicrosecond;
+    return f;
+  }
   // A partition cuts a node off from the CM and the other nodes, but the
   // clients still reach it: the case where an old primary could serve stale
   // reads unless its lease stops it.
@@ -449,9 +453,7 @@ void World::SetSlow(NodeId id, bool slow) {
     slow_.erase(id);
   }
   if (!fabric_) return;
-  fabric::LinkFaults f;
-  f.drop_probability = o_.drop_probability;
-  f.jitter = static_cast<Nanos>(o_.latency_max_us - o_.latency_min_us) * kMicrosecond;
+  fabric::LinkFaults f = NetworkFaults();
   if (slow) f.extra_delay = (o_.slow_factor - 1) * static_cast<Nanos>(o_.latency_max_us) * kMicrosecond;
   fabric_->SetNodeFaults(id, f);
 }
