@@ -54,6 +54,7 @@ int RunServer(const ClusterCommandOptions& o) {
   no.pm_mb = o.pm_mb;
   no.lease = static_cast<runtime::Nanos>(o.lease_ms) * runtime::kMillisecond;
   no.commit_interval = static_cast<runtime::Nanos>(o.commit_interval_ms) * runtime::kMillisecond;
+  no.workers = o.workers;
   auto n = node::NodeProcess::Start(no);
   if (!n.ok()) return Fail("server", n.status());
   // Wait() returns on a fatal error or after a signal's Stop().
@@ -137,7 +138,7 @@ int ClusterUp(const ClusterCommandOptions& o) {
     auto p = SpawnDetached(o.dir, NodeName(i),
                            common({self, "server", "--node", std::to_string(i), "--provider", o.provider,
                                    "--pm-mb", std::to_string(o.pm_mb), "--commit-interval-ms",
-                                   std::to_string(o.commit_interval_ms)}));
+                                   std::to_string(o.commit_interval_ms), "--workers", std::to_string(o.workers)}));
     if (!p.ok() && !p.status().Is(Code::kInvalidArgument)) return Fail("cluster up", p.status());
   }
   // Ready when a write and a read go through (every shard's primary serves).

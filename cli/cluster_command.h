@@ -20,6 +20,7 @@ struct ClusterCommandOptions {
   uint64_t pm_mb = 256;
   uint32_t lease_ms = 2000;
   uint32_t commit_interval_ms = 15;  // servers: CommitVer records (0: none)
+  uint32_t workers = 1;              // servers: request worker threads
 };
 
 int RunServer(const ClusterCommandOptions& o);

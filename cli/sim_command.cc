@@ -73,6 +73,7 @@ std::string ReplayFlags(const SimCommandOptions& o) {
   if (o.drop != d.drop) f += " --drop " + std::to_string(o.drop);
   num("--failover-crashes", o.failover_crashes, d.failover_crashes);
   num("--commit-interval-us", o.commit_interval_us, d.commit_interval_us);
+  num("--workers", o.workers, d.workers);
   if (o.cold_start) f += " --cold-start";
   if (o.crash_in_cold_start) f += " --crash-in-cold-start";
   if (!o.bug.empty()) f += " --bug " + o.bug;
@@ -115,8 +116,9 @@ int RunSimCommand(const SimCommandOptions& o) {
     std::fprintf(stderr, "slip sim: unknown --bug '%s' (ack-before-replication, no-lease)\n", o.bug.c_str());
     return 2;
   }
-  if (o.replication == 0 || o.replication > o.nodes || o.shards == 0 || o.clients == 0 || o.keys == 0) {
-    std::fprintf(stderr, "slip sim: need 1 <= replication <= nodes and positive shards, clients, keys\n");
+  if (o.replication == 0 || o.replication > o.nodes || o.shards == 0 || o.clients == 0 || o.keys == 0 ||
+      o.workers == 0 || o.workers > 32) {
+    std::fprintf(stderr, "slip sim: need 1 <= replication <= nodes, 1 <= workers <= 32 and positive shards, clients, keys\n");
     return 2;
   }
   uint64_t ops = 0, unknown = 0, faults = 0, failovers = 0, failed = 0, unchecked = 0;
@@ -142,6 +144,7 @@ int RunSimCommand(const SimCommandOptions& o) {
     so.commit_interval_us = o.commit_interval_us;
     so.partitions = o.partitions;
     so.slow_nodes = o.slow_nodes;
+    so.workers = o.workers;
     so.bug_ack_before_replication = o.bug == "ack-before-replication";
     so.bug_no_lease = o.bug == "no-lease";
     auto r = sim::RunClusterSim(so);

@@ -35,6 +35,7 @@ struct SimCommandOptions {
   bool crash_in_cold_start = false;
   uint32_t partitions = 0;
   uint32_t slow_nodes = 0;
+  uint32_t workers = 1;  // request workers per node (cluster layer)
 };
 
 int RunSimCommand(const SimCommandOptions& o);

@@ -110,6 +110,8 @@ int main(int argc, char** argv) {
   sim->add_flag("--cold-start", so.cold_start, "end with a whole-cluster power loss and cold start");
   sim->add_option("--failover-crashes", so.failover_crashes, "crash a just-promoted primary during its promotion, this many times")
       ->capture_default_str();
+  sim->add_option("--workers", so.workers, "request workers per node (each owns shard % workers)")
+      ->capture_default_str();
   sim->add_option("--commit-interval-us", so.commit_interval_us, "CommitVer records every this many us (0: none, whole-shard promotions)")
       ->capture_default_str();
   sim->add_flag("--crash-in-cold-start", so.crash_in_cold_start, "crash a node while the cold start reconciles shards");
@@ -128,6 +130,9 @@ int main(int argc, char** argv) {
   server->add_option("--provider", co.provider, "libfabric provider: tcp | shm | verbs")->capture_default_str();
   server->add_option("--pm-mb", co.pm_mb, "PM size when creating the node's store")->capture_default_str();
   server->add_option("--commit-interval-ms", co.commit_interval_ms, "CommitVer records every this many ms (0: none)")
+      ->capture_default_str();
+  server->add_option("--workers", co.workers, "request worker threads (each owns shard % workers)")
+      ->check(CLI::Range(1, 32))
       ->capture_default_str();
   server->add_option("--bind", co.bind, "tcp/verbs: the local IP to serve on (peers and clients must reach it)")
       ->capture_default_str();
@@ -153,6 +158,9 @@ int main(int argc, char** argv) {
   up->add_option("--provider", co.provider, "libfabric provider")->capture_default_str();
   up->add_option("--pm-mb", co.pm_mb, "PM per node")->capture_default_str();
   up->add_option("--commit-interval-ms", co.commit_interval_ms, "CommitVer records every this many ms (0: none)")
+      ->capture_default_str();
+  up->add_option("--workers", co.workers, "request worker threads per server")
+      ->check(CLI::Range(1, 32))
       ->capture_default_str();
   auto* down = cluster->add_subcommand("down", "stop every process of the cluster in DIR");
   down->add_option("--dir", co.dir, "cluster directory")->required();

@@ -21,12 +21,14 @@
 #include "replication/design.h"
 #include "replication/onesided_replicator.h"
 #include "replication/rpc_replicator.h"
+#include "replication/shared_logs.h"
 #include "rpc/channel.h"
 #include "runtime/thread_runtime.h"
 #include "server/config_view.h"
 #include "server/node_agent.h"
 #include "server/node_core.h"
 #include "server/promoter.h"
+#include "server/worker_pool.h"
 #include "store/store.h"
 
 namespace slip::node {
@@ -78,9 +80,13 @@ class Node final : public NodeProcess {
   void WatchLoop(uint64_t known_version);
   void AdoptOnNode(const ClusterConfig& c);
   Status StartOneSided();
+  Status StartWorkers(const log::Limits& limits);
+  void SetPeerAddresses(const ClusterConfig& c);
   void DigestLoop();
-  void CommitLoop();
-  std::string StatsJson() const;
+  void CommitLoop(size_t worker);
+  // Answers a STATS request: the workers' counters are read on their own
+  // executors (ForEach), then `reply` runs here.
+  void Stats(rpc::RpcChannel::Reply reply);
 
   NodeOptions o_;
   std::unique_ptr<cluster::ConfigStore> config_store_;
@@ -95,24 +101,40 @@ class Node final : public NodeProcess {
   runtime::Executor* control_ex_ = nullptr;
   std::unique_ptr<rpc::RpcChannel> channel_;
   std::unique_ptr<RpcPeers> peers_;
-  // One-sided designs: the replication endpoints (peers write into `repl_in_`
-  // with no worker involved; `repl_out_` is this primary's sending side),
-  // the backup log on them, and the NIC and digest roles that drive it.
+  // One-sided designs: the endpoint peers write into with no worker
+  // involved, the backup log on it, and the NIC and digest roles that drive
+  // it.
   replication::Protocol protocol_ = replication::Protocol::kRpc;
   runtime::Executor* nic_ex_ = nullptr;
   runtime::Executor* digest_ex_ = nullptr;
   std::unique_ptr<fabric::Endpoint> repl_in_;
-  std::unique_ptr<fabric::Endpoint> repl_out_;
   std::unique_ptr<replication::BackupLog> backup_;
-  std::unique_ptr<replication::Replicator> replicator_;
+  // The request workers (server/worker_pool.h). Worker 0 runs on node_ex_
+  // and uses the node's channel; every other one has an executor, and an
+  // RPC channel of its own for the calls it makes to peers (REPLICATE,
+  // REPL_OPEN/CLOSE). One-sided designs: each has its own sending endpoint
+  // (its own connections, like a worker's QPs); share-kv's workers share
+  // one remote log per backup.
+  struct Worker {
+    runtime::Executor* ex = nullptr;
+    std::unique_ptr<rpc::RpcChannel> channel;
+    std::unique_ptr<RpcPeers> own_peers;
+    RpcPeers* peers = nullptr;
+    std::unique_ptr<fabric::Endpoint> out;
+    std::unique_ptr<replication::Replicator> replicator;
+    std::unique_ptr<server::NodeCore> core;
+  };
+  std::vector<Worker> workers_;
+  std::shared_ptr<replication::SharedRemoteLogs> shared_logs_ = std::make_shared<replication::SharedRemoteLogs>();
+  std::unique_ptr<server::WorkerPool> pool_;
   server::ViewHolder views_;
   std::shared_ptr<server::NodeShared> shared_ = std::make_shared<server::NodeShared>();
-  std::unique_ptr<server::NodeCore> core_;
   std::unique_ptr<server::Promoter> promoter_;
   std::unique_ptr<server::NodeAgent> agent_;
   cluster::Lease lease_;
   std::atomic<runtime::Nanos> lease_expiry_{0};
-  uint64_t adopted_term_ = 0;  // node executor only
+  uint64_t adopted_term_ = 0;                 // node executor only
+  std::atomic<uint64_t> replication_term_{0};  // adopted_term_, for the workers' replicators
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -139,6 +161,9 @@ Status Node::Boot() {
     return Status::InvalidArgument("node " + std::to_string(o_.id) + " is not a member of the cluster");
   }
   SLIP_ASSIGN_OR_RETURN(protocol_, replication::ParseDesign(vc.config.design));
+  if (o_.workers < 1 || o_.workers > 32) {
+    return Status::InvalidArgument("workers must be 1..32, not " + std::to_string(o_.workers));
+  }
   // Listed as down: the manager replaced this node while it was away —
   // unless it still holds a shard's only copy (Reassign keeps a stranded
   // shard on its last replica), then it comes back with its data.
@@ -160,7 +185,7 @@ Status Node::Boot() {
   SLIP_ASSIGN_OR_RETURN(region_, pm::PmRegion::OpenFile(pm_path, exists ? 0 : o_.pm_mb << 20, {}));
   store::StoreOptions so;
   so.geometry.num_shards = vc.config.num_shards();
-  so.num_writers = 2;  // 0: requests, 1: promotion
+  so.num_writers = o_.workers + 1;  // one per worker, then promotion
   SLIP_ASSIGN_OR_RETURN(store_, store::Store::Open(region_.get(), so));
   if (store_->segments().geometry().num_shards != vc.config.num_shards()) {
     return Status::InvalidArgument("store has " + std::to_string(store_->segments().geometry().num_shards) +
@@ -188,23 +213,13 @@ Status Node::Boot() {
   const std::string address = channel_->address();
 
   peers_ = std::make_unique<RpcPeers>(channel_.get(), node_ex_, rpc::RpcChannel::CallOptions{.timeout = o_.lease / 2});
-  if (replication::IsOneSided(protocol_)) {
-    SLIP_RETURN_IF_ERROR(StartOneSided());
-  } else {
-    replicator_ = std::make_unique<replication::RpcReplicator>(peers_.get());
-  }
-  core_ = std::make_unique<server::NodeCore>(o_.id, store_.get(), 0, replicator_.get(), &views_, shared_);
-  core_->set_backup_log(backup_.get());
-  core_->set_cpu_clock([] {
-    timespec ts;
-    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-  });
-  core_->set_tail_page_bytes(kMaxMessage * 3 / 4);  // a promotion page fits one frame
-  core_->set_lease([this] { return MachineNow() < lease_expiry_.load(); });
-  promoter_ = std::make_unique<server::Promoter>(store_.get(), 1, peers_.get());
+  if (replication::IsOneSided(protocol_)) SLIP_RETURN_IF_ERROR(StartOneSided());
+  SLIP_RETURN_IF_ERROR(StartWorkers(so.limits));
+  promoter_ = std::make_unique<server::Promoter>(store_.get(), o_.workers, peers_.get());
   if (backup_) promoter_->set_catch_up([this] { return backup_->CatchUp(); });
-  promoter_->set_commit_floor([this](uint32_t shard) { return core_->RecordedCommitVersion(shard); });
+  // A store read: any worker's core will do (it runs on node_ex_).
+  promoter_->set_commit_floor(
+      [c = workers_[0].core.get()](uint32_t shard) { return c->RecordedCommitVersion(shard); });
   agent_ = std::make_unique<server::NodeAgent>(o_.id, &views_, promoter_.get(), node_ex_, shared_);
   agent_->set_on_seeded([this](uint32_t shard, uint32_t backup, uint64_t term) {
     control_ex_->Post([this, shard, backup, term] {
@@ -219,8 +234,8 @@ Status Node::Boot() {
     });
   });
   channel_->SetHandler([this](uint16_t method, std::span<const std::byte> payload, rpc::RpcChannel::Reply reply) {
-    if (method == static_cast<uint16_t>(proto::Method::kStats)) return reply(Code::kOk, StatsJson());
-    core_->Handle(method, payload, std::move(reply));
+    if (method == static_cast<uint16_t>(proto::Method::kStats)) return Stats(std::move(reply));
+    pool_->Handle(method, payload, std::move(reply));
   });
 
   // Publish our address (and come back, if we were replaced) in a new term.
@@ -254,15 +269,18 @@ Status Node::Boot() {
   SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig now, config_store_->Load());
   SLIP_RETURN_IF_ERROR(rt_.Start());
   node_ex_->Post([this, c = now.config] {
-    std::map<uint32_t, std::string> addrs;
-    for (const auto& [id, info] : c.nodes) addrs[id] = info.address;
-    peers_->SetAddresses(addrs);
+    SetPeerAddresses(c);
     adopted_term_ = c.term;
+    replication_term_ = c.term;
     agent_->ColdStart(server::ViewFromConfig(c));
   });
   control_ex_->Post([this] { RenewLoop(); });
   digest_ex_->Post([this] { DigestLoop(); });
-  if (o_.commit_interval > 0) node_ex_->After(o_.commit_interval, [this] { CommitLoop(); });
+  if (o_.commit_interval > 0) {
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      workers_[i].ex->After(o_.commit_interval, [this, i] { CommitLoop(i); });
+    }
+  }
   control_ex_->Post([this, v = now.version] { WatchLoop(v); });
   Log(o_.id, "serving at " + RpcPeers::HexEncode(address) + " (" + o_.provider + "), term " + std::to_string(now.config.term));
   return Status::Ok();
@@ -306,17 +324,25 @@ void Node::WatchLoop(uint64_t known_version) {
 void Node::AdoptOnNode(const ClusterConfig& c) {
   if (c.term <= adopted_term_) return;
   adopted_term_ = c.term;
-  std::map<uint32_t, std::string> addrs;
-  for (const auto& [id, info] : c.nodes) addrs[id] = info.address;
-  peers_->SetAddresses(addrs);
+  replication_term_ = c.term;
+  SetPeerAddresses(c);
   agent_->Adopt(server::ViewFromConfig(c));
+}
+
+// Every worker's RpcPeers, each on its own executor.
+void Node::SetPeerAddresses(const ClusterConfig& c) {
+  auto addrs = std::make_shared<std::map<uint32_t, std::string>>();
+  for (const auto& [id, info] : c.nodes) (*addrs)[id] = info.address;
+  peers_->SetAddresses(*addrs);
+  for (size_t i = 1; i < workers_.size(); ++i) {
+    workers_[i].ex->Post([p = workers_[i].peers, addrs] { p->SetAddresses(*addrs); });
+  }
 }
 
 Status Node::StartOneSided() {
   const std::string name = "node" + std::to_string(o_.id);
   nic_ex_ = rt_.CreateExecutor(name + "/nic");
   SLIP_ASSIGN_OR_RETURN(repl_in_, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = name + "/in"}));
-  SLIP_ASSIGN_OR_RETURN(repl_out_, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = name + "/out"}));
   replication::BackupLogOptions bo;
   bo.protocol = protocol_;
   SLIP_ASSIGN_OR_RETURN(backup_, replication::BackupLog::Create(store_.get(), repl_in_.get(), bo));
@@ -326,25 +352,69 @@ Status Node::StartOneSided() {
   fabric::Endpoint* in = repl_in_.get();
   nic_ex_->AddPoller([this] { return backup_->Poll(nic_ex_->Now()); });
   if (in->wait_fd() >= 0) nic_ex_->AddWaitFd(in->wait_fd(), [in] { return in->CanBlock(); });
-  fabric::Endpoint* out = repl_out_.get();
-  if (out->wait_fd() >= 0) node_ex_->AddWaitFd(out->wait_fd(), [out] { return out->CanBlock(); });
-  replication::OneSidedOptions oo;
-  oo.protocol = protocol_;
-  oo.self = o_.id;
-  oo.max_message = kMaxMessage / 2;  // well inside the multi-receive limit
-  oo.term = [this] { return adopted_term_; };
-  // Runs on the node executor: it polls `out` there and calls back there.
-  replicator_ = std::make_unique<replication::OneSidedReplicator>(node_ex_, out, peers_.get(), oo);
   Log(o_.id, std::string("design ") + replication::DesignName(protocol_) + ": replication endpoint " +
                  RpcPeers::HexEncode(backup_->address()));
   return Status::Ok();
 }
 
-// CommitVer records (server/commit_tracker.h), on the worker's executor:
-// they are writes like any other.
-void Node::CommitLoop() {
-  core_->WriteCommitRecords();
-  node_ex_->After(o_.commit_interval, [this] { CommitLoop(); });
+Status Node::StartWorkers(const log::Limits& limits) {
+  const std::string name = "node" + std::to_string(o_.id);
+  std::vector<server::WorkerPool::Worker> pool;
+  workers_.reserve(o_.workers);
+  for (uint32_t i = 0; i < o_.workers; ++i) {
+    Worker& w = workers_.emplace_back();
+    const std::string wname = name + "/worker" + std::to_string(i);
+    if (i == 0) {
+      w.ex = node_ex_;
+      w.peers = peers_.get();
+    } else {
+      w.ex = rt_.CreateExecutor(wname);
+      SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = wname}));
+      fabric::Endpoint* raw = ep.get();
+      rpc::ChannelOptions co;
+      co.max_payload = kMaxMessage - 64;
+      co.recv_buffer_bytes = 1 << 20;
+      SLIP_ASSIGN_OR_RETURN(w.channel, rpc::RpcChannel::Open(w.ex, std::move(ep), co));
+      if (raw->wait_fd() >= 0) w.ex->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
+      w.own_peers = std::make_unique<RpcPeers>(w.channel.get(), w.ex, rpc::RpcChannel::CallOptions{.timeout = o_.lease / 2});
+      w.peers = w.own_peers.get();
+    }
+    if (replication::IsOneSided(protocol_)) {
+      SLIP_ASSIGN_OR_RETURN(w.out, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = wname + "/out"}));
+      fabric::Endpoint* out = w.out.get();
+      if (out->wait_fd() >= 0) w.ex->AddWaitFd(out->wait_fd(), [out] { return out->CanBlock(); });
+      replication::OneSidedOptions oo;
+      oo.protocol = protocol_;
+      oo.self = o_.id;
+      oo.max_message = kMaxMessage / 2;  // well inside the multi-receive limit
+      oo.term = [this] { return replication_term_.load(); };
+      oo.shared_logs = shared_logs_;
+      // Runs on the worker's executor: it polls `out` there and calls back there.
+      w.replicator = std::make_unique<replication::OneSidedReplicator>(w.ex, out, w.peers, oo);
+    } else {
+      w.replicator = std::make_unique<replication::RpcReplicator>(w.peers);
+    }
+    w.core = std::make_unique<server::NodeCore>(o_.id, store_.get(), i, w.replicator.get(), &views_, shared_);
+    w.core->set_worker(i, o_.workers);
+    w.core->set_backup_log(backup_.get());
+    w.core->set_cpu_clock([] {
+      timespec ts;
+      ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+      return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+    });
+    w.core->set_tail_page_bytes(kMaxMessage * 3 / 4);  // a promotion page fits one frame
+    w.core->set_lease([this] { return MachineNow() < lease_expiry_.load(); });
+    pool.push_back({w.ex, w.core.get()});
+  }
+  pool_ = std::make_unique<server::WorkerPool>(std::move(pool), limits);
+  return Status::Ok();
+}
+
+// CommitVer records (server/commit_tracker.h), on each worker's executor
+// for the shards it owns: they are writes like any other.
+void Node::CommitLoop(size_t worker) {
+  workers_[worker].core->WriteCommitRecords();
+  workers_[worker].ex->After(o_.commit_interval, [this, worker] { CommitLoop(worker); });
 }
 
 void Node::DigestLoop() {
@@ -363,29 +433,45 @@ void Node::DigestLoop() {
   digest_ex_->After(runtime::kMillisecond, [this] { DigestLoop(); });
 }
 
-std::string Node::StatsJson() const {
+void Node::Stats(rpc::RpcChannel::Reply reply) {
   // Per-role CPU from each executor's thread clock, plus the counters the
-  // benchmark divides by operations. Backup work done by the worker is
-  // counted by NodeCore around the backup-role handlers.
-  const auto& c = core_->counters();
-  auto cpu = [](runtime::Executor* e) { return e ? e->CpuTime() : 0; };
-  const nlohmann::json j = {
-      {"node", o_.id},
-      {"design", replication::DesignName(protocol_)},
-      {"cpu_ns",
-       {{"worker", cpu(node_ex_) - c.backup_cpu_ns},
-        {"backup_worker", c.backup_cpu_ns},
-        {"nic", cpu(nic_ex_)},
-        {"control", cpu(control_ex_)},
-        {"digest", cpu(digest_ex_)}}},
-      {"puts", c.puts},
-      {"dels", c.dels},
-      {"gets", c.gets},
-      {"backup_requests", c.backup_requests},
-      {"commit_records", c.commit_records},
-      {"received_bytes", store_->received_bytes()},
-  };
-  return j.dump();
+  // benchmark divides by operations. Backup work done by a worker is
+  // counted by its NodeCore around the backup-role handlers.
+  auto counters = std::make_shared<std::vector<server::NodeCore::Counters>>(workers_.size());
+  pool_->ForEach([this, counters](size_t i) { (*counters)[i] = workers_[i].core->counters(); },
+                 [this, counters, reply = std::move(reply)] {
+                   server::NodeCore::Counters sum;
+                   int64_t worker_cpu = 0;
+                   for (size_t i = 0; i < workers_.size(); ++i) {
+                     const auto& c = (*counters)[i];
+                     sum.puts += c.puts;
+                     sum.dels += c.dels;
+                     sum.gets += c.gets;
+                     sum.backup_requests += c.backup_requests;
+                     sum.commit_records += c.commit_records;
+                     sum.backup_cpu_ns += c.backup_cpu_ns;
+                     worker_cpu += workers_[i].ex->CpuTime();
+                   }
+                   auto cpu = [](runtime::Executor* e) { return e ? e->CpuTime() : 0; };
+                   const nlohmann::json j = {
+                       {"node", o_.id},
+                       {"design", replication::DesignName(protocol_)},
+                       {"workers", workers_.size()},
+                       {"cpu_ns",
+                        {{"worker", worker_cpu - sum.backup_cpu_ns},
+                         {"backup_worker", sum.backup_cpu_ns},
+                         {"nic", cpu(nic_ex_)},
+                         {"control", cpu(control_ex_)},
+                         {"digest", cpu(digest_ex_)}}},
+                       {"puts", sum.puts},
+                       {"dels", sum.dels},
+                       {"gets", sum.gets},
+                       {"backup_requests", sum.backup_requests},
+                       {"commit_records", sum.commit_records},
+                       {"received_bytes", store_->received_bytes()},
+                   };
+                   reply(Code::kOk, j.dump());
+                 });
 }
 
 }  // namespace

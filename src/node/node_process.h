@@ -3,9 +3,11 @@
 // RPC channel on a fabric endpoint, the request path (NodeCore), the
 // configuration adopter (NodeAgent) and a lease from the ConfigStore.
 //
-// Threads: "node" (the RPC channel's poller, every request, replication,
-// promotion) and "control" (ConfigStore calls, which block on files or
-// ZooKeeper: lease renewal, configuration watch, reports). They talk by
+// Threads: "node" (the RPC channel's poller, worker 0's requests and
+// replication, promotion), "node/workerN" (the other workers: the requests
+// of their shards), "control" (ConfigStore calls, which block on files or
+// ZooKeeper: lease renewal, configuration watch, reports), and for the
+// one-sided designs "nic" and "digest" (the backup log). They talk by
 // posting tasks to each other.
 //
 // Boot: Load the configuration (waiting for `slip cluster up` to write it),
@@ -40,6 +42,10 @@ struct NodeOptions {
   // How often a primary writes its CommitVer records (Rowan: 15 ms); 0 turns
   // them off, and promotions then exchange whole shards.
   runtime::Nanos commit_interval = 15 * runtime::kMillisecond;
+  // Request workers (server/worker_pool.h): each owns the shards
+  // shard % workers == its index, with its own executor (thread) and, for
+  // the one-sided designs, its own sending endpoint.
+  uint32_t workers = 1;
 };
 
 class NodeProcess {

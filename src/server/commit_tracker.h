@@ -13,9 +13,9 @@
 // Versions hold c back while their write is in flight, and for good once it
 // was abandoned (some backups may have it, others not) — until this node is
 // promoted for the shard again, whose gather-and-scatter reconciles them.
-// Versions come from Store::Prepare on the node's one worker executor;
-// Begin runs in the same task, so no version is assigned but unregistered
-// when c is read.
+// Versions come from Store::Prepare on the one worker that owns the shard
+// (WorkerPool); Begin runs in the same task, so no version is assigned but
+// unregistered when c is read.
 #pragma once
 
 #include <cstdint>

@@ -115,16 +115,27 @@ void NodeCore::HandleWrite(proto::Method m, std::span<const std::byte> payload, 
 
 void NodeCore::Write(const NodeView& view, uint32_t shard, log::EntryType type, std::string_view key,
                      std::string_view value, std::shared_ptr<std::string> guarded, Reply reply) {
+  // Registered before anything is written, then the view read again: the
+  // agent publishes a new view and then asks InFlightWrites whether a write
+  // of an older term is running (before seeding a new backup). Either it
+  // sees this one, or this worker sees the new view and gives up here. With
+  // one executor the two never interleave; with several they may.
+  shared_->writes.Begin(shard, view.term);
+  if (const uint64_t now = views_->Get()->term; now != view.term) {
+    shared_->writes.End(shard, view.term);
+    return Fail(reply, Status::StaleTerm("the configuration changed to term " + std::to_string(now)), now);
+  }
   auto prepared = store_->Prepare(writer_, type, key, value);
   if (!prepared.ok()) {
+    shared_->writes.End(shard, view.term);
     Status s = prepared.status();
     // Out of segments is transient: the cleaner frees space; the client retries.
     if (s.Is(Code::kNoSpace)) s = Status::Busy("node out of log space: " + s.message());
     return Fail(reply, s, view.term);
   }
   auto pending = std::make_shared<store::Store::PendingWrite>(std::move(*prepared));
-  shared_->writes.Begin(shard, view.term);
-  // In the same task as Prepare: no version is assigned and untracked.
+  // In the same task as Prepare, on the shard's only worker (WorkerPool): no
+  // version is assigned and untracked.
   shared_->commits.Begin(shard, pending->meta().version);
   const std::vector<NodeId>& backups = view.shards[shard].backups;
   auto finish = [this, pending, guarded, reply = std::move(reply), term = view.term,
@@ -153,6 +164,7 @@ void NodeCore::WriteCommitRecords() {
   auto view = views_->Get();
   if (lease_valid_ && !lease_valid_()) return;
   for (uint32_t s = 0; s < commit_keys_.size() && s < view->shards.size(); ++s) {
+    if (s % worker_count_ != worker_index_) continue;  // another worker's shard
     if (view->shards[s].primary != self_ || (s < view->blocked.size() && view->blocked[s])) continue;
     auto c = shared_->commits.TakeNewCommitVersion(s, commit_record_step_);
     if (!c) continue;

@@ -18,7 +18,8 @@
 // TooLarge / Corruption for malformed input.
 //
 // Threading: one NodeCore per worker executor (it owns one store writer id);
-// all of a node's NodeCores share the Store and the ViewHolder.
+// all of a node's NodeCores share the Store, the ViewHolder and NodeShared.
+// A shard's requests all go to one of them (server/worker_pool.h).
 #pragma once
 
 #include <atomic>
@@ -157,6 +158,12 @@ class NodeCore {
   // as primary whose CommitVersion moved, writes it to the shard's backups
   // as a write of the shard's CommitKey. Called every commit interval.
   void WriteCommitRecords();
+  // This core is worker `index` of `count` (WorkerPool): it writes the
+  // CommitVer records of the shards it owns, shard % count == index.
+  void set_worker(uint32_t index, uint32_t count) {
+    worker_index_ = index;
+    worker_count_ = count == 0 ? 1 : count;
+  }
   // A record only once the CommitVersion moved by this many versions. Each
   // record is a replicated write: one per shard per interval doubled the
   // writes of a loaded cluster on a machine where a write costs an msync
@@ -206,6 +213,7 @@ class NodeCore {
   size_t tail_page_bytes_ = 6 << 10;  // fits an 8 KiB RPC frame
   const std::vector<std::string> commit_keys_;  // CommitKeys, by shard
   uint64_t commit_record_step_ = 64;
+  uint32_t worker_index_ = 0, worker_count_ = 1;
 };
 
 }  // namespace slip::server

@@ -19,6 +19,7 @@
 #include "server/config_view.h"
 #include "server/node_agent.h"
 #include "server/node_core.h"
+#include "server/worker_pool.h"
 #include "server/promoter.h"
 #include "store/store.h"
 
@@ -43,20 +44,28 @@ class World;
 struct Incarnation {
   std::unique_ptr<pm::PmRegion> region;
   std::unique_ptr<store::Store> store;
-  std::unique_ptr<replication::PeerCaller> caller;
   // One-sided designs: the endpoint peers write into (driven by the node's
-  // NIC executor), this primary's sending endpoint, and the backup log.
-  std::unique_ptr<fabric::Endpoint> in, out;
+  // NIC executor) and the backup log.
+  std::unique_ptr<fabric::Endpoint> in;
   std::unique_ptr<replication::BackupLog> backup;
-  std::unique_ptr<replication::Replicator> replicator;
-  std::unique_ptr<server::NodeCore> core;
+  // Per request worker (server/worker_pool.h): its calls to peers, its
+  // sending endpoint (one-sided designs), its replicator and request path.
+  struct Worker {
+    std::unique_ptr<replication::PeerCaller> caller;
+    std::unique_ptr<fabric::Endpoint> out;
+    std::unique_ptr<replication::Replicator> replicator;
+    std::unique_ptr<server::NodeCore> core;
+  };
+  std::vector<Worker> workers;
+  std::unique_ptr<server::WorkerPool> pool;
   std::unique_ptr<server::Promoter> promoter;
   std::unique_ptr<server::NodeAgent> agent;
 };
 
 struct Node {
   NodeId id = 0;
-  runtime::Executor* exec = nullptr;    // the worker: requests, replication, agent
+  runtime::Executor* exec = nullptr;    // worker 0: requests, replication, agent
+  std::vector<runtime::Executor*> workers;  // [0] = exec, then the other workers
   runtime::Executor* nic = nullptr;     // one-sided: polls the backup log's endpoint
   runtime::Executor* digest = nullptr;  // one-sided: digests what peers wrote
   server::ViewHolder views;
@@ -186,7 +195,7 @@ class World {
   void PowerLoss();
   void ColdStart();
   void RenewLoop(NodeId id, uint64_t inc);
-  void CommitLoop(NodeId id, uint64_t inc);
+  void CommitLoop(NodeId id, uint64_t inc, uint32_t worker);
   void OnRenew(NodeId id, uint64_t inc, Nanos sent);
   void CheckLeases();
   void OnSeeded(uint32_t shard, NodeId backup, uint64_t term);
@@ -271,7 +280,7 @@ void World::Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, N
   rt_.Schedule(rt_.Now() + Latency() * Slowness(to), dst->exec, kEventNet, "deliver", method,
                [this, dst, dst_inc, method, body, from, from_node, st, caller_alive] {
                  if (!dst->up || dst->incarnation != dst_inc) return;  // lost with the node
-                 dst->live->core->Handle(
+                 dst->live->pool->Handle(
                      method, proto::AsBytes(*body),
                      [this, dst, dst_inc, from, from_node, st, caller_alive](Code c, std::string p) {
                        if (!dst->up || dst->incarnation != dst_inc) return;
@@ -311,7 +320,7 @@ void World::StartNode(Node& n, bool fresh) {
   so.limits.max_key = 256;
   so.limits.max_value = 4096;
   so.max_block_bytes = 8192;
-  so.num_writers = 2;  // worker, promoter
+  so.num_writers = o_.workers + 1;  // the workers, then the promoter
   auto store = store::Store::Open(inc->region.get(), so);
   if (!store.ok()) {
     failure_ = "node " + std::to_string(n.id) + " failed to open its store: " + store.status().ToString();
@@ -319,26 +328,39 @@ void World::StartNode(Node& n, bool fresh) {
   }
   inc->store = std::move(*store);
   ++n.incarnation;
-  inc->caller = std::make_unique<Caller>(this, n.exec, n.id, n.incarnation);
+  inc->workers.resize(o_.workers);
+  for (uint32_t w = 0; w < o_.workers; ++w) {
+    inc->workers[w].caller = std::make_unique<Caller>(this, n.workers[w], n.id, n.incarnation);
+  }
   if (OneSided()) {
     if (Status s = StartReplication(n, *inc); !s.ok()) {
       failure_ = "node " + std::to_string(n.id) + " failed to start replication: " + s.ToString();
       return;
     }
   } else {
-    inc->replicator = std::make_unique<replication::RpcReplicator>(inc->caller.get());
-  }
-  if (o_.bug_ack_before_replication) {
-    inc->replicator = std::make_unique<AckFirstReplicator>(std::move(inc->replicator), n.exec);
+    for (auto& w : inc->workers) w.replicator = std::make_unique<replication::RpcReplicator>(w.caller.get());
   }
   auto shared = std::make_shared<server::NodeShared>();
-  inc->core = std::make_unique<server::NodeCore>(n.id, inc->store.get(), 0, inc->replicator.get(),
-                                                 &n.views, shared);
-  inc->core->set_backup_log(inc->backup.get());
-  inc->promoter = std::make_unique<server::Promoter>(inc->store.get(), 1, inc->caller.get());
+  std::vector<server::WorkerPool::Worker> pool;
+  Node* np = &n;
+  for (uint32_t i = 0; i < o_.workers; ++i) {
+    auto& w = inc->workers[i];
+    if (o_.bug_ack_before_replication) {
+      w.replicator = std::make_unique<AckFirstReplicator>(std::move(w.replicator), n.workers[i]);
+    }
+    w.core = std::make_unique<server::NodeCore>(n.id, inc->store.get(), i, w.replicator.get(), &n.views, shared);
+    w.core->set_worker(i, o_.workers);
+    w.core->set_backup_log(inc->backup.get());
+    w.core->set_commit_record_step(o_.commit_record_step);
+    if (!o_.bug_no_lease) w.core->set_lease([np] { return np->exec->Now() < np->lease_expiry; });
+    pool.push_back({n.workers[i], w.core.get()});
+  }
+  inc->pool = std::make_unique<server::WorkerPool>(std::move(pool), so.limits);
+  inc->pool->set_alive([np, my_inc = n.incarnation] { return np->up && np->incarnation == my_inc; });
+  inc->promoter = std::make_unique<server::Promoter>(inc->store.get(), o_.workers, inc->workers[0].caller.get());
   if (inc->backup) inc->promoter->set_catch_up([b = inc->backup.get()] { return b->CatchUp(); });
-  inc->core->set_commit_record_step(o_.commit_record_step);
-  inc->promoter->set_commit_floor([c = inc->core.get()](uint32_t shard) { return c->RecordedCommitVersion(shard); });
+  inc->promoter->set_commit_floor(
+      [c = inc->workers[0].core.get()](uint32_t shard) { return c->RecordedCommitVersion(shard); });
   inc->agent = std::make_unique<server::NodeAgent>(n.id, &n.views, inc->promoter.get(), n.exec, shared);
   {
     const NodeId id = n.id;
@@ -350,8 +372,6 @@ void World::StartNode(Node& n, bool fresh) {
                    [this, shard, backup, term] { OnSeeded(shard, backup, term); });
     });
   }
-  Node* np = &n;
-  if (!o_.bug_no_lease) inc->core->set_lease([np] { return np->exec->Now() < np->lease_expiry; });
   if (n.live) n.dead.push_back(std::move(n.live));
   n.live = std::move(inc);
   n.up = true;
@@ -359,17 +379,20 @@ void World::StartNode(Node& n, bool fresh) {
   const uint64_t this_inc = n.incarnation;
   n.exec->Post([this, id = n.id, this_inc] { RenewLoop(id, this_inc); });
   if (o_.commit_interval_us > 0) {
-    n.exec->After(static_cast<Nanos>(o_.commit_interval_us) * kMicrosecond,
-                  [this, id = n.id, this_inc] { CommitLoop(id, this_inc); });
+    for (uint32_t w = 0; w < o_.workers; ++w) {
+      n.workers[w]->After(static_cast<Nanos>(o_.commit_interval_us) * kMicrosecond,
+                          [this, id = n.id, this_inc, w] { CommitLoop(id, this_inc, w); });
+    }
   }
 }
 
-// CommitVer records on the node's worker, as a real node writes them.
-void World::CommitLoop(NodeId id, uint64_t inc) {
+// CommitVer records on each worker, as a real node writes them.
+void World::CommitLoop(NodeId id, uint64_t inc, uint32_t worker) {
   Node& n = *nodes_[id];
   if (!n.up || n.incarnation != inc) return;
-  n.live->core->WriteCommitRecords();
-  n.exec->After(static_cast<Nanos>(o_.commit_interval_us) * kMicrosecond, [this, id, inc] { CommitLoop(id, inc); });
+  n.live->workers[worker].core->WriteCommitRecords();
+  n.workers[worker]->After(static_cast<Nanos>(o_.commit_interval_us) * kMicrosecond,
+                           [this, id, inc, worker] { CommitLoop(id, inc, worker); });
 }
 
 // A one-sided design's replication side of one process, as
@@ -384,7 +407,6 @@ Status World::StartReplication(Node& n, Incarnation& inc) {
   fabric::EndpointOptions out_opts{.name = name + "/out"};
   out_opts.op_timeout = std::chrono::microseconds(o_.call_timeout_us);
   SLIP_ASSIGN_OR_RETURN(inc.in, fabric_->CreateEndpoint(n.id, n.nic, in_opts));
-  SLIP_ASSIGN_OR_RETURN(inc.out, fabric_->CreateEndpoint(n.id, n.exec, out_opts));
   replication::BackupLogOptions bo;
   bo.protocol = o_.protocol;
   SLIP_ASSIGN_OR_RETURN(inc.backup, replication::BackupLog::Create(inc.store.get(), inc.in.get(), bo));
@@ -393,7 +415,12 @@ Status World::StartReplication(Node& n, Incarnation& inc) {
   oo.self = n.id;
   oo.max_message = 4096;
   oo.term = [np = &n] { return np->views.Get()->term; };
-  inc.replicator = std::make_unique<replication::OneSidedReplicator>(n.exec, inc.out.get(), inc.caller.get(), oo);
+  oo.shared_logs = std::make_shared<replication::SharedRemoteLogs>();  // share-kv: one per process
+  for (uint32_t i = 0; i < o_.workers; ++i) {
+    auto& w = inc.workers[i];
+    SLIP_ASSIGN_OR_RETURN(w.out, fabric_->CreateEndpoint(n.id, n.workers[i], out_opts));
+    w.replicator = std::make_unique<replication::OneSidedReplicator>(n.workers[i], w.out.get(), w.caller.get(), oo);
+  }
   return Status::Ok();
 }
 
@@ -812,6 +839,10 @@ ClusterSimResult World::Run() {
     auto n = std::make_unique<Node>();
     n->id = i;
     n->exec = rt_.CreateExecutor("node" + std::to_string(i));
+    n->workers.push_back(n->exec);
+    for (uint32_t w = 1; w < o_.workers; ++w) {
+      n->workers.push_back(rt_.CreateExecutor("node" + std::to_string(i) + "/worker" + std::to_string(w)));
+    }
     if (fabric_) StartNodeRoles(*n);
     nodes_.push_back(std::move(n));
   }
@@ -944,9 +975,12 @@ ClusterSimResult World::Run() {
   res.failovers = failovers_;
   for (const auto& n : nodes_) {
     auto count = [&res](const Incarnation& i) {
-      if (!i.core) return;
-      res.replicate_served += i.core->counters().replicated_in;
-      res.commit_records += i.core->counters().commit_records;
+      if (!i.agent) return;
+      for (const auto& w : i.workers) {
+        if (!w.core) continue;
+        res.replicate_served += w.core->counters().replicated_in;
+        res.commit_records += w.core->counters().commit_records;
+      }
       const auto& a = i.agent->counters();
       res.promotions += a.promotions;
       res.promotion_entries += a.pulled_entries + a.pushed_entries;

@@ -57,6 +57,10 @@ struct ClusterSimOptions {
   // set_commit_record_step; real nodes use 64, these runs write a few
   // hundred entries in all).
   uint32_t commit_record_step = 4;
+  // Request workers per node (server/worker_pool.h), each an executor of
+  // its own with its own sending endpoint: requests and replies hop between
+  // them and the node's first executor, as between threads of a real node.
+  uint32_t workers = 1;
   // Crashes during failover: this many times, when the manager reassigns a
   // failed node's shards, one of the nodes promoted for them crashes 0-2 ms
   // later (while it gathers and scatters the shard), if that leaves every

@@ -4,7 +4,10 @@
 // write load, and checks that every acknowledged write is readable with its
 // latest value and no deleted key came back — after the failover, after the
 // killed node rejoined, and after a whole-cluster stop and cold start. Once
-// per replication design: the one-sided designs must survive the same.
+// per replication design: the one-sided designs must survive the same; and
+// with three request workers per server ("design/3", server/worker_pool.h),
+// where requests hop between threads and share-kv's workers share one
+// remote log per backup.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -29,11 +32,16 @@ using integration::AckedWrites;
 class ClusterIntegrationTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowledged) {
-  const fs::path dir = fs::temp_directory_path() / ("slip_cluster_" + std::to_string(getpid()) + "_" + GetParam());
+  const std::string param = GetParam();
+  const size_t slash = param.find('/');
+  const std::string design = param.substr(0, slash);
+  const std::string workers = slash == std::string::npos ? "1" : param.substr(slash + 1);
+  const fs::path dir = fs::temp_directory_path() /
+                       ("slip_cluster_" + std::to_string(getpid()) + "_" + design + "_w" + workers);
   fs::remove_all(dir);
   const std::string d = dir.string();
-  ASSERT_EQ(Slip("cluster up --nodes 3 --rf 3 --shards 12 --lease-ms 1000 --design " + GetParam() + " --dir " + d), 0)
-      << "see " << d << "/logs";
+  const std::string up = "cluster up --lease-ms 1000 --workers " + workers + " --dir " + d;
+  ASSERT_EQ(Slip(up + " --nodes 3 --rf 3 --shards 12 --design " + design), 0) << "see " << d << "/logs";
 
   auto client = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "tcp",
                                            .deadline = std::chrono::seconds(20), .bind_address = ""});
@@ -65,13 +73,13 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
   }
 
   // The killed node comes back (empty) and is re-replicated.
-  ASSERT_EQ(Slip("cluster up --dir " + d + " --lease-ms 1000"), 0);
+  ASSERT_EQ(Slip(up), 0);
   m.Check(**client, "after rejoin");
 
   // Whole-cluster stop and cold start.
   client->reset();
   ASSERT_EQ(Slip("cluster down --dir " + d), 0);
-  ASSERT_EQ(Slip("cluster up --dir " + d + " --lease-ms 1000"), 0) << "see " << d << "/logs";
+  ASSERT_EQ(Slip(up), 0) << "see " << d << "/logs";
   auto again = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "tcp",
                                           .deadline = std::chrono::seconds(20), .bind_address = ""});
   ASSERT_TRUE(again.ok());
@@ -84,7 +92,8 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
 }
 
 INSTANTIATE_TEST_SUITE_P(Designs, ClusterIntegrationTest,
-                         ::testing::Values("rpc-kv", "rowan-kv", "rwrite-kv", "batch-kv", "share-kv", "tailwind"),
+                         ::testing::Values("rpc-kv", "rowan-kv", "rwrite-kv", "batch-kv", "share-kv", "tailwind",
+                                           "rpc-kv/3", "share-kv/3"),
                          integration::DesignParamName);
 
 }  // namespace

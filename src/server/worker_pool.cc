@@ -1,0 +1,68 @@
+#include "server/worker_pool.h"
+
+#include <string>
+
+#include "proto/kv.h"
+
+namespace slip::server {
+
+WorkerPool::WorkerPool(std::vector<Worker> workers, log::Limits limits)
+    : workers_(std::move(workers)), limits_(limits) {}
+
+std::optional<uint32_t> WorkerPool::ShardOf(uint16_t method, std::span<const std::byte> payload) const {
+  switch (static_cast<proto::Method>(method)) {
+    case proto::Method::kPut:
+    case proto::Method::kDel:
+    case proto::Method::kGet: {
+      auto req = proto::DecodeKvRequest(payload, limits_);
+      if (!req.ok()) return std::nullopt;
+      return req->shard;
+    }
+    case proto::Method::kReplicate: {
+      auto req = proto::DecodeReplicateRequest(payload, limits_);
+      if (!req.ok()) return std::nullopt;
+      return req->meta.shard;
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+void WorkerPool::Handle(uint16_t method, std::span<const std::byte> payload, NodeCore::Reply reply) {
+  const std::optional<uint32_t> shard = workers_.size() > 1 ? ShardOf(method, payload) : std::nullopt;
+  const size_t w = shard ? WorkerOf(*shard) : 0;
+  if (w == 0) return workers_[0].core->Handle(method, payload, std::move(reply));
+  // The payload dies with this call; the reply must leave from the
+  // channel's executor.
+  runtime::Executor* home = workers_[0].exec;
+  workers_[w].exec->Post([core = workers_[w].core, home, method, alive = alive_,
+                          body = std::string(reinterpret_cast<const char*>(payload.data()), payload.size()),
+                          reply = std::move(reply)]() mutable {
+    if (alive && !alive()) return;
+    core->Handle(method, proto::AsBytes(body),
+                 [home, alive, reply = std::move(reply)](Code c, std::string p) mutable {
+                   home->Post([alive, reply = std::move(reply), c, p = std::move(p)]() mutable {
+                     if (alive && !alive()) return;
+                     reply(c, std::move(p));
+                   });
+                 });
+  });
+}
+
+void WorkerPool::ForEach(std::function<void(size_t)> fn, std::function<void()> done) {
+  auto left = std::make_shared<size_t>(workers_.size());
+  auto f = std::make_shared<std::function<void(size_t)>>(std::move(fn));
+  auto d = std::make_shared<std::function<void()>>(std::move(done));
+  runtime::Executor* home = workers_[0].exec;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    workers_[i].exec->Post([i, f, d, left, home] {
+      (*f)(i);
+      // `left` is only touched on home.
+      home->Post([d, left] {
+        if (--*left == 0) (*d)();
+      });
+    });
+  }
+}
+
+}  // namespace slip::server
