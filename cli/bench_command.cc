@@ -101,7 +101,7 @@ int RunBenchCommand(const BenchCommandOptions& o) {
   std::vector<std::string> targets = o.targets.empty() ? std::vector<std::string>{o.target} : o.targets;
   for (auto& t : targets) {
     t = Lower(t);
-    if (std::find(bench::TargetNames().begin(), bench::TargetNames().end(), t) == bench::TargetNames().end()) {
+    if (!bench::IsTargetName(t)) {
       bench::TargetConfig unknown;
       unknown.name = t;
       return BadArgs(bench::MakeTarget(unknown).status());

@@ -58,7 +58,8 @@ class ClusterTarget final : public KvTarget {
   Status Init() {
     if (own_) {
       const std::string up = c_.slip_binary + " cluster up --nodes " + std::to_string(c_.nodes) + " --rf " +
-                             std::to_string(c_.replication) + " --design " + c_.design + " --dir " + c_.dir +
+                             std::to_string(c_.replication) + " --design " + c_.design +
+                             " --workers " + std::to_string(c_.workers) + " --dir " + c_.dir +
                              " >/dev/null";
       if (std::system(up.c_str()) != 0) return Status::Unavailable("could not start a cluster in " + c_.dir);
     }
@@ -66,7 +67,9 @@ class ClusterTarget final : public KvTarget {
                                                               .deadline = std::chrono::seconds(30), .bind_address = ""}));
     return Status::Ok();
   }
-  std::string name() const override { return c_.design; }
+  std::string name() const override {
+    return c_.workers == 1 ? c_.design : c_.design + "/" + std::to_string(c_.workers);
+  }
   std::string Describe() const override {
     return c_.design + ": " + std::to_string(c_.nodes) + " slip server processes on this host (tcp loopback), " +
            "RF " + std::to_string(c_.replication) + "; a write is acknowledged once persistent on every replica";

@@ -18,6 +18,7 @@ struct ClusterTargetConfig {
   std::string slip_binary;  // to start one (default: the running executable)
   uint32_t nodes = 3;
   uint32_t replication = 3;
+  uint32_t workers = 1;     // request workers per server (slip cluster up --workers)
 };
 
 Result<std::unique_ptr<KvTarget>> MakeClusterTarget(const ClusterTargetConfig& config);

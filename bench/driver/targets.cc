@@ -6,18 +6,41 @@
 #include "bench/peers/peers.h"
 #include "replication/design.h"
 
+#include <algorithm>
+
 namespace slip::bench {
 
 const std::vector<std::string>& TargetNames() {
-  static const std::vector<std::string> names = {"rpc-kv",   "rowan-kv", "rwrite-kv",  "batch-kv",  "tailwind",
-                                                 "local",    "rocksdb",  "redis",      "redis-wait", "memcached"};
+  static const std::vector<std::string> names = {"rpc-kv", "rowan-kv",   "rwrite-kv", "batch-kv",
+                                                 "share-kv", "tailwind", "local",     "rocksdb",
+                                                 "redis",  "redis-wait", "memcached"};
   return names;
+}
+
+namespace {
+
+// "<design>/<workers>" -> (design, workers); workers 1 without a slash.
+std::pair<std::string, uint32_t> SplitWorkers(const std::string& name) {
+  const size_t slash = name.find('/');
+  if (slash == std::string::npos) return {name, 1};
+  const std::string n = name.substr(slash + 1);
+  if (n.empty() || n.size() > 2 || n.find_first_not_of("0123456789") != std::string::npos) return {name, 0};
+  return {name.substr(0, slash), static_cast<uint32_t>(std::stoul(n))};
+}
+
+}  // namespace
+
+bool IsTargetName(const std::string& name) {
+  if (std::find(TargetNames().begin(), TargetNames().end(), name) != TargetNames().end()) return true;
+  auto [design, workers] = SplitWorkers(name);
+  return workers >= 1 && workers <= 32 && replication::ParseDesign(design).ok();
 }
 
 Result<std::unique_ptr<KvTarget>> MakeTarget(const TargetConfig& c) {
   // The replicated designs: the cluster running in c.dir, or a private one.
-  if (replication::ParseDesign(c.name).ok()) {
-    return MakeClusterTarget({.design = c.name, .dir = c.dir, .slip_binary = "", .nodes = 3, .replication = 3});
+  if (auto [design, workers] = SplitWorkers(c.name); workers >= 1 && workers <= 32 && replication::ParseDesign(design).ok()) {
+    return MakeClusterTarget(
+        {.design = design, .dir = c.dir, .slip_binary = "", .nodes = 3, .replication = 3, .workers = workers});
   }
   if (c.name == "local") return MakeLocalTarget({c.threads, c.region_mb, c.dir});
   if (c.name == "rocksdb") return MakeRocksDbTarget({c.dir});
@@ -26,7 +49,7 @@ Result<std::unique_ptr<KvTarget>> MakeTarget(const TargetConfig& c) {
   if (c.name == "memcached") return MakeMemcachedTarget({});
   std::string known;
   for (auto& n : TargetNames()) known += (known.empty() ? "" : ", ") + n;
-  return Status::InvalidArgument("unknown target '" + c.name + "' (" + known + ")");
+  return Status::InvalidArgument("unknown target '" + c.name + "' (" + known + ", or <design>/<workers>)");
 }
 
 }  // namespace slip::bench

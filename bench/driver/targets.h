@@ -21,6 +21,9 @@ struct TargetConfig {
 };
 
 const std::vector<std::string>& TargetNames();
+// One of TargetNames(), or "<design>/<workers>" (a replicated design whose
+// servers run that many request workers, 1..32).
+bool IsTargetName(const std::string& name);
 
 // Builds (and for servers, starts) the target. InvalidArgument for an unknown
 // name; NotFound when a server binary is missing.

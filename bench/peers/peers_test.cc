@@ -65,7 +65,7 @@ TEST_P(TargetTest, RunsAndReportsEveryField) {
   const double rtts = j["rtts_per_op"];
   const std::string name = GetParam();
   const bool cluster = name == "rpc-kv" || name == "rowan-kv" || name == "rwrite-kv" ||
-                       name == "batch-kv" || name == "tailwind";
+                       name == "batch-kv" || name == "share-kv" || name == "tailwind";
   if (name == "memcached" || name == "redis" || cluster) {
     EXPECT_DOUBLE_EQ(rtts, 1.0);
   } else if (GetParam() == "redis-wait") {

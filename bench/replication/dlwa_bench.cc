@@ -16,7 +16,13 @@
 // virtual time and LRU degenerates to evicting every line (DLWA 4.0).
 //
 //   dlwa_bench [--streams 144] [--writes 300] [--entry 64,128] [--think-us 20]
-//              [--designs rowan-kv,rwrite-kv,batch-kv,tailwind] [--json]
+//              [--jitter-ns 0] [--designs rowan-kv,rwrite-kv,batch-kv,tailwind] [--json]
+//
+// --jitter-ns adds a uniform [0, J] delay to every packet: the network then
+// reorders writes of different connections (never of one), which is what
+// notes/rowan.md says costs Share-KV its DLWA — its workers' writes to
+// adjacent reserved addresses travel on different connections — while
+// Rowan's receiver-chosen addresses stay sequential whatever the order.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -56,7 +62,8 @@ struct Outcome {
 // Primaries are nodes 1..P, each with streams / P senders; node 0 is the
 // backup under the model. Keys are private per sender, so entries never
 // conflict and each sender's log grows strictly sequentially.
-Outcome Run(replication::Protocol protocol, int streams, int writes, size_t entry_bytes, runtime::Nanos think) {
+Outcome Run(replication::Protocol protocol, int streams, int writes, size_t entry_bytes, runtime::Nanos think,
+            runtime::Nanos jitter) {
   int primaries = 8;
   while (streams % primaries != 0) --primaries;
   const int per_node = streams / primaries;
@@ -74,6 +81,7 @@ Outcome Run(replication::Protocol protocol, int streams, int writes, size_t entr
   o.crash_model = false;
   o.max_open_buffers = static_cast<uint32_t>(streams) + 8;
   ReplicationWorld w(o);
+  if (jitter > 0) w.fabric().SetDefaultFaults(fabric::LinkFaults{.jitter = jitter});
   pm::MediaModel model;
   w.SetMediaModel(0, &model);
 
@@ -124,6 +132,7 @@ Outcome Run(replication::Protocol protocol, int streams, int writes, size_t entr
 int main(int argc, char** argv) {
   int streams = 144, writes = 300;
   double think_us = 20;
+  double jitter_ns = 0;
   std::string entries = "64,128", designs = "rowan-kv,rwrite-kv,batch-kv,tailwind";
   bool json = false;
   for (int i = 1; i < argc; ++i) {
@@ -134,10 +143,11 @@ int main(int argc, char** argv) {
     else if (a == "--entry" && has) entries = argv[++i];
     else if (a == "--designs" && has) designs = argv[++i];
     else if (a == "--think-us" && has) think_us = std::atof(argv[++i]);
+    else if (a == "--jitter-ns" && has) jitter_ns = std::atof(argv[++i]);
     else if (a == "--json") json = true;
     else {
       std::fprintf(stderr, "dlwa_bench: unknown or incomplete option %s\n"
-                           "usage: dlwa_bench [--streams N] [--writes N] [--entry 64,128] [--think-us T] [--designs D,...] [--json]\n",
+                           "usage: dlwa_bench [--streams N] [--writes N] [--entry 64,128] [--think-us T] [--jitter-ns J] [--designs D,...] [--json]\n",
                    a.c_str());
       return 2;
     }
@@ -169,7 +179,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "dlwa_bench: rpc-kv is not modelled here (its backup workers write their own logs)\n");
         return 2;
       }
-      const Outcome r = Run(*p, streams, writes, entry, static_cast<runtime::Nanos>(think_us * 1e3));
+      const Outcome r = Run(*p, streams, writes, entry, static_cast<runtime::Nanos>(think_us * 1e3),
+                            static_cast<runtime::Nanos>(jitter_ns));
       const double mb = 1 << 20;
       if (json) {
         std::printf("%s{\"design\":\"%s\",\"streams\":%d,\"entry_bytes\":%zu,\"acked\":%llu,\"failed\":%llu,"
