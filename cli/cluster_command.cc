@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -19,7 +20,11 @@
 namespace slip::cli {
 namespace {
 
-volatile sig_atomic_t g_stop = 0;
+// Set by the signal handler, read by the watcher thread: a lock-free atomic
+// is both async-signal-safe and race-free (a volatile sig_atomic_t is only
+// the former).
+std::atomic<int> g_stop{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 std::atomic<bool> g_stop_flag{false};
 
 void OnSignal(int) { g_stop = 1; }

@@ -55,6 +55,10 @@ class Node final : public NodeProcess {
   ~Node() override {
     Stop();
     rt_.Stop();
+    // The configuration store's watcher thread posts to control_ex_: join it
+    // while the (stopped) executors still exist, not after the runtime that
+    // owns them is gone (members die in reverse order, rt_ first).
+    config_store_.reset();
   }
 
   Status Boot();

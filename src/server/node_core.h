@@ -60,14 +60,25 @@ struct NodeView {
   std::vector<bool> blocked;          // per shard: refuse requests (Busy)
 };
 
-// Publishes the current view to every worker; swapping is atomic.
+// Publishes the current view to every worker. A mutex rather than
+// std::atomic<std::shared_ptr>: GCC 12's lock-bit implementation of the
+// latter is reported as racy by ThreadSanitizer, and the seeding handshake
+// (NodeCore::Write) wants plain happens-before reasoning; one uncontended
+// lock per request costs nothing next to a request.
 class ViewHolder {
  public:
-  std::shared_ptr<const NodeView> Get() const { return view_.load(); }
-  void Set(std::shared_ptr<const NodeView> v) { view_.store(std::move(v)); }
+  std::shared_ptr<const NodeView> Get() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return view_;
+  }
+  void Set(std::shared_ptr<const NodeView> v) {
+    std::lock_guard<std::mutex> lock(mu_);
+    view_ = std::move(v);
+  }
 
  private:
-  std::atomic<std::shared_ptr<const NodeView>> view_{std::make_shared<NodeView>()};
+  mutable std::mutex mu_;
+  std::shared_ptr<const NodeView> view_ = std::make_shared<NodeView>();
 };
 
 // Keys with a DEL in flight at this primary, shared by the node's workers.
