@@ -22,7 +22,6 @@
 // A shard's requests all go to one of them (server/worker_pool.h).
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>

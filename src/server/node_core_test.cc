@@ -95,6 +95,16 @@ class NodeCoreTest : public ::testing::Test {
     }
   }
 
+  // Term 6: `primary` (a former backup) serves `shard` with `backup`; the
+  // shard stays blocked until its promotion ends.
+  void FailOver(uint32_t shard, NodeId primary, NodeId backup) {
+    auto v = std::make_shared<NodeView>(*views.Get());
+    v->term = 6;
+    v->shards[shard] = ShardReplicas{primary, {backup}, {}};
+    v->blocked[shard] = true;
+    views.Set(v);
+  }
+
   uint32_t ShardOfKey(std::string_view key) { return nodes[0].store->ShardOf(HashKey(key)); }
   NodeId PrimaryOf(std::string_view key) { return views.Get()->shards[ShardOfKey(key)].primary; }
   std::vector<std::string> KeysOfShard(uint32_t shard, size_t count) {
@@ -270,11 +280,7 @@ TEST_F(NodeCoreTest, PromotionMakesReplicasAgreeAndSeedsANewBackup) {
   rep.dead.insert(old_primary);
 
   // New term: b1 primary, b2 backup, shard blocked until promotion ends.
-  auto v = std::make_shared<NodeView>(*views.Get());
-  v->term = 6;
-  v->shards[shard] = ShardReplicas{b1, {b2}, {}};
-  v->blocked[shard] = true;
-  views.Set(v);
+  FailOver(shard, b1, b2);
   Promoter promoter(nodes[b1].store.get(), 1, &rep);
   bool finished = false;
   promoter.Promote(6, shard, {b2}, {}, [&](Status s, PromoteStats st) {
@@ -330,10 +336,7 @@ TEST_F(NodeCoreTest, PromotionMakesReplicasAgreeAndSeedsANewBackup) {
 TEST_F(NodeCoreTest, PromotionFailsCleanlyWhenAReplicaIsUnreachable) {
   const uint32_t shard = 1;
   const NodeId b1 = views.Get()->shards[shard].backups[0], b2 = views.Get()->shards[shard].backups[1];
-  auto v = std::make_shared<NodeView>(*views.Get());
-  v->term = 6;
-  v->shards[shard] = ShardReplicas{b1, {b2}, {}};
-  views.Set(v);
+  FailOver(shard, b1, b2);
   rep.dead.insert(b2);
   Promoter promoter(nodes[b1].store.get(), 1, &rep);
   Status result = Status::Ok();
@@ -401,11 +404,7 @@ TEST_F(NodeCoreTest, CommitRecordsLetAPromotionExchangeOnlyTheTail) {
   ASSERT_TRUE(nodes[b2].store->Apply(0, {log::EntryType::kPut, shard, 42}, keys[0], "partial").ok());
   rep.dead.insert(old_primary);
 
-  auto v = std::make_shared<NodeView>(*views.Get());
-  v->term = 6;
-  v->shards[shard] = ShardReplicas{b1, {b2}, {}};
-  v->blocked[shard] = true;
-  views.Set(v);
+  FailOver(shard, b1, b2);
   Promoter promoter(nodes[b1].store.get(), 1, &rep);
   promoter.set_commit_floor([&](uint32_t s) { return nodes[b1].core->RecordedCommitVersion(s); });
   bool finished = false;
