@@ -1,5 +1,5 @@
 // Device-level write amplification at one backup fed by many write streams
-// (notes/rowan.md §6.2, the paper's Fig. 2 and §5.5): the real replication
+// (docs/papers/rowan.md §6.2, the paper's Fig. 2 and §5.5): the real replication
 // code on the simulated fabric, every range the fabric persists at the
 // backup fed to the Optane media model.
 //
@@ -11,7 +11,7 @@
 //
 // Senders are closed loops that issue their next write a think time of
 // `think` x U[0.4, 1.6] after the previous acknowledgement: the arrival
-// process the media model was calibrated with (notes/rowan.md §6 item 2,
+// process the media model was calibrated with (docs/papers/rowan.md §6 item 2,
 // "1 +- 0.6 time units"). Without it every sender moves in lockstep on
 // virtual time and LRU degenerates to evicting every line (DLWA 4.0).
 //
@@ -20,7 +20,7 @@
 //
 // --jitter-ns adds a uniform [0, J] delay to every packet: the network then
 // reorders writes of different connections (never of one), which is what
-// notes/rowan.md says costs Share-KV its DLWA — its workers' writes to
+// docs/papers/rowan.md says costs Share-KV its DLWA — its workers' writes to
 // adjacent reserved addresses travel on different connections — while
 // Rowan's receiver-chosen addresses stay sequential whatever the order.
 #include <cstdio>

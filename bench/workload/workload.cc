@@ -36,7 +36,7 @@ const char* DistributionName(Distribution d) {
 
 Result<SizeSpec> NamedSizes(std::string_view name, uint32_t fixed_value_bytes) {
   const std::string n = Lower(name);
-  // Key/value splits of the Facebook traces as given in notes/rowan.md §5
+  // Key/value splits of the Facebook traces as given in docs/papers/rowan.md §5
   // (averages from the paper; the split is marked unverified there).
   if (n == "fixed") return SizeSpec{"fixed", 0, fixed_value_bytes};
   if (n == "zippydb") return SizeSpec{"zippydb", 48, 43};

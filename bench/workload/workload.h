@@ -12,7 +12,7 @@
 //
 // Sizes: YCSB's default key names ("user" + FNV hash of the record number)
 // with a fixed value size, or the Facebook object-size mixes that Rowan-KV
-// evaluates with (notes/rowan.md §5: ZippyDB 90.8 B, UP2X 57.25 B, UDB
+// evaluates with (docs/papers/rowan.md §5: ZippyDB 90.8 B, UP2X 57.25 B, UDB
 // 153.8 B on average; the key/value split there is marked unverified, so it
 // is used as given and said so in every report).
 #pragma once

@@ -242,7 +242,7 @@ Result<ClusterConfig> Reassign(const ClusterConfig& config, NodeId failed) {
   next.term = config.term + 1;
   next.nodes[failed].state = NodeState::kDown;
 
-  // Interrupted migrations go back to where they started (notes/rowan.md
+  // Interrupted migrations go back to where they started (docs/papers/rowan.md
   // §3.7): the target's copy is incomplete, the source's is not.
   std::vector<Migration> kept;
   for (const Migration& m : next.migrations) {

@@ -1,4 +1,4 @@
-// ClusterConfig: the cluster configuration of notes/rowan.md §3.6–3.8 as a
+// ClusterConfig: the cluster configuration of docs/papers/rowan.md §3.6–3.8 as a
 // value — term, membership, shard map, migration list — plus the pure
 // functions the configuration manager (CM) computes new configurations with.
 // Nothing here does I/O or reads a clock; ConfigStore (config_store.h)
@@ -58,7 +58,7 @@ struct ShardReplicas {
   bool operator==(const ShardReplicas&) const = default;
 };
 
-// A shard moving from one node to another (notes/rowan.md §3.7).
+// A shard moving from one node to another (docs/papers/rowan.md §3.7).
 enum class MigrationState : uint8_t {
   kPending,  // configuration published; the target has not got the source's version yet
   kCopying,  // the target serves the shard and receives the source's entries
@@ -122,7 +122,7 @@ Result<ClusterConfig> Place(const std::map<NodeId, std::string>& nodes, uint32_t
                             uint32_t rf);
 
 // The configuration that follows `config` when node `failed` is declared dead
-// (notes/rowan.md §3.6 step 1): term + 1, `failed` marked down, and
+// (docs/papers/rowan.md §3.6 step 1): term + 1, `failed` marked down, and
 //   - a migration involving `failed` is rolled back (`from` back in `to`'s
 //     place) unless it is done, and removed — then failover proceeds as usual;
 //   - where `failed` was primary, the first backup that is not syncing (all

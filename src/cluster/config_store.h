@@ -1,5 +1,5 @@
 // ConfigStore: where the cluster configuration lives durably, and the lease
-// that makes one configuration manager (CM) at a time (notes/rowan.md §3.6,
+// that makes one configuration manager (CM) at a time (docs/papers/rowan.md §3.6,
 // §3.8). Two backends:
 //   embedded   a directory on one machine (embedded_store.cc): the default
 //              for a single-host cluster; processes sharing the directory

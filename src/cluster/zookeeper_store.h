@@ -1,5 +1,5 @@
 // The ZooKeeper ConfigStore backend (libzookeeper-mt): the replicated store
-// of notes/rowan.md §3.6. Layout under `root` (created as needed):
+// of docs/papers/rowan.md §3.6. Layout under `root` (created as needed):
 //   ROOT/config         the configuration as JSON (cluster_config.md); the
 //                       store version is the znode's version + 1, and CAS is
 //                       a version-conditional set (create for kNoVersion)

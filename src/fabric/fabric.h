@@ -41,7 +41,7 @@
 //       - Read completes after all earlier Send/Write on the same connection
 //         have been placed *and persisted* at the target (DDIO-off + ADR
 //         semantics). "Write then Read" is therefore the remote-persist idiom
-//         (notes/rowan.md §2.2). On software providers the persistence
+//         (docs/papers/rowan.md §2.2). On software providers the persistence
 //         domain is the target process's mapping of its PmRegion; a target
 //         power loss is modelled only by the simulator.
 //       - A failed operation completes with a non-OK status; an operation to a

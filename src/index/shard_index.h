@@ -1,4 +1,4 @@
-// ShardIndex: the DRAM hash index of one shard (notes/rowan.md §3.1).
+// ShardIndex: the DRAM hash index of one shard (docs/papers/rowan.md §3.1).
 //
 // Slots are 64-bit words: a 16-bit tag from the key hash and the 48-bit PM
 // offset of the entry that currently wins for the key (a PUT, or a DEL

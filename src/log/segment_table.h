@@ -9,7 +9,7 @@
 // the old or the new word (8-byte stores are atomic; the crash model tears at
 // 8-byte granularity, never inside a word).
 //
-// Invariants (notes/rowan.md I7, I9):
+// Invariants (docs/papers/rowan.md I7, I9):
 //   * Only legal transitions happen: Free→Using, Using→Used, Using→Committed,
 //     Used→Committed, Committed→Free. Illegal ones return InvalidArgument.
 //   * A Free segment is all zero. Free() zeroes the first 64 B line and

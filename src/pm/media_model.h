@@ -1,6 +1,6 @@
 // MediaModel: Optane's 256 B media lines and per-DIMM write-combining
 // buffers, as a counter of device-level write amplification (DLWA).
-// notes/rowan.md §6.2; DESIGN.md "pm/".
+// docs/papers/rowan.md §6.2; DESIGN.md "pm/".
 //
 // Optane writes its media in 256 B XPLines. A DIMM combines 64 B writes in a
 // small buffer (the XPBuffer); a line leaves it (media write of 256 B, plus a

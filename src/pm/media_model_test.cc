@@ -37,7 +37,7 @@ TEST(MediaModelTest, UnalignedWritesRoundToSubBlocks) {
   EXPECT_EQ(m.stats().requested_bytes, 128u);
 }
 
-// The note's calibration (notes/rowan.md §6.2): closed-loop writers, each
+// The note's calibration (docs/papers/rowan.md §6.2): closed-loop writers, each
 // appending `size` bytes to its own log 1 +- 0.6 time units after its
 // previous write; DLWA as the paper's Fig. 2 measured it.
 double ClosedLoopDlwa(int streams, uint64_t size, uint64_t seed) {

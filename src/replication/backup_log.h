@@ -2,7 +2,7 @@
 // node does so that peers can make entries persistent in its PM without any
 // of its workers taking part.
 //
-//   rowan-kv   One b-log for all senders (notes/rowan.md §2.2, §3.4): PM
+//   rowan-kv   One b-log for all senders (docs/papers/rowan.md §2.2, §3.4): PM
 //              segments are posted, in address order, as multi-receive
 //              buffers of the replication endpoint; every sender's Send
 //              lands at the next 64 B stride. The NIC role reposts: a posted

@@ -2,7 +2,7 @@
 // rwrite-kv, batch-kv, tailwind). A PUT's entry reaches every backup's PM
 // with no backup worker involved, and is acknowledged when a Read that
 // follows it on the same connection completes (fabric.h: "Write then Read"
-// = persistent at the target; notes/rowan.md §2.2).
+// = persistent at the target; docs/papers/rowan.md §2.2).
 //
 //   rowan-kv   Send(entry) + Read(1 B): the backup's NIC puts it at the next
 //              stride of its one shared b-log (backup_log.h).

@@ -200,7 +200,7 @@ TEST(OneSidedDesign, NamesRoundTripAndUnknownIsRefused) {
 }
 
 
-// Crash points inside a PUT (notes/rowan.md §7.1 I1/I2), for every
+// Crash points inside a PUT (docs/papers/rowan.md §7.1 I1/I2), for every
 // protocol: the primary's process dies (a) before the entry is persisted
 // locally, (b) after it is persisted but before any backup has it, (c) after
 // one of two backups acknowledged, (d) after both acknowledged but before the

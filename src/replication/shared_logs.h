@@ -1,4 +1,4 @@
-// share-kv's shared remote logs (notes/rowan.md §5, the Share-KV baseline):
+// share-kv's shared remote logs (docs/papers/rowan.md §5, the Share-KV baseline):
 // all workers of a node write into ONE remote log per backup, each
 // reserving its bytes with a local atomic increment and then writing them
 // one-sidedly over its own connection. Reservation order is not arrival

@@ -1,4 +1,4 @@
-// Tailwind's buffer format (notes/tailwind.md §2.2, §2.7), on top of the log
+// Tailwind's buffer format (docs/papers/tailwind.md §2.2, §2.7), on top of the log
 // codec: a backup buffer holds log blocks back to back, and every one-sided
 // transfer ends with a CHECKSUM block whose value is the running CRC32C over
 // the 32-byte headers of every non-checksum block before it in the buffer

@@ -1,4 +1,4 @@
-// CommitTracker: the primary's CommitVer per shard (notes/rowan.md §3.5) —
+// CommitTracker: the primary's CommitVer per shard (docs/papers/rowan.md §3.5) —
 // the largest version c such that every entry of the shard with a version
 // <= c that this node assigned is on every backup it was sent to.
 //

@@ -1,6 +1,6 @@
 // NodeAgent: what a node does when the cluster configuration changes — the
 // node-side half of failover, re-replication and cold start
-// (notes/rowan.md §3.6 steps 2-3, §3.8). The configuration manager only
+// (docs/papers/rowan.md §3.6 steps 2-3, §3.8). The configuration manager only
 // computes configurations; every node adopts them on its own:
 //
 //   - a shard this node newly serves as primary is blocked (clients get

@@ -1,5 +1,5 @@
 // NodeCore: what a node does with one request — the request path of a
-// sharded primary-backup store (notes/rowan.md §3), without threads, sockets
+// sharded primary-backup store (docs/papers/rowan.md §3), without threads, sockets
 // or clocks, so the same code serves real processes and the simulator.
 //
 //   PUT/DEL at a primary: check term and ownership, Store::Prepare (the entry

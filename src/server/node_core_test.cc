@@ -374,7 +374,7 @@ TEST_F(NodeCoreTest, ReservedKeysAreRefusedAndChangeNothing) {
   for (auto& n : nodes) EXPECT_EQ(n.store->stats().appended_bytes, 0u);
 }
 
-// CommitVer (notes/rowan.md §3.5): the primary records how far every backup
+// CommitVer (docs/papers/rowan.md §3.5): the primary records how far every backup
 // has everything; a promotion then moves only the entries above it, and the
 // replicas still agree — including on a tail entry only one backup got.
 TEST_F(NodeCoreTest, CommitRecordsLetAPromotionExchangeOnlyTheTail) {

@@ -1,4 +1,4 @@
-// Promoter: the data side of failover, for every design (notes/rowan.md
+// Promoter: the data side of failover, for every design (docs/papers/rowan.md
 // §3.6 steps 2 and 3), run by the node that is to serve a shard.
 //
 //   Promote: gather — pull every surviving replica's entries of the shard

@@ -2,7 +2,7 @@
 // SimRuntime's virtual time. One SimFabric is the network of a whole
 // simulated cluster; nodes are small integers.
 //
-// Model (a software RNIC per node, notes/rowan.md §6.3):
+// Model (a software RNIC per node, docs/papers/rowan.md §6.3):
 //   * Registered memory is real memory: Write copies bytes into the target's
 //     buffer, Read copies out of it, CompareSwap/FetchAdd operate on the
 //     target's 8-byte word. Keys are unique per registration fabric-wide. A

@@ -2,7 +2,7 @@
 // a primary replicates a write load to two backups over a jittery simulated
 // fabric while backups lose power (PM crash model) and restart, one backup
 // is slow, and finally the primary loses power too. Then every acknowledged
-// write must be on every replica (notes/rowan.md I1, notes/tailwind.md §6).
+// write must be on every replica (docs/papers/rowan.md I1, docs/papers/tailwind.md §6).
 //
 // This is the designs' share of the simulation campaign (issue 7) at the
 // replication layer: the whole-cluster simulation (sim/cluster_sim) runs
