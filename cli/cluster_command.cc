@@ -12,7 +12,7 @@
 #include "replication/design.h"
 #include "cli/processes.h"
 #include "cluster/cluster_config.h"
-#include "node/config_access.h"
+#include "cluster/config_access.h"
 #include "node/manager.h"
 #include "node/node_process.h"
 #include "slip/client.h"
@@ -99,7 +99,7 @@ Result<std::unique_ptr<cluster::ConfigStore>> OpenStore(const ClusterCommandOpti
   if (o.dir.empty()) return Status::InvalidArgument("--dir is required");
   std::error_code ec;
   std::filesystem::create_directories(o.dir, ec);
-  return node::OpenConfigStore(o.dir, o.zookeeper);
+  return cluster::OpenConfigStore(o.dir, o.zookeeper);
 }
 }  // namespace
 
@@ -184,7 +184,7 @@ int ClusterStatus(const ClusterCommandOptions& o) {
   for (const auto& p : ListProcesses(o.dir)) {
     std::printf("%-10s pid %-8d %s\n", p.name.c_str(), p.pid, p.alive ? "running" : "not running");
   }
-  auto store = node::OpenConfigStore(o.dir, o.zookeeper);
+  auto store = cluster::OpenConfigStore(o.dir, o.zookeeper);
   if (!store.ok()) return Fail("cluster status", store.status());
   auto c = (*store)->Load();
   if (!c.ok()) return Fail("cluster status", c.status());

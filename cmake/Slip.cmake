@@ -45,7 +45,10 @@ function(slip_library name)
     return()
   endif()
   add_library(slip_${name} STATIC ${ARG_SOURCES})
-  target_include_directories(slip_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+  # Installed libraries (the client and what it links, cmake/Install.cmake)
+  # carry only the public headers; src/ is for the build tree.
+  target_include_directories(slip_${name} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>
+                             $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:include>)
   target_link_libraries(slip_${name} PUBLIC ${ARG_DEPS})
   slip_apply_flags(slip_${name})
 endfunction()

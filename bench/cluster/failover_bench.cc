@@ -17,7 +17,7 @@
 
 #include "cluster/cluster_config.h"
 #include "common/hash.h"
-#include "node/config_access.h"
+#include "cluster/config_access.h"
 #include "slip/client.h"
 
 using namespace slip;
@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
     if (std::system(up.c_str()) != 0) return 1;
     auto client = Client::Open(ClientOptions{.dir = dir, .zookeeper = "", .provider = "tcp",
                                              .deadline = std::chrono::seconds(30), .bind_address = ""});
-    auto store = node::OpenConfigStore(dir, "");
+    auto store = cluster::OpenConfigStore(dir, "");
     if (!client.ok() || !store.ok()) return 1;
     auto cfg = (*store)->Load();
     if (!cfg.ok()) return 1;

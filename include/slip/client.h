@@ -24,7 +24,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/status.h"
+#include "slip/status.h"
 
 namespace slip {
 

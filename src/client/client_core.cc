@@ -7,10 +7,6 @@
 
 namespace slip::client {
 
-uint32_t RoutingTable::ShardOf(uint64_t hash) const {
-  return ShardOfHash(hash, static_cast<uint32_t>(primaries.size()));
-}
-
 struct ClientCore::Op {
   OpRecord::Kind kind;
   std::string key, value;
@@ -23,7 +19,7 @@ struct ClientCore::Op {
 };
 
 ClientCore::ClientCore(replication::PeerCaller* peers, RoutingSource* routing,
-                       runtime::Executor* exec, ClientOptions options)
+                       runtime::Executor* exec, CoreOptions options)
     : peers_(peers), source_(routing), exec_(exec), options_(options) {}
 
 void ClientCore::Put(std::string key, std::string value, std::function<void(Result<uint64_t>)> done) {

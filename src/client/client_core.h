@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster/routing.h"
 #include "common/status.h"
 #include "log/entry.h"
 #include "replication/peer_caller.h"
@@ -35,12 +36,8 @@ namespace slip::client {
 
 using replication::NodeId;
 
-// What a client needs of the cluster configuration.
-struct RoutingTable {
-  uint64_t term = 0;
-  std::vector<NodeId> primaries;  // index = shard id
-  uint32_t ShardOf(uint64_t hash) const;
-};
+// The client routes with the cluster's routing table.
+using cluster::RoutingTable;
 
 class RoutingSource {
  public:
@@ -50,7 +47,7 @@ class RoutingSource {
   virtual void Fetch(uint64_t min_term, std::function<void(Result<RoutingTable>)> done) = 0;
 };
 
-struct ClientOptions {
+struct CoreOptions {
   runtime::Nanos op_deadline = 10 * runtime::kSecond;
   runtime::Nanos backoff_min = 200 * runtime::kMicrosecond;
   runtime::Nanos backoff_max = 50 * runtime::kMillisecond;
@@ -73,7 +70,7 @@ struct OpRecord {
 class ClientCore {
  public:
   ClientCore(replication::PeerCaller* peers, RoutingSource* routing, runtime::Executor* exec,
-             ClientOptions options = {});
+             CoreOptions options = {});
 
   // Callbacks run on the executor. Put yields the version written.
   void Put(std::string key, std::string value, std::function<void(Result<uint64_t>)> done);
@@ -101,7 +98,7 @@ class ClientCore {
   replication::PeerCaller* peers_;
   RoutingSource* source_;
   runtime::Executor* exec_;
-  ClientOptions options_;
+  CoreOptions options_;
   RoutingTable routing_;
   bool have_routing_ = false;
   std::function<void(const OpRecord&)> recorder_;

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "cluster/cluster_config.h"
-#include "node/config_access.h"
+#include "cluster/config_access.h"
 #include "node/node_process.h"
 
 namespace slip::node {
@@ -22,7 +22,7 @@ void Log(const std::string& msg) {
 }  // namespace
 
 Status RunManager(const ManagerOptions& o, const std::atomic<bool>* stop) {
-  SLIP_ASSIGN_OR_RETURN(auto store, OpenConfigStore(o.dir, o.zookeeper));
+  SLIP_ASSIGN_OR_RETURN(auto store, cluster::OpenConfigStore(o.dir, o.zookeeper));
   const std::string me = "manager-pid" + std::to_string(getpid());
   const runtime::Nanos tick = o.lease / 4;
   cluster::Lease lease;

@@ -14,7 +14,7 @@
 #include "cluster/cluster_config.h"
 #include "fabric/fabric.h"
 #include "fabric/ofi/ofi_fabric.h"
-#include "node/config_access.h"
+#include "cluster/config_access.h"
 #include "node/rpc_peers.h"
 #include "pm/region.h"
 #include "replication/backup_log.h"
@@ -158,8 +158,8 @@ Status Node::Update(const std::function<Result<ClusterConfig>(const ClusterConfi
 }
 
 Status Node::Boot() {
-  SLIP_ASSIGN_OR_RETURN(config_store_, OpenConfigStore(o_.dir, o_.zookeeper));
-  SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig vc, LoadWhenPresent(config_store_.get(), 60 * runtime::kSecond));
+  SLIP_ASSIGN_OR_RETURN(config_store_, cluster::OpenConfigStore(o_.dir, o_.zookeeper));
+  SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig vc, cluster::LoadWhenPresent(config_store_.get(), 60 * runtime::kSecond));
   auto me = vc.config.nodes.find(o_.id);
   if (me == vc.config.nodes.end()) {
     return Status::InvalidArgument("node " + std::to_string(o_.id) + " is not a member of the cluster");
@@ -201,7 +201,7 @@ Status Node::Boot() {
   // Transport.
   SLIP_ASSIGN_OR_RETURN(fabric_, fabric::OpenOfiFabric(
                                      fabric::FabricOptions{.provider = o_.provider, .node_address = o_.bind_address},
-                                     fabric::OfiOptions{.max_multi_recv_message = kMaxMessage}));
+                                     fabric::OfiOptions{.max_multi_recv_message = proto::kMaxMessage}));
   node_ex_ = rt_.CreateExecutor("node" + std::to_string(o_.id));
   control_ex_ = rt_.CreateExecutor("node" + std::to_string(o_.id) + "/control");
   // The digest role also runs the cleaner, for every design.
@@ -209,7 +209,7 @@ Status Node::Boot() {
   SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = "node" + std::to_string(o_.id)}));
   fabric::Endpoint* raw = ep.get();
   rpc::ChannelOptions co;
-  co.max_payload = kMaxMessage - 64;
+  co.max_payload = proto::kMaxMessage - 64;
   co.recv_buffer_bytes = 1 << 20;
   SLIP_ASSIGN_OR_RETURN(channel_, rpc::RpcChannel::Open(node_ex_, std::move(ep), co));
   // Park on the provider's wait object when idle instead of sleeping (tcp).
@@ -376,7 +376,7 @@ Status Node::StartWorkers(const log::Limits& limits) {
       SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = wname}));
       fabric::Endpoint* raw = ep.get();
       rpc::ChannelOptions co;
-      co.max_payload = kMaxMessage - 64;
+      co.max_payload = proto::kMaxMessage - 64;
       co.recv_buffer_bytes = 1 << 20;
       SLIP_ASSIGN_OR_RETURN(w.channel, rpc::RpcChannel::Open(w.ex, std::move(ep), co));
       if (raw->wait_fd() >= 0) w.ex->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
@@ -390,7 +390,7 @@ Status Node::StartWorkers(const log::Limits& limits) {
       replication::OneSidedOptions oo;
       oo.protocol = protocol_;
       oo.self = o_.id;
-      oo.max_message = kMaxMessage / 2;  // well inside the multi-receive limit
+      oo.max_message = proto::kMaxMessage / 2;  // well inside the multi-receive limit
       oo.term = [this] { return replication_term_.load(); };
       oo.shared_logs = shared_logs_;
       // Runs on the worker's executor: it polls `out` there and calls back there.
@@ -406,7 +406,7 @@ Status Node::StartWorkers(const log::Limits& limits) {
       ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
       return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
     });
-    w.core->set_tail_page_bytes(kMaxMessage * 3 / 4);  // a promotion page fits one frame
+    w.core->set_tail_page_bytes(proto::kMaxMessage * 3 / 4);  // a promotion page fits one frame
     w.core->set_lease([this] { return MachineNow() < lease_expiry_.load(); });
     pool.push_back({w.ex, w.core.get()});
   }

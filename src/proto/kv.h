@@ -23,6 +23,12 @@
 
 namespace slip::proto {
 
+// Every process of a cluster (nodes and clients) agrees on the largest
+// message: libfabric multi-receive buffers retire by it (OfiOptions), so it
+// is a deployment-wide constant. 64 KiB frames carry values up to ~63 KiB
+// and 48 KiB promotion pages; larger values are refused with TooLarge.
+inline constexpr size_t kMaxMessage = 64 << 10;
+
 // RPC method ids. Persisted nowhere, but part of the wire: never renumber.
 enum class Method : uint16_t {
   kPut = 1,

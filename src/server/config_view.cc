@@ -10,11 +10,5 @@ std::shared_ptr<const NodeView> ViewFromConfig(const cluster::ClusterConfig& con
   return v;
 }
 
-client::RoutingTable RoutingFromConfig(const cluster::ClusterConfig& config) {
-  client::RoutingTable t;
-  t.term = config.term;
-  for (const auto& s : config.shards) t.primaries.push_back(s.primary);
-  return t;
-}
 
 }  // namespace slip::server

@@ -161,7 +161,7 @@ class World {
   }
   client::RoutingTable Routing() const {
     client::RoutingTable t;
-    t = server::RoutingFromConfig(config_);
+    t = cluster::RoutingFromConfig(config_);
     return t;
   }
   bool IsClient(NodeId n) const { return n >= kClientBase; }
@@ -879,7 +879,7 @@ ClusterSimResult World::Run() {
     cl.exec = rt_.CreateExecutor("client" + std::to_string(c));
     cl.caller = std::make_unique<Caller>(this, cl.exec, kClientBase + c, 0);
     cl.routing = std::make_unique<RoutingFromCm>(this, cl.exec);
-    client::ClientOptions co;
+    client::CoreOptions co;
     co.limits.max_key = 256;
     co.limits.max_value = 4096;
     cl.core = std::make_unique<client::ClientCore>(cl.caller.get(), cl.routing.get(), cl.exec, co);

@@ -16,7 +16,7 @@
 
 #include "cluster/cluster_config.h"
 #include "integration/cluster_harness.h"
-#include "node/config_access.h"
+#include "cluster/config_access.h"
 #include "proto/kv.h"
 #include "slip/client.h"
 
@@ -65,7 +65,7 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
 
   // The configuration moved on: node 1 is down, a newer term is stored.
   {
-    auto store = node::OpenConfigStore(d, "");
+    auto store = cluster::OpenConfigStore(d, "");
     ASSERT_TRUE(store.ok());
     auto c = (*store)->Load();
     ASSERT_TRUE(c.ok());

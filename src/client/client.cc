@@ -7,7 +7,7 @@
 #include "client/client_core.h"
 #include "fabric/fabric.h"
 #include "fabric/ofi/ofi_fabric.h"
-#include "node/config_access.h"
+#include "cluster/config_access.h"
 #include "node/rpc_peers.h"
 #include "proto/kv.h"
 #include "rpc/channel.h"
@@ -30,7 +30,7 @@ class StoreRouting final : public client::RoutingSource {
       std::map<uint32_t, std::string> addrs;
       for (const auto& [id, info] : c->config.nodes) addrs[id] = info.address;
       peers_->SetAddresses(addrs);
-      done(server::RoutingFromConfig(c->config));
+      done(cluster::RoutingFromConfig(c->config));
     });
   }
 
@@ -47,21 +47,21 @@ class ClientImpl final : public Client {
   }
 
   Status Init(const ClientOptions& o) {
-    SLIP_ASSIGN_OR_RETURN(store_, node::OpenConfigStore(o.dir, o.zookeeper));
+    SLIP_ASSIGN_OR_RETURN(store_, cluster::OpenConfigStore(o.dir, o.zookeeper));
     SLIP_ASSIGN_OR_RETURN(fabric_, fabric::OpenOfiFabric(fabric::FabricOptions{.provider = o.provider, .node_address = o.bind_address},
-                                                         fabric::OfiOptions{.max_multi_recv_message = node::kMaxMessage}));
+                                                         fabric::OfiOptions{.max_multi_recv_message = proto::kMaxMessage}));
     exec_ = rt_.CreateExecutor("client");
     SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = "client"}));
     fabric::Endpoint* raw = ep.get();
     rpc::ChannelOptions chan;
-    chan.max_payload = node::kMaxMessage - 64;
+    chan.max_payload = proto::kMaxMessage - 64;
     chan.recv_buffer_bytes = 1 << 20;
     SLIP_ASSIGN_OR_RETURN(channel_, rpc::RpcChannel::Open(exec_, std::move(ep), chan));
     if (raw->wait_fd() >= 0) exec_->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
     peers_ = std::make_unique<node::RpcPeers>(channel_.get(), exec_,
                                               rpc::RpcChannel::CallOptions{.timeout = runtime::kSecond});
     routing_ = std::make_unique<StoreRouting>(store_.get(), exec_, peers_.get());
-    client::ClientOptions co;
+    client::CoreOptions co;
     co.op_deadline = std::chrono::duration_cast<std::chrono::nanoseconds>(o.deadline).count();
     core_ = std::make_unique<client::ClientCore>(peers_.get(), routing_.get(), exec_, co);
     return rt_.Start();

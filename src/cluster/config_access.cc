@@ -1,4 +1,4 @@
-#include "node/config_access.h"
+#include "cluster/config_access.h"
 
 #include <chrono>
 #include <thread>
@@ -7,26 +7,26 @@
 #include "cluster/zookeeper_store.h"
 #endif
 
-namespace slip::node {
+namespace slip::cluster {
 
-Result<std::unique_ptr<cluster::ConfigStore>> OpenConfigStore(const std::string& dir,
-                                                              const std::string& zookeeper) {
+Result<std::unique_ptr<ConfigStore>> OpenConfigStore(const std::string& dir,
+                                                     const std::string& zookeeper) {
   if (!zookeeper.empty()) {
 #ifdef SLIP_HAVE_ZOOKEEPER
-    cluster::ZooKeeperStoreOptions o;
+    ZooKeeperStoreOptions o;
     o.connect = zookeeper;
-    return cluster::OpenZooKeeperStore(o);
+    return OpenZooKeeperStore(o);
 #else
     return Status::NotSupported("built without libzookeeper-mt");
 #endif
   }
   if (dir.empty()) return Status::InvalidArgument("a cluster directory (--dir) or --zookeeper is required");
-  cluster::EmbeddedStoreOptions o;
+  EmbeddedStoreOptions o;
   o.dir = dir;
-  return cluster::OpenEmbeddedStore(o);
+  return OpenEmbeddedStore(o);
 }
 
-Result<cluster::VersionedConfig> LoadWhenPresent(cluster::ConfigStore* store, runtime::Nanos wait) {
+Result<VersionedConfig> LoadWhenPresent(ConfigStore* store, runtime::Nanos wait) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(wait);
   for (;;) {
     auto c = store->Load();
@@ -38,4 +38,4 @@ Result<cluster::VersionedConfig> LoadWhenPresent(cluster::ConfigStore* store, ru
   }
 }
 
-}  // namespace slip::node
+}  // namespace slip::cluster
