@@ -6,7 +6,7 @@
 #   bench/fabric/run_pingpong.sh BENCH_BINARY [--iters N] [--runs N]
 #                                [--providers "shm tcp"] [--port P]
 #
-#   BENCH_BINARY  path to ofi_pingpong_bench (e.g. /tmp/build-ofi/src/fabric/ofi/ofi_pingpong_bench)
+#   BENCH_BINARY  path to ofi_pingpong_bench (e.g. build/bench/micro/ofi_pingpong_bench)
 #   --iters N     ping-pong round trips per measurement (default 10000)
 #   --runs N      repetitions of each tool per provider (default 3)
 #   --providers   which of shm, tcp to run (default "shm tcp")
