@@ -22,7 +22,7 @@
 #include <iostream>
 
 #include "cli/cluster_command.h"
-#include "cli/bench_command.h"
+#include "bench/driver/bench_command.h"
 #include "slip/client.h"
 #include "cli/sim_command.h"
 #include "store/store.h"
@@ -59,8 +59,8 @@ int main(int argc, char** argv) {
   CLI::App app{"Slipstream: a replicated key-value store for fast remote persistent memory"};
   app.require_subcommand(1);
 
-  slip::cli::BenchCommandOptions bench_options;
-  slip::cli::AddBenchCommand(app, &bench_options);
+  slip::bench::BenchCommandOptions bench_options;
+  slip::bench::AddBenchCommand(app, &bench_options);
 
   std::string dir, key, value;
   uint64_t size_mb = 256;
@@ -211,7 +211,7 @@ int main(int argc, char** argv) {
     return s.ok() ? 0 : Fail("del", s);
   }
 
-  if (app.got_subcommand("bench")) return slip::cli::RunBenchCommand(bench_options);
+  if (app.got_subcommand("bench")) return slip::bench::RunBenchCommand(bench_options);
   if (*sim) return slip::cli::RunSimCommand(so);
 
   auto local = OpenLocal(dir, size_mb);

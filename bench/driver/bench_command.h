@@ -16,7 +16,7 @@ namespace CLI {
 class App;
 }
 
-namespace slip::cli {
+namespace slip::bench {
 
 struct BenchCommandOptions {
   std::string target = "local";
@@ -44,4 +44,4 @@ void AddBenchCommand(CLI::App& app, BenchCommandOptions* o);
 // failed or reported errors, 2 bad arguments). Errors are one line on stderr.
 int RunBenchCommand(const BenchCommandOptions& o);
 
-}  // namespace slip::cli
+}  // namespace slip::bench

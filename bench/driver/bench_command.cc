@@ -1,4 +1,4 @@
-#include "cli/bench_command.h"
+#include "bench/driver/bench_command.h"
 
 #include <CLI/CLI.hpp>
 
@@ -14,7 +14,7 @@
 #include "bench/driver/report.h"
 #include "bench/driver/targets.h"
 
-namespace slip::cli {
+namespace slip::bench {
 namespace {
 
 // SIGINT/SIGTERM end the current run cleanly, so servers are stopped and
@@ -160,4 +160,4 @@ int RunBenchCommand(const BenchCommandOptions& o) {
   return exit_code;
 }
 
-}  // namespace slip::cli
+}  // namespace slip::bench
