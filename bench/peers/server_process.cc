@@ -3,10 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,6 +14,8 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+
+#include "common/subprocess.h"
 
 namespace slip::bench {
 namespace fs = std::filesystem;
@@ -97,51 +96,17 @@ Status WaitForPort(uint16_t port, double timeout_seconds) {
 Result<std::unique_ptr<ServerProcess>> ServerProcess::Start(const std::vector<std::string>& argv,
                                                             const std::string& log_path) {
   if (argv.empty()) return Status::InvalidArgument("no command");
-  // Everything the child needs is prepared before fork: between fork and
-  // exec a multi-threaded parent's child may only make async-signal-safe calls.
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) return Status::IoError("open " + log_path + ": " + std::strerror(errno));
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(log_fd);
-    return Status::IoError(std::string("fork: ") + std::strerror(errno));
-  }
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(127);  // the parent died before prctl
-    ::dup2(log_fd, STDOUT_FILENO);
-    ::dup2(log_fd, STDERR_FILENO);
-    const int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  ::close(log_fd);
+  SLIP_ASSIGN_OR_RETURN(pid_t pid, subprocess::Spawn({.argv = argv, .output = log_path}));
   return std::unique_ptr<ServerProcess>(new ServerProcess(pid, fs::path(argv[0]).filename(), log_path));
 }
 
 bool ServerProcess::Alive() {
-  if (reaped_) return false;
-  int st;
-  if (::waitpid(pid_, &st, WNOHANG) == pid_) reaped_ = true;
+  if (!reaped_ && !subprocess::Alive(pid_)) reaped_ = true;
   return !reaped_;
 }
 
 ServerProcess::~ServerProcess() {
-  if (!Alive()) return;
-  ::kill(pid_, SIGTERM);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (!Alive()) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ::kill(pid_, SIGKILL);
-  int st;
-  ::waitpid(pid_, &st, 0);
+  if (!reaped_) (void)subprocess::Stop(pid_, std::chrono::seconds(3));
 }
 
 namespace {

@@ -3,10 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -15,6 +12,8 @@
 #include <sstream>
 #include <thread>
 #include <vector>
+
+#include "common/subprocess.h"
 
 namespace slip::cluster::testing {
 namespace {
@@ -105,30 +104,12 @@ Result<std::unique_ptr<ZkTestServer>> ZkTestServer::Start() {
   const std::string cfg = s->dir_ + "/zoo.cfg", log = s->dir_ + "/server.log";
   std::vector<std::string> args = {kJava, "-Xmx64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                                    "-cp", cp, "org.apache.zookeeper.server.ZooKeeperServerMain", cfg};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) return Status::IoError("fork");
-  if (pid == 0) {
-    // Only async-signal-safe calls between fork and exec.
-    prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test
-    if (getppid() != parent) _exit(127);
-    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-      dup2(fd, 1);
-      dup2(fd, 2);
-    }
-    execv(kJava, argv.data());
-    _exit(127);
-  }
+  // Never outlives the test (kChild: SIGKILL when the test process dies).
+  SLIP_ASSIGN_OR_RETURN(pid_t pid, subprocess::Spawn({.argv = args, .output = log, .truncate_output = true}));
   s->pid_ = pid;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (!Serving(s->port_)) {
-    int st = 0;
-    if (waitpid(pid, &st, WNOHANG) == pid) {
+    if (!subprocess::Alive(pid)) {
       s->pid_ = -1;
       std::ifstream in(log);
       std::stringstream ss;
@@ -146,8 +127,7 @@ Result<std::unique_ptr<ZkTestServer>> ZkTestServer::Start() {
 
 void ZkTestServer::Kill() {
   if (pid_ > 0) {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
+    (void)subprocess::Kill(pid_);
     pid_ = -1;
   }
 }
