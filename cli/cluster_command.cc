@@ -133,6 +133,8 @@ int ClusterUp(const ClusterCommandOptions& o) {
   }
   const std::string self = SelfExecutable();
   auto common = [&](std::vector<std::string> args) {
+    // Global options go first; each process's stderr is DIR/logs/<name>.log.
+    args.insert(args.begin() + 1, {"--log-level", o.log_level});
     args.insert(args.end(), {"--dir", o.dir, "--lease-ms", std::to_string(o.lease_ms)});
     if (!o.zookeeper.empty()) args.insert(args.end(), {"--zookeeper", o.zookeeper});
     return args;

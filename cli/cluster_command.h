@@ -21,6 +21,7 @@ struct ClusterCommandOptions {
   uint32_t lease_ms = 2000;
   uint32_t commit_interval_ms = 15;  // servers: CommitVer records (0: none)
   uint32_t workers = 1;              // servers: request worker threads
+  std::string log_level = "info";    // passed on to the processes `cluster up` starts
 };
 
 int RunServer(const ClusterCommandOptions& o);

@@ -14,6 +14,10 @@
 //   slip inspect --dir DIR                         PM layout and recovery figures
 //   slip sim --design rowan-kv --seeds 1..200      cluster simulation campaign
 //
+// Global options (before the subcommand): --log-level trace|debug|info|warn|
+// error|off for diagnostics, --log-file F to append them to F as well.
+// Processes `slip cluster up` starts write theirs to DIR/logs/<name>.log.
+//
 // Errors are one line on stderr and a non-zero exit status.
 #include <CLI/CLI.hpp>
 
@@ -25,6 +29,7 @@
 #include "bench/driver/bench_command.h"
 #include "slip/client.h"
 #include "cli/sim_command.h"
+#include "common/log.h"
 #include "store/store.h"
 
 namespace {
@@ -58,6 +63,10 @@ int Fail(const std::string& what, const Status& s) {
 int main(int argc, char** argv) {
   CLI::App app{"Slipstream: a replicated key-value store for fast remote persistent memory"};
   app.require_subcommand(1);
+  std::string log_level = "info", log_file;
+  app.add_option("--log-level", log_level, "diagnostics: trace | debug | info | warn | error | off")
+      ->capture_default_str();
+  app.add_option("--log-file", log_file, "append diagnostics to this file as well as stderr");
 
   slip::bench::BenchCommandOptions bench_options;
   slip::bench::AddBenchCommand(app, &bench_options);
@@ -171,6 +180,17 @@ int main(int argc, char** argv) {
   killcmd->add_option("--node", co.node, "node id")->required();
 
   CLI11_PARSE(app, argc, argv);
+
+  {
+    auto level = slip::logging::ParseLevel(log_level);
+    if (!level.ok()) return Fail("--log-level", level.status());
+    std::string name = "slip";
+    if (*server) name = "server-" + std::to_string(co.node);
+    if (*manager) name = "manager";
+    Status s = slip::logging::Configure({.name = name, .file = log_file, .level = *level});
+    if (!s.ok()) return Fail("--log-file", s);
+    co.log_level = log_level;
+  }
 
   if (*server) return slip::cli::RunServer(co);
   if (*manager) return slip::cli::RunManagerCommand(co);

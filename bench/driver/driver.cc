@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/log.h"
+
 namespace slip::bench {
 namespace {
 
@@ -228,9 +230,8 @@ Result<RunReport> RunWorkload(KvTarget& target, const DriverOptions& o) {
         uint64_t total = 0;
         for (auto& s : states) total += s->progress.load(std::memory_order_relaxed);
         const double at = static_cast<double>(NowNs() - w.begin_ns) * 1e-9;
-        std::fprintf(stderr, "bench %s: %5.1f/%.0f s, %llu ops (%s)\n", target.name().c_str(), at,
-                     o.warmup + o.seconds, static_cast<unsigned long long>(total),
-                     NowNs() < w.measure_ns ? "warm-up" : "measuring");
+        logging::Info("bench {}: {:5.1f}/{:.0f} s, {} ops ({})", target.name(), at, o.warmup + o.seconds, total,
+                      NowNs() < w.measure_ns ? "warm-up" : "measuring");
       }
     }
   };

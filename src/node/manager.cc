@@ -8,16 +8,14 @@
 #include <thread>
 
 #include "cluster/cluster_config.h"
+#include "common/log.h"
 #include "cluster/config_access.h"
 #include "node/node_process.h"
 
 namespace slip::node {
 namespace {
 
-void Log(const std::string& msg) {
-  std::fprintf(stderr, "slip manager: %s\n", msg.c_str());
-  std::fflush(stderr);
-}
+
 
 }  // namespace
 
@@ -36,7 +34,7 @@ Status RunManager(const ManagerOptions& o, const std::atomic<bool>* stop) {
     if (*stop) return Status::Ok();
     std::this_thread::sleep_for(std::chrono::nanoseconds(tick));  // a standby
   }
-  Log("holding the manager lease (epoch " + std::to_string(lease.epoch) + ")");
+  logging::Info("{}", "holding the manager lease (epoch " + std::to_string(lease.epoch) + ")");
   const runtime::Nanos started = MachineNow();
   std::map<uint32_t, bool> seen_alive;
 
@@ -44,7 +42,7 @@ Status RunManager(const ManagerOptions& o, const std::atomic<bool>* stop) {
     std::this_thread::sleep_for(std::chrono::nanoseconds(tick));
     auto renewed = store->RenewLease(lease, o.lease, MachineNow());
     if (!renewed.ok()) {
-      Log("lost the manager lease: " + renewed.status().ToString());
+      logging::Error("{}", "lost the manager lease: " + renewed.status().ToString());
       return Status::Aborted("lost the manager lease");
     }
     lease = *renewed;
@@ -64,12 +62,12 @@ Status RunManager(const ManagerOptions& o, const std::atomic<bool>* stop) {
       // Its lease expired: replace it (one CAS; a conflict retries next tick).
       auto next = cluster::Reassign(vc->config, id);
       if (!next.ok()) {
-        Log("cannot reassign node " + std::to_string(id) + ": " + next.status().ToString());
+        logging::Warn("{}", "cannot reassign node " + std::to_string(id) + ": " + next.status().ToString());
         continue;
       }
       auto w = store->CompareAndSwap(vc->version, *next);
       if (w.ok()) {
-        Log("node " + std::to_string(id) + " failed: term " + std::to_string(next->term));
+        logging::Info("{}", "node " + std::to_string(id) + " failed: term " + std::to_string(next->term));
         seen_alive[id] = false;
       }
       break;  // the stored version moved on either way

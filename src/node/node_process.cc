@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "cluster/cluster_config.h"
+#include "common/log.h"
 #include "fabric/fabric.h"
 #include "fabric/ofi/ofi_fabric.h"
 #include "cluster/config_access.h"
@@ -43,11 +44,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using cluster::ClusterConfig;
-
-void Log(uint32_t id, const std::string& msg) {
-  std::fprintf(stderr, "slip server %u: %s\n", id, msg.c_str());
-  std::fflush(stderr);
-}
 
 class Node final : public NodeProcess {
  public:
@@ -182,7 +178,7 @@ Status Node::Boot() {
   if (ec) return Status::IoError("cannot create " + data + ": " + ec.message());
   const std::string pm_path = data + "/pm";
   if (replaced && fs::exists(pm_path)) {
-    Log(o_.id, "was replaced while away: rejoining empty");
+    logging::Info("{}", "was replaced while away: rejoining empty");
     fs::remove(pm_path, ec);
   }
   const bool exists = fs::exists(pm_path);
@@ -195,7 +191,7 @@ Status Node::Boot() {
     return Status::InvalidArgument("store has " + std::to_string(store_->segments().geometry().num_shards) +
                                    " shards, the cluster " + std::to_string(vc.config.num_shards()));
   }
-  Log(o_.id, "store recovered: " + std::to_string(store_->recovery_stats().entries) + " entries in " +
+  logging::Info("{}", "store recovered: " + std::to_string(store_->recovery_stats().entries) + " entries in " +
                  std::to_string(store_->recovery_stats().segments_scanned) + " segments");
 
   // Transport.
@@ -234,7 +230,7 @@ Status Node::Boot() {
         }
         return cluster::MarkSynced(c, shard, backup);
       });
-      if (!s.ok() && !s.Is(Code::kAborted)) Log(o_.id, "reporting a seeded backup: " + s.ToString());
+      if (!s.ok() && !s.Is(Code::kAborted)) logging::Warn("{}", "reporting a seeded backup: " + s.ToString());
     });
   });
   channel_->SetHandler([this](uint16_t method, std::span<const std::byte> payload, rpc::RpcChannel::Reply reply) {
@@ -286,7 +282,7 @@ Status Node::Boot() {
     }
   }
   control_ex_->Post([this, v = now.version] { WatchLoop(v); });
-  Log(o_.id, "serving at " + RpcPeers::HexEncode(address) + " (" + o_.provider + "), term " + std::to_string(now.config.term));
+  logging::Info("{}", "serving at " + RpcPeers::HexEncode(address) + " (" + o_.provider + "), term " + std::to_string(now.config.term));
   return Status::Ok();
 }
 
@@ -294,12 +290,12 @@ void Node::RenewLoop() {
   const runtime::Nanos t0 = MachineNow();
   auto l = config_store_->RenewLease(lease_, o_.lease, t0);
   const runtime::Nanos took = MachineNow() - t0;
-  if (took > o_.lease / 4) Log(o_.id, "slow lease renewal: " + std::to_string(took / 1000000) + " ms");
-  if (!l.ok() && !l.status().Is(Code::kAborted)) Log(o_.id, "lease renewal failed: " + l.status().ToString());
+  if (took > o_.lease / 4) logging::Warn("{}", "slow lease renewal: " + std::to_string(took / 1000000) + " ms");
+  if (!l.ok() && !l.status().Is(Code::kAborted)) logging::Warn("{}", "lease renewal failed: " + l.status().ToString());
   if (!l.ok()) {
     if (l.status().Is(Code::kAborted) || MachineNow() >= lease_expiry_.load()) {
       lease_expiry_ = 0;
-      Log(o_.id, "lost the node lease: stopping (" + l.status().ToString() + ")");
+      logging::Warn("{}", "lost the node lease: stopping (" + l.status().ToString() + ")");
       return Finish(Status::Aborted("lost the node lease"));
     }
     // A transient store error: keep trying while the lease lasts.
@@ -356,7 +352,7 @@ Status Node::StartOneSided() {
   fabric::Endpoint* in = repl_in_.get();
   nic_ex_->AddPoller([this] { return backup_->Poll(nic_ex_->Now()); });
   if (in->wait_fd() >= 0) nic_ex_->AddWaitFd(in->wait_fd(), [in] { return in->CanBlock(); });
-  Log(o_.id, std::string("design ") + replication::DesignName(protocol_) + ": replication endpoint " +
+  logging::Info("{}", std::string("design ") + replication::DesignName(protocol_) + ": replication endpoint " +
                  RpcPeers::HexEncode(backup_->address()));
   return Status::Ok();
 }
@@ -426,12 +422,12 @@ void Node::DigestLoop() {
   // store's free space up (both are background work, off the request path).
   for (int i = 0; i < 16 && backup_; ++i) {
     auto r = backup_->DigestStep();
-    if (!r.ok()) Log(o_.id, "digest: " + r.status().ToString());
+    if (!r.ok()) logging::Warn("{}", "digest: " + r.status().ToString());
     if (!r.ok() || !*r) break;
   }
   for (int i = 0; i < 4 && store_->NeedsCleaning(); ++i) {
     auto r = store_->CleanStep();
-    if (!r.ok()) Log(o_.id, "cleaner: " + r.status().ToString());
+    if (!r.ok()) logging::Warn("{}", "cleaner: " + r.status().ToString());
     if (!r.ok() || !*r) break;
   }
   digest_ex_->After(runtime::kMillisecond, [this] { DigestLoop(); });

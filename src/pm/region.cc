@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "common/coding.h"
+#include "common/log.h"
 #include "common/random.h"
 
 #if !defined(__x86_64__)
@@ -260,8 +261,8 @@ void PmRegion::Persist(const void* addr, size_t len) {
       if (len > 0 && ::msync(reinterpret_cast<void*>(first), end - first, MS_SYNC) != 0) {
         // Persist has no error channel and the caller cannot repair a
         // failed write-back; say so loudly instead of losing it silently.
-        std::fprintf(stderr, "slip pm: msync(%p, %zu) failed: %s\n", reinterpret_cast<void*>(first),
-                     static_cast<size_t>(end - first), std::strerror(errno));
+        logging::Error("pm: msync({}, {}) failed: {}", reinterpret_cast<void*>(first),
+                       static_cast<size_t>(end - first), std::strerror(errno));
       }
       break;
     }
@@ -326,7 +327,7 @@ CrashStats PmRegion::SimulateCrash(uint64_t seed) {
   // The restarted machine sees the resolved image on its media, so a later
   // reopen of the file must read the same thing.
   if (mapped_file_ && stats.dirty_lines > 0 && ::msync(base_, size_, MS_SYNC) != 0) {
-    std::fprintf(stderr, "slip pm: msync after simulated crash failed: %s\n", std::strerror(errno));
+    logging::Error("pm: msync after simulated crash failed: {}", std::strerror(errno));
   }
   persist_budget_.store(UINT64_MAX, std::memory_order_relaxed);
   return stats;

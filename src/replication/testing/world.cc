@@ -3,11 +3,14 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "common/log.h"
+
 namespace slip::replication::testing {
 namespace {
 // The world is a test fixture: a node that cannot start is a broken test.
 [[noreturn]] void Die(const std::string& what, const Status& s) {
-  std::fprintf(stderr, "ReplicationWorld: %s: %s\n", what.c_str(), s.ToString().c_str());
+  logging::Error("ReplicationWorld: {}: {}", what, s.ToString());
+  logging::Flush();
   std::abort();
 }
 }  // namespace
