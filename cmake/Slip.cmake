@@ -45,6 +45,7 @@ function(slip_library name)
     return()
   endif()
   add_library(slip_${name} STATIC ${ARG_SOURCES})
+  set_property(DIRECTORY ${PROJECT_SOURCE_DIR} APPEND PROPERTY SLIP_LIBRARIES slip_${name})
   # Installed libraries (the client and what it links, cmake/Install.cmake)
   # carry only the public headers; src/ is for the build tree.
   target_include_directories(slip_${name} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>

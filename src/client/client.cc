@@ -8,18 +8,17 @@
 #include "fabric/fabric.h"
 #include "fabric/ofi/ofi_fabric.h"
 #include "cluster/config_access.h"
-#include "node/rpc_peers.h"
+#include "rpc/rpc_peers.h"
 #include "proto/kv.h"
 #include "rpc/channel.h"
 #include "runtime/thread_runtime.h"
-#include "server/config_view.h"
 
 namespace slip {
 namespace {
 
 class StoreRouting final : public client::RoutingSource {
  public:
-  StoreRouting(cluster::ConfigStore* store, runtime::Executor* exec, node::RpcPeers* peers)
+  StoreRouting(cluster::ConfigStore* store, runtime::Executor* exec, rpc::RpcPeers* peers)
       : store_(store), exec_(exec), peers_(peers) {}
   void Fetch(uint64_t, std::function<void(Result<client::RoutingTable>)> done) override {
     // A file read or a ZooKeeper round trip; short enough to do here, but
@@ -37,7 +36,7 @@ class StoreRouting final : public client::RoutingSource {
  private:
   cluster::ConfigStore* store_;
   runtime::Executor* exec_;
-  node::RpcPeers* peers_;
+  rpc::RpcPeers* peers_;
 };
 
 class ClientImpl final : public Client {
@@ -58,7 +57,7 @@ class ClientImpl final : public Client {
     chan.recv_buffer_bytes = 1 << 20;
     SLIP_ASSIGN_OR_RETURN(channel_, rpc::RpcChannel::Open(exec_, std::move(ep), chan));
     if (raw->wait_fd() >= 0) exec_->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
-    peers_ = std::make_unique<node::RpcPeers>(channel_.get(), exec_,
+    peers_ = std::make_unique<rpc::RpcPeers>(channel_.get(), exec_,
                                               rpc::RpcChannel::CallOptions{.timeout = runtime::kSecond});
     routing_ = std::make_unique<StoreRouting>(store_.get(), exec_, peers_.get());
     client::CoreOptions co;
@@ -99,13 +98,13 @@ class ClientImpl final : public Client {
     std::vector<std::string> out;
     for (const auto& [id, info] : c.config.nodes) {
       if (info.state != cluster::NodeState::kUp) continue;
-      std::promise<Result<replication::PeerResponse>> p;
+      std::promise<Result<rpc::PeerResponse>> p;
       exec_->Post([&, id = id, addrs = c.config.nodes] {
         std::map<uint32_t, std::string> a;
         for (const auto& [n, i] : addrs) a[n] = i.address;
         peers_->SetAddresses(a);
         peers_->Call(id, static_cast<uint16_t>(proto::Method::kStats), {},
-                     [&](Result<replication::PeerResponse> r) { p.set_value(std::move(r)); });
+                     [&](Result<rpc::PeerResponse> r) { p.set_value(std::move(r)); });
       });
       auto r = p.get_future().get();
       if (!r.ok()) return Status(r.status().code(), "node " + std::to_string(id) + ": " + r.status().message());
@@ -129,7 +128,7 @@ class ClientImpl final : public Client {
   runtime::ThreadRuntime rt_{runtime::ThreadRuntimeOptions{.seed = 1, .spin_turns = 8, .max_park = runtime::kMillisecond}};
   runtime::Executor* exec_ = nullptr;
   std::unique_ptr<rpc::RpcChannel> channel_;
-  std::unique_ptr<node::RpcPeers> peers_;
+  std::unique_ptr<rpc::RpcPeers> peers_;
   std::unique_ptr<StoreRouting> routing_;
   std::unique_ptr<client::ClientCore> core_;
 };

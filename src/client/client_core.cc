@@ -18,7 +18,7 @@ struct ClientCore::Op {
   std::function<void(Status, std::string value, uint64_t version)> done;
 };
 
-ClientCore::ClientCore(replication::PeerCaller* peers, RoutingSource* routing,
+ClientCore::ClientCore(rpc::PeerCaller* peers, RoutingSource* routing,
                        runtime::Executor* exec, CoreOptions options)
     : peers_(peers), source_(routing), exec_(exec), options_(options) {}
 
@@ -88,10 +88,10 @@ void ClientCore::Attempt(std::shared_ptr<Op> op) {
                                                          : proto::Method::kDel;
   std::string req = proto::Encode(proto::KvRequest{routing_.term, shard, op->key, op->value});
   peers_->Call(node, static_cast<uint16_t>(method), std::move(req),
-               [this, op](Result<replication::PeerResponse> r) { OnResponse(op, std::move(r)); });
+               [this, op](Result<rpc::PeerResponse> r) { OnResponse(op, std::move(r)); });
 }
 
-void ClientCore::OnResponse(std::shared_ptr<Op> op, Result<replication::PeerResponse> r) {
+void ClientCore::OnResponse(std::shared_ptr<Op> op, Result<rpc::PeerResponse> r) {
   const bool write = op->kind != OpRecord::Kind::kGet;
   if (!r.ok()) {
     // No answer: the node may have applied a write before dying.

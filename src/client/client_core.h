@@ -29,12 +29,12 @@
 #include "cluster/routing.h"
 #include "common/status.h"
 #include "log/entry.h"
-#include "replication/peer_caller.h"
+#include "rpc/peer_caller.h"
 #include "runtime/runtime.h"
 
 namespace slip::client {
 
-using replication::NodeId;
+using rpc::NodeId;
 
 // The client routes with the cluster's routing table.
 using cluster::RoutingTable;
@@ -69,7 +69,7 @@ struct OpRecord {
 
 class ClientCore {
  public:
-  ClientCore(replication::PeerCaller* peers, RoutingSource* routing, runtime::Executor* exec,
+  ClientCore(rpc::PeerCaller* peers, RoutingSource* routing, runtime::Executor* exec,
              CoreOptions options = {});
 
   // Callbacks run on the executor. Put yields the version written.
@@ -89,13 +89,13 @@ class ClientCore {
   struct Op;
   void Start(std::shared_ptr<Op> op);
   void Attempt(std::shared_ptr<Op> op);
-  void OnResponse(std::shared_ptr<Op> op, Result<replication::PeerResponse> r);
+  void OnResponse(std::shared_ptr<Op> op, Result<rpc::PeerResponse> r);
   void Retry(std::shared_ptr<Op> op, Status why, bool refresh, uint64_t min_term);
   void Finish(std::shared_ptr<Op> op, Status s, std::string value, uint64_t version);
   void RecordUnknownAttempt(Op& op);
   void Refresh(uint64_t min_term, std::function<void()> then);
 
-  replication::PeerCaller* peers_;
+  rpc::PeerCaller* peers_;
   RoutingSource* source_;
   runtime::Executor* exec_;
   CoreOptions options_;

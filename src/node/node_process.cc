@@ -16,7 +16,7 @@
 #include "fabric/fabric.h"
 #include "fabric/ofi/ofi_fabric.h"
 #include "cluster/config_access.h"
-#include "node/rpc_peers.h"
+#include "rpc/rpc_peers.h"
 #include "pm/region.h"
 #include "replication/backup_log.h"
 #include "replication/design.h"
@@ -100,7 +100,7 @@ class Node final : public NodeProcess {
   runtime::Executor* node_ex_ = nullptr;
   runtime::Executor* control_ex_ = nullptr;
   std::unique_ptr<rpc::RpcChannel> channel_;
-  std::unique_ptr<RpcPeers> peers_;
+  std::unique_ptr<rpc::RpcPeers> peers_;
   // One-sided designs: the endpoint peers write into with no worker
   // involved, the backup log on it, and the NIC and digest roles that drive
   // it.
@@ -118,8 +118,8 @@ class Node final : public NodeProcess {
   struct Worker {
     runtime::Executor* ex = nullptr;
     std::unique_ptr<rpc::RpcChannel> channel;
-    std::unique_ptr<RpcPeers> own_peers;
-    RpcPeers* peers = nullptr;
+    std::unique_ptr<rpc::RpcPeers> own_peers;
+    rpc::RpcPeers* peers = nullptr;
     std::unique_ptr<fabric::Endpoint> out;
     std::unique_ptr<replication::Replicator> replicator;
     std::unique_ptr<server::NodeCore> core;
@@ -212,7 +212,7 @@ Status Node::Boot() {
   if (raw->wait_fd() >= 0) node_ex_->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
   const std::string address = channel_->address();
 
-  peers_ = std::make_unique<RpcPeers>(channel_.get(), node_ex_, rpc::RpcChannel::CallOptions{.timeout = o_.lease / 2});
+  peers_ = std::make_unique<rpc::RpcPeers>(channel_.get(), node_ex_, rpc::RpcChannel::CallOptions{.timeout = o_.lease / 2});
   if (replication::IsOneSided(protocol_)) SLIP_RETURN_IF_ERROR(StartOneSided());
   SLIP_RETURN_IF_ERROR(StartWorkers(so.limits));
   promoter_ = std::make_unique<server::Promoter>(store_.get(), o_.workers, peers_.get());
@@ -248,7 +248,7 @@ Status Node::Boot() {
       next.nodes[o_.id].state = cluster::NodeState::kUp;
       ++next.term;
     }
-    next.nodes[o_.id].address = RpcPeers::HexEncode(address);
+    next.nodes[o_.id].address = rpc::RpcPeers::HexEncode(address);
     return next;
   }));
 
@@ -282,7 +282,7 @@ Status Node::Boot() {
     }
   }
   control_ex_->Post([this, v = now.version] { WatchLoop(v); });
-  logging::Info("{}", "serving at " + RpcPeers::HexEncode(address) + " (" + o_.provider + "), term " + std::to_string(now.config.term));
+  logging::Info("{}", "serving at " + rpc::RpcPeers::HexEncode(address) + " (" + o_.provider + "), term " + std::to_string(now.config.term));
   return Status::Ok();
 }
 
@@ -329,7 +329,7 @@ void Node::AdoptOnNode(const ClusterConfig& c) {
   agent_->Adopt(server::ViewFromConfig(c));
 }
 
-// Every worker's RpcPeers, each on its own executor.
+// Every worker's rpc::RpcPeers, each on its own executor.
 void Node::SetPeerAddresses(const ClusterConfig& c) {
   auto addrs = std::make_shared<std::map<uint32_t, std::string>>();
   for (const auto& [id, info] : c.nodes) (*addrs)[id] = info.address;
@@ -353,7 +353,7 @@ Status Node::StartOneSided() {
   nic_ex_->AddPoller([this] { return backup_->Poll(nic_ex_->Now()); });
   if (in->wait_fd() >= 0) nic_ex_->AddWaitFd(in->wait_fd(), [in] { return in->CanBlock(); });
   logging::Info("{}", std::string("design ") + replication::DesignName(protocol_) + ": replication endpoint " +
-                 RpcPeers::HexEncode(backup_->address()));
+                 rpc::RpcPeers::HexEncode(backup_->address()));
   return Status::Ok();
 }
 
@@ -376,7 +376,7 @@ Status Node::StartWorkers(const log::Limits& limits) {
       co.recv_buffer_bytes = 1 << 20;
       SLIP_ASSIGN_OR_RETURN(w.channel, rpc::RpcChannel::Open(w.ex, std::move(ep), co));
       if (raw->wait_fd() >= 0) w.ex->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
-      w.own_peers = std::make_unique<RpcPeers>(w.channel.get(), w.ex, rpc::RpcChannel::CallOptions{.timeout = o_.lease / 2});
+      w.own_peers = std::make_unique<rpc::RpcPeers>(w.channel.get(), w.ex, rpc::RpcChannel::CallOptions{.timeout = o_.lease / 2});
       w.peers = w.own_peers.get();
     }
     if (replication::IsOneSided(protocol_)) {

@@ -35,7 +35,7 @@ namespace {
 constexpr char kDelValue[8] = {};  // a DEL entry's 8 reserved bytes (store/)
 }  // namespace
 
-OneSidedReplicator::OneSidedReplicator(runtime::Executor* exec, fabric::Endpoint* ep, PeerCaller* peers,
+OneSidedReplicator::OneSidedReplicator(runtime::Executor* exec, fabric::Endpoint* ep, rpc::PeerCaller* peers,
                                        OneSidedOptions options)
     : exec_(exec),
       ep_(ep),
@@ -276,7 +276,7 @@ void OneSidedReplicator::SendClose(NodeId node, uint32_t buffer, uint64_t used) 
   // Best effort: a backup that misses a close keeps the buffer open, and its
   // CatchUp still digests it.
   peers_->Call(node, static_cast<uint16_t>(proto::Method::kReplClose), proto::Encode(req),
-               [](Result<PeerResponse>) {});
+               [](Result<rpc::PeerResponse>) {});
 }
 
 void OneSidedReplicator::SubmitShared(Link& l, const std::shared_ptr<Pending>& w, const Bytes& bytes) {
@@ -334,12 +334,12 @@ void OneSidedReplicator::Open(Link& l, int attempt) {
   proto::ReplOpenRequest req{o_.term ? o_.term() : 0, o_.self,
                              o_.protocol == Protocol::kRowan ? proto::ReplBuffer::kNone : proto::ReplBuffer::kPrivate};
   peers_->Call(l.node, static_cast<uint16_t>(proto::Method::kReplOpen), proto::Encode(req),
-               [this, alive = alive_, node = l.node, epoch = l.epoch, attempt](Result<PeerResponse> r) {
+               [this, alive = alive_, node = l.node, epoch = l.epoch, attempt](Result<rpc::PeerResponse> r) {
                  if (*alive) Opened(node, epoch, std::move(r), attempt);
                });
 }
 
-void OneSidedReplicator::Opened(NodeId node, uint64_t epoch, Result<PeerResponse> r, int attempt) {
+void OneSidedReplicator::Opened(NodeId node, uint64_t epoch, Result<rpc::PeerResponse> r, int attempt) {
   Link& l = links_[node];
   if (l.epoch != epoch || l.state != Link::State::kOpening) return;
   Status s = !r.ok() ? r.status()

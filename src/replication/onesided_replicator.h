@@ -43,7 +43,7 @@
 
 #include "fabric/fabric.h"
 #include "replication/design.h"
-#include "replication/peer_caller.h"
+#include "rpc/peer_caller.h"
 #include "replication/shared_logs.h"
 #include "replication/replicator.h"
 #include "replication/tailwind_format.h"
@@ -76,7 +76,7 @@ struct OneSidedOptions {
 class OneSidedReplicator final : public Replicator {
  public:
   // `ep` is this sender's own endpoint; the replicator polls it on `exec`.
-  OneSidedReplicator(runtime::Executor* exec, fabric::Endpoint* ep, PeerCaller* peers,
+  OneSidedReplicator(runtime::Executor* exec, fabric::Endpoint* ep, rpc::PeerCaller* peers,
                      OneSidedOptions options);
   ~OneSidedReplicator() override;
 
@@ -130,7 +130,7 @@ class OneSidedReplicator final : public Replicator {
   void ReplicateAckingEarly(std::span<const NodeId> backups, const Bytes& bytes, std::function<void(Status)> done);
   void Submit(Link& l, const std::shared_ptr<Pending>& w, const Bytes& bytes);
   void Open(Link& l, int attempt);
-  void Opened(NodeId node, uint64_t epoch, Result<PeerResponse> r, int attempt);
+  void Opened(NodeId node, uint64_t epoch, Result<rpc::PeerResponse> r, int attempt);
   // The current buffer cannot take `bytes` more: close it when its writes
   // are done and open another; the entry waits in the queue.
   void Roll(Link& l, const std::shared_ptr<Pending>& w, const Bytes& bytes);
@@ -153,7 +153,7 @@ class OneSidedReplicator final : public Replicator {
 
   runtime::Executor* const exec_;
   fabric::Endpoint* const ep_;
-  PeerCaller* const peers_;
+  rpc::PeerCaller* const peers_;
   const OneSidedOptions o_;
   const std::shared_ptr<SharedRemoteLogs> shared_;
   runtime::PollerId poller_ = 0;

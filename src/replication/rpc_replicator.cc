@@ -16,7 +16,7 @@ void RpcReplicator::Replicate(std::span<const NodeId> backups, const proto::Repl
   const std::string bytes = proto::Encode(entry);
   for (NodeId b : backups) {
     peers_->Call(b, static_cast<uint16_t>(proto::Method::kReplicate), bytes,
-                 [f, b](Result<PeerResponse> r) {
+                 [f, b](Result<rpc::PeerResponse> r) {
                    if (f->finished) return;  // an earlier backup already failed
                    Status s = !r.ok() ? r.status()
                               : r->status != Code::kOk

@@ -5,20 +5,20 @@
 // one-sided protocols remove.
 #pragma once
 
-#include "replication/peer_caller.h"
+#include "rpc/peer_caller.h"
 #include "replication/replicator.h"
 
 namespace slip::replication {
 
 class RpcReplicator final : public Replicator {
  public:
-  explicit RpcReplicator(PeerCaller* peers) : peers_(peers) {}
+  explicit RpcReplicator(rpc::PeerCaller* peers) : peers_(peers) {}
 
   void Replicate(std::span<const NodeId> backups, const proto::ReplicateRequest& entry,
                  std::function<void(Status)> done) override;
 
  private:
-  PeerCaller* peers_;
+  rpc::PeerCaller* peers_;
 };
 
 }  // namespace slip::replication

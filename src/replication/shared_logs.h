@@ -21,7 +21,7 @@
 #include <string>
 
 #include "fabric/fabric.h"
-#include "replication/peer_caller.h"
+#include "replication/replicator.h"
 
 namespace slip::replication {
 

@@ -20,7 +20,7 @@ constexpr uint32_t kShards = 4;
 // queued until Pump(), so tests can look at the state in between, as the
 // PeerCaller contract demands (done never runs inside Call). A node marked
 // dead fails its calls with Unavailable.
-class LoopbackPeers : public replication::PeerCaller {
+class LoopbackPeers : public rpc::PeerCaller {
  public:
   std::map<NodeId, NodeCore*> nodes;
   std::set<NodeId> dead;
@@ -28,7 +28,7 @@ class LoopbackPeers : public replication::PeerCaller {
   uint64_t calls = 0;
 
   void Call(NodeId node, uint16_t method, std::string payload,
-            std::function<void(Result<replication::PeerResponse>)> done) override {
+            std::function<void(Result<rpc::PeerResponse>)> done) override {
     ++calls;
     auto shared_done = std::make_shared<decltype(done)>(std::move(done));
     queue.push_back([this, node, method, payload = std::move(payload), shared_done] {
@@ -37,7 +37,7 @@ class LoopbackPeers : public replication::PeerCaller {
       }
       nodes[node]->Handle(method, proto::AsBytes(payload), [this, shared_done](Code c, std::string p) {
         queue.push_back([shared_done, c, p = std::move(p)]() mutable {
-          (*shared_done)(replication::PeerResponse{c, std::move(p)});
+          (*shared_done)(rpc::PeerResponse{c, std::move(p)});
         });
       });
     });

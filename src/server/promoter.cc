@@ -67,7 +67,7 @@ void Promoter::Pull(std::shared_ptr<Job> job, size_t replica, uint64_t skip) {
   std::string req = proto::Encode(proto::ShardTailRequest{job->term, job->shard, job->floor, skip});
   peers_->Call(
       from, static_cast<uint16_t>(proto::Method::kShardTail), std::move(req),
-      [this, job, replica, from](Result<replication::PeerResponse> r) {
+      [this, job, replica, from](Result<rpc::PeerResponse> r) {
         if (!r.ok()) {
           return job->Finish(Status(r.status().code(), "pulling shard " + std::to_string(job->shard) +
                                                            " from node " + std::to_string(from) +
@@ -132,7 +132,7 @@ void Promoter::PushMore(std::shared_ptr<Job> job) {
                                                                 ? std::string_view(e.value)
                                                                 : std::string_view{}});
     peers_->Call(to, static_cast<uint16_t>(proto::Method::kReplicate), std::move(req),
-                 [this, job, to](Result<replication::PeerResponse> r) {
+                 [this, job, to](Result<rpc::PeerResponse> r) {
                    --job->in_flight;
                    Status s = !r.ok() ? r.status()
                               : r->status != Code::kOk

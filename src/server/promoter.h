@@ -27,12 +27,12 @@
 #include <vector>
 
 #include "common/status.h"
-#include "replication/peer_caller.h"
+#include "rpc/peer_caller.h"
 #include "store/store.h"
 
 namespace slip::server {
 
-using replication::NodeId;
+using rpc::NodeId;
 
 struct PromoteStats {
   uint64_t pulled_entries = 0;
@@ -46,7 +46,7 @@ struct PromoteStats {
 
 class Promoter {
  public:
-  Promoter(store::Store* store, uint32_t writer, replication::PeerCaller* peers)
+  Promoter(store::Store* store, uint32_t writer, rpc::PeerCaller* peers)
       : store_(store), writer_(writer), peers_(peers) {}
 
   // `syncing`: the replicas among `replicas` still being seeded.
@@ -73,7 +73,7 @@ class Promoter {
 
   store::Store* store_;
   uint32_t writer_;
-  replication::PeerCaller* peers_;
+  rpc::PeerCaller* peers_;
   std::function<Status()> catch_up_;
   std::function<uint64_t(uint32_t)> commit_floor_;
 };

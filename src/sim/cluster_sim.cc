@@ -51,7 +51,7 @@ struct Incarnation {
   // Per request worker (server/worker_pool.h): its calls to peers, its
   // sending endpoint (one-sided designs), its replicator and request path.
   struct Worker {
-    std::unique_ptr<replication::PeerCaller> caller;
+    std::unique_ptr<rpc::PeerCaller> caller;
     std::unique_ptr<fabric::Endpoint> out;
     std::unique_ptr<replication::Replicator> replicator;
     std::unique_ptr<server::NodeCore> core;
@@ -123,15 +123,15 @@ class World {
   // --- network ---
   void Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, NodeId to,
             uint16_t method, std::string payload,
-            std::function<void(Result<replication::PeerResponse>)> done);
+            std::function<void(Result<rpc::PeerResponse>)> done);
 
  private:
-  class Caller final : public replication::PeerCaller {
+  class Caller final : public rpc::PeerCaller {
    public:
     Caller(World* w, runtime::Executor* from, NodeId from_node, uint64_t inc)
         : w_(w), from_(from), from_node_(from_node), inc_(inc) {}
     void Call(NodeId node, uint16_t method, std::string payload,
-              std::function<void(Result<replication::PeerResponse>)> done) override {
+              std::function<void(Result<rpc::PeerResponse>)> done) override {
       w_->Call(from_, from_node_, inc_, node, method, std::move(payload), std::move(done));
     }
 
@@ -253,11 +253,11 @@ class World {
 
 void World::Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, NodeId to,
                  uint16_t method, std::string payload,
-                 std::function<void(Result<replication::PeerResponse>)> done) {
+                 std::function<void(Result<rpc::PeerResponse>)> done) {
   struct State {
     bool finished = false;
     runtime::TimerId timer = 0;
-    std::function<void(Result<replication::PeerResponse>)> done;
+    std::function<void(Result<rpc::PeerResponse>)> done;
   };
   auto st = std::make_shared<State>();
   st->done = std::move(done);
@@ -285,8 +285,8 @@ void World::Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, N
                      [this, dst, dst_inc, from, from_node, st, caller_alive](Code c, std::string p) {
                        if (!dst->up || dst->incarnation != dst_inc) return;
                        if (Cut(dst->id, from_node) || rt_.Rng().Bernoulli(o_.drop_probability)) return;
-                       auto resp = std::make_shared<replication::PeerResponse>(
-                           replication::PeerResponse{c, std::move(p)});
+                       auto resp = std::make_shared<rpc::PeerResponse>(
+                           rpc::PeerResponse{c, std::move(p)});
                        rt_.Schedule(rt_.Now() + Latency() * Slowness(dst->id), from, kEventNet, "reply",
                                     static_cast<uint64_t>(c), [st, resp, from, caller_alive] {
                                       if (st->finished || !caller_alive()) return;

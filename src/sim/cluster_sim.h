@@ -15,7 +15,7 @@
 // model (unpersisted lines kept, dropped or torn), restarts, and the
 // configuration manager (detects a dead node after a lease, commits a new
 // term, promotes a backup, re-replicates to a spare). The nodes talk through
-// replication::PeerCaller, so the same node code runs over rpc/ in a real
+// rpc::PeerCaller, so the same node code runs over rpc/ in a real
 // process.
 //
 // What is checked: every client operation goes into a history; at the end

@@ -18,15 +18,15 @@ namespace {
 // The control path between nodes: a request reaches the target's BackupLog
 // after control_latency, the answer comes back as long again, on the
 // caller's executor (PeerCaller's contract).
-class ReplicationWorld::Caller final : public PeerCaller {
+class ReplicationWorld::Caller final : public rpc::PeerCaller {
  public:
   Caller(ReplicationWorld* w, runtime::Executor* exec) : w_(w), exec_(exec) {}
   void Call(NodeId node, uint16_t method, std::string payload,
-            std::function<void(Result<PeerResponse>)> done) override {
+            std::function<void(Result<rpc::PeerResponse>)> done) override {
     const runtime::Nanos lat = w_->o_.control_latency + (node < w_->slow_.size() ? w_->slow_[node] : 0);
     exec_->After(lat, [w = w_, exec = exec_, lat, node, method, payload = std::move(payload),
                        done = std::move(done)]() mutable {
-      Result<PeerResponse> r = Status::Unavailable("node " + std::to_string(node) + " is down");
+      Result<rpc::PeerResponse> r = Status::Unavailable("node " + std::to_string(node) + " is down");
       if (node < w->nodes_.size() && w->nodes_[node]->up && w->nodes_[node]->store) {
         r = Serve(w, *w->nodes_[node], method, proto::AsBytes(payload));
       }
@@ -35,9 +35,9 @@ class ReplicationWorld::Caller final : public PeerCaller {
   }
 
  private:
-  static PeerResponse Serve(ReplicationWorld* w, Node& n, uint16_t method, std::span<const std::byte> bytes) {
+  static rpc::PeerResponse Serve(ReplicationWorld* w, Node& n, uint16_t method, std::span<const std::byte> bytes) {
     ++n.control_calls;
-    PeerResponse resp;
+    rpc::PeerResponse resp;
     if (method == static_cast<uint16_t>(proto::Method::kReplicate)) {
       // rpc-kv's backup worker: apply and reply (NodeCore::HandleReplicate).
       auto req = proto::DecodeReplicateRequest(bytes, n.store->options().limits);

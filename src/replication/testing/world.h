@@ -119,7 +119,7 @@ class ReplicationWorld {
   fabric::SimFabric fabric_;
   std::vector<std::unique_ptr<Node>> nodes_;
   // Live as long as the world: a call may be due after its replicator died.
-  std::vector<std::unique_ptr<PeerCaller>> callers_;
+  std::vector<std::unique_ptr<rpc::PeerCaller>> callers_;
   std::vector<runtime::Executor*> sender_execs_;  // per node * senders, reused across restarts
   std::vector<runtime::Executor*> nic_execs_, digest_execs_;
   std::vector<runtime::Nanos> slow_;  // per node, SlowNode

@@ -9,7 +9,7 @@
 
 #include "common/status.h"
 
-namespace slip::replication {
+namespace slip::rpc {
 
 using NodeId = uint32_t;
 
@@ -29,4 +29,4 @@ class PeerCaller {
                     std::function<void(Result<PeerResponse>)> done) = 0;
 };
 
-}  // namespace slip::replication
+}  // namespace slip::rpc

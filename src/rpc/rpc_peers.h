@@ -8,22 +8,22 @@
 #include <mutex>
 #include <string>
 
-#include "replication/peer_caller.h"
+#include "rpc/peer_caller.h"
 #include "rpc/channel.h"
 #include "runtime/runtime.h"
 
-namespace slip::node {
+namespace slip::rpc {
 
-class RpcPeers final : public replication::PeerCaller {
+class RpcPeers final : public PeerCaller {
  public:
   // `exec` is the channel's executor (answers to unknown nodes go through it).
-  RpcPeers(rpc::RpcChannel* channel, runtime::Executor* exec, rpc::RpcChannel::CallOptions options = {})
+  RpcPeers(RpcChannel* channel, runtime::Executor* exec, RpcChannel::CallOptions options = {})
       : channel_(channel), exec_(exec), options_(options) {}
 
   // The address of every node, from the newest configuration (executor
   // only). Configurations hold fabric addresses hex-encoded (they are
   // binary); undecodable ones are left out (calls to them: Unavailable).
-  void SetAddresses(const std::map<replication::NodeId, std::string>& hex) {
+  void SetAddresses(const std::map<NodeId, std::string>& hex) {
     addresses_.clear();
     for (const auto& [id, h] : hex) {
       if (auto raw = HexDecode(h); raw.ok()) addresses_[id] = std::move(*raw);
@@ -55,11 +55,11 @@ class RpcPeers final : public replication::PeerCaller {
     return out;
   }
 
-  void Call(replication::NodeId node, uint16_t method, std::string payload,
-            std::function<void(Result<replication::PeerResponse>)> done) override {
+  void Call(NodeId node, uint16_t method, std::string payload,
+            std::function<void(Result<PeerResponse>)> done) override {
     auto it = addresses_.find(node);
-    Result<rpc::RpcChannel::Peer> peer =
-        it == addresses_.end() ? Result<rpc::RpcChannel::Peer>(Status::Unavailable(
+    Result<RpcChannel::Peer> peer =
+        it == addresses_.end() ? Result<RpcChannel::Peer>(Status::Unavailable(
                                      "no address for node " + std::to_string(node)))
                                : channel_->Connect(it->second);
     if (!peer.ok()) {
@@ -67,17 +67,17 @@ class RpcPeers final : public replication::PeerCaller {
       return exec_->Post([done = std::move(done), s = peer.status()] { done(s); });
     }
     channel_->Call(*peer, method, std::move(payload), options_,
-                   [done = std::move(done)](Result<rpc::Response> r) {
+                   [done = std::move(done)](Result<Response> r) {
                      if (!r.ok()) return done(r.status());
-                     done(replication::PeerResponse{r->status, std::move(r->payload)});
+                     done(PeerResponse{r->status, std::move(r->payload)});
                    });
   }
 
  private:
-  rpc::RpcChannel* channel_;
+  RpcChannel* channel_;
   runtime::Executor* exec_;
-  rpc::RpcChannel::CallOptions options_;
-  std::map<replication::NodeId, std::string> addresses_;
+  RpcChannel::CallOptions options_;
+  std::map<NodeId, std::string> addresses_;
 };
 
-}  // namespace slip::node
+}  // namespace slip::rpc
