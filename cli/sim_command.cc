@@ -102,7 +102,7 @@ int RunSimCommand(const SimCommandOptions& o) {
     }
   }
   if (o.layer == "replication") {
-    if (*protocol == replication::Protocol::kRpc) {
+    if (!replication::IsOneSided(*protocol)) {
       std::fprintf(stderr, "slip sim: --layer replication is for the one-sided designs; rpc-kv runs as a cluster\n");
       return 2;
     }

@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "dlwa_bench: %s\n", p.status().ToString().c_str());
         return 2;
       }
-      if (*p == replication::Protocol::kRpc) {
+      if (!replication::IsOneSided(*p)) {
         std::fprintf(stderr, "dlwa_bench: rpc-kv is not modelled here (its backup workers write their own logs)\n");
         return 2;
       }

@@ -31,7 +31,7 @@
 // Types: kPut (key + value), kDel (key; value is 8 bytes of node-local
 // metadata, see store/), kCommitVersion (no key; value is an 8-byte
 // little-endian committed version for `shard`), kChecksum (no key; 8 value
-// bytes: a Tailwind running checksum, see replication/tailwind_format.h).
+// bytes: a Tailwind running checksum, see replication/tailwind/format.h).
 #pragma once
 
 #include <cstddef>
@@ -49,7 +49,7 @@ namespace slip::log {
 // Persisted: never renumber. 0 is reserved for "no entry".
 // kChecksum: a Tailwind running checksum (no key; value = 4-byte CRC32C over
 // every earlier non-checksum block header of the buffer, never 0, then 4 zero
-// bytes); it ends each one-sided transfer (replication/tailwind_format.h).
+// bytes); it ends each one-sided transfer (replication/tailwind/format.h).
 enum class EntryType : uint8_t { kPut = 1, kDel = 2, kCommitVersion = 3, kChecksum = 4 };
 
 // Format 2 fills the header's last two bytes with a header check; blocks of

@@ -19,10 +19,8 @@
 #include "rpc/rpc_peers.h"
 #include "pm/region.h"
 #include "replication/backup_log.h"
-#include "replication/design.h"
-#include "replication/onesided_replicator.h"
-#include "replication/rpc_replicator.h"
-#include "replication/shared_logs.h"
+#include "replication/registry.h"
+#include "replication/share/shared_logs.h"
 #include "rpc/channel.h"
 #include "runtime/thread_runtime.h"
 #include "server/config_view.h"
@@ -383,17 +381,15 @@ Status Node::StartWorkers(const log::Limits& limits) {
       SLIP_ASSIGN_OR_RETURN(w.out, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = wname + "/out"}));
       fabric::Endpoint* out = w.out.get();
       if (out->wait_fd() >= 0) w.ex->AddWaitFd(out->wait_fd(), [out] { return out->CanBlock(); });
-      replication::OneSidedOptions oo;
-      oo.protocol = protocol_;
-      oo.self = o_.id;
-      oo.max_message = proto::kMaxMessage / 2;  // well inside the multi-receive limit
-      oo.term = [this] { return replication_term_.load(); };
-      oo.shared_logs = shared_logs_;
-      // Runs on the worker's executor: it polls `out` there and calls back there.
-      w.replicator = std::make_unique<replication::OneSidedReplicator>(w.ex, out, w.peers, oo);
-    } else {
-      w.replicator = std::make_unique<replication::RpcReplicator>(w.peers);
     }
+    // Runs on the worker's executor: it polls `out` there and calls back there.
+    replication::ReplicatorContext rc{.exec = w.ex, .ep = w.out.get(), .peers = w.peers};
+    rc.onesided.protocol = protocol_;
+    rc.onesided.self = o_.id;
+    rc.onesided.max_message = proto::kMaxMessage / 2;  // well inside the multi-receive limit
+    rc.onesided.term = [this] { return replication_term_.load(); };
+    rc.onesided.shared_logs = shared_logs_;
+    w.replicator = replication::MakeReplicator(protocol_, rc);
     w.core = std::make_unique<server::NodeCore>(o_.id, store_.get(), i, w.replicator.get(), &views_, shared_);
     w.core->set_worker(i, o_.workers);
     w.core->set_backup_log(backup_.get());

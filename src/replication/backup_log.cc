@@ -2,12 +2,12 @@
 
 #include <cstring>
 
-#include "replication/tailwind_format.h"
+#include "replication/registry.h"
 
 namespace slip::replication {
 
 BackupLog::BackupLog(store::Store* store, fabric::Endpoint* ep, BackupLogOptions options)
-    : store_(store), ep_(ep), options_(options) {}
+    : store_(store), ep_(ep), options_(options), design_(DesignOf(options.protocol)) {}
 
 BackupLog::~BackupLog() {
   if (mr_.base != nullptr) (void)ep_->Deregister(mr_);
@@ -15,8 +15,9 @@ BackupLog::~BackupLog() {
 
 Result<std::unique_ptr<BackupLog>> BackupLog::Create(store::Store* store, fabric::Endpoint* ep,
                                                      const BackupLogOptions& options) {
-  if (!IsOneSided(options.protocol)) {
-    return Status::InvalidArgument(std::string(DesignName(options.protocol)) + " has no one-sided backup log");
+  const Design& design = DesignOf(options.protocol);
+  if (!design.one_sided()) {
+    return Status::InvalidArgument(std::string(design.name) + " has no one-sided backup log");
   }
   std::unique_ptr<BackupLog> b(new BackupLog(store, ep, options));
   const log::SegmentTable& t = store->segments();
@@ -27,7 +28,7 @@ Result<std::unique_ptr<BackupLog>> BackupLog::Create(store::Store* store, fabric
   SLIP_ASSIGN_OR_RETURN(b->mr_, ep->Register(t.SegmentBase(0), t.num_segments() * t.segment_size(),
                                              fabric::Endpoint::kRemoteWrite | fabric::Endpoint::kRemoteRead));
   b->address_ = ep->address();
-  if (options.protocol == Protocol::kRowan) {
+  if (design.receive == BackupReceive::kSharedLog) {
     std::lock_guard<std::mutex> lock(b->mu_);
     for (uint32_t i = 0; i < options.posted_segments; ++i) SLIP_RETURN_IF_ERROR(b->PostSegment());
   }
@@ -56,7 +57,7 @@ bool BackupLog::Poll(runtime::Nanos now) {
   const size_t n = ep_->Poll(c);
   stats_.completions_drained += n;
   bool work = n > 0;
-  if (options_.protocol != Protocol::kRowan) return work;
+  if (design_.receive != BackupReceive::kSharedLog) return work;
 
   const log::SegmentTable& t = store_->segments();
   // First-word rule: once segment i+1 has a non-zero first word, the NIC has
@@ -95,10 +96,10 @@ bool BackupLog::Poll(runtime::Nanos now) {
 
 Status BackupLog::DigestSome(uint32_t id, uint64_t limit, store::Store::ReceiveWalk walk) {
   uint64_t& cursor = cursor_[id];
-  if (options_.protocol == Protocol::kTailwind) {
+  if (design_.valid_prefix != nullptr) {
     const log::SegmentTable& t = store_->segments();
-    // Only the prefix the running checksum vouches for.
-    limit = ScanTailwindBuffer({t.SegmentBase(id), limit}, store_->options().limits);
+    // Only the prefix the design vouches for (tailwind: its running checksum).
+    limit = design_.valid_prefix({t.SegmentBase(id), limit}, store_->options().limits);
   }
   if (limit <= cursor) return Status::Ok();
   SLIP_ASSIGN_OR_RETURN(uint64_t end, store_->DigestReceived(id, cursor, limit, walk));
@@ -162,13 +163,13 @@ Result<proto::ReplOpenResponse> BackupLog::Open(const proto::ReplOpenRequest& re
   r.flush_offset = 0;
   r.address = address_;
   if (req.buffer == proto::ReplBuffer::kNone) {
-    if (options_.protocol != Protocol::kRowan) {
-      return Status::InvalidArgument(std::string(DesignName(options_.protocol)) + " writes into private buffers");
+    if (design_.receive != BackupReceive::kSharedLog) {
+      return Status::InvalidArgument(std::string(design_.name) + " writes into private buffers");
     }
     return r;
   }
-  if (options_.protocol == Protocol::kRowan) {
-    return Status::InvalidArgument("rowan-kv backups take Sends into their shared log, not private buffers");
+  if (design_.receive == BackupReceive::kSharedLog) {
+    return Status::InvalidArgument(std::string(design_.name) + " backups take Sends into their shared log, not private buffers");
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (open_.size() >= options_.max_open_buffers) {

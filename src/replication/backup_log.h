@@ -1,6 +1,7 @@
 // BackupLog: the backup side of the one-sided replication designs — what a
 // node does so that peers can make entries persistent in its PM without any
-// of its workers taking part.
+// of its workers taking part. It follows its design's registry entry
+// (replication/registry.h: `receive`, `valid_prefix`):
 //
 //   rowan-kv   One b-log for all senders (docs/papers/rowan.md §2.2, §3.4): PM
 //              segments are posted, in address order, as multi-receive
@@ -16,7 +17,7 @@
 //              once its writes completed; the closed segment goes to the
 //              digest. Tailwind's buffers end every transfer with a running
 //              checksum, and an open buffer is trusted only up to its valid
-//              prefix (tailwind_format.h).
+//              prefix (tailwind/format.h).
 //
 // The digest indexes landed entries where they lie (Store::DigestReceived)
 // and seals the segment for the cleaner. CatchUp() indexes everything landed
@@ -46,6 +47,8 @@
 #include "store/store.h"
 
 namespace slip::replication {
+
+struct Design;  // registry.h
 
 struct BackupLogOptions {
   Protocol protocol = Protocol::kRowan;
@@ -110,6 +113,7 @@ class BackupLog {
   store::Store* const store_;
   fabric::Endpoint* const ep_;
   const BackupLogOptions options_;
+  const Design& design_;
   fabric::MemoryRegion mr_;
   std::string address_;
   uint64_t data_offset_ = 0;  // region offset of the registration's byte 0

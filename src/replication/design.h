@@ -1,9 +1,11 @@
 // Designs are configurations (DESIGN.md): `--design` names how a primary
 // replicates. The deployment (sharded primary-backup, RPC clients, PM logs
 // plus a DRAM index) is the same for all of these; only the replication
-// protocol differs.
+// protocol differs. `Protocol` names a design in options structs; what a
+// design *is* lives in its folder, found through replication/registry.h.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 #include <vector>
 
@@ -26,6 +28,6 @@ const char* DesignName(Protocol p);
 Result<Protocol> ParseDesign(std::string_view name);
 const std::vector<Protocol>& AllProtocols();
 // Whether replication writes one-sidedly (no backup worker on the data path).
-inline bool IsOneSided(Protocol p) { return p != Protocol::kRpc; }
+bool IsOneSided(Protocol p);
 
 }  // namespace slip::replication

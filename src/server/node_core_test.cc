@@ -8,7 +8,7 @@
 
 #include "common/hash.h"
 #include "common/random.h"
-#include "replication/rpc_replicator.h"
+#include "replication/rpc/replicator.h"
 #include "server/promoter.h"
 
 namespace slip::server {

@@ -12,8 +12,7 @@
 #include "fabric/sim/sim_fabric.h"
 #include "pm/region.h"
 #include "replication/backup_log.h"
-#include "replication/onesided_replicator.h"
-#include "replication/rpc_replicator.h"
+#include "replication/registry.h"
 #include "runtime/sim_runtime.h"
 #include "cluster/cluster_config.h"
 #include "server/config_view.h"
@@ -165,7 +164,7 @@ class World {
     return t;
   }
   bool IsClient(NodeId n) const { return n >= kClientBase; }
-  bool OneSided() const { return o_.protocol != replication::Protocol::kRpc; }
+  bool OneSided() const { return replication::IsOneSided(o_.protocol); }
   // The fabric's loss and jitter: the message layer's.
   fabric::LinkFaults NetworkFaults() const {
     fabric::LinkFaults f;
@@ -338,7 +337,9 @@ void World::StartNode(Node& n, bool fresh) {
       return;
     }
   } else {
-    for (auto& w : inc->workers) w.replicator = std::make_unique<replication::RpcReplicator>(w.caller.get());
+    for (auto& w : inc->workers) {
+      w.replicator = replication::MakeReplicator(o_.protocol, {.exec = nullptr, .ep = nullptr, .peers = w.caller.get()});
+    }
   }
   auto shared = std::make_shared<server::NodeShared>();
   std::vector<server::WorkerPool::Worker> pool;
@@ -419,7 +420,8 @@ Status World::StartReplication(Node& n, Incarnation& inc) {
   for (uint32_t i = 0; i < o_.workers; ++i) {
     auto& w = inc.workers[i];
     SLIP_ASSIGN_OR_RETURN(w.out, fabric_->CreateEndpoint(n.id, n.workers[i], out_opts));
-    w.replicator = std::make_unique<replication::OneSidedReplicator>(n.workers[i], w.out.get(), w.caller.get(), oo);
+    w.replicator = replication::MakeReplicator(
+        o_.protocol, {.exec = n.workers[i], .ep = w.out.get(), .peers = w.caller.get(), .onesided = oo});
   }
   return Status::Ok();
 }

@@ -1,5 +1,6 @@
 #include "replication/testing/campaign.h"
 
+#include "replication/registry.h"
 #include "replication/testing/model.h"
 
 namespace slip::replication::testing {
@@ -14,7 +15,7 @@ SeedResult RunReplicationSeed(const CampaignOptions& o) {
   wo.pm_bytes = 12 << 20;
   wo.bug_ack_early = o.bug_ack_early;
   // The shared-log designs take several workers' writes into one remote log.
-  if (o.protocol == Protocol::kRowan || o.protocol == Protocol::kShare) wo.senders = 2;
+  if (DesignOf(o.protocol).senders_share_a_log) wo.senders = 2;
   // PM persistence trails placement, as DMA completion does.
   const uint64_t delay_draw = rng.Uniform(3001);
   wo.fabric.dma_persist_delay = static_cast<runtime::Nanos>(delay_draw * o.max_persist_delay / 3000);

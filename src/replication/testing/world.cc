@@ -130,7 +130,7 @@ Status ReplicationWorld::StartNode(int i) {
   SLIP_ASSIGN_OR_RETURN(n.store, store::Store::Open(n.region.get(), so));
   const NodeId id = static_cast<NodeId>(i);
   SLIP_ASSIGN_OR_RETURN(n.in, fabric_.CreateEndpoint(id, nic_execs_[i], {.name = "node" + std::to_string(i) + "/in"}));
-  if (o_.protocol != Protocol::kRpc) {
+  if (IsOneSided(o_.protocol)) {
     BackupLogOptions bo;
     bo.protocol = o_.protocol;
     bo.posted_segments = o_.posted_segments;
@@ -145,19 +145,14 @@ Status ReplicationWorld::StartNode(int i) {
     snd.exec = sender_execs_[i * o_.senders + s];
     SLIP_ASSIGN_OR_RETURN(snd.ep, fabric_.CreateEndpoint(id, snd.exec, {.name = "node" + std::to_string(i) + "/out"}));
     callers_.push_back(std::make_unique<Caller>(this, snd.exec));
-    if (o_.protocol == Protocol::kRpc) {
-      snd.replicator = std::make_unique<RpcReplicator>(callers_.back().get());
-    } else {
-      OneSidedOptions oo;
-      oo.protocol = o_.protocol;
-      oo.self = id;
-      oo.max_message = o_.max_message;
-      oo.test_bug_ack_early = o_.bug_ack_early;
-      oo.shared_logs = shared_logs;
-      auto r = std::make_unique<OneSidedReplicator>(snd.exec, snd.ep.get(), callers_.back().get(), oo);
-      snd.onesided = r.get();
-      snd.replicator = std::move(r);
-    }
+    ReplicatorContext rc{.exec = snd.exec, .ep = snd.ep.get(), .peers = callers_.back().get()};
+    rc.onesided.protocol = o_.protocol;
+    rc.onesided.self = id;
+    rc.onesided.max_message = o_.max_message;
+    rc.onesided.test_bug_ack_early = o_.bug_ack_early;
+    rc.onesided.shared_logs = shared_logs;
+    snd.replicator = MakeReplicator(o_.protocol, rc);
+    snd.onesided = dynamic_cast<OneSidedReplicator*>(snd.replicator.get());
     n.senders.push_back(std::move(snd));
   }
   n.up = true;

@@ -22,8 +22,7 @@
 #include "pm/media_model.h"
 #include "pm/region.h"
 #include "replication/backup_log.h"
-#include "replication/onesided_replicator.h"
-#include "replication/rpc_replicator.h"
+#include "replication/registry.h"
 #include "runtime/sim_runtime.h"
 #include "store/store.h"
 

@@ -1,4 +1,4 @@
-#include "replication/rpc_replicator.h"
+#include "replication/rpc/replicator.h"
 
 #include <memory>
 

@@ -1,4 +1,4 @@
-#include "replication/shared_logs.h"
+#include "replication/share/shared_logs.h"
 
 namespace slip::replication {
 

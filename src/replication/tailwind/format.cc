@@ -1,4 +1,4 @@
-#include "replication/tailwind_format.h"
+#include "replication/tailwind/format.h"
 
 #include <cstring>
 

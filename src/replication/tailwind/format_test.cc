@@ -1,7 +1,7 @@
-// Tailwind's buffer format (tailwind_format.h; docs/papers/tailwind.md §2.7, §3.2,
+// Tailwind's buffer format (tailwind/format.h; docs/papers/tailwind.md §2.7, §3.2,
 // §6): the valid prefix a recovery scan finds after torn, reordered or
 // corrupted one-sided transfers (invariants T1, T3, T4, T7; scenarios 1-4).
-#include "replication/tailwind_format.h"
+#include "replication/tailwind/format.h"
 
 #include <gtest/gtest.h>
 

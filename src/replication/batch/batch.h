@@ -1,0 +1,10 @@
+// The batch design's registry entry (replication/registry.h).
+#pragma once
+
+#include "replication/registry.h"
+
+namespace slip::replication {
+
+const Design& BatchDesign();
+
+}  // namespace slip::replication

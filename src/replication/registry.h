@@ -1,0 +1,72 @@
+// The registry of replication designs: name -> what a design is made of.
+//
+// A design is a folder under replication/ (rpc/, rowan/, rwrite/, batch/,
+// share/, tailwind/) that defines one `Design` — its primary side (a
+// Replicator factory; the one-sided designs supply a Placement to the shared
+// OneSidedReplicator) and its backup side (how peers' writes land: a backup
+// worker, one shared multi-receive log, or private buffers opened by
+// REPL_OPEN; and which prefix of a buffer can be trusted) — and one line in
+// registry.cc. Servers, the simulator and the tools build replication only
+// through here; nothing else branches on the design
+// (docs/architecture.md, "How to add a design").
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "fabric/fabric.h"
+#include "log/entry.h"
+#include "replication/design.h"
+#include "replication/onesided/replicator.h"
+#include "replication/replicator.h"
+#include "rpc/peer_caller.h"
+#include "runtime/runtime.h"
+
+namespace slip::replication {
+
+// How peers' replication writes reach a backup's PM.
+enum class BackupReceive : uint8_t {
+  kWorker,          // a backup worker applies each REPLICATE request (two-sided)
+  kSharedLog,       // Sends into one multi-receive log the NIC fills in order
+  kPrivateBuffers,  // Writes into segments opened per sender (REPL_OPEN/CLOSE)
+};
+
+// What a Replicator is built from. `ep` (the sender's own endpoint, polled
+// on `exec`) and `onesided` matter to one-sided designs only.
+struct ReplicatorContext {
+  runtime::Executor* exec = nullptr;
+  fabric::Endpoint* ep = nullptr;
+  rpc::PeerCaller* peers = nullptr;
+  OneSidedOptions onesided;
+};
+
+struct Design {
+  Protocol protocol;
+  std::string_view name;  // what --design takes
+  BackupReceive receive = BackupReceive::kWorker;
+  // Several senders write into one backup log (rowan's b-log, share-kv's
+  // shared buffer): tests run such designs with more than one sender.
+  bool senders_share_a_log = false;
+  // The prefix of a private buffer holding `buffer` that a backup may trust
+  // (tailwind: what the running checksum vouches for); null: all of it.
+  uint64_t (*valid_prefix)(std::span<const std::byte> buffer, const log::Limits& limits) = nullptr;
+  std::unique_ptr<Replicator> (*make_replicator)(const ReplicatorContext& context) = nullptr;
+
+  bool one_sided() const { return receive != BackupReceive::kWorker; }
+};
+
+// Every design, in a fixed order (rpc-kv first).
+const std::vector<const Design*>& AllDesigns();
+const Design& DesignOf(Protocol protocol);
+// InvalidArgument naming the known designs for anything else.
+Result<const Design*> FindDesign(std::string_view name);
+
+// The primary side of `context.onesided.protocol`'s design (rpc-kv: `ep` and
+// the one-sided options are unused).
+std::unique_ptr<Replicator> MakeReplicator(Protocol protocol, const ReplicatorContext& context);
+
+}  // namespace slip::replication

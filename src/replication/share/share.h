@@ -1,0 +1,10 @@
+// The share design's registry entry (replication/registry.h).
+#pragma once
+
+#include "replication/registry.h"
+
+namespace slip::replication {
+
+const Design& ShareDesign();
+
+}  // namespace slip::replication
