@@ -24,10 +24,7 @@
 #include "rpc/channel.h"
 #include "runtime/thread_runtime.h"
 #include "server/config_view.h"
-#include "server/node_agent.h"
-#include "server/node_core.h"
-#include "server/promoter.h"
-#include "server/worker_pool.h"
+#include "server/node_builder.h"
 #include "store/store.h"
 
 namespace slip::node {
@@ -119,16 +116,12 @@ class Node final : public NodeProcess {
     std::unique_ptr<rpc::RpcPeers> own_peers;
     rpc::RpcPeers* peers = nullptr;
     std::unique_ptr<fabric::Endpoint> out;
-    std::unique_ptr<replication::Replicator> replicator;
-    std::unique_ptr<server::NodeCore> core;
   };
   std::vector<Worker> workers_;
   std::shared_ptr<replication::SharedRemoteLogs> shared_logs_ = std::make_shared<replication::SharedRemoteLogs>();
-  std::unique_ptr<server::WorkerPool> pool_;
   server::ViewHolder views_;
-  std::shared_ptr<server::NodeShared> shared_ = std::make_shared<server::NodeShared>();
-  std::unique_ptr<server::Promoter> promoter_;
-  std::unique_ptr<server::NodeAgent> agent_;
+  // Workers' replicators and cores, the pool, the promoter and the agent.
+  std::unique_ptr<server::NodeParts> parts_;
   cluster::Lease lease_;
   std::atomic<runtime::Nanos> lease_expiry_{0};
   uint64_t adopted_term_ = 0;                 // node executor only
@@ -213,27 +206,9 @@ Status Node::Boot() {
   peers_ = std::make_unique<rpc::RpcPeers>(channel_.get(), node_ex_, rpc::RpcChannel::CallOptions{.timeout = o_.lease / 2});
   if (replication::IsOneSided(protocol_)) SLIP_RETURN_IF_ERROR(StartOneSided());
   SLIP_RETURN_IF_ERROR(StartWorkers(so.limits));
-  promoter_ = std::make_unique<server::Promoter>(store_.get(), o_.workers, peers_.get());
-  if (backup_) promoter_->set_catch_up([this] { return backup_->CatchUp(); });
-  // A store read: any worker's core will do (it runs on node_ex_).
-  promoter_->set_commit_floor(
-      [c = workers_[0].core.get()](uint32_t shard) { return c->RecordedCommitVersion(shard); });
-  agent_ = std::make_unique<server::NodeAgent>(o_.id, &views_, promoter_.get(), node_ex_, shared_);
-  agent_->set_on_seeded([this](uint32_t shard, uint32_t backup, uint64_t term) {
-    control_ex_->Post([this, shard, backup, term] {
-      Status s = Update([&](const ClusterConfig& c) -> Result<ClusterConfig> {
-        const auto& sync = c.shards[shard].syncing;
-        if (c.term < term || std::find(sync.begin(), sync.end(), backup) == sync.end()) {
-          return Status::Aborted("already synced or replica set changed");
-        }
-        return cluster::MarkSynced(c, shard, backup);
-      });
-      if (!s.ok() && !s.Is(Code::kAborted)) logging::Warn("{}", "reporting a seeded backup: " + s.ToString());
-    });
-  });
   channel_->SetHandler([this](uint16_t method, std::span<const std::byte> payload, rpc::RpcChannel::Reply reply) {
     if (method == static_cast<uint16_t>(proto::Method::kStats)) return Stats(std::move(reply));
-    pool_->Handle(method, payload, std::move(reply));
+    parts_->pool->Handle(method, payload, std::move(reply));
   });
 
   // Publish our address (and come back, if we were replaced) in a new term.
@@ -270,7 +245,7 @@ Status Node::Boot() {
     SetPeerAddresses(c);
     adopted_term_ = c.term;
     replication_term_ = c.term;
-    agent_->ColdStart(server::ViewFromConfig(c));
+    parts_->agent->ColdStart(server::ViewFromConfig(c));
   });
   control_ex_->Post([this] { RenewLoop(); });
   digest_ex_->Post([this] { DigestLoop(); });
@@ -324,7 +299,7 @@ void Node::AdoptOnNode(const ClusterConfig& c) {
   adopted_term_ = c.term;
   replication_term_ = c.term;
   SetPeerAddresses(c);
-  agent_->Adopt(server::ViewFromConfig(c));
+  parts_->agent->Adopt(server::ViewFromConfig(c));
 }
 
 // Every worker's rpc::RpcPeers, each on its own executor.
@@ -355,9 +330,20 @@ Status Node::StartOneSided() {
   return Status::Ok();
 }
 
+// The request workers' transport (an executor, RPC channel and peers each;
+// one-sided designs: a sending endpoint each), then the node's request side
+// through the one builder the simulator uses too (server/node_builder.h).
 Status Node::StartWorkers(const log::Limits& limits) {
   const std::string name = "node" + std::to_string(o_.id);
-  std::vector<server::WorkerPool::Worker> pool;
+  server::NodeEnv env;
+  env.id = o_.id;
+  env.design = protocol_;
+  env.store = store_.get();
+  env.limits = limits;
+  env.backup = backup_.get();
+  env.views = &views_;
+  env.agent_exec = node_ex_;
+  env.promoter_peers = peers_.get();
   workers_.reserve(o_.workers);
   for (uint32_t i = 0; i < o_.workers; ++i) {
     Worker& w = workers_.emplace_back();
@@ -382,34 +368,40 @@ Status Node::StartWorkers(const log::Limits& limits) {
       fabric::Endpoint* out = w.out.get();
       if (out->wait_fd() >= 0) w.ex->AddWaitFd(out->wait_fd(), [out] { return out->CanBlock(); });
     }
-    // Runs on the worker's executor: it polls `out` there and calls back there.
-    replication::ReplicatorContext rc{.exec = w.ex, .ep = w.out.get(), .peers = w.peers};
-    rc.onesided.protocol = protocol_;
-    rc.onesided.self = o_.id;
-    rc.onesided.max_message = proto::kMaxMessage / 2;  // well inside the multi-receive limit
-    rc.onesided.term = [this] { return replication_term_.load(); };
-    rc.onesided.shared_logs = shared_logs_;
-    w.replicator = replication::MakeReplicator(protocol_, rc);
-    w.core = std::make_unique<server::NodeCore>(o_.id, store_.get(), i, w.replicator.get(), &views_, shared_);
-    w.core->set_worker(i, o_.workers);
-    w.core->set_backup_log(backup_.get());
-    w.core->set_cpu_clock([] {
-      timespec ts;
-      ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-      return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-    });
-    w.core->set_tail_page_bytes(proto::kMaxMessage * 3 / 4);  // a promotion page fits one frame
-    w.core->set_lease([this] { return MachineNow() < lease_expiry_.load(); });
-    pool.push_back({w.ex, w.core.get()});
+    // The replicator runs on the worker's executor: it polls `out` there and calls back there.
+    env.workers.push_back({.exec = w.ex, .peers = w.peers, .out = w.out.get()});
   }
-  pool_ = std::make_unique<server::WorkerPool>(std::move(pool), limits);
+  env.onesided.self = o_.id;
+  env.onesided.max_message = proto::kMaxMessage / 2;  // well inside the multi-receive limit
+  env.onesided.term = [this] { return replication_term_.load(); };
+  env.onesided.shared_logs = shared_logs_;
+  env.core.cpu_clock = [] {
+    timespec ts;
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+  };
+  env.core.tail_page_bytes = proto::kMaxMessage * 3 / 4;  // a promotion page fits one frame
+  env.core.lease = [this] { return MachineNow() < lease_expiry_.load(); };
+  env.on_seeded = [this](uint32_t shard, uint32_t backup, uint64_t term) {
+    control_ex_->Post([this, shard, backup, term] {
+      Status s = Update([&](const ClusterConfig& c) -> Result<ClusterConfig> {
+        const auto& sync = c.shards[shard].syncing;
+        if (c.term < term || std::find(sync.begin(), sync.end(), backup) == sync.end()) {
+          return Status::Aborted("already synced or replica set changed");
+        }
+        return cluster::MarkSynced(c, shard, backup);
+      });
+      if (!s.ok() && !s.Is(Code::kAborted)) logging::Warn("{}", "reporting a seeded backup: " + s.ToString());
+    });
+  };
+  parts_ = server::BuildNode(std::move(env));
   return Status::Ok();
 }
 
 // CommitVer records (server/commit_tracker.h), on each worker's executor
 // for the shards it owns: they are writes like any other.
 void Node::CommitLoop(size_t worker) {
-  workers_[worker].core->WriteCommitRecords();
+  parts_->workers[worker].core->WriteCommitRecords();
   workers_[worker].ex->After(o_.commit_interval, [this, worker] { CommitLoop(worker); });
 }
 
@@ -434,7 +426,7 @@ void Node::Stats(rpc::RpcChannel::Reply reply) {
   // benchmark divides by operations. Backup work done by a worker is
   // counted by its NodeCore around the backup-role handlers.
   auto counters = std::make_shared<std::vector<server::NodeCore::Counters>>(workers_.size());
-  pool_->ForEach([this, counters](size_t i) { (*counters)[i] = workers_[i].core->counters(); },
+  parts_->pool->ForEach([this, counters](size_t i) { (*counters)[i] = parts_->workers[i].core->counters(); },
                  [this, counters, reply = std::move(reply)] {
                    server::NodeCore::Counters sum;
                    int64_t worker_cpu = 0;

@@ -30,17 +30,19 @@ namespace slip::server {
 
 class NodeAgent {
  public:
+  // `on_seeded` is called when a new backup of a shard this node serves
+  // holds the whole shard (to be reported to the configuration manager,
+  // which then stops listing it as syncing). Retried with every later
+  // configuration that still lists it as syncing.
   NodeAgent(NodeId self, ViewHolder* views, Promoter* promoter, runtime::Executor* exec,
-            std::shared_ptr<NodeShared> shared)
-      : self_(self), views_(views), promoter_(promoter), exec_(exec), shared_(std::move(shared)) {}
-
-  // Called when a new backup of a shard this node serves holds the whole
-  // shard (to be reported to the configuration manager, which then stops
-  // listing it as syncing). Retried with every later configuration that
-  // still lists it as syncing.
-  void set_on_seeded(std::function<void(uint32_t shard, NodeId backup, uint64_t term)> f) {
-    on_seeded_ = std::move(f);
-  }
+            std::shared_ptr<NodeShared> shared,
+            std::function<void(uint32_t shard, NodeId backup, uint64_t term)> on_seeded = nullptr)
+      : self_(self),
+        views_(views),
+        promoter_(promoter),
+        exec_(exec),
+        on_seeded_(std::move(on_seeded)),
+        shared_(std::move(shared)) {}
 
   // The first configuration of a brand-new cluster: nothing to reconcile.
   void Start(std::shared_ptr<const NodeView> v);

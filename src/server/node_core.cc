@@ -8,14 +8,21 @@ namespace slip::server {
 
 NodeCore::NodeCore(NodeId self, store::Store* store, uint32_t writer,
                    replication::Replicator* replicator, const ViewHolder* views,
-                   std::shared_ptr<NodeShared> shared)
+                   std::shared_ptr<NodeShared> shared, NodeCoreOptions options)
     : self_(self),
       store_(store),
       writer_(writer),
       replicator_(replicator),
       views_(views),
       shared_(shared ? std::move(shared) : std::make_shared<NodeShared>()),
-      commit_keys_(CommitKeys(store->options().geometry.num_shards)) {}
+      lease_valid_(std::move(options.lease)),
+      backup_(options.backup),
+      cpu_clock_(std::move(options.cpu_clock)),
+      tail_page_bytes_(options.tail_page_bytes),
+      commit_keys_(CommitKeys(store->options().geometry.num_shards)),
+      commit_record_step_(options.commit_record_step),
+      worker_index_(options.worker_index),
+      worker_count_(options.worker_count == 0 ? 1 : options.worker_count) {}
 
 void NodeCore::Fail(const Reply& reply, const Status& s, uint64_t term) {
   if (s.Is(Code::kStaleTerm)) ++counters_.stale;

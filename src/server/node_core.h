@@ -136,6 +136,34 @@ struct NodeShared {
   CommitTracker commits;
 };
 
+// How a NodeCore is wired into its node; defaults suit a single-node test.
+struct NodeCoreOptions {
+  // This core is worker `worker_index` of `worker_count` (WorkerPool): it
+  // writes the CommitVer records of the shards it owns, shard % count == index.
+  uint32_t worker_index = 0, worker_count = 1;
+  // One-sided designs: REPL_OPEN / REPL_CLOSE are served by this node's
+  // backup log, and SHARD_TAIL first indexes everything peers wrote into
+  // this node's PM (BackupLog::CatchUp). Null (rpc-kv): both are refused.
+  replication::BackupLog* backup = nullptr;
+  // A primary serves clients only while its lease from the configuration
+  // manager is valid: the manager promotes a replacement only after the old
+  // primary's lease has expired, so a partitioned primary never serves a
+  // stale read. Empty: always valid (single-node tests).
+  std::function<bool()> lease;
+  // The calling thread's CPU clock (ns), to account the CPU this node spends
+  // as a backup (REPLICATE, REPL_OPEN, REPL_CLOSE): Counters::backup_cpu_ns.
+  std::function<int64_t()> cpu_clock;
+  // Largest response to a SHARD_TAIL request (entries beyond it go in the
+  // next page). Must fit one RPC message; the default fits an 8 KiB frame.
+  size_t tail_page_bytes = 6 << 10;
+  // A CommitVer record only once the CommitVersion moved by this many
+  // versions. Each record is a replicated write: one per shard per interval
+  // doubled the writes of a loaded cluster on a machine where a write costs
+  // an msync (bench/results/2026-11-23-commitver.md). The price: a promotion
+  // may exchange up to this many committed entries per shard beyond the tail.
+  uint64_t commit_record_step = 64;
+};
+
 class NodeCore {
  public:
   // `payload` of a response; on an error status it is a KvResponse whose
@@ -144,42 +172,12 @@ class NodeCore {
 
   // `shared` is shared by all NodeCores of a node (null: a private one).
   NodeCore(NodeId self, store::Store* store, uint32_t writer, replication::Replicator* replicator,
-           const ViewHolder* views, std::shared_ptr<NodeShared> shared = nullptr);
-
-  // Largest response to a SHARD_TAIL request (entries beyond it go in the
-  // next page). Must fit one RPC message.
-  void set_tail_page_bytes(size_t bytes) { tail_page_bytes_ = bytes; }
-
-  // A primary serves clients only while its lease from the configuration
-  // manager is valid: the manager promotes a replacement only after the old
-  // primary's lease has expired, so a partitioned primary never serves a
-  // stale read. Unset: always valid (single-node tests).
-  void set_lease(std::function<bool()> valid) { lease_valid_ = std::move(valid); }
-
-  // One-sided designs: REPL_OPEN / REPL_CLOSE are served by this node's
-  // backup log, and SHARD_TAIL first indexes everything peers wrote into
-  // this node's PM (BackupLog::CatchUp). Null (rpc-kv): both are refused.
-  void set_backup_log(replication::BackupLog* backup) { backup_ = backup; }
-  // The calling thread's CPU clock (ns), to account the CPU this node spends
-  // as a backup (REPLICATE, REPL_OPEN, REPL_CLOSE): Counters::backup_cpu_ns.
-  void set_cpu_clock(std::function<int64_t()> clock) { cpu_clock_ = std::move(clock); }
+           const ViewHolder* views, std::shared_ptr<NodeShared> shared = nullptr, NodeCoreOptions options = {});
 
   // CommitVer records (commit_tracker.h): for every shard this node serves
   // as primary whose CommitVersion moved, writes it to the shard's backups
   // as a write of the shard's CommitKey. Called every commit interval.
   void WriteCommitRecords();
-  // This core is worker `index` of `count` (WorkerPool): it writes the
-  // CommitVer records of the shards it owns, shard % count == index.
-  void set_worker(uint32_t index, uint32_t count) {
-    worker_index_ = index;
-    worker_count_ = count == 0 ? 1 : count;
-  }
-  // A record only once the CommitVersion moved by this many versions. Each
-  // record is a replicated write: one per shard per interval doubled the
-  // writes of a loaded cluster on a machine where a write costs an msync
-  // (bench/results/2026-11-23-commitver.md). The price: a promotion may
-  // exchange up to this many committed entries per shard beyond the tail.
-  void set_commit_record_step(uint64_t versions) { commit_record_step_ = versions; }
   // The CommitVersion recorded in this node's store for `shard` (0: none).
   uint64_t RecordedCommitVersion(uint32_t shard) const;
 
@@ -217,13 +215,13 @@ class NodeCore {
   const ViewHolder* const views_;
   std::shared_ptr<NodeShared> shared_;
   std::function<bool()> lease_valid_;
-  replication::BackupLog* backup_ = nullptr;
+  replication::BackupLog* const backup_;
   std::function<int64_t()> cpu_clock_;
   Counters counters_;
-  size_t tail_page_bytes_ = 6 << 10;  // fits an 8 KiB RPC frame
+  const size_t tail_page_bytes_;
   const std::vector<std::string> commit_keys_;  // CommitKeys, by shard
-  uint64_t commit_record_step_ = 64;
-  uint32_t worker_index_ = 0, worker_count_ = 1;
+  const uint64_t commit_record_step_;
+  const uint32_t worker_index_, worker_count_;
 };
 
 }  // namespace slip::server

@@ -95,6 +95,14 @@ class NodeCoreTest : public ::testing::Test {
     }
   }
 
+  // Rebuilds every node's core (same store) with `options`.
+  void RewireCores(const NodeCoreOptions& options) {
+    for (NodeId n = 0; n < 4; ++n) {
+      nodes[n].core = std::make_unique<NodeCore>(n, nodes[n].store.get(), 0, &replicator, &views, nullptr, options);
+      rep.nodes[n] = nodes[n].core.get();
+    }
+  }
+
   // Term 6: `primary` (a former backup) serves `shard` with `backup`; the
   // shard stays blocked until its promotion ends.
   void FailOver(uint32_t shard, NodeId primary, NodeId backup) {
@@ -382,7 +390,7 @@ TEST_F(NodeCoreTest, CommitRecordsLetAPromotionExchangeOnlyTheTail) {
   const NodeId old_primary = views.Get()->shards[shard].primary;
   const NodeId b1 = views.Get()->shards[shard].backups[0], b2 = views.Get()->shards[shard].backups[1];
   const std::vector<std::string> keys = KeysOfShard(shard, 40);
-  for (auto& n : nodes) n.core->set_commit_record_step(1);
+  RewireCores({.commit_record_step = 1});
   for (size_t i = 0; i < 36; ++i) ASSERT_EQ(Put(keys[i], "v" + std::to_string(i))->code, Code::kOk);
   nodes[old_primary].core->WriteCommitRecords();
   rep.Pump();
@@ -405,8 +413,8 @@ TEST_F(NodeCoreTest, CommitRecordsLetAPromotionExchangeOnlyTheTail) {
   rep.dead.insert(old_primary);
 
   FailOver(shard, b1, b2);
-  Promoter promoter(nodes[b1].store.get(), 1, &rep);
-  promoter.set_commit_floor([&](uint32_t s) { return nodes[b1].core->RecordedCommitVersion(s); });
+  Promoter promoter(nodes[b1].store.get(), 1, &rep,
+                    {.commit_floor = [&](uint32_t s) { return nodes[b1].core->RecordedCommitVersion(s); }});
   bool finished = false;
   PromoteStats stats;
   promoter.Promote(6, shard, {b2}, {}, [&](Status s, PromoteStats st) {

@@ -44,10 +44,23 @@ struct PromoteStats {
   uint64_t shard_version = 0;
 };
 
+struct PromoterOptions {
+  // One-sided designs: peers' writes into this node's PM are indexed lazily;
+  // a promotion (or seed) first indexes everything landed so far, or its
+  // walk of the local shard would miss acknowledged entries.
+  std::function<Status()> catch_up;
+  // The CommitVer this node holds for a shard (NodeCore::RecordedCommitVersion).
+  std::function<uint64_t(uint32_t shard)> commit_floor;
+};
+
 class Promoter {
  public:
-  Promoter(store::Store* store, uint32_t writer, rpc::PeerCaller* peers)
-      : store_(store), writer_(writer), peers_(peers) {}
+  Promoter(store::Store* store, uint32_t writer, rpc::PeerCaller* peers, PromoterOptions options = {})
+      : store_(store),
+        writer_(writer),
+        peers_(peers),
+        catch_up_(std::move(options.catch_up)),
+        commit_floor_(std::move(options.commit_floor)) {}
 
   // `syncing`: the replicas among `replicas` still being seeded.
   void Promote(uint64_t term, uint32_t shard, std::vector<NodeId> replicas, std::vector<NodeId> syncing,
@@ -58,12 +71,6 @@ class Promoter {
   // Outstanding REPLICATE requests per push.
   static constexpr size_t kWindow = 32;
 
-  // One-sided designs: peers' writes into this node's PM are indexed lazily;
-  // a promotion (or seed) first indexes everything landed so far, or its
-  // walk of the local shard would miss acknowledged entries.
-  void set_catch_up(std::function<Status()> catch_up) { catch_up_ = std::move(catch_up); }
-  // The CommitVer this node holds for a shard (NodeCore::RecordedCommitVersion).
-  void set_commit_floor(std::function<uint64_t(uint32_t shard)> f) { commit_floor_ = std::move(f); }
 
  private:
   struct Job;

@@ -6,8 +6,8 @@
 
 namespace slip::server {
 
-WorkerPool::WorkerPool(std::vector<Worker> workers, log::Limits limits)
-    : workers_(std::move(workers)), limits_(limits) {}
+WorkerPool::WorkerPool(std::vector<Worker> workers, log::Limits limits, std::function<bool()> alive)
+    : workers_(std::move(workers)), limits_(limits), alive_(std::move(alive)) {}
 
 std::optional<uint32_t> WorkerPool::ShardOf(uint16_t method, std::span<const std::byte> payload) const {
   switch (static_cast<proto::Method>(method)) {

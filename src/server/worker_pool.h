@@ -42,7 +42,10 @@ class WorkerPool {
   // workers[0].exec is where Handle is called from (the RPC channel's
   // executor); replies are sent back there. `limits` bound the decoding of
   // a request's shard (the store's).
-  WorkerPool(std::vector<Worker> workers, log::Limits limits);
+  // A request or reply that hops between executors runs only while
+  // `alive()` (the simulator: while the same process lives; a crashed one's
+  // objects stay around but must never act again). Empty: always.
+  WorkerPool(std::vector<Worker> workers, log::Limits limits, std::function<bool()> alive = nullptr);
 
   size_t size() const { return workers_.size(); }
   const Worker& worker(size_t i) const { return workers_[i]; }
@@ -58,11 +61,6 @@ class WorkerPool {
   // (e.g. reading counters a worker writes without a lock). Call on worker
   // 0's executor.
   void ForEach(std::function<void(size_t)> fn, std::function<void()> done);
-
-  // A request or reply that hops between executors runs only while
-  // `alive()` (the simulator: while the same process lives; a crashed one's
-  // objects stay around but must never act again). Unset: always.
-  void set_alive(std::function<bool()> alive) { alive_ = std::move(alive); }
 
   // The shard a request names, if it is one routed by shard and decodes.
   std::optional<uint32_t> ShardOf(uint16_t method, std::span<const std::byte> payload) const;

@@ -37,11 +37,11 @@ class WorkerPoolTest : public ::testing::Test {
     std::vector<WorkerPool::Worker> workers;
     for (uint32_t i = 0; i < kWorkers; ++i) {
       execs_.push_back(rt_.CreateExecutor("worker" + std::to_string(i)));
-      cores_.push_back(std::make_unique<NodeCore>(0, store_.get(), i, nullptr, &views_, shared));
-      cores_.back()->set_worker(i, kWorkers);
+      cores_.push_back(std::make_unique<NodeCore>(0, store_.get(), i, nullptr, &views_, shared,
+                                                  NodeCoreOptions{.worker_index = i, .worker_count = kWorkers}));
       workers.push_back({execs_.back(), cores_.back().get()});
     }
-    pool_ = std::make_unique<WorkerPool>(std::move(workers), o.limits);
+    pool_ = std::make_unique<WorkerPool>(std::move(workers), o.limits, [this] { return alive_; });
   }
 
   // The key k<i> of the first i that hashes to `shard`.
@@ -80,6 +80,7 @@ class WorkerPoolTest : public ::testing::Test {
   std::vector<runtime::Executor*> execs_;
   std::vector<std::unique_ptr<NodeCore>> cores_;
   std::unique_ptr<WorkerPool> pool_;
+  bool alive_ = true;  // the process the pool belongs to
 };
 
 TEST_F(WorkerPoolTest, EachShardsWritesRunOnItsWorkerAndRepliesReturnHome) {
@@ -124,15 +125,13 @@ TEST_F(WorkerPoolTest, MalformedAndShardlessRequestsGoToWorkerZero) {
 }
 
 TEST_F(WorkerPoolTest, NothingHopsForAProcessThatIsGone) {
-  bool alive = true;
-  pool_->set_alive([&alive] { return alive; });
   const std::string key = KeyOf(1);  // worker 1
   auto a = std::make_shared<Answer>();
   execs_[0]->Post([&, a] {
     const std::string put = proto::Encode(proto::KvRequest{3, 1, key, "v"});
     pool_->Handle(static_cast<uint16_t>(proto::Method::kPut), proto::AsBytes(put),
                   [a](Code c, std::string) { a->code = c, ++a->replies; });
-    alive = false;  // the process crashes before worker 1 runs the request
+    alive_ = false;  // the process crashes before worker 1 runs the request
   });
   rt_.RunUntilIdle();
   EXPECT_EQ(a->replies, 0);

@@ -16,10 +16,7 @@
 #include "runtime/sim_runtime.h"
 #include "cluster/cluster_config.h"
 #include "server/config_view.h"
-#include "server/node_agent.h"
-#include "server/node_core.h"
-#include "server/worker_pool.h"
-#include "server/promoter.h"
+#include "server/node_builder.h"
 #include "store/store.h"
 
 namespace slip::sim {
@@ -47,18 +44,15 @@ struct Incarnation {
   // NIC executor) and the backup log.
   std::unique_ptr<fabric::Endpoint> in;
   std::unique_ptr<replication::BackupLog> backup;
-  // Per request worker (server/worker_pool.h): its calls to peers, its
-  // sending endpoint (one-sided designs), its replicator and request path.
+  // Per request worker (server/worker_pool.h): its calls to peers and its
+  // sending endpoint (one-sided designs).
   struct Worker {
     std::unique_ptr<rpc::PeerCaller> caller;
     std::unique_ptr<fabric::Endpoint> out;
-    std::unique_ptr<replication::Replicator> replicator;
-    std::unique_ptr<server::NodeCore> core;
   };
   std::vector<Worker> workers;
-  std::unique_ptr<server::WorkerPool> pool;
-  std::unique_ptr<server::Promoter> promoter;
-  std::unique_ptr<server::NodeAgent> agent;
+  // What server::BuildNode made of them, as a real node's.
+  std::unique_ptr<server::NodeParts> parts;
 };
 
 struct Node {
@@ -279,7 +273,7 @@ void World::Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, N
   rt_.Schedule(rt_.Now() + Latency() * Slowness(to), dst->exec, kEventNet, "deliver", method,
                [this, dst, dst_inc, method, body, from, from_node, st, caller_alive] {
                  if (!dst->up || dst->incarnation != dst_inc) return;  // lost with the node
-                 dst->live->pool->Handle(
+                 dst->live->parts->pool->Handle(
                      method, proto::AsBytes(*body),
                      [this, dst, dst_inc, from, from_node, st, caller_alive](Code c, std::string p) {
                        if (!dst->up || dst->incarnation != dst_inc) return;
@@ -336,43 +330,43 @@ void World::StartNode(Node& n, bool fresh) {
       failure_ = "node " + std::to_string(n.id) + " failed to start replication: " + s.ToString();
       return;
     }
-  } else {
-    for (auto& w : inc->workers) {
-      w.replicator = replication::MakeReplicator(o_.protocol, {.exec = nullptr, .ep = nullptr, .peers = w.caller.get()});
-    }
   }
-  auto shared = std::make_shared<server::NodeShared>();
-  std::vector<server::WorkerPool::Worker> pool;
   Node* np = &n;
+  server::NodeEnv env;
+  env.id = n.id;
+  env.design = o_.protocol;
+  env.store = inc->store.get();
+  env.limits = so.limits;
+  env.backup = inc->backup.get();
+  env.views = &n.views;
+  env.agent_exec = n.exec;
+  env.promoter_peers = inc->workers[0].caller.get();
   for (uint32_t i = 0; i < o_.workers; ++i) {
-    auto& w = inc->workers[i];
-    if (o_.bug_ack_before_replication) {
-      w.replicator = std::make_unique<AckFirstReplicator>(std::move(w.replicator), n.workers[i]);
-    }
-    w.core = std::make_unique<server::NodeCore>(n.id, inc->store.get(), i, w.replicator.get(), &n.views, shared);
-    w.core->set_worker(i, o_.workers);
-    w.core->set_backup_log(inc->backup.get());
-    w.core->set_commit_record_step(o_.commit_record_step);
-    if (!o_.bug_no_lease) w.core->set_lease([np] { return np->exec->Now() < np->lease_expiry; });
-    pool.push_back({n.workers[i], w.core.get()});
+    env.workers.push_back({.exec = n.workers[i], .peers = inc->workers[i].caller.get(), .out = inc->workers[i].out.get()});
   }
-  inc->pool = std::make_unique<server::WorkerPool>(std::move(pool), so.limits);
-  inc->pool->set_alive([np, my_inc = n.incarnation] { return np->up && np->incarnation == my_inc; });
-  inc->promoter = std::make_unique<server::Promoter>(inc->store.get(), o_.workers, inc->workers[0].caller.get());
-  if (inc->backup) inc->promoter->set_catch_up([b = inc->backup.get()] { return b->CatchUp(); });
-  inc->promoter->set_commit_floor(
-      [c = inc->workers[0].core.get()](uint32_t shard) { return c->RecordedCommitVersion(shard); });
-  inc->agent = std::make_unique<server::NodeAgent>(n.id, &n.views, inc->promoter.get(), n.exec, shared);
+  env.onesided.self = n.id;
+  env.onesided.max_message = 4096;
+  env.onesided.term = [np] { return np->views.Get()->term; };
+  env.onesided.shared_logs = std::make_shared<replication::SharedRemoteLogs>();  // share-kv: one per process
+  env.core.commit_record_step = o_.commit_record_step;
+  if (!o_.bug_no_lease) env.core.lease = [np] { return np->exec->Now() < np->lease_expiry; };
+  env.alive = [np, my_inc = n.incarnation] { return np->up && np->incarnation == my_inc; };
   {
     const NodeId id = n.id;
     const uint64_t my_inc = n.incarnation;
-    inc->agent->set_on_seeded([this, id, my_inc](uint32_t shard, NodeId backup, uint64_t term) {
+    env.on_seeded = [this, id, my_inc](uint32_t shard, NodeId backup, uint64_t term) {
       // A message to the CM (lost if this node is cut off or dead).
       if (!nodes_[id]->up || nodes_[id]->incarnation != my_inc || isolated_.count(id)) return;
       rt_.Schedule(rt_.Now() + Latency(), cm_, kEventControl, "seeded", shard,
                    [this, shard, backup, term] { OnSeeded(shard, backup, term); });
-    });
+    };
   }
+  if (o_.bug_ack_before_replication) {
+    env.wrap_replicator = [np](uint32_t i, std::unique_ptr<replication::Replicator> r) {
+      return std::unique_ptr<replication::Replicator>(std::make_unique<AckFirstReplicator>(std::move(r), np->workers[i]));
+    };
+  }
+  inc->parts = server::BuildNode(std::move(env));
   if (n.live) n.dead.push_back(std::move(n.live));
   n.live = std::move(inc);
   n.up = true;
@@ -391,7 +385,7 @@ void World::StartNode(Node& n, bool fresh) {
 void World::CommitLoop(NodeId id, uint64_t inc, uint32_t worker) {
   Node& n = *nodes_[id];
   if (!n.up || n.incarnation != inc) return;
-  n.live->workers[worker].core->WriteCommitRecords();
+  n.live->parts->workers[worker].core->WriteCommitRecords();
   n.workers[worker]->After(static_cast<Nanos>(o_.commit_interval_us) * kMicrosecond,
                            [this, id, inc, worker] { CommitLoop(id, inc, worker); });
 }
@@ -411,17 +405,8 @@ Status World::StartReplication(Node& n, Incarnation& inc) {
   replication::BackupLogOptions bo;
   bo.protocol = o_.protocol;
   SLIP_ASSIGN_OR_RETURN(inc.backup, replication::BackupLog::Create(inc.store.get(), inc.in.get(), bo));
-  replication::OneSidedOptions oo;
-  oo.protocol = o_.protocol;
-  oo.self = n.id;
-  oo.max_message = 4096;
-  oo.term = [np = &n] { return np->views.Get()->term; };
-  oo.shared_logs = std::make_shared<replication::SharedRemoteLogs>();  // share-kv: one per process
   for (uint32_t i = 0; i < o_.workers; ++i) {
-    auto& w = inc.workers[i];
-    SLIP_ASSIGN_OR_RETURN(w.out, fabric_->CreateEndpoint(n.id, n.workers[i], out_opts));
-    w.replicator = replication::MakeReplicator(
-        o_.protocol, {.exec = n.workers[i], .ep = w.out.get(), .peers = w.caller.get(), .onesided = oo});
+    SLIP_ASSIGN_OR_RETURN(inc.workers[i].out, fabric_->CreateEndpoint(n.id, n.workers[i], out_opts));
   }
   return Status::Ok();
 }
@@ -517,7 +502,7 @@ void World::OnRenew(NodeId id, uint64_t inc, Nanos sent) {
       ++faults_;
       n.up = false;
       StartNode(n, /*fresh=*/true);
-      n.live->agent->Adopt(view_);
+      n.live->parts->agent->Adopt(view_);
     });
     return;
   }
@@ -580,7 +565,7 @@ void World::Restart(NodeId id) {
   StartNode(n, /*fresh=*/false);
   if (!failure_.empty()) return;
   StartNode(n, /*fresh=*/true);
-  n.live->agent->Adopt(view_);
+  n.live->parts->agent->Adopt(view_);
   // It announces itself by renewing a lease (a new incarnation: a spare).
 }
 
@@ -625,7 +610,7 @@ void World::ColdStart() {
   view_ = v;
   // Each node reads the configuration at boot and reconciles the shards it
   // serves before serving them (NodeAgent::ColdStart).
-  for (auto& n : nodes_) n->live->agent->ColdStart(v);
+  for (auto& n : nodes_) n->live->parts->agent->ColdStart(v);
   if (o_.crash_in_cold_start) CrashSoon(static_cast<NodeId>(rt_.Rng().Uniform(o_.nodes)), 2 * kMillisecond, "crash-in-cold-start");
 }
 
@@ -643,7 +628,7 @@ void World::SendConfig(Node* np, std::shared_ptr<const server::NodeView> v) {
       cm_->After(kMillisecond, [this, np, v] { SendConfig(np, v); });
       return;
     }
-    if (np->up) np->live->agent->Adopt(v);
+    if (np->up) np->live->parts->agent->Adopt(v);
   });
 }
 
@@ -863,7 +848,7 @@ ClusterSimResult World::Run() {
   view_ = v;
   for (auto& n : nodes_) {
     StartNode(*n, true);
-    n->live->agent->Start(v);
+    n->live->parts->agent->Start(v);
     member_inc_[n->id] = n->incarnation;
     last_grant_[n->id] = 0;
     n->lease_expiry = static_cast<Nanos>(o_.lease_us) * kMicrosecond;  // the first grant
@@ -977,13 +962,13 @@ ClusterSimResult World::Run() {
   res.failovers = failovers_;
   for (const auto& n : nodes_) {
     auto count = [&res](const Incarnation& i) {
-      if (!i.agent) return;
-      for (const auto& w : i.workers) {
+      if (!i.parts) return;
+      for (const auto& w : i.parts->workers) {
         if (!w.core) continue;
         res.replicate_served += w.core->counters().replicated_in;
         res.commit_records += w.core->counters().commit_records;
       }
-      const auto& a = i.agent->counters();
+      const auto& a = i.parts->agent->counters();
       res.promotions += a.promotions;
       res.promotion_entries += a.pulled_entries + a.pushed_entries;
       res.promotions_with_floor += a.promotions_with_floor;

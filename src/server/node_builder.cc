@@ -1,0 +1,44 @@
+#include "server/node_builder.h"
+
+#include <utility>
+
+namespace slip::server {
+
+std::unique_ptr<NodeParts> BuildNode(NodeEnv env) {
+  auto parts = std::make_unique<NodeParts>();
+  parts->shared = std::make_shared<NodeShared>();
+  const auto count = static_cast<uint32_t>(env.workers.size());
+  env.onesided.protocol = env.design;
+
+  // Replicators first, then cores: a core holds its worker's replicator.
+  parts->workers.resize(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    const NodeEnv::Worker& w = env.workers[i];
+    auto r = replication::MakeReplicator(
+        env.design, {.exec = w.exec, .ep = w.out, .peers = w.peers, .onesided = env.onesided});
+    if (env.wrap_replicator) r = env.wrap_replicator(i, std::move(r));
+    parts->workers[i].replicator = std::move(r);
+  }
+  std::vector<WorkerPool::Worker> pool;
+  for (uint32_t i = 0; i < count; ++i) {
+    NodeCoreOptions co = env.core;
+    co.worker_index = i;
+    co.worker_count = count;
+    co.backup = env.backup;
+    parts->workers[i].core = std::make_unique<NodeCore>(env.id, env.store, i, parts->workers[i].replicator.get(),
+                                                        env.views, parts->shared, std::move(co));
+    pool.push_back({env.workers[i].exec, parts->workers[i].core.get()});
+  }
+  parts->pool = std::make_unique<WorkerPool>(std::move(pool), env.limits, std::move(env.alive));
+
+  PromoterOptions po;
+  if (env.backup) po.catch_up = [b = env.backup] { return b->CatchUp(); };
+  // A store read: any worker's core will do.
+  po.commit_floor = [c = parts->workers[0].core.get()](uint32_t shard) { return c->RecordedCommitVersion(shard); };
+  parts->promoter = std::make_unique<Promoter>(env.store, count, env.promoter_peers, std::move(po));
+  parts->agent = std::make_unique<NodeAgent>(env.id, env.views, parts->promoter.get(), env.agent_exec, parts->shared,
+                                             std::move(env.on_seeded));
+  return parts;
+}
+
+}  // namespace slip::server
