@@ -26,6 +26,14 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
+SpawnOptions Command(std::vector<std::string> argv, Lifetime lifetime = Lifetime::kChild, int output_fd = -1) {
+  SpawnOptions o;
+  o.argv = std::move(argv);
+  o.lifetime = lifetime;
+  o.output_fd = output_fd;
+  return o;
+}
+
 pid_t ParentOf(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
@@ -63,7 +71,7 @@ TEST(Subprocess, AppendsUnlessToldToTruncate) {
 }
 
 TEST(Subprocess, AMissingProgramExitsWith127AndBadInputIsRefused) {
-  auto pid = Spawn({.argv = {"/nonexistent/program"}});
+  auto pid = Spawn(Command({"/nonexistent/program"}));
   ASSERT_TRUE(pid.ok());
   auto st = Wait(*pid, milliseconds(10000));
   ASSERT_TRUE(st.ok());
@@ -74,7 +82,7 @@ TEST(Subprocess, AMissingProgramExitsWith127AndBadInputIsRefused) {
 }
 
 TEST(Subprocess, WaitTimesOutOnARunningChild) {
-  auto pid = Spawn({.argv = {"/bin/sleep", "30"}});
+  auto pid = Spawn(Command({"/bin/sleep", "30"}));
   ASSERT_TRUE(pid.ok());
   EXPECT_TRUE(Wait(*pid, milliseconds(50)).status().Is(Code::kTimeout));
   EXPECT_TRUE(Alive(*pid));
@@ -84,7 +92,7 @@ TEST(Subprocess, WaitTimesOutOnARunningChild) {
 }
 
 TEST(Subprocess, StopTermsThenKillsOneThatIgnoresTerm) {
-  auto polite = Spawn({.argv = {"/bin/sleep", "30"}});
+  auto polite = Spawn(Command({"/bin/sleep", "30"}));
   ASSERT_TRUE(polite.ok());
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(Stop(*polite, milliseconds(10000)).ok());
@@ -94,7 +102,7 @@ TEST(Subprocess, StopTermsThenKillsOneThatIgnoresTerm) {
   // The shell ignores TERM and execs nothing, so only SIGKILL ends it.
   const std::string ready = TempPath("subprocess_ready");
   std::filesystem::remove(ready);
-  auto stubborn = Spawn({.argv = {"/bin/sh", "-c", "trap '' TERM; touch " + ready + "; while :; do sleep 0.05; done"}});
+  auto stubborn = Spawn(Command({"/bin/sh", "-c", "trap '' TERM; touch " + ready + "; while :; do sleep 0.05; done"}));
   ASSERT_TRUE(stubborn.ok());
   while (!std::filesystem::exists(ready)) std::this_thread::sleep_for(milliseconds(5));
   ASSERT_TRUE(Stop(*stubborn, milliseconds(100)).ok());
@@ -104,7 +112,7 @@ TEST(Subprocess, StopTermsThenKillsOneThatIgnoresTerm) {
 }
 
 TEST(Subprocess, ADetachedProcessIsNotOurChildAndCanBeKilled) {
-  auto pid = Spawn({.argv = {"/bin/sleep", "30"}, .lifetime = Lifetime::kDetached});
+  auto pid = Spawn(Command({"/bin/sleep", "30"}, Lifetime::kDetached));
   ASSERT_TRUE(pid.ok());
   ASSERT_TRUE(Alive(*pid));
   EXPECT_NE(ParentOf(*pid), ::getpid());
@@ -116,7 +124,7 @@ TEST(Subprocess, ADetachedProcessIsNotOurChildAndCanBeKilled) {
 }
 
 TEST(Subprocess, AnExitedChildIsReapedByAlive) {
-  auto pid = Spawn({.argv = {"/bin/true"}});
+  auto pid = Spawn(Command({"/bin/true"}));
   ASSERT_TRUE(pid.ok());
   while (Alive(*pid)) std::this_thread::sleep_for(milliseconds(1));
   // Reaped: no zombie of ours is left behind.
@@ -128,7 +136,7 @@ TEST(Subprocess, AnExitedChildIsReapedByAlive) {
 TEST(Subprocess, OutputCanGoToADescriptor) {
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);
-  auto pid = Spawn({.argv = {"/bin/echo", "through a pipe"}, .output_fd = fds[1]});
+  auto pid = Spawn(Command({"/bin/echo", "through a pipe"}, Lifetime::kChild, fds[1]));
   ::close(fds[1]);
   ASSERT_TRUE(pid.ok());
   char buf[64] = {};

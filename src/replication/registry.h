@@ -59,6 +59,12 @@ struct Design {
   bool one_sided() const { return receive != BackupReceive::kWorker; }
 };
 
+// The factory of a one-sided design whose placement `P` needs no arguments.
+template <typename P>
+std::unique_ptr<Replicator> OneSidedWith(const ReplicatorContext& c) {
+  return std::make_unique<OneSidedReplicator>(c.exec, c.ep, c.peers, c.onesided, std::make_unique<P>());
+}
+
 // Every design, in a fixed order (rpc-kv first).
 const std::vector<const Design*>& AllDesigns();
 const Design& DesignOf(Protocol protocol);

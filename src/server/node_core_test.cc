@@ -390,7 +390,9 @@ TEST_F(NodeCoreTest, CommitRecordsLetAPromotionExchangeOnlyTheTail) {
   const NodeId old_primary = views.Get()->shards[shard].primary;
   const NodeId b1 = views.Get()->shards[shard].backups[0], b2 = views.Get()->shards[shard].backups[1];
   const std::vector<std::string> keys = KeysOfShard(shard, 40);
-  RewireCores({.commit_record_step = 1});
+  NodeCoreOptions every_version;
+  every_version.commit_record_step = 1;
+  RewireCores(every_version);
   for (size_t i = 0; i < 36; ++i) ASSERT_EQ(Put(keys[i], "v" + std::to_string(i))->code, Code::kOk);
   nodes[old_primary].core->WriteCommitRecords();
   rep.Pump();
@@ -413,8 +415,9 @@ TEST_F(NodeCoreTest, CommitRecordsLetAPromotionExchangeOnlyTheTail) {
   rep.dead.insert(old_primary);
 
   FailOver(shard, b1, b2);
-  Promoter promoter(nodes[b1].store.get(), 1, &rep,
-                    {.commit_floor = [&](uint32_t s) { return nodes[b1].core->RecordedCommitVersion(s); }});
+  PromoterOptions po;
+  po.commit_floor = [&](uint32_t s) { return nodes[b1].core->RecordedCommitVersion(s); };
+  Promoter promoter(nodes[b1].store.get(), 1, &rep, std::move(po));
   bool finished = false;
   PromoteStats stats;
   promoter.Promote(6, shard, {b2}, {}, [&](Status s, PromoteStats st) {

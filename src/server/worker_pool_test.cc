@@ -37,8 +37,10 @@ class WorkerPoolTest : public ::testing::Test {
     std::vector<WorkerPool::Worker> workers;
     for (uint32_t i = 0; i < kWorkers; ++i) {
       execs_.push_back(rt_.CreateExecutor("worker" + std::to_string(i)));
-      cores_.push_back(std::make_unique<NodeCore>(0, store_.get(), i, nullptr, &views_, shared,
-                                                  NodeCoreOptions{.worker_index = i, .worker_count = kWorkers}));
+      NodeCoreOptions co;
+      co.worker_index = i;
+      co.worker_count = kWorkers;
+      cores_.push_back(std::make_unique<NodeCore>(0, store_.get(), i, nullptr, &views_, shared, co));
       workers.push_back({execs_.back(), cores_.back().get()});
     }
     pool_ = std::make_unique<WorkerPool>(std::move(workers), o.limits, [this] { return alive_; });

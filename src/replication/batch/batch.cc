@@ -77,17 +77,13 @@ class BatchPlacement final : public onesided::Placement {
   std::map<NodeId, Gathered> gathered_;
 };
 
-std::unique_ptr<Replicator> Make(const ReplicatorContext& c) {
-  return std::make_unique<OneSidedReplicator>(c.exec, c.ep, c.peers, c.onesided, std::make_unique<BatchPlacement>());
-}
-
 }  // namespace
 
 const Design& BatchDesign() {
   static const Design d{.protocol = Protocol::kBatch,
                         .name = "batch-kv",
                         .receive = BackupReceive::kPrivateBuffers,
-                        .make_replicator = &Make};
+                        .make_replicator = &OneSidedWith<BatchPlacement>};
   return d;
 }
 

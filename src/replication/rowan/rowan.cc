@@ -32,10 +32,6 @@ class RowanPlacement final : public onesided::Placement {
   }
 };
 
-std::unique_ptr<Replicator> Make(const ReplicatorContext& c) {
-  return std::make_unique<OneSidedReplicator>(c.exec, c.ep, c.peers, c.onesided, std::make_unique<RowanPlacement>());
-}
-
 }  // namespace
 
 const Design& RowanDesign() {
@@ -43,7 +39,7 @@ const Design& RowanDesign() {
                         .name = "rowan-kv",
                         .receive = BackupReceive::kSharedLog,
                         .senders_share_a_log = true,
-                        .make_replicator = &Make};
+                        .make_replicator = &OneSidedWith<RowanPlacement>};
   return d;
 }
 

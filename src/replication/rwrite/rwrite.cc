@@ -20,17 +20,13 @@ class RWritePlacement final : public onesided::Placement {
   }
 };
 
-std::unique_ptr<Replicator> Make(const ReplicatorContext& c) {
-  return std::make_unique<OneSidedReplicator>(c.exec, c.ep, c.peers, c.onesided, std::make_unique<RWritePlacement>());
-}
-
 }  // namespace
 
 const Design& RWriteDesign() {
   static const Design d{.protocol = Protocol::kRWrite,
                         .name = "rwrite-kv",
                         .receive = BackupReceive::kPrivateBuffers,
-                        .make_replicator = &Make};
+                        .make_replicator = &OneSidedWith<RWritePlacement>};
   return d;
 }
 

@@ -38,11 +38,6 @@ class TailwindPlacement final : public onesided::Placement {
   std::map<NodeId, TailwindChain> chains_;
 };
 
-std::unique_ptr<Replicator> Make(const ReplicatorContext& c) {
-  return std::make_unique<OneSidedReplicator>(c.exec, c.ep, c.peers, c.onesided,
-                                              std::make_unique<TailwindPlacement>());
-}
-
 uint64_t ValidPrefix(std::span<const std::byte> buffer, const log::Limits& limits) {
   return ScanTailwindBuffer(buffer, limits);
 }
@@ -54,7 +49,7 @@ const Design& TailwindDesign() {
                         .name = "tailwind",
                         .receive = BackupReceive::kPrivateBuffers,
                         .valid_prefix = &ValidPrefix,
-                        .make_replicator = &Make};
+                        .make_replicator = &OneSidedWith<TailwindPlacement>};
   return d;
 }
 

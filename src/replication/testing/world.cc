@@ -145,7 +145,10 @@ Status ReplicationWorld::StartNode(int i) {
     snd.exec = sender_execs_[i * o_.senders + s];
     SLIP_ASSIGN_OR_RETURN(snd.ep, fabric_.CreateEndpoint(id, snd.exec, {.name = "node" + std::to_string(i) + "/out"}));
     callers_.push_back(std::make_unique<Caller>(this, snd.exec));
-    ReplicatorContext rc{.exec = snd.exec, .ep = snd.ep.get(), .peers = callers_.back().get()};
+    ReplicatorContext rc;
+    rc.exec = snd.exec;
+    rc.ep = snd.ep.get();
+    rc.peers = callers_.back().get();
     rc.onesided.protocol = o_.protocol;
     rc.onesided.self = id;
     rc.onesided.max_message = o_.max_message;
