@@ -1,0 +1,87 @@
+// The message network between simulated processes: latency, loss,
+// partitions and slow nodes (the fabric under the one-sided designs gets the
+// same faults).
+#include "sim/world.h"
+
+namespace slip::sim::detail {
+
+void World::Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, NodeId to,
+                 uint16_t method, std::string payload,
+                 std::function<void(Result<rpc::PeerResponse>)> done) {
+  struct State {
+    bool finished = false;
+    runtime::TimerId timer = 0;
+    std::function<void(Result<rpc::PeerResponse>)> done;
+  };
+  auto st = std::make_shared<State>();
+  st->done = std::move(done);
+  // The caller must still be the same process when an answer comes back.
+  auto caller_alive = [this, from_node, from_inc] {
+    return IsClient(from_node) || (nodes_[from_node]->up && nodes_[from_node]->incarnation == from_inc);
+  };
+  st->timer = from->After(static_cast<Nanos>(o_.call_timeout_us) * kMicrosecond,
+                          [st, caller_alive, to] {
+                            if (st->finished || !caller_alive()) return;
+                            st->finished = true;
+                            st->done(Status::Timeout("no answer from node " + std::to_string(to)));
+                          });
+  // A dead process sends nothing (its executor's timers still fire here).
+  if (!caller_alive()) return;
+  if (to >= nodes_.size() || Cut(from_node, to) || rt_.Rng().Bernoulli(o_.drop_probability)) return;
+  Node* dst = nodes_[to].get();
+  const uint64_t dst_inc = dst->incarnation;
+  auto body = std::make_shared<std::string>(std::move(payload));
+  rt_.Schedule(rt_.Now() + Latency() * Slowness(to), dst->exec, kEventNet, "deliver", method,
+               [this, dst, dst_inc, method, body, from, from_node, st, caller_alive] {
+                 if (!dst->up || dst->incarnation != dst_inc) return;  // lost with the node
+                 dst->live->parts->pool->Handle(
+                     method, proto::AsBytes(*body),
+                     [this, dst, dst_inc, from, from_node, st, caller_alive](Code c, std::string p) {
+                       if (!dst->up || dst->incarnation != dst_inc) return;
+                       if (Cut(dst->id, from_node) || rt_.Rng().Bernoulli(o_.drop_probability)) return;
+                       auto resp = std::make_shared<rpc::PeerResponse>(
+                           rpc::PeerResponse{c, std::move(p)});
+                       rt_.Schedule(rt_.Now() + Latency() * Slowness(dst->id), from, kEventNet, "reply",
+                                    static_cast<uint64_t>(c), [st, resp, from, caller_alive] {
+                                      if (st->finished || !caller_alive()) return;
+                                      st->finished = true;
+                                      from->Cancel(st->timer);
+                                      st->done(std::move(*resp));
+                                    });
+                     });
+               });
+}
+
+// A partition cuts `id` off from the CM and the other nodes: messages
+// (Cut) and the replication fabric alike.
+void World::Isolate(NodeId id, bool cut) {
+  if (cut) {
+    isolated_.insert(id);
+  } else {
+    isolated_.erase(id);
+  }
+  if (!fabric_) return;
+  for (NodeId other = 0; other < nodes_.size(); ++other) {
+    if (other == id) continue;
+    if (cut) {
+      fabric_->Partition(id, other);
+    } else if (!isolated_.count(other)) {
+      fabric_->Heal(id, other);
+    }
+  }
+}
+
+// A slow node answers slow_factor times later, on the fabric too.
+void World::SetSlow(NodeId id, bool slow) {
+  if (slow) {
+    slow_.insert(id);
+  } else {
+    slow_.erase(id);
+  }
+  if (!fabric_) return;
+  fabric::LinkFaults f = NetworkFaults();
+  if (slow) f.extra_delay = (o_.slow_factor - 1) * static_cast<Nanos>(o_.latency_max_us) * kMicrosecond;
+  fabric_->SetNodeFaults(id, f);
+}
+
+}  // namespace slip::sim::detail

@@ -1,0 +1,239 @@
+// Node processes: start (through server::BuildNode, as a real node), the
+// roles of one-sided designs, crash, restart, whole-cluster power loss and
+// cold start.
+#include "sim/world.h"
+
+namespace slip::sim::detail {
+
+void World::StartNode(Node& n, bool fresh) {
+  if (fabric_ && n.live) {
+    // The previous process is gone: its endpoints die with it (already so
+    // if it crashed), and this one may make new ones.
+    fabric_->CrashNode(n.id);
+    fabric_->RestartNode(n.id);
+  }
+  auto inc = std::make_unique<Incarnation>();
+  if (fresh || !n.live) {
+    pm::RegionOptions ro;
+    ro.crash_model = true;
+    // One-sided designs also keep posted / per-peer segments for peers.
+    inc->region = std::move(pm::PmRegion::Anonymous(OneSided() ? 16 << 20 : 8 << 20, ro)).value();
+  } else {
+    inc->region = std::move(n.live->region);
+  }
+  store::StoreOptions so;
+  so.geometry.segment_size = 256 << 10;
+  so.geometry.num_shards = o_.shards;
+  so.limits.max_key = 256;
+  so.limits.max_value = 4096;
+  so.max_block_bytes = 8192;
+  so.num_writers = o_.workers + 1;  // the workers, then the promoter
+  auto store = store::Store::Open(inc->region.get(), so);
+  if (!store.ok()) {
+    failure_ = "node " + std::to_string(n.id) + " failed to open its store: " + store.status().ToString();
+    return;
+  }
+  inc->store = std::move(*store);
+  ++n.incarnation;
+  inc->workers.resize(o_.workers);
+  for (uint32_t w = 0; w < o_.workers; ++w) {
+    inc->workers[w].caller = std::make_unique<Caller>(this, n.workers[w], n.id, n.incarnation);
+  }
+  if (OneSided()) {
+    if (Status s = StartReplication(n, *inc); !s.ok()) {
+      failure_ = "node " + std::to_string(n.id) + " failed to start replication: " + s.ToString();
+      return;
+    }
+  }
+  Node* np = &n;
+  server::NodeEnv env;
+  env.id = n.id;
+  env.design = o_.protocol;
+  env.store = inc->store.get();
+  env.limits = so.limits;
+  env.backup = inc->backup.get();
+  env.views = &n.views;
+  env.agent_exec = n.exec;
+  env.promoter_peers = inc->workers[0].caller.get();
+  for (uint32_t i = 0; i < o_.workers; ++i) {
+    env.workers.push_back({.exec = n.workers[i], .peers = inc->workers[i].caller.get(), .out = inc->workers[i].out.get()});
+  }
+  env.onesided.self = n.id;
+  env.onesided.max_message = 4096;
+  env.onesided.term = [np] { return np->views.Get()->term; };
+  env.onesided.shared_logs = std::make_shared<replication::SharedRemoteLogs>();  // share-kv: one per process
+  env.core.commit_record_step = o_.commit_record_step;
+  if (!o_.bug_no_lease) env.core.lease = [np] { return np->exec->Now() < np->lease_expiry; };
+  env.alive = [np, my_inc = n.incarnation] { return np->up && np->incarnation == my_inc; };
+  {
+    const NodeId id = n.id;
+    const uint64_t my_inc = n.incarnation;
+    env.on_seeded = [this, id, my_inc](uint32_t shard, NodeId backup, uint64_t term) {
+      // A message to the CM (lost if this node is cut off or dead).
+      if (!nodes_[id]->up || nodes_[id]->incarnation != my_inc || isolated_.count(id)) return;
+      rt_.Schedule(rt_.Now() + Latency(), cm_, kEventControl, "seeded", shard,
+                   [this, shard, backup, term] { OnSeeded(shard, backup, term); });
+    };
+  }
+  if (o_.bug_ack_before_replication) {
+    env.wrap_replicator = [np](uint32_t i, std::unique_ptr<replication::Replicator> r) {
+      return std::unique_ptr<replication::Replicator>(std::make_unique<AckFirstReplicator>(std::move(r), np->workers[i]));
+    };
+  }
+  inc->parts = server::BuildNode(std::move(env));
+  if (n.live) n.dead.push_back(std::move(n.live));
+  n.live = std::move(inc);
+  n.up = true;
+  n.lease_expiry = 0;
+  const uint64_t this_inc = n.incarnation;
+  n.exec->Post([this, id = n.id, this_inc] { RenewLoop(id, this_inc); });
+  if (o_.commit_interval_us > 0) {
+    for (uint32_t w = 0; w < o_.workers; ++w) {
+      n.workers[w]->After(static_cast<Nanos>(o_.commit_interval_us) * kMicrosecond,
+                          [this, id = n.id, this_inc, w] { CommitLoop(id, this_inc, w); });
+    }
+  }
+}
+
+// CommitVer records on each worker, as a real node writes them.
+void World::CommitLoop(NodeId id, uint64_t inc, uint32_t worker) {
+  Node& n = *nodes_[id];
+  if (!n.up || n.incarnation != inc) return;
+  n.live->parts->workers[worker].core->WriteCommitRecords();
+  n.workers[worker]->After(static_cast<Nanos>(o_.commit_interval_us) * kMicrosecond,
+                           [this, id, inc, worker] { CommitLoop(id, inc, worker); });
+}
+
+// A one-sided design's replication side of one process, as
+// node/node_process.cc builds it: the backup log on an endpoint of its own
+// (peers write there; the NIC executor polls it), and the replicator on a
+// sending endpoint polled by the worker.
+Status World::StartReplication(Node& n, Incarnation& inc) {
+  const std::string name = "node" + std::to_string(n.id);
+  // A peer that stops answering fails the write in about a call timeout,
+  // as a REPLICATE call would.
+  const fabric::EndpointOptions in_opts{.name = name + "/in"};
+  fabric::EndpointOptions out_opts{.name = name + "/out"};
+  out_opts.op_timeout = std::chrono::microseconds(o_.call_timeout_us);
+  SLIP_ASSIGN_OR_RETURN(inc.in, fabric_->CreateEndpoint(n.id, n.nic, in_opts));
+  replication::BackupLogOptions bo;
+  bo.protocol = o_.protocol;
+  SLIP_ASSIGN_OR_RETURN(inc.backup, replication::BackupLog::Create(inc.store.get(), inc.in.get(), bo));
+  for (uint32_t i = 0; i < o_.workers; ++i) {
+    SLIP_ASSIGN_OR_RETURN(inc.workers[i].out, fabric_->CreateEndpoint(n.id, n.workers[i], out_opts));
+  }
+  return Status::Ok();
+}
+
+// The NIC and digest roles of a one-sided node; they act on whichever
+// incarnation is live.
+void World::StartNodeRoles(Node& n) {
+  n.nic = rt_.CreateExecutor("node" + std::to_string(n.id) + "/nic");
+  n.digest = rt_.CreateExecutor("node" + std::to_string(n.id) + "/digest");
+  Node* np = &n;
+  n.nic->AddPoller([this, np] { return np->up && np->live && np->live->backup && np->live->backup->Poll(rt_.Now()); });
+  // The used-segment rule runs on time alone (no traffic): a tick polls.
+  auto tick = std::make_shared<std::function<void()>>();
+  *tick = [np, tick] { np->nic->After(kMillisecond, *tick); };
+  n.nic->After(kMillisecond, *tick);
+  auto digest = std::make_shared<std::function<void()>>();
+  *digest = [this, np, digest] {
+    if (np->up && np->live && np->live->backup) {
+      auto r = np->live->backup->DigestStep();
+      if (!r.ok() && failure_.empty()) {
+        failure_ = "node " + std::to_string(np->id) + " digest: " + r.status().ToString();
+      }
+    }
+    np->digest->After(100 * kMicrosecond, *digest);
+  };
+  n.digest->After(100 * kMicrosecond, *digest);
+  // Placed bytes become durable in the live process's region (placements
+  // into an earlier process's memory died with its endpoints).
+  fabric_->SetPersistHook(n.id, [np](const std::byte* p, size_t len) {
+    if (np->live && np->live->region && np->live->region->contains(p, len)) np->live->region->Persist(p, len);
+  });
+}
+
+void World::Crash(NodeId id) {
+  Node& n = *nodes_[id];
+  if (!n.up || cold_) return;
+  ++faults_;
+  n.up = false;
+  // Its NIC stops at once: DMAs not yet persistent are lost with it.
+  if (fabric_) fabric_->CrashNode(id);
+  // Power fails: unpersisted lines are kept, dropped or torn.
+  n.live->region->SimulateCrash(rt_.Rng().Next());
+  // The CM notices when the node stops renewing its lease.
+}
+
+void World::Restart(NodeId id) {
+  Node& n = *nodes_[id];
+  // Recovery must work on the crashed image (it is checked), but a node that
+  // rejoins a running cluster comes back empty: its old entries may predate
+  // deletes whose tombstones are gone elsewhere.
+  StartNode(n, /*fresh=*/false);
+  if (!failure_.empty()) return;
+  StartNode(n, /*fresh=*/true);
+  n.live->parts->agent->Adopt(view_);
+  // It announces itself by renewing a lease (a new incarnation: a spare).
+}
+
+// Whole-cluster power loss: every node crashes at once. Nothing can be
+// reconfigured while they are down; they restart from their PM.
+void World::PowerLoss() {
+  cold_ = true;
+  ++faults_;
+  for (auto& n : nodes_) {
+    if (!n->up) continue;
+    n->up = false;
+    if (fabric_) fabric_->CrashNode(n->id);
+    n->live->region->SimulateCrash(rt_.Rng().Next());
+  }
+}
+
+// Cold start: every node recovers its store from PM; the shard map stays,
+// but each shard is blocked until its primary has gathered every replica's
+// entries and scattered the union (replicas may differ in writes that were
+// never acknowledged), exactly as a promotion.
+void World::ColdStart() {
+  for (auto& n : nodes_) {
+    if (n->live && !n->up) {
+      StartNode(*n, /*fresh=*/false);
+      if (!failure_.empty()) return;
+    } else if (!n->live) {
+      StartNode(*n, /*fresh=*/true);
+    }
+  }
+  down_.clear();
+  cold_ = false;
+  // Everyone boots at once and takes a fresh lease.
+  for (auto& n : nodes_) {
+    member_inc_[n->id] = n->incarnation;
+    last_grant_[n->id] = rt_.Now();
+    n->lease_expiry = rt_.Now() + static_cast<Nanos>(o_.lease_us) * kMicrosecond;
+  }
+  cluster::ClusterConfig next = config_;
+  ++next.term;
+  config_ = next;
+  auto v = server::ViewFromConfig(config_);
+  view_ = v;
+  // Each node reads the configuration at boot and reconciles the shards it
+  // serves before serving them (NodeAgent::ColdStart).
+  for (auto& n : nodes_) n->live->parts->agent->ColdStart(v);
+  if (o_.crash_in_cold_start) CrashSoon(static_cast<NodeId>(rt_.Rng().Uniform(o_.nodes)), 2 * kMillisecond, "crash-in-cold-start");
+}
+
+void World::CrashSoon(NodeId victim, Nanos within, const char* what) {
+  const Nanos at = rt_.Now() + static_cast<Nanos>(rt_.Rng().Uniform(static_cast<uint64_t>(within)));
+  rt_.Schedule(at, nullptr, kEventFault, what, victim, [this, victim] {
+    if (!nodes_[victim]->up || !SafeToFail(victim)) return;
+    Crash(victim);
+    const uint64_t inc = nodes_[victim]->incarnation;
+    rt_.Schedule(rt_.Now() + 4 * static_cast<Nanos>(o_.lease_us) * kMicrosecond, nullptr, kEventFault, "restart",
+                 victim, [this, victim, inc] {
+                   if (!nodes_[victim]->up && nodes_[victim]->incarnation == inc) Restart(victim);
+                 });
+  });
+}
+
+}  // namespace slip::sim::detail

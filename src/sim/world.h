@@ -1,0 +1,260 @@
+// The whole-cluster simulation's world (private to sim/): the nodes, their
+// processes (incarnations), the configuration manager, the message network
+// and the clients, all on one SimRuntime. Split by concern across
+// network.cc (messages, partitions, slow nodes), nodes.cc (node processes:
+// start, crash, restart, power loss, cold start), manager.cc (leases and
+// reconfiguration), clients.cc (client loops and the history), and
+// cluster_sim.cc (a run: the fault schedule, the checks, the result).
+#pragma once
+
+#include "sim/cluster_sim.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "client/client_core.h"
+#include "common/hash.h"
+#include "fabric/sim/sim_fabric.h"
+#include "pm/region.h"
+#include "replication/backup_log.h"
+#include "replication/registry.h"
+#include "runtime/sim_runtime.h"
+#include "cluster/cluster_config.h"
+#include "server/config_view.h"
+#include "server/node_builder.h"
+#include "store/store.h"
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace slip::sim::detail {
+
+using replication::NodeId;
+using runtime::Nanos;
+using runtime::kMicrosecond;
+using runtime::kMillisecond;
+
+constexpr uint16_t kEventNet = runtime::kFirstDeviceKind + 40;
+constexpr uint16_t kEventControl = runtime::kFirstDeviceKind + 41;
+constexpr uint16_t kEventFault = runtime::kFirstDeviceKind + 42;
+
+class World;
+
+// One node process. A crash replaces the whole incarnation; the old objects
+// stay alive (callbacks may still point at them) but never run again.
+// Members are destroyed in reverse order: the replicator before the endpoint
+// it polls, the backup log before the endpoint it drives.
+struct Incarnation {
+  std::unique_ptr<pm::PmRegion> region;
+  std::unique_ptr<store::Store> store;
+  // One-sided designs: the endpoint peers write into (driven by the node's
+  // NIC executor) and the backup log.
+  std::unique_ptr<fabric::Endpoint> in;
+  std::unique_ptr<replication::BackupLog> backup;
+  // Per request worker (server/worker_pool.h): its calls to peers and its
+  // sending endpoint (one-sided designs).
+  struct Worker {
+    std::unique_ptr<rpc::PeerCaller> caller;
+    std::unique_ptr<fabric::Endpoint> out;
+  };
+  std::vector<Worker> workers;
+  // What server::BuildNode made of them, as a real node's.
+  std::unique_ptr<server::NodeParts> parts;
+};
+
+struct Node {
+  NodeId id = 0;
+  runtime::Executor* exec = nullptr;    // worker 0: requests, replication, agent
+  std::vector<runtime::Executor*> workers;  // [0] = exec, then the other workers
+  runtime::Executor* nic = nullptr;     // one-sided: polls the backup log's endpoint
+  runtime::Executor* digest = nullptr;  // one-sided: digests what peers wrote
+  server::ViewHolder views;
+  std::unique_ptr<Incarnation> live;
+  std::vector<std::unique_ptr<Incarnation>> dead;
+  uint64_t incarnation = 0;
+  bool up = true;
+  Nanos lease_expiry = 0;  // serves clients only before this
+};
+
+// The test-only bug: acknowledge at once, replicate 2 ms later.
+class AckFirstReplicator final : public replication::Replicator {
+ public:
+  AckFirstReplicator(std::unique_ptr<replication::Replicator> inner, runtime::Executor* exec)
+      : inner_(std::move(inner)), exec_(exec) {}
+  void Replicate(std::span<const NodeId> backups, const proto::ReplicateRequest& entry,
+                 std::function<void(Status)> done) override {
+    std::vector<NodeId> b(backups.begin(), backups.end());
+    auto key = std::make_shared<std::string>(entry.key);
+    auto value = std::make_shared<std::string>(entry.value);
+    proto::ReplicateRequest copy = entry;
+    exec_->After(2 * kMillisecond, [this, b, key, value, copy]() mutable {
+      copy.key = *key;
+      copy.value = *value;
+      inner_->Replicate(b, copy, [](Status) {});
+    });
+    exec_->Post([done = std::move(done)] { done(Status::Ok()); });
+  }
+
+ private:
+  std::unique_ptr<replication::Replicator> inner_;
+  runtime::Executor* exec_;
+};
+
+class World {
+ public:
+  explicit World(const ClusterSimOptions& o)
+      : o_(o), rt_(runtime::SimRuntimeOptions{o.seed, false, 64}) {
+    if (o_.trace) {
+      rt_.SetTraceSink([](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+    }
+    if (OneSided()) {
+      // The replication network has the message network's latency, jitter
+      // and loss (a lost packet is retransmitted: reliable connections).
+      fabric::SimFabricOptions fo;
+      fo.latency = static_cast<Nanos>(o_.latency_min_us) * kMicrosecond;
+      fo.dma_persist_delay = o_.persist_delay_ns;
+      fabric_ = std::make_unique<fabric::SimFabric>(rt_, fo);
+      fabric_->SetDefaultFaults(NetworkFaults());
+    }
+  }
+
+  ClusterSimResult Run();
+
+  // --- network ---
+  void Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, NodeId to,
+            uint16_t method, std::string payload,
+            std::function<void(Result<rpc::PeerResponse>)> done);
+
+ private:
+  class Caller final : public rpc::PeerCaller {
+   public:
+    Caller(World* w, runtime::Executor* from, NodeId from_node, uint64_t inc)
+        : w_(w), from_(from), from_node_(from_node), inc_(inc) {}
+    void Call(NodeId node, uint16_t method, std::string payload,
+              std::function<void(Result<rpc::PeerResponse>)> done) override {
+      w_->Call(from_, from_node_, inc_, node, method, std::move(payload), std::move(done));
+    }
+
+   private:
+    World* w_;
+    runtime::Executor* from_;
+    NodeId from_node_;
+    uint64_t inc_;
+  };
+
+  class RoutingFromCm final : public client::RoutingSource {
+   public:
+    RoutingFromCm(World* w, runtime::Executor* exec) : w_(w), exec_(exec) {}
+    void Fetch(uint64_t, std::function<void(Result<client::RoutingTable>)> done) override {
+      // A round trip to the configuration manager.
+      const Nanos rtt = 2 * w_->Latency();
+      exec_->After(rtt, [w = w_, done = std::move(done)] { done(w->Routing()); });
+    }
+
+   private:
+    World* w_;
+    runtime::Executor* exec_;
+  };
+
+  Nanos Latency() {
+    return static_cast<Nanos>(rt_.Rng().Range(o_.latency_min_us, o_.latency_max_us)) * kMicrosecond;
+  }
+  client::RoutingTable Routing() const {
+    client::RoutingTable t;
+    t = cluster::RoutingFromConfig(config_);
+    return t;
+  }
+  bool IsClient(NodeId n) const { return n >= kClientBase; }
+  bool OneSided() const { return replication::IsOneSided(o_.protocol); }
+  // The fabric's loss and jitter: the message layer's.
+  fabric::LinkFaults NetworkFaults() const {
+    fabric::LinkFaults f;
+    f.drop_probability = o_.drop_probability;
+    f.jitter = static_cast<Nanos>(o_.latency_max_us - o_.latency_min_us) * kMicrosecond;
+    return f;
+  }
+  // A partition cuts a node off from the CM and the other nodes, but the
+  // clients still reach it: the case where an old primary could serve stale
+  // reads unless its lease stops it.
+  // A slow node (overloaded, swapping) takes `slow_factor` times longer to
+  // receive and answer.
+  Nanos Slowness(NodeId n) const { return slow_.count(n) ? o_.slow_factor : 1; }
+  bool Cut(NodeId a, NodeId b) const {
+    if (IsClient(a) || IsClient(b)) return false;
+    return (a < nodes_.size() && isolated_.count(a)) || (b < nodes_.size() && isolated_.count(b));
+  }
+  static constexpr NodeId kClientBase = 1000;
+
+  void StartNode(Node& n, bool fresh);
+  Status StartReplication(Node& n, Incarnation& inc);
+  void StartNodeRoles(Node& n);
+  void Isolate(NodeId id, bool cut);
+  void SetSlow(NodeId id, bool slow);
+  void Crash(NodeId id);
+  void Restart(NodeId id);
+  void PowerLoss();
+  void ColdStart();
+  void RenewLoop(NodeId id, uint64_t inc);
+  void CommitLoop(NodeId id, uint64_t inc, uint32_t worker);
+  void OnRenew(NodeId id, uint64_t inc, Nanos sent);
+  void CheckLeases();
+  void OnSeeded(uint32_t shard, NodeId backup, uint64_t term);
+  bool SafeToFail(NodeId victim) const;
+  std::string Describe() const;
+  void Publish(std::shared_ptr<server::NodeView> v);
+  void SendConfig(Node* np, std::shared_ptr<const server::NodeView> v);
+  void Reconfigure();          // CM: react to the live set
+  // A crash `within` from now (if safe then), and the restart 4 leases later.
+  void CrashSoon(NodeId victim, Nanos within, const char* what);
+  void ClientLoop(uint32_t c);
+  void Record(uint32_t c, const client::OpRecord& r);
+  std::string CheckVersionsMonotonic() const;
+
+  ClusterSimOptions o_;
+  runtime::SimRuntime rt_;
+  std::unique_ptr<fabric::SimFabric> fabric_;  // one-sided designs only
+  runtime::Executor* cm_ = nullptr;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  // The manager's configuration (cluster/: the same functions a real manager
+  // uses) and the node view derived from it.
+  cluster::ClusterConfig config_;
+  std::shared_ptr<const server::NodeView> view_;
+  Status SetConfig(Result<cluster::ClusterConfig> next);
+  std::set<NodeId> down_;
+
+  struct Client {
+    runtime::Executor* exec;
+    std::unique_ptr<Caller> caller;
+    std::unique_ptr<RoutingFromCm> routing;
+    std::unique_ptr<client::ClientCore> core;
+    uint32_t done = 0, next_value = 0;
+  };
+  std::vector<Client> clients_;
+  std::vector<Operation> history_;
+  struct AckedWrite {
+    uint32_t shard;
+    Nanos invoke, ret;
+    uint64_t version;
+  };
+  std::vector<AckedWrite> writes_;
+  uint64_t unknown_ = 0, faults_ = 0, failovers_ = 0;
+  uint32_t failover_crashes_left_ = 0;
+  bool final_phase_ = false;
+  bool cold_ = false;  // between a power loss and the cold start
+  std::set<NodeId> isolated_;                 // partitioned off from everyone
+  std::set<NodeId> slow_;
+  std::map<NodeId, Nanos> last_grant_;        // CM: lease granted (CM time)
+  std::map<NodeId, uint64_t> member_inc_;     // CM: incarnation it knows per member
+  // CM: the term since which a backup has been a replica of a shard (a seed
+  // report from an earlier membership does not count).
+  std::map<std::pair<uint32_t, NodeId>, uint64_t> seeded_since_;
+  std::string failure_;
+};
+
+}  // namespace slip::sim::detail
