@@ -7,31 +7,29 @@
 // cluster_sim.cc (a run: the fault schedule, the checks, the result).
 #pragma once
 
-#include "sim/cluster_sim.h"
-
 #include <algorithm>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "client/client_core.h"
+#include "cluster/cluster_config.h"
 #include "common/hash.h"
 #include "fabric/sim/sim_fabric.h"
 #include "pm/region.h"
 #include "replication/backup_log.h"
 #include "replication/registry.h"
 #include "runtime/sim_runtime.h"
-#include "cluster/cluster_config.h"
 #include "server/config_view.h"
 #include "server/node_builder.h"
+#include "sim/cluster_sim.h"
 #include "store/store.h"
-
-#include <functional>
-#include <string>
-#include <utility>
-#include <vector>
 
 namespace slip::sim::detail {
 

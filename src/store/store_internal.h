@@ -1,0 +1,33 @@
+// Pieces the Store's .cc files share (private to store/).
+#pragma once
+
+#include <cstdint>
+
+#include "log/entry.h"
+#include "log/segment_table.h"
+
+namespace slip::store::internal {
+
+using log::EntryType;
+using log::SegmentOwner;
+using log::SegmentState;
+
+constexpr uint32_t kNoSegment = UINT32_MAX;
+
+// Blocks that hold a key's PUT or DEL (others: COMMIT_VERSION, CHECKSUM).
+inline bool IsData(EntryType t) { return t == EntryType::kPut || t == EntryType::kDel; }
+
+// Where a walk of a receive segment goes on after the block at `pos` failed
+// to decode: past the whole block when its header is intact (a transfer cut
+// short — never look inside it, where a value could hold bytes that look
+// like a block), else to the next stride (a hole: a line never written or
+// lost in a crash).
+inline uint64_t SkipInvalid(const std::byte* base, uint64_t pos, uint64_t size, const log::Limits& limits) {
+  const uint64_t claimed = log::IntactHeaderBlockBytes({base + pos, size - pos}, limits);
+  return pos + (claimed != 0 ? claimed : log::kAlign);
+}
+
+// The 8-byte value of a DEL entry: reserved node-local metadata (zero).
+inline constexpr char kDelValue[8] = {};
+
+}  // namespace slip::store::internal
