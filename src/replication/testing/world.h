@@ -65,6 +65,9 @@ class ReplicationWorld {
     std::unique_ptr<BackupLog> backup;  // null with rpc
     std::vector<Sender> senders;
     bool up = true;
+    // Bumped when the node's process stops: completions of its writes that
+    // arrive later belong to a dead process and never run.
+    uint64_t generation = 0;
     uint64_t control_calls = 0;  // REPL_OPEN/CLOSE this node served
     pm::MediaModel* media = nullptr;
   };
@@ -114,6 +117,9 @@ class ReplicationWorld {
   void StopNode(int i);
 
   WorldOptions o_;
+  // Self-rescheduling tasks (ticks, digest loops); destroyed after the
+  // runtime whose queued events point at them.
+  std::vector<std::unique_ptr<std::function<void()>>> periodic_;
   runtime::SimRuntime rt_;
   fabric::SimFabric fabric_;
   std::vector<std::unique_ptr<Node>> nodes_;
