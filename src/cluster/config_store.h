@@ -107,4 +107,15 @@ struct EmbeddedStoreOptions {
 // restarted — e.g. CLOCK_MONOTONIC after a reboot) and counts as expired.
 Result<std::unique_ptr<ConfigStore>> OpenEmbeddedStore(const EmbeddedStoreOptions& options);
 
+// The in-memory backend: one process's configuration store, for the
+// simulator (virtual time: leases compare the caller's `now` only) and for
+// tests. Every store opened over the same `MemoryStoreState` sees the same
+// configuration and leases, like processes sharing a directory. Watch
+// callbacks run on the thread that made the change (or, when the version
+// already differs, on the caller's, before Watch returns), outside the
+// store's lock.
+class MemoryStoreState;
+std::shared_ptr<MemoryStoreState> NewMemoryStoreState();
+std::unique_ptr<ConfigStore> OpenMemoryStore(std::shared_ptr<MemoryStoreState> state);
+
 }  // namespace slip::cluster

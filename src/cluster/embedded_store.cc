@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cluster/config_json.h"
+#include "cluster/lease_rules.h"
 #include "cluster/config_store.h"
 
 namespace slip::cluster {
@@ -258,31 +259,11 @@ class EmbeddedStore final : public ConfigStore {
     return vc;
   }
 
-  static Status CheckName(const std::string& name) {
-    if (name.empty() || name.size() > 100 ||
-        name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
-            std::string::npos ||
-        name[0] == '.') {
-      return Status::InvalidArgument("lease name \"" + name + "\": use [A-Za-z0-9_.-], 1..100 chars");
-    }
-    return Status::Ok();
+  static Status CheckName(const std::string& name) { return internal::CheckLeaseName(name); }
+  static Status CheckLeaseArgs(const std::string& name, const std::string& holder, Nanos ttl, Nanos now) {
+    return internal::CheckLeaseArgs(name, holder, ttl, now);
   }
-
-  static Status CheckLeaseArgs(const std::string& name, const std::string& holder, Nanos ttl,
-                               Nanos now) {
-    SLIP_RETURN_IF_ERROR(CheckName(name));
-    if (holder.empty()) return Status::InvalidArgument("lease holder is empty");
-    if (ttl <= 0 || now < 0 || now > std::numeric_limits<Nanos>::max() - ttl) {
-      return Status::InvalidArgument("lease ttl must be positive and now + ttl representable");
-    }
-    return Status::Ok();
-  }
-
-  static bool Expired(const LeaseFile& l, Nanos now) {
-    // Expiry more than a ttl ahead: granted by a clock that has since gone
-    // back (a reboot, for CLOCK_MONOTONIC); the holder is gone with it.
-    return now >= l.expiry || l.expiry - now > l.ttl;
-  }
+  static bool Expired(const LeaseFile& l, Nanos now) { return internal::LeaseExpired(l.expiry, l.ttl, now); }
 
   Result<LeaseFile> ReadLease(const std::string& name) const {
     const std::string path = Path("lease-" + name + ".json");

@@ -3,78 +3,49 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
-#include <map>
+#include <future>
 #include <thread>
 
-#include "cluster/cluster_config.h"
-#include "common/log.h"
 #include "cluster/config_access.h"
+#include "cluster/manager.h"
 #include "node/node_process.h"
+#include "runtime/thread_runtime.h"
 
 namespace slip::node {
-namespace {
-
-
-
-}  // namespace
 
 Status RunManager(const ManagerOptions& o, const std::atomic<bool>* stop) {
   SLIP_ASSIGN_OR_RETURN(auto store, cluster::OpenConfigStore(o.dir, o.zookeeper));
-  const std::string me = "manager-pid" + std::to_string(getpid());
-  const runtime::Nanos tick = o.lease / 4;
-  cluster::Lease lease;
+  runtime::ThreadRuntime rt;
+  runtime::Executor* ex = rt.CreateExecutor("manager");
+  cluster::ManagerOptions mo;
+  mo.lease = o.lease;
+  mo.holder = "manager-pid" + std::to_string(getpid());
+  mo.clock = MachineNow;  // the clock the nodes' leases are held on
+  mo.log = true;
+  cluster::Manager manager(store.get(), ex, mo);
+
+  std::promise<Status> stopped;
+  auto result = stopped.get_future();
+  ex->Post([&] { manager.Start(nullptr, [&](Status s) { stopped.set_value(std::move(s)); }); });
+  SLIP_RETURN_IF_ERROR(rt.Start());
+  Status s = Status::Ok();
   for (;;) {
-    auto l = store->AcquireLease("manager", me, o.lease, MachineNow());
-    if (l.ok()) {
-      lease = *l;
+    if (result.wait_for(std::chrono::milliseconds(50)) == std::future_status::ready) {
+      s = result.get();
       break;
     }
-    if (!l.status().Is(Code::kBusy)) return l.status();
-    if (*stop) return Status::Ok();
-    std::this_thread::sleep_for(std::chrono::nanoseconds(tick));  // a standby
-  }
-  logging::Info("{}", "holding the manager lease (epoch " + std::to_string(lease.epoch) + ")");
-  const runtime::Nanos started = MachineNow();
-  std::map<uint32_t, bool> seen_alive;
-
-  while (!*stop) {
-    std::this_thread::sleep_for(std::chrono::nanoseconds(tick));
-    auto renewed = store->RenewLease(lease, o.lease, MachineNow());
-    if (!renewed.ok()) {
-      logging::Error("{}", "lost the manager lease: " + renewed.status().ToString());
-      return Status::Aborted("lost the manager lease");
-    }
-    lease = *renewed;
-    auto vc = store->Load();
-    if (!vc.ok()) continue;
-    for (const auto& [id, info] : vc->config.nodes) {
-      if (info.state != cluster::NodeState::kUp) continue;
-      const std::string name = "node-" + std::to_string(id);
-      auto probe = store->AcquireLease(name, me, 1, MachineNow());
-      if (!probe.ok()) {
-        if (probe.status().Is(Code::kBusy)) seen_alive[id] = true;
-        continue;
-      }
-      (void)store->ReleaseLease(*probe);
-      const bool grace_over = MachineNow() - started > 3 * o.lease;
-      if (!seen_alive[id] && !grace_over) continue;  // still booting
-      // Its lease expired: replace it (one CAS; a conflict retries next tick).
-      auto next = cluster::Reassign(vc->config, id);
-      if (!next.ok()) {
-        logging::Warn("{}", "cannot reassign node " + std::to_string(id) + ": " + next.status().ToString());
-        continue;
-      }
-      auto w = store->CompareAndSwap(vc->version, *next);
-      if (w.ok()) {
-        logging::Info("{}", "node " + std::to_string(id) + " failed: term " + std::to_string(next->term));
-        seen_alive[id] = false;
-      }
-      break;  // the stored version moved on either way
+    if (*stop) {
+      std::promise<void> done;
+      ex->Post([&] {
+        manager.Stop();  // gives the lease up for a standby
+        done.set_value();
+      });
+      done.get_future().wait();
+      break;
     }
   }
-  (void)store->ReleaseLease(lease);
-  return Status::Ok();
+  rt.Stop();
+  return s;
 }
 
 }  // namespace slip::node

@@ -1,13 +1,7 @@
-// The configuration manager (`slip manager`): holds the "manager" lease (one
-// at a time; a standby waits for it) and replaces nodes whose lease has
-// expired (cluster::Reassign, one new term each). It computes
-// configurations only; nodes adopt them and move the data themselves
-// (server/node_agent.h).
-//
-// Liveness probe: a node is alive while it holds its lease "node-<id>". The
-// manager tries to take that lease for an instant; success means it had
-// expired (it releases it at once). A node is declared failed only after it
-// was seen alive once, or after a boot grace of three leases.
+// `slip manager`: runs cluster::Manager (cluster/manager.h: the lease,
+// failure detection, reassignment) on a thread of its own against the
+// cluster's configuration store, with the machine clock the nodes' leases
+// use, until `stop` is set or the manager lease is lost.
 #pragma once
 
 #include <atomic>
@@ -24,7 +18,7 @@ struct ManagerOptions {
   runtime::Nanos lease = 2 * runtime::kSecond;  // the nodes' lease length
 };
 
-// Runs until `stop` becomes true (checked every quarter lease).
+// Ok once stopped by `stop`; Aborted if the manager lease was lost.
 Status RunManager(const ManagerOptions& options, const std::atomic<bool>* stop);
 
 }  // namespace slip::node

@@ -77,7 +77,14 @@ ClusterSimResult World::Run() {
     res.failure = "placement: " + placed.status().ToString();
     return res;
   }
+  auto stored = cm_store_->CompareAndSwap(cluster::kNoVersion, *placed);
+  if (!stored.ok()) {
+    res.ok = false;
+    res.failure = "storing the first configuration: " + stored.status().ToString();
+    return res;
+  }
   config_ = std::move(*placed);
+  cm_version_ = *stored;
   auto v = server::ViewFromConfig(config_);
   view_ = v;
   for (auto& n : nodes_) {
@@ -86,8 +93,11 @@ ClusterSimResult World::Run() {
     member_inc_[n->id] = n->incarnation;
     last_grant_[n->id] = 0;
     n->lease_expiry = static_cast<Nanos>(o_.lease_us) * kMicrosecond;  // the first grant
+    lease_sent_[n->id] = 0;
+    (void)cm_store_->AcquireLease("node-" + std::to_string(n->id), "node-" + std::to_string(n->id),
+                                  n->lease_expiry, 0);
   }
-  cm_->After(kMillisecond, [this] { CheckLeases(); });
+  StartManager();
   failover_crashes_left_ = o_.failover_crashes;
   if (!failure_.empty()) {
     res.ok = false;

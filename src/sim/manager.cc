@@ -1,5 +1,8 @@
-// The simulated configuration manager: leases granted by message,
-// failure detection, reassignment, rejoin and seeded-backup reports.
+// The configuration manager in the simulation: cluster::Manager (failure
+// detection and reassignment, as `slip manager` runs it) on the CM's
+// executor over an in-memory store, plus what reaches the CM by message
+// here: lease renewals (a real node writes its lease to the store itself),
+// rejoins and seeded-backup reports.
 #include "sim/world.h"
 
 namespace slip::sim::detail {
@@ -51,6 +54,14 @@ void World::OnRenew(NodeId id, uint64_t inc, Nanos sent) {
     member_inc_[id] = inc;
   }
   last_grant_[id] = rt_.Now();
+  // The lease in the store runs from when the renewal was sent, as the
+  // node's own idea of it; a late, reordered renewal must not shorten it.
+  if (!lease_sent_.count(id) || sent > lease_sent_[id]) {
+    auto l = cm_store_->AcquireLease("node-" + std::to_string(id), "node-" + std::to_string(id),
+                                     static_cast<Nanos>(o_.lease_us) * kMicrosecond, sent);
+    if (!l.ok()) return;  // taken meanwhile: no grant
+    lease_sent_[id] = sent;
+  }
   if (isolated_.count(id) || rt_.Rng().Bernoulli(o_.drop_probability)) return;
   Node* np = nodes_[id].get();
   rt_.Schedule(rt_.Now() + Latency(), np->exec, kEventControl, "lease", id, [this, np, inc, sent] {
@@ -59,22 +70,38 @@ void World::OnRenew(NodeId id, uint64_t inc, Nanos sent) {
   });
 }
 
-// CM: a member whose last grant is older than a lease (plus slack for the
-// grant's flight) has lost its lease and no longer serves: replace it.
-void World::CheckLeases() {
-  if (!cold_) {
-    const Nanos lease = static_cast<Nanos>(o_.lease_us) * kMicrosecond;
-    bool any = false;
-    for (auto& [id, granted] : last_grant_) {
-      if (down_.count(id)) continue;
-      if (rt_.Now() > granted + lease + 2 * static_cast<Nanos>(o_.latency_max_us) * kMicrosecond) {
-        down_.insert(id);
-        any = true;
-      }
-    }
-    if (any) Reconfigure();
+void World::StartManager() {
+  cluster::ManagerOptions mo;
+  mo.lease = static_cast<Nanos>(o_.lease_us) * kMicrosecond;
+  mo.holder = "cm" + std::to_string(managers_.size());
+  managers_.push_back(std::make_unique<cluster::Manager>(cm_store_.get(), cm_, mo));
+  cluster::Manager* m = managers_.back().get();
+  cm_->Post([this, m] {
+    m->Start([this](const cluster::Manager::Reassigned& r) { OnReassigned(r); },
+             [this](Status s) { failure_ = "the configuration manager stopped: " + s.ToString(); });
+  });
+}
+
+// The manager replaced a node whose lease expired (a new term).
+void World::OnReassigned(const cluster::Manager::Reassigned& r) {
+  down_.insert(r.failed);
+  std::vector<uint32_t> moved;
+  for (uint32_t sh = 0; sh < r.before.config.num_shards(); ++sh) {
+    if (r.before.config.shards[sh].primary == r.failed) moved.push_back(sh);
   }
-  cm_->After(kMillisecond, [this] { CheckLeases(); });
+  failovers_ += moved.size();
+  Adopt(r.after);
+  for (uint32_t sh = 0; sh < config_.num_shards(); ++sh) {
+    if (config_.nodes[config_.shards[sh].primary].state != cluster::NodeState::kUp) {
+      failure_ = "shard " + std::to_string(sh) + " lost every in-sync replica";
+      return;
+    }
+  }
+  if (failover_crashes_left_ > 0 && !moved.empty()) {
+    --failover_crashes_left_;
+    const uint32_t sh = moved[rt_.Rng().Uniform(moved.size())];
+    CrashSoon(config_.shards[sh].primary, 2 * kMillisecond, "crash-in-failover");
+  }
 }
 
 void World::Publish(std::shared_ptr<server::NodeView> v) {
@@ -95,53 +122,27 @@ void World::SendConfig(Node* np, std::shared_ptr<const server::NodeView> v) {
   });
 }
 
-// The configuration manager: one change at a time, each a new term.
-void World::Reconfigure() {
-  if (cold_) return;
-  // Every node the manager has declared failed that the configuration still
-  // lists as up: one Reassign each (a new term each).
-  for (NodeId n : down_) {
-    auto it = config_.nodes.find(n);
-    if (it == config_.nodes.end() || it->second.state != cluster::NodeState::kUp) continue;
-    const uint64_t before = failovers_;
-    std::vector<uint32_t> moved;
-    for (uint32_t sh = 0; sh < config_.num_shards(); ++sh) {
-      if (config_.shards[sh].primary == n) moved.push_back(sh);
-    }
-    failovers_ += moved.size();
-    Status st = SetConfig(cluster::Reassign(config_, n));
-    if (!st.ok()) {
-      failovers_ = before;
-      failure_ = "reassign after node " + std::to_string(n) + " failed: " + st.ToString();
-      return;
-    }
-    if (failover_crashes_left_ > 0 && !moved.empty()) {
-      --failover_crashes_left_;
-      const uint32_t sh = moved[rt_.Rng().Uniform(moved.size())];
-      CrashSoon(config_.shards[sh].primary, 2 * kMillisecond, "crash-in-failover");
-    }
-  }
-  for (uint32_t sh = 0; sh < config_.num_shards(); ++sh) {
-    if (config_.nodes[config_.shards[sh].primary].state != cluster::NodeState::kUp) {
-      failure_ = "shard " + std::to_string(sh) + " lost every in-sync replica";
-      return;
-    }
-  }
-}
-
-// Adopts `next` as the manager's configuration and publishes it.
+// Writes `next` to the CM's store (the CM is its only writer here) and
+// publishes it.
 Status World::SetConfig(Result<cluster::ClusterConfig> next) {
   if (!next.ok()) return next.status();
-  for (uint32_t sh = 0; sh < next->num_shards(); ++sh) {
-    for (NodeId b : next->shards[sh].syncing) {
+  SLIP_ASSIGN_OR_RETURN(uint64_t version, cm_store_->CompareAndSwap(cm_version_, *next));
+  Adopt(cluster::VersionedConfig{std::move(*next), version});
+  return Status::Ok();
+}
+
+void World::Adopt(const cluster::VersionedConfig& stored) {
+  const cluster::ClusterConfig& next = stored.config;
+  for (uint32_t sh = 0; sh < next.num_shards(); ++sh) {
+    for (NodeId b : next.shards[sh].syncing) {
       const auto& old = config_.shards[sh].syncing;
-      if (std::find(old.begin(), old.end(), b) == old.end()) seeded_since_[{sh, b}] = next->term;
+      if (std::find(old.begin(), old.end(), b) == old.end()) seeded_since_[{sh, b}] = next.term;
     }
   }
-  config_ = std::move(*next);
+  config_ = next;
+  cm_version_ = stored.version;
   auto v = server::ViewFromConfig(config_);
   Publish(std::const_pointer_cast<server::NodeView>(v));
-  return Status::Ok();
 }
 
 // CM: a primary reports that a new backup holds the whole shard.

@@ -133,10 +133,12 @@ void World::StartNodeRoles(Node& n) {
   Node* np = &n;
   n.nic->AddPoller([this, np] { return np->up && np->live && np->live->backup && np->live->backup->Poll(rt_.Now()); });
   // The used-segment rule runs on time alone (no traffic): a tick polls.
-  auto tick = std::make_shared<std::function<void()>>();
-  *tick = [np, tick] { np->nic->After(kMillisecond, *tick); };
-  n.nic->After(kMillisecond, *tick);
-  auto digest = std::make_shared<std::function<void()>>();
+  // Periodic tasks are owned by the world (a task holding itself would never
+  // be freed) and reschedule themselves through a plain pointer.
+  auto* tick = periodic_.emplace_back(std::make_unique<std::function<void()>>()).get();
+  *tick = [np, tick] { np->nic->After(kMillisecond, [tick] { (*tick)(); }); };
+  n.nic->After(kMillisecond, [tick] { (*tick)(); });
+  auto* digest = periodic_.emplace_back(std::make_unique<std::function<void()>>()).get();
   *digest = [this, np, digest] {
     if (np->up && np->live && np->live->backup) {
       auto r = np->live->backup->DigestStep();
@@ -144,9 +146,9 @@ void World::StartNodeRoles(Node& n) {
         failure_ = "node " + std::to_string(np->id) + " digest: " + r.status().ToString();
       }
     }
-    np->digest->After(100 * kMicrosecond, *digest);
+    np->digest->After(100 * kMicrosecond, [digest] { (*digest)(); });
   };
-  n.digest->After(100 * kMicrosecond, *digest);
+  n.digest->After(100 * kMicrosecond, [digest] { (*digest)(); });
   // Placed bytes become durable in the live process's region (placements
   // into an earlier process's memory died with its endpoints).
   fabric_->SetPersistHook(n.id, [np](const std::byte* p, size_t len) {
@@ -183,6 +185,7 @@ void World::Restart(NodeId id) {
 void World::PowerLoss() {
   cold_ = true;
   ++faults_;
+  cm_->Post([m = managers_.back().get()] { m->Stop(); });  // the CM's machine too
   for (auto& n : nodes_) {
     if (!n->up) continue;
     n->up = false;
@@ -211,15 +214,25 @@ void World::ColdStart() {
     member_inc_[n->id] = n->incarnation;
     last_grant_[n->id] = rt_.Now();
     n->lease_expiry = rt_.Now() + static_cast<Nanos>(o_.lease_us) * kMicrosecond;
+    lease_sent_[n->id] = rt_.Now();
+    (void)cm_store_->AcquireLease("node-" + std::to_string(n->id), "node-" + std::to_string(n->id),
+                                  static_cast<Nanos>(o_.lease_us) * kMicrosecond, rt_.Now());
   }
   cluster::ClusterConfig next = config_;
   ++next.term;
+  auto stored = cm_store_->CompareAndSwap(cm_version_, next);
+  if (!stored.ok()) {
+    failure_ = "cold start: " + stored.status().ToString();
+    return;
+  }
   config_ = next;
+  cm_version_ = *stored;
   auto v = server::ViewFromConfig(config_);
   view_ = v;
   // Each node reads the configuration at boot and reconciles the shards it
   // serves before serving them (NodeAgent::ColdStart).
   for (auto& n : nodes_) n->live->parts->agent->ColdStart(v);
+  StartManager();  // a new CM incarnation: the boot grace starts again
   if (o_.crash_in_cold_start) CrashSoon(static_cast<NodeId>(rt_.Rng().Uniform(o_.nodes)), 2 * kMillisecond, "crash-in-cold-start");
 }
 

@@ -20,6 +20,8 @@
 
 #include "client/client_core.h"
 #include "cluster/cluster_config.h"
+#include "cluster/config_store.h"
+#include "cluster/manager.h"
 #include "common/hash.h"
 #include "fabric/sim/sim_fabric.h"
 #include "pm/region.h"
@@ -201,13 +203,13 @@ class World {
   void RenewLoop(NodeId id, uint64_t inc);
   void CommitLoop(NodeId id, uint64_t inc, uint32_t worker);
   void OnRenew(NodeId id, uint64_t inc, Nanos sent);
-  void CheckLeases();
+  void StartManager();
+  void OnReassigned(const cluster::Manager::Reassigned& r);
   void OnSeeded(uint32_t shard, NodeId backup, uint64_t term);
   bool SafeToFail(NodeId victim) const;
   std::string Describe() const;
   void Publish(std::shared_ptr<server::NodeView> v);
   void SendConfig(Node* np, std::shared_ptr<const server::NodeView> v);
-  void Reconfigure();          // CM: react to the live set
   // A crash `within` from now (if safe then), and the restart 4 leases later.
   void CrashSoon(NodeId victim, Nanos within, const char* what);
   void ClientLoop(uint32_t c);
@@ -215,16 +217,28 @@ class World {
   std::string CheckVersionsMonotonic() const;
 
   ClusterSimOptions o_;
+  // Self-rescheduling tasks (ticks, digest loops); destroyed after the
+  // runtime whose queued events point at them.
+  std::vector<std::unique_ptr<std::function<void()>>> periodic_;
+  // The configuration manager (cluster::Manager, as `slip manager` runs
+  // it) over an in-memory store on virtual time; one per CM incarnation
+  // (a power loss takes the CM down too), kept for their pending timers.
+  std::vector<std::unique_ptr<cluster::Manager>> managers_;
   runtime::SimRuntime rt_;
   std::unique_ptr<fabric::SimFabric> fabric_;  // one-sided designs only
   runtime::Executor* cm_ = nullptr;
   std::vector<std::unique_ptr<Node>> nodes_;
-  // The manager's configuration (cluster/: the same functions a real manager
-  // uses) and the node view derived from it.
+  // The CM's store: the stored configuration (config_ is its latest
+  // version, cm_version_ its store version) and the nodes' leases, which
+  // the CM side of a renewal takes on the node's behalf.
+  std::unique_ptr<cluster::ConfigStore> cm_store_ = cluster::OpenMemoryStore(cluster::NewMemoryStoreState());
   cluster::ClusterConfig config_;
+  uint64_t cm_version_ = cluster::kNoVersion;
   std::shared_ptr<const server::NodeView> view_;
+  // Writes `next` to the CM's store and publishes it.
   Status SetConfig(Result<cluster::ClusterConfig> next);
-  std::set<NodeId> down_;
+  void Adopt(const cluster::VersionedConfig& stored);
+  std::set<NodeId> down_;  // declared failed by the manager, not back yet
 
   struct Client {
     runtime::Executor* exec;
@@ -248,6 +262,7 @@ class World {
   std::set<NodeId> isolated_;                 // partitioned off from everyone
   std::set<NodeId> slow_;
   std::map<NodeId, Nanos> last_grant_;        // CM: lease granted (CM time)
+  std::map<NodeId, Nanos> lease_sent_;        // CM: newest renewal recorded in the store (node time)
   std::map<NodeId, uint64_t> member_inc_;     // CM: incarnation it knows per member
   // CM: the term since which a backup has been a replica of a shard (a seed
   // report from an earlier membership does not count).

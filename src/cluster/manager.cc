@@ -1,0 +1,92 @@
+#include "cluster/manager.h"
+
+#include "common/log.h"
+
+namespace slip::cluster {
+
+Manager::Manager(ConfigStore* store, runtime::Executor* exec, ManagerOptions options)
+    : store_(store), exec_(exec), o_(std::move(options)) {}
+
+void Manager::Start(std::function<void(const Reassigned&)> on_reassigned, std::function<void(Status)> on_stopped) {
+  on_reassigned_ = std::move(on_reassigned);
+  on_stopped_ = std::move(on_stopped);
+  TryAcquire();
+}
+
+void Manager::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  if (holding_) (void)store_->ReleaseLease(lease_);
+  holding_ = false;
+}
+
+void Manager::Finish(Status s) {
+  if (stopped_) return;
+  Stop();
+  if (on_stopped_) on_stopped_(std::move(s));
+}
+
+void Manager::TryAcquire() {
+  if (stopped_) return;
+  auto l = store_->AcquireLease("manager", o_.holder, o_.lease, Now());
+  if (!l.ok()) {
+    // Busy: another manager holds it, and we are its standby. Anything
+    // else (store unreachable) may pass too: keep trying.
+    if (!l.status().Is(Code::kBusy) && !l.status().Is(Code::kUnavailable) && !l.status().Is(Code::kIoError)) {
+      return Finish(l.status());
+    }
+    exec_->After(o_.lease / 4, [this] { TryAcquire(); });
+    return;
+  }
+  lease_ = *l;
+  holding_ = true;
+  started_ = Now();
+  seen_alive_.clear();
+  if (o_.log) logging::Info("holding the manager lease (epoch {})", lease_.epoch);
+  exec_->After(o_.lease / 4, [this] { Tick(); });
+}
+
+void Manager::Tick() {
+  if (stopped_) return;
+  auto renewed = store_->RenewLease(lease_, o_.lease, Now());
+  if (!renewed.ok()) {
+    if (renewed.status().Is(Code::kAborted) || Now() >= lease_.expiry) {
+      holding_ = false;
+      if (o_.log) logging::Error("lost the manager lease: {}", renewed.status().ToString());
+      return Finish(Status::Aborted("lost the manager lease"));
+    }
+    // A transient store error: keep trying while the lease lasts.
+  } else {
+    lease_ = *renewed;
+  }
+  exec_->After(o_.lease / 4, [this] { Tick(); });
+
+  auto vc = store_->Load();
+  if (!vc.ok()) return;
+  for (const auto& [id, info] : vc->config.nodes) {
+    if (info.state != NodeState::kUp) continue;
+    auto probe = store_->AcquireLease("node-" + std::to_string(id), o_.holder, 1, Now());
+    if (!probe.ok()) {
+      if (probe.status().Is(Code::kBusy)) seen_alive_[id] = true;
+      continue;
+    }
+    (void)store_->ReleaseLease(*probe);
+    const bool grace_over = Now() - started_ > 3 * o_.lease;
+    if (!seen_alive_[id] && !grace_over) continue;  // still booting
+    // Its lease expired: replace it.
+    auto next = Reassign(vc->config, id);
+    if (!next.ok()) {
+      if (o_.log) logging::Warn("cannot reassign node {}: {}", id, next.status().ToString());
+      continue;
+    }
+    auto w = store_->CompareAndSwap(vc->version, *next);
+    if (w.ok()) {
+      if (o_.log) logging::Info("node {} failed: term {}", id, next->term);
+      seen_alive_[id] = false;
+      if (on_reassigned_) on_reassigned_(Reassigned{id, *vc, VersionedConfig{*next, *w}});
+    }
+    return;  // the stored version moved on either way: Load again next tick
+  }
+}
+
+}  // namespace slip::cluster
