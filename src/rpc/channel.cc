@@ -122,9 +122,12 @@ struct RpcChannel::Cached {
   std::string payload;
 };
 
+// One fabric message: the frames bound for one peer during an executor
+// turn, back to back.
 struct RpcChannel::SendBuf {
-  std::vector<std::byte> frame;
-  uint64_t request_id = 0;  // a request's, to fail its call if the send fails; 0 for responses
+  std::vector<std::byte> frames;
+  std::vector<uint64_t> request_ids;  // the requests in it, to fail their calls if the send fails
+  fabric::PeerId to = 0;
 };
 
 // --- lifecycle ---
@@ -500,50 +503,99 @@ void RpcChannel::SendResponse(fabric::PeerId to, uint64_t request_id, uint16_t m
 
 // --- both roles ---
 
+// Appends the frame to the message being gathered for `to`; Flush (at the
+// end of every poll, i.e. of every executor turn) sends each gathered
+// message once. A message never exceeds the largest frame, which the
+// receiver's buffers are sized for.
 Status RpcChannel::SendFrame(fabric::PeerId to, uint64_t request_id, uint16_t method, bool request,
                              Code status, std::string_view payload) {
-  uint32_t b;
-  if (!free_send_.empty()) {
-    b = free_send_.back();
-    free_send_.pop_back();
-  } else {
-    b = static_cast<uint32_t>(send_bufs_.size());
-    send_bufs_.push_back(std::make_unique<SendBuf>());
+  if (payload.size() > o_.max_payload) {
+    return Status::TooLarge("RPC payload of " + std::to_string(payload.size()) +
+                            " bytes exceeds the limit of " + std::to_string(o_.max_payload));
   }
-  SendBuf& buf = *send_bufs_[b];
+  if (to >= open_.size()) open_.resize(to + 1, kNone);
+  if (open_[to] != kNone &&
+      send_bufs_[open_[to]]->frames.size() + FrameSize(payload.size()) > FrameSize(o_.max_payload)) {
+    FlushOne(open_[to]);
+  }
+  if (open_[to] == kNone) {
+    uint32_t b;
+    if (!free_send_.empty()) {
+      b = free_send_.back();
+      free_send_.pop_back();
+    } else {
+      b = static_cast<uint32_t>(send_bufs_.size());
+      send_bufs_.push_back(std::make_unique<SendBuf>());
+    }
+    SendBuf& buf = *send_bufs_[b];
+    buf.frames.clear();
+    buf.request_ids.clear();
+    buf.to = to;
+    open_[to] = b;
+    gathering_.push_back(b);
+    // Gathered outside our poll (a task, a timer, another poller): make sure
+    // a loop turn, and so our poll, follows before the executor parks.
+    if (!in_poll_) exec_->Wake();
+  }
+  SendBuf& buf = *send_bufs_[open_[to]];
   const FrameHeader h{request ? FrameKind::kRequest : FrameKind::kResponse, method, request_id,
                       request ? Code::kOk : status};
-  Status s = EncodeFrame(h, payload, o_.max_payload, &buf.frame);
-  if (s.ok()) {
-    buf.request_id = request ? request_id : 0;
-    s = endpoint_->Send(to, buf.frame.data(), buf.frame.size(), nullptr, uint64_t{b} + 1);
+  SLIP_RETURN_IF_ERROR(AppendFrame(h, payload, o_.max_payload, &buf.frames));
+  if (request) buf.request_ids.push_back(request_id);
+  ++counters_.frames_sent;
+  return Status::Ok();
+}
+
+void RpcChannel::Flush() {
+  // FlushOne may complete calls whose callbacks send more: take the list first.
+  while (!gathering_.empty()) {
+    std::vector<uint32_t> now;
+    now.swap(gathering_);
+    for (uint32_t b : now) {
+      if (open_[send_bufs_[b]->to] == b) FlushOne(b);
+    }
   }
-  if (!s.ok()) free_send_.push_back(b);
-  return s;
+}
+
+void RpcChannel::FlushOne(uint32_t b) {
+  SendBuf& buf = *send_bufs_[b];
+  open_[buf.to] = kNone;
+  std::erase(gathering_, b);
+  if (buf.frames.empty()) {
+    free_send_.push_back(b);
+    return;
+  }
+  ++counters_.messages_sent;
+  Status s = endpoint_->Send(buf.to, buf.frames.data(), buf.frames.size(), nullptr, uint64_t{b} + 1);
+  if (!s.ok()) OnSendDone(uint64_t{b} + 1, s.code());
 }
 
 void RpcChannel::OnSendDone(uint64_t context, Code status) {
   if (context == 0 || context > send_bufs_.size()) return;
   const auto b = static_cast<uint32_t>(context - 1);
-  const uint64_t request_id = send_bufs_[b]->request_id;
   free_send_.push_back(b);
   if (status == Code::kOk) return;
   ++counters_.send_failures;
-  if (request_id == 0) return;
   // The fabric gave up on the peer. With resends left the timer tries again;
-  // otherwise the call fails now rather than at its deadline.
-  const uint32_t* at = pending_.Find(request_id);
-  if (at == nullptr) return;
-  const uint32_t i = *at;
-  CallSlot& c = *slots_[i];
-  if (c.attempts <= c.options.retries) return;
-  Complete(i, Status(status, "sending to " + peers_[c.peer]->address + " failed"));
+  // otherwise the call fails now rather than at its deadline. (The buffer
+  // is free again, but nothing reuses it before this loop ends.)
+  std::vector<uint64_t> ids;
+  ids.swap(send_bufs_[b]->request_ids);
+  for (uint64_t request_id : ids) {
+    const uint32_t* at = pending_.Find(request_id);
+    if (at == nullptr) continue;
+    const uint32_t i = *at;
+    CallSlot& c = *slots_[i];
+    if (c.attempts <= c.options.retries) continue;
+    Complete(i, Status(status, "sending to " + peers_[c.peer]->address + " failed"));
+  }
 }
 
 bool RpcChannel::Poll() {
   // A member array: a local one would be value-initialised (1 KiB) on every
   // executor loop turn, busy or idle.
   std::span<fabric::Completion> cs(completions_);
+  in_poll_ = true;
   const size_t n = endpoint_->Poll(cs);
   for (size_t k = 0; k < n; ++k) {
     const fabric::Completion& c = cs[k];
@@ -560,16 +612,29 @@ bool RpcChannel::Poll() {
     }
     if (c.op == fabric::Op::kSend) OnSendDone(c.context, c.status);
   }
-  return n > 0;
+  const bool sent = !gathering_.empty();
+  Flush();
+  in_poll_ = false;
+  return n > 0 || sent;
 }
 
+// A message holds one or more frames back to back. A frame that fails to
+// decode ends the message: what follows it cannot be located reliably.
 void RpcChannel::OnMessage(const std::byte* data, size_t len) {
-  auto f = DecodeFrame({data, len}, o_.max_payload);
-  if (!f.ok()) return OnBadFrame({data, len}, f.status());
-  const FrameHeader& h = f->header;
-  if (h.kind == FrameKind::kResponse) return OnResponse(h.request_id, h.status, f->payload);
-  if (h.method == kHelloMethod) return OnHello(h.request_id, f->payload);
-  OnRequest(h.request_id, h.method, f->payload);
+  while (len > 0) {
+    auto f = DecodeFrame({data, len}, o_.max_payload);
+    if (!f.ok()) return OnBadFrame({data, len}, f.status());
+    const FrameHeader& h = f->header;
+    if (h.kind == FrameKind::kResponse) {
+      OnResponse(h.request_id, h.status, f->payload);
+    } else if (h.method == kHelloMethod) {
+      OnHello(h.request_id, f->payload);
+    } else {
+      OnRequest(h.request_id, h.method, f->payload);
+    }
+    data += f->frame_bytes;
+    len -= f->frame_bytes;
+  }
 }
 
 // A frame that failed to decode. If its header still names someone to tell,

@@ -28,6 +28,11 @@
 //              next call says HELLO again (the server may have restarted).
 //   Back-pressure  at most `max_outstanding` calls in flight per peer; more
 //              wait in a bounded queue; beyond it a call fails with Busy.
+//   Batching   frames sent during one executor turn to the same peer go as
+//              one fabric message (flushed at the end of the channel's poll,
+//              which runs every turn): a server that takes many requests in
+//              one poll answers each client, and replicates to each backup,
+//              with one send. Frames keep their order per peer.
 //   Bad input  a frame that fails to decode is counted; if its header is
 //              still readable and names a known session (request) or a
 //              pending call (response), that request/call gets Corruption or
@@ -135,6 +140,9 @@ class RpcChannel {
     uint64_t requests = 0, duplicates = 0, malformed = 0, send_failures = 0;
     uint64_t refused = 0;   // bad requests answered with an error (TooLarge, Corruption, Aborted)
     uint64_t sessions = 0;  // HELLOs answered (server) / completed (client)
+    // Frames, and the fabric messages that carried them (a message carries
+    // every frame for one peer from one executor turn).
+    uint64_t frames_sent = 0, messages_sent = 0;
   };
   const Counters& counters() const { return counters_; }
 
@@ -174,6 +182,8 @@ class RpcChannel {
 
   Status SendFrame(fabric::PeerId to, uint64_t request_id, uint16_t method, bool request,
                    Code status, std::string_view payload);
+  void Flush();
+  void FlushOne(uint32_t buf);
 
   runtime::Executor* exec_;
   std::unique_ptr<fabric::Endpoint> endpoint_;
@@ -189,6 +199,11 @@ class RpcChannel {
   // index + 1). Pooled: a steady stream of calls allocates nothing here.
   std::vector<std::unique_ptr<SendBuf>> send_bufs_;
   std::vector<uint32_t> free_send_;
+  // Messages being gathered this turn: the open buffer per fabric peer
+  // (kNone: none), and the open ones in the order they were opened.
+  std::vector<uint32_t> open_;
+  std::vector<uint32_t> gathering_;
+  bool in_poll_ = false;
 
   // Client role. Call records are pooled by index (a callback may start new
   // calls, so records live behind pointers that stay put).

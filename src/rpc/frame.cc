@@ -12,12 +12,21 @@ size_t FrameSize(size_t payload_len) { return AlignUp(kFrameHeader + payload_len
 
 Status EncodeFrame(const FrameHeader& h, std::string_view payload, size_t max_payload,
                    std::vector<std::byte>* out) {
+  out->clear();
+  return AppendFrame(h, payload, max_payload, out);
+}
+
+Status AppendFrame(const FrameHeader& h, std::string_view payload, size_t max_payload,
+                   std::vector<std::byte>* out) {
   if (payload.size() > max_payload || payload.size() > UINT32_MAX) {
     return Status::TooLarge("RPC payload of " + std::to_string(payload.size()) +
                             " bytes exceeds the limit of " + std::to_string(max_payload));
   }
-  out->assign(FrameSize(payload.size()), std::byte{0});
-  std::byte* p = out->data();
+  const size_t at = out->size();
+  const size_t size = FrameSize(payload.size());
+  out->resize(at + size);
+  std::byte* p = out->data() + at;
+  // resize() zero-fills the new bytes: reserved fields and padding are 0.
   StoreLE<uint32_t>(p, kFrameMagic);
   StoreLE<uint8_t>(p + 4, kFrameVersion);
   StoreLE<uint8_t>(p + 5, static_cast<uint8_t>(h.kind));
@@ -26,7 +35,7 @@ Status EncodeFrame(const FrameHeader& h, std::string_view payload, size_t max_pa
   StoreLE<uint32_t>(p + 16, static_cast<uint32_t>(payload.size()));
   StoreLE<uint8_t>(p + 20, static_cast<uint8_t>(h.status));
   if (!payload.empty()) std::memcpy(p + kFrameHeader, payload.data(), payload.size());
-  StoreLE<uint32_t>(p + 24, Crc32c(0, p, out->size()));
+  StoreLE<uint32_t>(p + 24, Crc32c(0, p, size));
   return Status::Ok();
 }
 

@@ -53,6 +53,11 @@ size_t FrameSize(size_t payload_len);
 // payload exceeds `max_payload`.
 Status EncodeFrame(const FrameHeader& h, std::string_view payload, size_t max_payload,
                    std::vector<std::byte>* out);
+// The same, appended after what `out` holds (whose size must be a multiple
+// of 64): frames placed back to back form one batched message. `out` is
+// unchanged on failure.
+Status AppendFrame(const FrameHeader& h, std::string_view payload, size_t max_payload,
+                   std::vector<std::byte>* out);
 
 struct DecodedFrame {
   FrameHeader header;
