@@ -54,7 +54,7 @@ int RunServer(const ClusterCommandOptions& o) {
   no.id = o.node;
   no.dir = o.dir;
   no.zookeeper = o.zookeeper;
-  no.provider = o.provider;
+  no.provider = o.server_provider;
   no.bind_address = o.bind;
   no.pm_mb = o.pm_mb;
   no.lease = static_cast<runtime::Nanos>(o.lease_ms) * runtime::kMillisecond;
@@ -91,6 +91,7 @@ Status WriteFirstConfig(cluster::ConfigStore& store, const ClusterCommandOptions
   SLIP_RETURN_IF_ERROR(replication::ParseDesign(o.design).status());
   SLIP_ASSIGN_OR_RETURN(cluster::ClusterConfig placed, cluster::Place(members, o.shards, o.replication));
   placed.design = o.design;
+  placed.provider = o.provider;
   return store.CompareAndSwap(cluster::kNoVersion, placed).status();
 }
 
@@ -143,13 +144,13 @@ int ClusterUp(const ClusterCommandOptions& o) {
   if (!m.ok() && !m.status().Is(Code::kInvalidArgument)) return Fail("cluster up", m.status());
   for (uint32_t i = 0; i < nodes; ++i) {
     auto p = SpawnDetached(o.dir, NodeName(i),
-                           common({self, "server", "--node", std::to_string(i), "--provider", o.provider,
+                           common({self, "server", "--node", std::to_string(i),
                                    "--pm-mb", std::to_string(o.pm_mb), "--commit-interval-ms",
                                    std::to_string(o.commit_interval_ms), "--workers", std::to_string(o.workers)}));
     if (!p.ok() && !p.status().Is(Code::kInvalidArgument)) return Fail("cluster up", p.status());
   }
   // Ready when a write and a read go through (every shard's primary serves).
-  auto client = Client::Open(ClientOptions{.dir = o.dir, .zookeeper = o.zookeeper, .provider = o.provider,
+  auto client = Client::Open(ClientOptions{.dir = o.dir, .zookeeper = o.zookeeper, .provider = "",
                                            .deadline = std::chrono::seconds(60), .bind_address = ""});
   if (!client.ok()) return Fail("cluster up", client.status());
   const auto t0 = std::chrono::steady_clock::now();

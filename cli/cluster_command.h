@@ -15,7 +15,8 @@ struct ClusterCommandOptions {
   uint32_t replication = 3;
   std::string design = "rpc-kv";  // replication design (first start)
   uint32_t node = 0;  // `slip server`: which node
-  std::string provider = "tcp";
+  std::string provider = "tcp";  // the cluster's, recorded in its first configuration
+  std::string server_provider;   // slip server: empty = the configuration's
   std::string bind = "127.0.0.1";  // `slip server`: the IP it serves on
   uint64_t pm_mb = 256;
   uint32_t lease_ms = 2000;

@@ -136,7 +136,8 @@ int main(int argc, char** argv) {
   auto* server = app.add_subcommand("server", "run one storage node of the cluster in DIR");
   cluster_opts(server);
   server->add_option("--node", co.node, "node id")->required();
-  server->add_option("--provider", co.provider, "libfabric provider: tcp | shm | verbs")->capture_default_str();
+  server->add_option("--provider", co.server_provider,
+                     "libfabric provider (default: the cluster configuration's; a different one is refused)");
   server->add_option("--pm-mb", co.pm_mb, "PM size when creating the node's store")->capture_default_str();
   server->add_option("--commit-interval-ms", co.commit_interval_ms, "CommitVer records every this many ms (0: none)")
       ->capture_default_str();
@@ -156,6 +157,8 @@ int main(int argc, char** argv) {
     c->add_option("--design", co.design,
                   "replication design (first start): rpc-kv | rowan-kv | rwrite-kv | batch-kv | share-kv | tailwind")
         ->capture_default_str();
+    c->add_option("--provider", co.provider, "libfabric provider of every process (first start): tcp | shm | verbs")
+        ->capture_default_str();
   };
   auto* init = cluster->add_subcommand(
       "init", "write the first configuration of a cluster whose servers are started one by one (slip server)");
@@ -164,7 +167,6 @@ int main(int argc, char** argv) {
   auto* up = cluster->add_subcommand("up", "start (or cold-start) the cluster in DIR");
   cluster_opts(up);
   first_config(up);
-  up->add_option("--provider", co.provider, "libfabric provider")->capture_default_str();
   up->add_option("--pm-mb", co.pm_mb, "PM per node")->capture_default_str();
   up->add_option("--commit-interval-ms", co.commit_interval_ms, "CommitVer records every this many ms (0: none)")
       ->capture_default_str();

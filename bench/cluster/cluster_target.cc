@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cluster/config_access.h"
 #include "replication/design.h"
 #include "slip/client.h"
 
@@ -59,19 +60,25 @@ class ClusterTarget final : public KvTarget {
     if (own_) {
       const std::string up = c_.slip_binary + " cluster up --nodes " + std::to_string(c_.nodes) + " --rf " +
                              std::to_string(c_.replication) + " --design " + c_.design +
-                             " --workers " + std::to_string(c_.workers) + " --dir " + c_.dir +
+                             " --workers " + std::to_string(c_.workers) + " --provider " + c_.provider +
+                             " --dir " + c_.dir +
                              " >/dev/null";
       if (std::system(up.c_str()) != 0) return Status::Unavailable("could not start a cluster in " + c_.dir);
     }
-    SLIP_ASSIGN_OR_RETURN(client_, Client::Open(ClientOptions{.dir = c_.dir, .zookeeper = "", .provider = "tcp",
+    SLIP_ASSIGN_OR_RETURN(client_, Client::Open(ClientOptions{.dir = c_.dir, .zookeeper = "", .provider = "",
                                                               .deadline = std::chrono::seconds(30), .bind_address = ""}));
+    // What the cluster runs over: the provider in its configuration.
+    SLIP_ASSIGN_OR_RETURN(auto store, cluster::OpenConfigStore(c_.dir, ""));
+    SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig vc, store->Load());
+    running_provider_ = vc.config.provider;
     return Status::Ok();
   }
   std::string name() const override {
     return c_.workers == 1 ? c_.design : c_.design + "/" + std::to_string(c_.workers);
   }
   std::string Describe() const override {
-    return c_.design + ": " + std::to_string(c_.nodes) + " slip server processes on this host (tcp loopback), " +
+    return c_.design + ": " + std::to_string(c_.nodes) + " slip server processes on this host (" + running_provider_ +
+           (running_provider_ == "tcp" ? " loopback), " : "), ") +
            "RF " + std::to_string(c_.replication) + "; a write is acknowledged once persistent on every replica";
   }
   Result<std::unique_ptr<KvSession>> Connect(uint32_t) override {
@@ -107,6 +114,7 @@ class ClusterTarget final : public KvTarget {
   ClusterTargetConfig c_;
   bool own_;
   std::unique_ptr<Client> client_;
+  std::string running_provider_;
 };
 
 }  // namespace

@@ -1,7 +1,7 @@
 // The benchmark target for Slipstream's replicated designs: a local cluster
 // of `slip server` processes driven through slip::Client. With a directory
 // it uses the cluster already running there (`slip cluster up --dir DIR`);
-// without one it starts its own (3 nodes, RF 3, tcp on loopback) in a temp
+// without one it starts its own (3 nodes, RF 3, over `provider`) in a temp
 // directory and stops it when done.
 #pragma once
 
@@ -19,6 +19,7 @@ struct ClusterTargetConfig {
   uint32_t nodes = 3;
   uint32_t replication = 3;
   uint32_t workers = 1;     // request workers per server (slip cluster up --workers)
+  std::string provider = "tcp";  // of a cluster it starts; one in `dir` has its own
 };
 
 Result<std::unique_ptr<KvTarget>> MakeClusterTarget(const ClusterTargetConfig& config);

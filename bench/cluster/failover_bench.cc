@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
                            " --commit-interval-ms " + std::to_string(commit_ms) +
                            " --dir " + dir + " > /dev/null";
     if (std::system(up.c_str()) != 0) return 1;
-    auto client = Client::Open(ClientOptions{.dir = dir, .zookeeper = "", .provider = "tcp",
+    auto client = Client::Open(ClientOptions{.dir = dir, .zookeeper = "", .provider = "",
                                              .deadline = std::chrono::seconds(30), .bind_address = ""});
     auto store = cluster::OpenConfigStore(dir, "");
     if (!client.ok() || !store.ok()) return 1;

@@ -88,6 +88,8 @@ void AddBenchCommand(CLI::App& app, BenchCommandOptions* o) {
   b->add_option("--seed", o->seed, "workload seed")->capture_default_str();
   b->add_option("--dir", o->dir, "rpc-kv: the cluster in DIR (default: start one); local: PM file in DIR; rocksdb: database in DIR (default: temp)");
   b->add_option("--region-mb", o->region_mb, "local: PM size")->capture_default_str();
+  b->add_option("--provider", o->provider, "replicated designs: libfabric provider of the cluster it starts (tcp | shm)")
+      ->capture_default_str();
   auto* c = b->add_subcommand("compare", "run several targets one after another; ratios to the first");
   c->add_option("--targets", o->targets, "comma-separated targets, the first is the baseline")
       ->delimiter(',')
@@ -121,7 +123,7 @@ int RunBenchCommand(const BenchCommandOptions& o) {
       return 1;
     }
     // One target at a time, destroyed (servers stopped) before the next.
-    auto target = bench::MakeTarget({name, o.threads, o.dir, o.region_mb});
+    auto target = bench::MakeTarget({name, o.threads, o.dir, o.region_mb, o.provider});
     if (!target.ok()) {
       std::fprintf(stderr, "slip bench: target %s: %s\n", name.c_str(), target.status().ToString().c_str());
       exit_code = 1;

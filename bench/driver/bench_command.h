@@ -35,6 +35,7 @@ struct BenchCommandOptions {
   uint64_t seed = 1;
   std::string dir;                   // local: PM file DIR/pm; rocksdb: DIR/rocksdb (default: temp/anonymous)
   uint64_t region_mb = 4096;         // local: PM size
+  std::string provider = "tcp";      // replicated designs: of the cluster it starts
 };
 
 // Registers `bench` (and `bench compare`) on `app`, filling *o.

@@ -18,6 +18,7 @@ struct TargetConfig {
   uint32_t threads = 2;       // driver threads that will Connect()
   std::string dir;            // local: PM file DIR/pm; rocksdb: DIR/rocksdb; empty = temp/anonymous
   uint64_t region_mb = 4096;  // local: PM size
+  std::string provider = "tcp";  // replicated designs: the libfabric provider of a cluster they start
 };
 
 const std::vector<std::string>& TargetNames();

@@ -31,7 +31,9 @@ namespace slip {
 struct ClientOptions {
   std::string dir;        // the cluster directory (embedded configuration store)
   std::string zookeeper;  // or "host:port" of its ZooKeeper
-  std::string provider = "tcp";  // libfabric provider: tcp | shm | verbs
+  // libfabric provider: tcp | shm | verbs. Empty: the cluster's, from its
+  // configuration (tcp if none is stored yet).
+  std::string provider;
   std::chrono::milliseconds deadline{10000};  // per call, retries included
   // tcp/verbs: the local IP to talk from; the nodes must be able to reach it
   // (a client on another host names its own address). Empty: 127.0.0.1.

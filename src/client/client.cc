@@ -47,7 +47,13 @@ class ClientImpl final : public Client {
 
   Status Init(const ClientOptions& o) {
     SLIP_ASSIGN_OR_RETURN(store_, cluster::OpenConfigStore(o.dir, o.zookeeper));
-    SLIP_ASSIGN_OR_RETURN(fabric_, fabric::OpenOfiFabric(fabric::FabricOptions{.provider = o.provider, .node_address = o.bind_address},
+    std::string provider = o.provider;
+    if (provider.empty()) {
+      auto c = store_->Load();
+      if (!c.ok() && !c.status().Is(Code::kNotFound)) return c.status();
+      provider = c.ok() ? c->config.provider : "tcp";
+    }
+    SLIP_ASSIGN_OR_RETURN(fabric_, fabric::OpenOfiFabric(fabric::FabricOptions{.provider = provider, .node_address = o.bind_address},
                                                          fabric::OfiOptions{.max_multi_recv_message = proto::kMaxMessage}));
     exec_ = rt_.CreateExecutor("client");
     SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = "client"}));

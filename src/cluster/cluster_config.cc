@@ -417,6 +417,7 @@ json ToJson(const ClusterConfig& c) {
               {"term", c.term},
               {"replication_factor", c.replication_factor},
               {"design", c.design},
+              {"provider", c.provider},
               {"nodes", std::move(nodes)},
               {"shards", std::move(shards)},
               {"migrations", std::move(migrations)}};
@@ -443,7 +444,7 @@ Result<ClusterConfig> FromJsonUnchecked(const json& j) {
   }
   SLIP_RETURN_IF_ERROR(OnlyFields(j,
                                   {"format", "format_version", "term", "replication_factor",
-                                   "design", "nodes", "shards", "migrations"},
+                                   "design", "provider", "nodes", "shards", "migrations"},
                                   "config"));
   ClusterConfig c;
   SLIP_ASSIGN_OR_RETURN(c.term, GetUint(j, "term", std::numeric_limits<uint64_t>::max()));
@@ -452,6 +453,11 @@ Result<ClusterConfig> FromJsonUnchecked(const json& j) {
   // Absent in configurations written before designs were selectable.
   if (j.contains("design")) {
     SLIP_ASSIGN_OR_RETURN(c.design, GetString(j, "design"));
+  }
+  // Absent in configurations written before the provider was recorded: tcp.
+  if (j.contains("provider")) {
+    SLIP_ASSIGN_OR_RETURN(c.provider, GetString(j, "provider"));
+    if (c.provider.empty()) return Bad("provider is empty");
   }
 
   SLIP_ASSIGN_OR_RETURN(const json* nodes, GetArray(j, "nodes"));

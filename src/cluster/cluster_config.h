@@ -79,6 +79,10 @@ struct ClusterConfig {
   // How primaries replicate (replication/design.h names): every node of a
   // cluster must run the same one, so it lives here, fixed at creation.
   std::string design = "rpc-kv";
+  // The libfabric provider every process of the cluster talks over (tcp,
+  // shm, verbs): node addresses are in its format, so clients and nodes
+  // take it from here. Fixed at creation.
+  std::string provider = "tcp";
   std::map<NodeId, NodeInfo> nodes;  // membership, ordered by id
   std::vector<ShardReplicas> shards;  // index = shard id
   std::vector<Migration> migrations;

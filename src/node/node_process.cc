@@ -152,6 +152,11 @@ Status Node::Boot() {
     return Status::InvalidArgument("node " + std::to_string(o_.id) + " is not a member of the cluster");
   }
   SLIP_ASSIGN_OR_RETURN(protocol_, replication::ParseDesign(vc.config.design));
+  if (o_.provider.empty()) {
+    o_.provider = vc.config.provider;
+  } else if (o_.provider != vc.config.provider) {
+    return Status::InvalidArgument("the cluster runs over provider " + vc.config.provider + ", not " + o_.provider);
+  }
   if (o_.workers < 1 || o_.workers > 32) {
     return Status::InvalidArgument("workers must be 1..32, not " + std::to_string(o_.workers));
   }

@@ -35,7 +35,7 @@ struct NodeOptions {
   uint32_t id = 0;
   std::string dir;        // cluster directory: data in DIR/node-<id>/, config in DIR (embedded)
   std::string zookeeper;  // "host:port": keep the configuration in ZooKeeper instead
-  std::string provider = "tcp";
+  std::string provider;  // empty: the cluster configuration's (else it must match)
   std::string bind_address = "127.0.0.1";
   uint64_t pm_mb = 256;
   runtime::Nanos lease = 2 * runtime::kSecond;
