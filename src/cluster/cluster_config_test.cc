@@ -452,6 +452,25 @@ TEST(JsonTest, EncodingMatchesTheDocumentedExample) {
   EXPECT_EQ(*d, c);
 }
 
+TEST(JsonTest, TheProviderTravelsAndDefaultsToTcp) {
+  ClusterConfig c = MustPlace(3, 3, 2);
+  c.provider = "shm";
+  Result<ClusterConfig> back = DecodeJson(EncodeJson(c));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->provider, "shm");
+  // A document from before the provider was recorded: tcp.
+  std::string old = EncodeJson(MustPlace(3, 3, 2));
+  const size_t at = old.find("\"provider\"");
+  ASSERT_NE(at, std::string::npos);
+  old.erase(at, old.find('\n', at) - at + 1);
+  back = DecodeJson(old);
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << old;
+  EXPECT_EQ(back->provider, "tcp");
+  std::string empty = EncodeJson(MustPlace(3, 3, 2));
+  empty.replace(empty.find("\"tcp\""), 5, "\"\"");
+  EXPECT_FALSE(DecodeJson(empty).ok());
+}
+
 // Replaces the first occurrence of `from` in the encoding of a small valid config.
 std::string Mutate(const std::string& from, const std::string& to) {
   ClusterConfig c = MustPlace(3, 3, 2);

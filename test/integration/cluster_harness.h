@@ -34,7 +34,7 @@ inline int Slip(const std::string& args) {
 inline std::string DesignParamName(const ::testing::TestParamInfo<std::string>& p) {
   std::string n = p.param;
   for (auto& c : n) {
-    if (c == '-' || c == '/') c = '_';
+    if (c == '-' || c == '/' || c == '@') c = '_';
   }
   return n;
 }

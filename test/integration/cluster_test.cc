@@ -7,7 +7,8 @@
 // per replication design: the one-sided designs must survive the same; and
 // with three request workers per server ("design/3", server/worker_pool.h),
 // where requests hop between threads and share-kv's workers share one
-// remote log per backup.
+// remote log per backup; and over the shm provider ("design@shm"), which
+// every process takes from the cluster's configuration.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -32,23 +33,29 @@ using integration::AckedWrites;
 class ClusterIntegrationTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowledged) {
-  const std::string param = GetParam();
+  std::string param = GetParam();
+  std::string provider = "tcp";
+  if (const size_t at = param.find('@'); at != std::string::npos) {
+    provider = param.substr(at + 1);
+    param.resize(at);
+  }
   const size_t slash = param.find('/');
   const std::string design = param.substr(0, slash);
   const std::string workers = slash == std::string::npos ? "1" : param.substr(slash + 1);
   const fs::path dir = fs::temp_directory_path() /
-                       ("slip_cluster_" + std::to_string(getpid()) + "_" + design + "_w" + workers);
+                       ("slip_cluster_" + std::to_string(getpid()) + "_" + design + "_w" + workers + "_" + provider);
   fs::remove_all(dir);
   const std::string d = dir.string();
   const std::string up = "cluster up --lease-ms 1000 --workers " + workers + " --dir " + d;
-  ASSERT_EQ(Slip(up + " --nodes 3 --rf 3 --shards 12 --design " + design), 0) << "see " << d << "/logs";
+  ASSERT_EQ(Slip(up + " --nodes 3 --rf 3 --shards 12 --design " + design + " --provider " + provider), 0)
+      << "see " << d << "/logs";
 
-  auto client = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "tcp",
+  auto client = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
                                            .deadline = std::chrono::seconds(20), .bind_address = ""});
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   // A client that reads its routing now and stays idle through the failover:
   // its first request afterwards carries a stale term and must be redirected.
-  auto stale = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "tcp",
+  auto stale = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
                                           .deadline = std::chrono::seconds(20), .bind_address = ""});
   ASSERT_TRUE(stale.ok());
   ASSERT_TRUE((*stale)->Put("stale-probe", "before").ok());
@@ -80,7 +87,7 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
   client->reset();
   ASSERT_EQ(Slip("cluster down --dir " + d), 0);
   ASSERT_EQ(Slip(up), 0) << "see " << d << "/logs";
-  auto again = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "tcp",
+  auto again = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
                                           .deadline = std::chrono::seconds(20), .bind_address = ""});
   ASSERT_TRUE(again.ok());
   m.Check(**again, "after cold start");
@@ -93,7 +100,7 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
 
 INSTANTIATE_TEST_SUITE_P(Designs, ClusterIntegrationTest,
                          ::testing::Values("rpc-kv", "rowan-kv", "rwrite-kv", "batch-kv", "share-kv", "tailwind",
-                                           "rpc-kv/3", "share-kv/3"),
+                                           "rpc-kv/3", "share-kv/3", "rpc-kv@shm", "rowan-kv@shm"),
                          integration::DesignParamName);
 
 }  // namespace
