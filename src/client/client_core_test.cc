@@ -1,0 +1,106 @@
+// ClientCore on virtual time against a scripted node: which errors are
+// retried (and how the routing is refreshed) and which end a call at once.
+#include "client/client_core.h"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+
+#include "proto/kv.h"
+#include "runtime/sim_runtime.h"
+
+namespace slip::client {
+namespace {
+
+using runtime::kMillisecond;
+
+// Answers each call with the next scripted outcome, 100 us later.
+class ScriptedNode final : public rpc::PeerCaller {
+ public:
+  explicit ScriptedNode(runtime::Executor* exec) : exec_(exec) {}
+  void Call(NodeId, uint16_t, std::string, std::function<void(Result<rpc::PeerResponse>)> done) override {
+    ++calls;
+    Result<rpc::PeerResponse> r = script.empty() ? Result<rpc::PeerResponse>(Ok()) : script.front();
+    if (!script.empty()) script.pop_front();
+    exec_->After(100 * runtime::kMicrosecond, [done = std::move(done), r = std::move(r)]() mutable { done(r); });
+  }
+  static rpc::PeerResponse Ok() {
+    proto::KvResponse resp;
+    resp.term = 1;
+    resp.version = 7;
+    return rpc::PeerResponse{Code::kOk, proto::Encode(resp)};
+  }
+  std::deque<Result<rpc::PeerResponse>> script;
+  int calls = 0;
+
+ private:
+  runtime::Executor* exec_;
+};
+
+class OneShardRouting final : public RoutingSource {
+ public:
+  explicit OneShardRouting(runtime::Executor* exec) : exec_(exec) {}
+  void Fetch(uint64_t, std::function<void(Result<RoutingTable>)> done) override {
+    ++fetches;
+    exec_->Post([done = std::move(done)] { done(RoutingTable{1, {0}}); });
+  }
+  int fetches = 0;
+
+ private:
+  runtime::Executor* exec_;
+};
+
+struct Fixture {
+  runtime::SimRuntime rt;
+  runtime::Executor* ex = rt.CreateExecutor("client");
+  ScriptedNode node{ex};
+  OneShardRouting routing{ex};
+  ClientCore core{&node, &routing, ex, CoreOptions{}};
+
+  Result<uint64_t> Put() {
+    std::optional<Result<uint64_t>> got;
+    core.Put("k", "v", [&](Result<uint64_t> r) { got = std::move(r); });
+    rt.RunUntil([&] { return got.has_value(); }, rt.Now() + 60 * runtime::kSecond);
+    EXPECT_TRUE(got.has_value());
+    return got.value_or(Status::Aborted("never finished"));
+  }
+};
+
+TEST(ClientCoreTest, TransientErrorsAreRetriedUntilTheyClear) {
+  Fixture f;
+  f.node.script = {Status::Unavailable("node gone"), Status::Timeout("no answer"),
+                   rpc::PeerResponse{Code::kBusy, proto::Encode(proto::KvResponse{})}, ScriptedNode::Ok()};
+  auto r = f.Put();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, 7u);
+  EXPECT_EQ(f.node.calls, 4);
+}
+
+TEST(ClientCoreTest, ErrorsNoRetryCanFixEndTheCallAtOnce) {
+  for (Status why : {Status::TooLarge("rpc payload of 100023 bytes exceeds 65472"),
+                     Status::InvalidArgument("fabric address of 19 bytes, want 16"),
+                     Status::NotSupported("no such provider")}) {
+    Fixture f;
+    f.node.script = {why};
+    const runtime::Nanos t0 = f.rt.Now();
+    auto r = f.Put();
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), why.code());
+    EXPECT_EQ(r.status().message(), why.message()) << "the reason, unchanged";
+    EXPECT_EQ(f.node.calls, 1) << why.ToString();
+    EXPECT_LT(f.rt.Now() - t0, 10 * kMillisecond);
+  }
+}
+
+TEST(ClientCoreTest, AnErrorThatPersistsGivesUpAtTheDeadlineWithItsReason) {
+  Fixture f;
+  for (int i = 0; i < 100000; ++i) f.node.script.push_back(Status::Unavailable("node gone"));
+  auto r = f.Put();
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().Is(Code::kUnavailable));
+  EXPECT_NE(r.status().message().find("node gone"), std::string::npos);
+  EXPECT_GT(f.node.calls, 10);
+}
+
+}  // namespace
+}  // namespace slip::client
