@@ -84,6 +84,7 @@ class Node final : public NodeProcess {
   void Stats(rpc::RpcChannel::Reply reply);
 
   NodeOptions o_;
+  int digest_idle_ = 0;  // DigestLoop rounds without work, capped (its period doubles per round)
   std::unique_ptr<cluster::ConfigStore> config_store_;
   std::unique_ptr<pm::PmRegion> region_;
   std::unique_ptr<store::Store> store_;
@@ -413,17 +414,23 @@ void Node::CommitLoop(size_t worker) {
 void Node::DigestLoop() {
   // Digest what the NIC role found used or senders closed, then keep the
   // store's free space up (both are background work, off the request path).
+  bool worked = false;
   for (int i = 0; i < 16 && backup_; ++i) {
     auto r = backup_->DigestStep();
     if (!r.ok()) logging::Warn("{}", "digest: " + r.status().ToString());
     if (!r.ok() || !*r) break;
+    worked = true;
   }
   for (int i = 0; i < 4 && store_->NeedsCleaning(); ++i) {
     auto r = store_->CleanStep();
     if (!r.ok()) logging::Warn("{}", "cleaner: " + r.status().ToString());
     if (!r.ok() || !*r) break;
+    worked = true;
   }
-  digest_ex_->After(runtime::kMillisecond, [this] { DigestLoop(); });
+  // Every millisecond while there is work; when there is none, look less
+  // and less often (up to every 16 ms), so an idle node does not spin here.
+  digest_idle_ = worked ? 0 : std::min(digest_idle_ + 1, 4);
+  digest_ex_->After(runtime::kMillisecond << digest_idle_, [this] { DigestLoop(); });
 }
 
 void Node::Stats(rpc::RpcChannel::Reply reply) {

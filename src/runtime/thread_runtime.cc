@@ -90,6 +90,7 @@ class ThreadExecutor final : public Executor {
       id = next_timer_++;
       heap_.push({due, id});
       timers_.emplace(id, std::move(fn));
+      if (due < next_due_.load(std::memory_order_relaxed)) next_due_.store(due, std::memory_order_release);
     }
     // The parked loop computed its timeout from the old earliest timer.
     if (!IsCurrent()) Wake();
@@ -105,6 +106,7 @@ class ThreadExecutor final : public Executor {
     {
       std::lock_guard lock(mu_);
       tasks_.push_back(std::move(fn));
+      has_tasks_.store(true, std::memory_order_release);
     }
     if (!IsCurrent()) Wake();
   }
@@ -202,35 +204,46 @@ class ThreadExecutor final : public Executor {
   bool RunTurn() {
     bool work = false;
 
-    std::vector<std::function<void()>> batch;
-    {
-      std::lock_guard lock(mu_);
-      batch.swap(tasks_);
+    // The lock only when there is something to take: an idle or
+    // poll-driven loop turn costs no mutex round trips (has_tasks_ and
+    // next_due_ are set under the lock by Post/After; a stale next_due_
+    // only costs one needless look).
+    if (has_tasks_.load(std::memory_order_acquire)) {
+      std::vector<std::function<void()>> batch;
+      {
+        std::lock_guard lock(mu_);
+        batch.swap(tasks_);
+        has_tasks_.store(false, std::memory_order_relaxed);
+      }
+      for (auto& fn : batch) fn();
+      work = !batch.empty();
     }
-    for (auto& fn : batch) fn();
-    work = !batch.empty();
 
     // Only timers that existed when the phase began: a timer re-arming itself
     // with After(0) runs once per turn instead of starving the pollers.
     const Nanos now = Now();
-    TimerId limit;
-    {
-      std::lock_guard lock(mu_);
-      limit = next_timer_;
-    }
-    for (;;) {
-      std::function<void()> fn;
+    if (next_due_.load(std::memory_order_acquire) <= now) {
+      TimerId limit;
       {
         std::lock_guard lock(mu_);
-        while (!heap_.empty() && !timers_.contains(heap_.top().id)) heap_.pop();
-        if (heap_.empty() || heap_.top().due > now || heap_.top().id >= limit) break;
-        auto it = timers_.find(heap_.top().id);
-        fn = std::move(it->second);
-        timers_.erase(it);
-        heap_.pop();
+        limit = next_timer_;
       }
-      fn();
-      work = true;
+      for (;;) {
+        std::function<void()> fn;
+        {
+          std::lock_guard lock(mu_);
+          while (!heap_.empty() && !timers_.contains(heap_.top().id)) heap_.pop();
+          next_due_.store(heap_.empty() ? kNever : heap_.top().due, std::memory_order_relaxed);
+          if (heap_.empty() || heap_.top().due > now || heap_.top().id >= limit) break;
+          auto it = timers_.find(heap_.top().id);
+          fn = std::move(it->second);
+          timers_.erase(it);
+          heap_.pop();
+          next_due_.store(heap_.empty() ? kNever : heap_.top().due, std::memory_order_relaxed);
+        }
+        fn();
+        work = true;
+      }
     }
 
     // Index loop: a poller may add pollers (the vector may grow).
@@ -246,10 +259,13 @@ class ThreadExecutor final : public Executor {
     return work;
   }
 
-  // Blocks until the next timer, a Post/Wake, a wait fd, or max_park.
+  // Blocks until the next timer, a Post/Wake, a wait fd, or — while some
+  // poller may have no wait fd to wake it — max_park.
   // Returns true when woken by an event rather than by the time bound.
   bool Park() {
-    Nanos timeout = options_.max_park;
+    size_t live_pollers = 0;
+    for (const auto& p : pollers_) live_pollers += p->removed ? 0 : 1;
+    Nanos timeout = live_pollers > wait_fds_.size() ? options_.max_park : kIdlePark;
     {
       std::lock_guard lock(mu_);
       if (!tasks_.empty()) return true;
@@ -295,6 +311,12 @@ class ThreadExecutor final : public Executor {
 
   std::mutex mu_;  // tasks_, heap_, timers_, next_timer_
   std::vector<std::function<void()>> tasks_;
+  static constexpr Nanos kNever = INT64_MAX;
+  // A park every poller's source can end by its wait fd: bounded only so a
+  // lost wake-up could never stall a loop for good.
+  static constexpr Nanos kIdlePark = kSecond;
+  std::atomic<bool> has_tasks_{false};    // tasks_ is not empty (written under mu_)
+  std::atomic<Nanos> next_due_{kNever};   // <= the earliest timer's due time (written under mu_)
   std::priority_queue<TimerEntry, std::vector<TimerEntry>, std::greater<>> heap_;
   std::unordered_map<TimerId, std::function<void()>> timers_;
   TimerId next_timer_ = 1;

@@ -7,6 +7,10 @@
 // next timer, a Post()/Wake(), a registered wait fd becoming readable, or
 // `max_park` (so pollers over providers without wait objects, like
 // libfabric's shm, still make progress while many idle nodes share 2 cores).
+// The max_park bound applies only while an executor has more pollers than
+// wait fds: one whose every poller's source can wake it (tcp endpoints with
+// their wait fd registered) and one without pollers park until an event, so
+// an idle cluster costs next to no CPU.
 #pragma once
 
 #include <memory>
@@ -23,7 +27,8 @@ struct ThreadRuntimeOptions {
   uint64_t seed = 1;  // executors' Rng() seeds derive from it
   // Empty loop turns before parking. 0 parks at the first empty turn.
   int spin_turns = 256;
-  // Upper bound on one park; the loop re-runs its pollers at least this often.
+  // Upper bound on one park of an executor with pollers not covered by wait
+  // fds; the loop re-runs its pollers at least this often.
   Nanos max_park = kMillisecond;
 };
 

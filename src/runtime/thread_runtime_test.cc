@@ -119,6 +119,39 @@ TEST(ThreadRuntimeTest, IdlePollersStillRunWithinTheParkBound) {
   EXPECT_TRUE(WaitFor([&] { return polls.load() >= 20; }));
 }
 
+// An executor whose every poller has a wait fd to wake it does not come
+// back every max_park: an idle node costs no CPU.
+TEST(ThreadRuntimeTest, PollersCoveredByWaitFdsParkUntilAnEvent) {
+  ThreadRuntime rt(ThreadRuntimeOptions{.seed = 1, .spin_turns = 0, .max_park = kMillisecond});
+  Executor* e = rt.CreateExecutor("node");
+  std::atomic<int> polls{0};
+  const int efd = ::eventfd(0, EFD_NONBLOCK);
+  ASSERT_GE(efd, 0);
+  std::atomic<bool> got{false};
+  e->AddPoller([&] {
+    ++polls;
+    uint64_t v;
+    if (::read(efd, &v, sizeof(v)) == sizeof(v)) got = true;
+    return false;
+  });
+  e->AddWaitFd(efd, nullptr);
+  ASSERT_TRUE(rt.Start().ok());
+  ASSERT_TRUE(WaitFor([&] { return polls.load() >= 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const int before = polls.load();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_LT(polls.load() - before, 20) << "woke about every max_park (1 ms) with nothing to do";
+  const uint64_t one = 1;
+  ASSERT_EQ(::write(efd, &one, sizeof(one)), static_cast<ssize_t>(sizeof(one)));
+  EXPECT_TRUE(WaitFor([&] { return got.load(); }, std::chrono::seconds(5)));
+  // Timers still end the park on time.
+  std::atomic<bool> fired{false};
+  e->After(5 * kMillisecond, [&] { fired = true; });
+  EXPECT_TRUE(WaitFor([&] { return fired.load(); }, std::chrono::seconds(5)));
+  rt.Stop();
+  ::close(efd);
+}
+
 TEST(ThreadRuntimeTest, WakeAndWaitFdsEndAPark) {
   // A park bound far beyond the test's patience: only a wake-up can explain
   // a prompt poller run.
