@@ -36,13 +36,26 @@ class ClusterSession final : public KvSession {
     ++rtts_;
     return c_->Delete(key);
   }
+  bool SupportsAsync() const override { return true; }
+  void PutAsync(std::string key, std::string value, std::function<void(Status)> done) override {
+    ++rtts_;
+    c_->PutAsync(std::move(key), std::move(value), std::move(done));
+  }
+  void GetAsync(std::string key, std::function<void(Status)> done) override {
+    ++rtts_;
+    c_->GetAsync(std::move(key), [done = std::move(done)](Result<std::string> r) { done(r.status()); });
+  }
+  void DelAsync(std::string key, std::function<void(Status)> done) override {
+    ++rtts_;
+    c_->DeleteAsync(std::move(key), std::move(done));
+  }
   // Client round trips (one per call without retries). Replication round
   // trips between nodes are not in this count.
   uint64_t round_trips() const override { return rtts_; }
 
  private:
   Client* c_;
-  uint64_t rtts_ = 0;
+  std::atomic<uint64_t> rtts_{0};
 };
 
 class ClusterTarget final : public KvTarget {

@@ -61,6 +61,7 @@ Result<bench::DriverOptions> DriverOptionsFrom(const BenchCommandOptions& o) {
   d.seconds = o.seconds;
   d.warmup = o.warmup;
   d.rate = o.rate;
+  d.depth = o.depth;
   d.seed = o.seed;
   d.cancel = &g_interrupted;
   return d;
@@ -82,6 +83,8 @@ void AddBenchCommand(CLI::App& app, BenchCommandOptions* o) {
   b->add_option("-t,--threads", o->threads, "client threads")->capture_default_str();
   b->add_option("-s,--seconds", o->seconds, "measured time")->capture_default_str();
   b->add_option("--warmup", o->warmup, "warm-up seconds (not measured)")->capture_default_str();
+  b->add_option("--depth", o->depth, "closed loop: operations each thread keeps in flight (async client; 1: synchronous)")
+      ->capture_default_str();
   b->add_option("--rate", o->rate, "open loop: ops/s per thread (0: closed loop, peak throughput)")
       ->capture_default_str();
   b->add_option("--json", o->json, "write the report as JSON to FILE");

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstdio>
 #include <memory>
 #include <thread>
@@ -140,6 +142,110 @@ void RunThread(KvSession& session, const DriverOptions& o, ycsb::InsertCounter* 
   st.cpu_end = st.started ? ThreadCpuUs() : 0;
 }
 
+// The pipelined loop (depth > 1): `depth` ops in flight; completions come
+// back on the target's threads and are accounted here, on the driver thread.
+void RunThreadPipelined(KvSession& session, const DriverOptions& o, ycsb::InsertCounter* inserts,
+                        uint32_t t, const Window& w, std::atomic<bool>& abort_run, ThreadState& st) {
+  ycsb::OpGenerator gen(o.workload, inserts);
+  Random rng(o.seed * 0x9E3779B97F4A7C15ull + t + 1);
+  uint64_t version = static_cast<uint64_t>(t) << 40;
+  struct Completed {
+    ycsb::OpType type;
+    int64_t start_ns, end_ns;
+    Status status;
+  };
+  // Shared with the callbacks; a shared_ptr so that a callback running after
+  // this function returned (it drains first, but a target may be late) is safe.
+  struct Mailbox {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<Completed> done;
+  };
+  auto box = std::make_shared<Mailbox>();
+  uint32_t in_flight = 0;
+  uint64_t progress = 0;
+  bool stop_issuing = false;
+
+  auto issue = [&] {
+    const ycsb::Op op = gen.Next(rng);
+    const int64_t start = NowNs();
+    auto finish = [box, type = op.type, start](Status s) {
+      const int64_t end = NowNs();
+      std::lock_guard lock(box->mu);
+      box->done.push_back({type, start, end, std::move(s)});
+      box->cv.notify_one();
+    };
+    std::string key = gen.Key(op.record);
+    ++in_flight;
+    switch (op.type) {
+      case ycsb::OpType::kRead:
+        return session.GetAsync(std::move(key), std::move(finish));
+      case ycsb::OpType::kUpdate:
+        return session.PutAsync(std::move(key), gen.Value(op.record, ++version), std::move(finish));
+      case ycsb::OpType::kInsert:
+        return session.PutAsync(std::move(key), gen.Value(op.record, 0), std::move(finish));
+      case ycsb::OpType::kReadModifyWrite: {
+        std::string value = gen.Value(op.record, ++version);
+        KvSession* s = &session;
+        return session.GetAsync(key, [s, key, value = std::move(value), finish = std::move(finish)](Status g) mutable {
+          if (!g.ok() && !g.Is(Code::kNotFound)) return finish(g);
+          s->PutAsync(std::move(key), std::move(value), std::move(finish));
+        });
+      }
+      case ycsb::OpType::kScan:
+        return finish(Status::NotSupported("scans are not pipelined"));
+    }
+  };
+
+  for (uint32_t i = 0; i < o.depth; ++i) issue();
+  std::vector<Completed> batch;
+  while (in_flight > 0) {
+    {
+      std::unique_lock lock(box->mu);
+      box->cv.wait(lock, [&] { return !box->done.empty(); });
+      batch.swap(box->done);
+    }
+    for (const Completed& c : batch) {
+      --in_flight;
+      st.progress.store(++progress, std::memory_order_relaxed);
+      if (c.end_ns >= w.end_ns || abort_run.load(std::memory_order_relaxed)) stop_issuing = true;
+      if (c.status.Is(Code::kNotSupported) && !stop_issuing) {
+        st.fatal = c.status;
+        abort_run.store(true);
+        stop_issuing = true;
+      }
+      if (c.end_ns >= w.end_ns) continue;
+      const bool failed = !c.status.ok() && !c.status.Is(Code::kNotFound);
+      st.consecutive_errors = failed ? st.consecutive_errors + 1 : 0;
+      if (st.consecutive_errors >= kMaxConsecutiveErrors && st.fatal.ok()) {
+        st.fatal = Status(c.status.code(), std::to_string(kMaxConsecutiveErrors) +
+                                               " consecutive failures, last: " + c.status.ToString());
+        abort_run.store(true);
+        stop_issuing = true;
+      }
+      if (c.end_ns < w.measure_ns) continue;  // warm-up
+      if (!st.started) {
+        st.started = true;
+        st.cpu_start = ThreadCpuUs();
+        st.rtts_start = session.round_trips();
+      }
+      // Issued before the window opened: its latency still counts, as in the
+      // closed loop (an op counts if it completes inside the window).
+      st.hist[static_cast<int>(c.type)].Record(static_cast<uint64_t>(c.end_ns - c.start_ns));
+      ++st.ops;
+      if (failed) {
+        if (st.errors++ == 0) st.first_error = std::string(ycsb::OpTypeName(c.type)) + ": " + c.status.ToString();
+      } else if (c.status.Is(Code::kNotFound) && c.type == ycsb::OpType::kRead) {
+        ++st.not_found;
+      }
+    }
+    batch.clear();
+    if (st.started) st.rtts_end = session.round_trips();
+    while (!stop_issuing && in_flight < o.depth) issue();
+  }
+  st.cpu_end = st.started ? ThreadCpuUs() : 0;
+}
+
 // Inserts records [0, n) with `threads` sessions in parallel (untimed).
 Status Load(std::vector<std::unique_ptr<KvSession>>& sessions, const DriverOptions& o,
             ycsb::InsertCounter* inserts) {
@@ -177,6 +283,9 @@ Result<RunReport> RunWorkload(KvTarget& target, const DriverOptions& o) {
   if (o.threads == 0) return Status::InvalidArgument("threads must be positive");
   if (!(o.seconds > 0)) return Status::InvalidArgument("the measured time must be positive");
   if (o.warmup < 0 || o.rate < 0) return Status::InvalidArgument("warm-up and rate must not be negative");
+  if (o.depth == 0) return Status::InvalidArgument("depth must be positive");
+  if (o.depth > 1 && o.rate > 0) return Status::InvalidArgument("a pipelined run (depth > 1) is closed loop: no rate");
+  if (o.depth > 1 && o.workload.scan > 0) return Status::InvalidArgument("scans are not pipelined (depth 1)");
   if (o.workload.records == 0 && o.workload.name != "load")
     return Status::InvalidArgument("records must be positive");
 
@@ -185,6 +294,9 @@ Result<RunReport> RunWorkload(KvTarget& target, const DriverOptions& o) {
     auto s = target.Connect(t);
     if (!s.ok()) return Status(s.status().code(), "connect: " + s.status().message());
     sessions.push_back(std::move(s).value());
+    if (o.depth > 1 && !sessions.back()->SupportsAsync()) {
+      return Status::InvalidArgument("target " + target.name() + " has no asynchronous calls: run it with depth 1");
+    }
   }
 
   // The "load" workload measures the inserts themselves; every other one
@@ -209,7 +321,11 @@ Result<RunReport> RunWorkload(KvTarget& target, const DriverOptions& o) {
   std::vector<std::thread> pool;
   for (uint32_t t = 0; t < o.threads; ++t) {
     pool.emplace_back([&, t] {
-      RunThread(*sessions[t], o, &inserts, t, w, abort_run, *states[t]);
+      if (o.depth > 1) {
+        RunThreadPipelined(*sessions[t], o, &inserts, t, w, abort_run, *states[t]);
+      } else {
+        RunThread(*sessions[t], o, &inserts, t, w, abort_run, *states[t]);
+      }
     });
   }
 

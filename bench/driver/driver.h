@@ -14,6 +14,10 @@
 // from the intended time, so queueing the target causes is charged to it
 // (no coordinated omission: Tene, "How NOT to measure latency").
 //
+// Pipelined (depth > 1, closed loop): each thread keeps `depth` operations
+// in flight through the session's asynchronous calls and issues the next as
+// soon as one completes; latency is from issue to completion.
+//
 // RMW (workload f) is a Get then a Put of the same key, timed as one op.
 #pragma once
 
@@ -38,6 +42,9 @@ struct DriverOptions {
   double seconds = 10;          // measured window
   double warmup = 2;            // excluded from every figure
   double rate = 0;              // open loop: ops/s per thread; 0 = closed loop
+  // Closed loop only: operations each thread keeps in flight through the
+  // target's asynchronous calls (1: one at a time, synchronous calls).
+  uint32_t depth = 1;
   uint64_t seed = 1;
   // Progress line on stderr every few seconds when the run (warm-up +
   // measure) is longer than this; < 0 never.

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -45,6 +46,23 @@ class KvSession {
     (void)start_key, (void)count, (void)out;
     return Status::NotSupported("this target has no ordered scan");
   }
+  // Asynchronous calls, for pipelined runs (DriverOptions::depth > 1): `done`
+  // runs once, on a thread of the target, with what the synchronous call
+  // would return. Targets without them keep SupportsAsync() false.
+  virtual bool SupportsAsync() const { return false; }
+  virtual void PutAsync(std::string key, std::string value, std::function<void(Status)> done) {
+    (void)key, (void)value;
+    done(Status::NotSupported("this target has no asynchronous calls"));
+  }
+  virtual void GetAsync(std::string key, std::function<void(Status)> done) {
+    (void)key;
+    done(Status::NotSupported("this target has no asynchronous calls"));
+  }
+  virtual void DelAsync(std::string key, std::function<void(Status)> done) {
+    (void)key;
+    done(Status::NotSupported("this target has no asynchronous calls"));
+  }
+
   // Request/response exchanges this session has made on the network so far
   // (a target without a network leaves it at 0; see TargetSample::rtts).
   virtual uint64_t round_trips() const { return 0; }

@@ -69,6 +69,7 @@ json ReportJson(const RunReport& r) {
       {"target", r.target_description},
       {"host", HostDescription()},
       {"threads", o.threads},
+      {"depth", o.depth},
       {"seconds", o.seconds},
       {"warmup_seconds", o.warmup},
       {"mode", o.rate > 0 ? "open" : "closed"},
@@ -104,9 +105,10 @@ json ReportJson(const RunReport& r) {
 
 void PrintSummary(std::FILE* out, const RunReport& r) {
   const DriverOptions& o = r.options;
-  std::fprintf(out, "%s: workload %s, %s, %u threads, %s loop%s, %.0f s (+%.0f s warm-up)\n",
+  const std::string depth = o.depth > 1 ? " x " + std::to_string(o.depth) + " in flight" : "";
+  std::fprintf(out, "%s: workload %s, %s, %u threads%s, %s loop%s, %.0f s (+%.0f s warm-up)\n",
                r.design.c_str(), r.options.workload.name.c_str(),
-               ycsb::DistributionName(o.workload.distribution), o.threads, o.rate > 0 ? "open" : "closed",
+               ycsb::DistributionName(o.workload.distribution), o.threads, depth.c_str(), o.rate > 0 ? "open" : "closed",
                o.rate > 0 ? (" at " + std::to_string(static_cast<long long>(o.rate)) + " ops/s/thread").c_str() : "",
                o.seconds, o.warmup);
   std::fprintf(out, "  target      %s\n", r.target_description.c_str());
