@@ -6,8 +6,8 @@
 //   slip cluster init --dir DIR [--nodes N]        configure only; start servers one by one
 //   slip server --dir DIR --node I [--bind IP]     one storage node
 //   slip manager --dir DIR                         the configuration manager
-//   slip put --dir DIR KEY VALUE                   store a value
-//   slip get --dir DIR KEY                         print the value alone on stdout
+//   slip put --dir DIR KEY VALUE|-|--value-file F  store a value (- : from stdin)
+//   slip get --dir DIR KEY                         the value's bytes alone on stdout
 //   slip del --dir DIR KEY                         delete a key
 //   (put/get/del talk to the cluster in DIR or --zookeeper; a DIR without a cluster is a
 //    single-node store in DIR/pm)
@@ -21,7 +21,11 @@
 // Errors are one line on stderr and a non-zero exit status.
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 
@@ -53,6 +57,39 @@ slip::Result<LocalStore> OpenLocal(const std::string& dir, uint64_t size_mb) {
   return LocalStore{std::move(region), std::move(store)};
 }
 
+// The value of `slip put`: "-" reads stdin, --value-file a file, else the
+// argument itself. Bytes are taken unchanged; more than the store's largest
+// value is refused before anything is sent.
+slip::Result<std::string> ReadValue(const std::string& arg, const std::string& file, bool have_arg) {
+  if (have_arg == !file.empty()) return Status::InvalidArgument("give VALUE, \"-\" (stdin) or --value-file F, one of them");
+  if (file.empty() && arg != "-") return arg;
+  const size_t limit = slip::log::Limits{}.max_value;
+  std::FILE* f = file.empty() ? stdin : std::fopen(file.c_str(), "rb");
+  if (f == nullptr) return Status::IoError("cannot open " + file + ": " + std::strerror(errno));
+  std::string v;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) {
+    if (v.size() + n > limit) {
+      if (f != stdin) std::fclose(f);
+      return Status::TooLarge("value exceeds the largest value, " + std::to_string(limit) + " bytes");
+    }
+    v.append(buf, n);
+  }
+  const bool bad = std::ferror(f) != 0;
+  if (f != stdin) std::fclose(f);
+  if (bad) return Status::IoError("reading " + (file.empty() ? std::string("stdin") : file) + " failed");
+  return v;
+}
+
+// `slip get`'s output: the value's bytes unchanged; a newline after it only
+// on a terminal, where it is for the eye.
+void WriteValue(const std::string& v) {
+  std::fwrite(v.data(), 1, v.size(), stdout);
+  if (::isatty(::fileno(stdout))) std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
 int Fail(const std::string& what, const Status& s) {
   std::fprintf(stderr, "slip %s: %s\n", what.c_str(), s.ToString().c_str());
   return 1;
@@ -71,7 +108,7 @@ int main(int argc, char** argv) {
   slip::bench::BenchCommandOptions bench_options;
   slip::bench::AddBenchCommand(app, &bench_options);
 
-  std::string dir, key, value;
+  std::string dir, key, value, value_file;
   uint64_t size_mb = 256;
   std::string bind, zookeeper;
   auto add_dir = [&](CLI::App* c) {
@@ -82,11 +119,12 @@ int main(int argc, char** argv) {
     c->add_option("--bind", bind, "cluster: the local IP to talk from (default 127.0.0.1)");
     c->add_option("--zookeeper", zookeeper, "cluster: its configuration is in this ZooKeeper (host:port)");
   };
-  auto* put = app.add_subcommand("put", "store KEY = VALUE");
+  auto* put = app.add_subcommand("put", "store KEY = VALUE (VALUE \"-\": read it from stdin)");
   add_dir(put);
   add_bind(put);
   put->add_option("key", key)->required();
-  put->add_option("value", value)->required();
+  auto* value_opt = put->add_option("value", value, "the value; - reads stdin");
+  put->add_option("--value-file", value_file, "read the value from this file (bytes unchanged)");
   auto* get = app.add_subcommand("get", "print the value of KEY");
   add_dir(get);
   add_bind(get);
@@ -202,6 +240,12 @@ int main(int argc, char** argv) {
   if (*status) return slip::cli::ClusterStatus(co);
   if (*killcmd) return slip::cli::ClusterKill(co);
 
+  if (*put) {
+    auto v = ReadValue(value, value_file, value_opt->count() > 0);
+    if (!v.ok()) return Fail("put", v.status());
+    value = std::move(*v);
+  }
+
   // put/get/del against a cluster when DIR holds one.
   if ((*put || *get || *del) && (!zookeeper.empty() || std::filesystem::exists(dir + "/cluster.json"))) {
     slip::ClientOptions copts;
@@ -222,7 +266,7 @@ int main(int argc, char** argv) {
         return 1;
       }
       if (!v.ok()) return Fail("get", v.status());
-      std::cout << *v << "\n";
+      WriteValue(*v);
       return 0;
     }
     Status s = (*client)->Delete(key);
@@ -252,7 +296,7 @@ int main(int argc, char** argv) {
       }
       return Fail("get", v.status());
     }
-    std::cout << *v << "\n";
+    WriteValue(*v);
     return 0;
   }
   if (*del) {

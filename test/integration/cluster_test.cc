@@ -12,6 +12,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
@@ -96,6 +98,48 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
   again->reset();
   EXPECT_EQ(Slip("cluster down --dir " + d), 0);
   if (!HasFailure()) fs::remove_all(dir);  // else keep the logs
+}
+
+// `slip put` takes a value from stdin or a file, `slip get` gives its bytes
+// back unchanged, and a value no frame can carry is refused at once with
+// the reason (not after a deadline of retries).
+TEST(CommandLine, ValuesTravelUnchangedAndOversizeFailsFast) {
+  const fs::path dir = fs::temp_directory_path() / ("slip_cli_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string d = (dir / "cluster").string();
+  ASSERT_EQ(Slip("cluster up --nodes 3 --rf 3 --shards 6 --dir " + d), 0) << "see " << d << "/logs";
+  const std::string slip = SLIP_BINARY;
+  auto sh = [](const std::string& cmd) { return std::system(cmd.c_str()); };
+  const std::string in = (dir / "in").string(), out = (dir / "out").string();
+  // 40 KB of every byte value, NULs and newlines included.
+  {
+    std::string bytes;
+    for (int i = 0; i < 40000; ++i) bytes.push_back(static_cast<char>(i * 131 % 256));
+    std::FILE* f = std::fopen(in.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(bytes.data(), 1, bytes.size(), f);
+    std::fclose(f);
+  }
+  EXPECT_EQ(sh(slip + " put --dir " + d + " from-file --value-file " + in), 0);
+  EXPECT_EQ(sh(slip + " get --dir " + d + " from-file > " + out), 0);
+  EXPECT_EQ(sh("cmp " + in + " " + out), 0);
+  EXPECT_EQ(sh(slip + " put --dir " + d + " from-stdin - < " + in), 0);
+  EXPECT_EQ(sh(slip + " get --dir " + d + " from-stdin > " + out), 0);
+  EXPECT_EQ(sh("cmp " + in + " " + out), 0);
+  // Over the frame limit: refused within a second, naming the limit.
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_NE(sh("head -c 100000 /dev/zero | " + slip + " put --dir " + d + " big - 2> " + out), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  std::FILE* f = std::fopen(out.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  char msg[512] = {};
+  (void)std::fread(msg, 1, sizeof(msg) - 1, f);
+  std::fclose(f);
+  EXPECT_NE(std::string(msg).find("TooLarge"), std::string::npos) << msg;
+  EXPECT_NE(sh(slip + " get --dir " + d + " big > /dev/null 2>&1"), 0) << "nothing stored";
+  EXPECT_EQ(Slip("cluster down --dir " + d), 0);
+  if (!HasFailure()) fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Designs, ClusterIntegrationTest,
