@@ -364,6 +364,7 @@ Result<RunReport> RunWorkload(KvTarget& target, const DriverOptions& o) {
   RunReport r;
   r.design = target.name();
   r.target_description = target.Describe();
+  r.durability = target.Durability();
   r.options = o;
   r.measured_seconds = o.seconds;
   uint64_t rtts = 0;

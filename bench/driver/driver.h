@@ -59,6 +59,7 @@ struct DriverOptions {
 struct RunReport {
   std::string design;            // KvTarget::name()
   std::string target_description;
+  std::string durability;        // KvTarget::Durability()
   DriverOptions options;
 
   double measured_seconds = 0;   // length of the measured window

@@ -72,6 +72,7 @@ class FakeTarget final : public KvTarget {
   FakeStore store;
   std::string name() const override { return "fake"; }
   std::string Describe() const override { return "in-memory map (test)"; }
+  std::string Durability() const override { return "memory"; }
   Result<std::unique_ptr<KvSession>> Connect(uint32_t) override {
     return std::unique_ptr<KvSession>(new FakeSession(&store));
   }
@@ -188,6 +189,7 @@ TEST(ReportTest, JsonHasExactlyTheReportedFields) {
   for (auto& [k, v] : j.items()) have.insert(k);
   EXPECT_EQ(have, want);
   EXPECT_EQ(j["design"], "fake");
+  EXPECT_EQ(j["durability"], "memory");
   EXPECT_EQ(j["workload"], "b");
   EXPECT_TRUE(j["parameters"].is_object());
   EXPECT_TRUE(j["throughput_ops"].is_number());
@@ -237,6 +239,7 @@ class LatencyTarget final : public KvTarget {
  public:
   std::string name() const override { return "latency"; }
   std::string Describe() const override { return "fixed latency (test)"; }
+  std::string Durability() const override { return "memory"; }
   Result<std::unique_ptr<KvSession>> Connect(uint32_t) override {
     return std::unique_ptr<KvSession>(new LatencySession(std::chrono::milliseconds(2)));
   }
@@ -275,6 +278,12 @@ TEST(DriverTest, PipeliningNeedsAsynchronousCallsAndAClosedLoop) {
   o.rate = 0;
   o.depth = 0;
   EXPECT_TRUE(RunWorkload(t, o).status().Is(Code::kInvalidArgument));
+}
+
+TEST(DurabilityTest, TmpfsIsMemoryAndPathsNeedNotExistYet) {
+  EXPECT_EQ(DurabilityOfPath("/dev/shm"), "memory");
+  EXPECT_EQ(DurabilityOfPath("/dev/shm/not/yet/there"), "memory");
+  if (DurabilityOfPath("/") != "memory") EXPECT_EQ(DurabilityOfPath("/"), "file");
 }
 
 TEST(DriverTest, RejectsBadOptions) {

@@ -88,6 +88,10 @@ struct TargetSample {
   std::optional<double> media_requested;  // bytes requested of the device (DLWA denominator)
 };
 
+// "memory" when `path` lies on a filesystem held in memory (tmpfs, ramfs:
+// gone at power loss), else "file".
+std::string DurabilityOfPath(const std::string& path);
+
 class KvTarget {
  public:
   virtual ~KvTarget() = default;
@@ -96,6 +100,13 @@ class KvTarget {
   virtual std::string name() const = 0;
   // One line: what runs where and what an acknowledged write survives.
   virtual std::string Describe() const = 0;
+  // The durability class of an acknowledged write, so that designs are
+  // compared only within one: "memory" (held in memory — tmpfs PM files,
+  // DRAM — survives process crashes, not power loss), "file" (msync/fsync'd
+  // to a filesystem: survives power loss), "dax" (real PM, cache-line flush),
+  // "file-unsynced-backups" (file-backed, but backups that receive one-sided
+  // writes do not sync them: power-loss durable on the primary only).
+  virtual std::string Durability() const = 0;
   // A session for one driver thread. `thread` is 0..threads-1 (e.g. the
   // store writer id of an in-process target).
   virtual Result<std::unique_ptr<KvSession>> Connect(uint32_t thread) = 0;

@@ -54,6 +54,10 @@ class LocalTarget final : public KvTarget {
   }
 
   std::string name() const override { return "local"; }
+  std::string Durability() const override {
+    if (region_->mode() == pm::PersistMode::kFlush) return "dax";
+    return options_.dir.empty() ? "memory" : DurabilityOfPath(options_.dir);
+  }
   std::string Describe() const override {
     const char* mode = region_->mode() == pm::PersistMode::kFlush ? "flush"
                        : region_->mode() == pm::PersistMode::kMsync ? "msync" : "none";

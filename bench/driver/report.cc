@@ -51,7 +51,7 @@ std::string HostDescription() {
 
 const std::vector<const char*>& ReportFields() {
   static const std::vector<const char*> f = {
-      "design", "workload", "parameters", "throughput_ops", "latency_us", "cpu_us_per_op",
+      "design", "durability", "workload", "parameters", "throughput_ops", "latency_us", "cpu_us_per_op",
       "rtts_per_op", "fabric_bytes_per_op", "pm_bytes_per_op", "dlwa"};
   return f;
 }
@@ -92,6 +92,7 @@ json ReportJson(const RunReport& r) {
               {"digest", Opt(c.digest)}, {"clean", Opt(c.clean)},
               {"client", r.client_cpu_us_per_op()}};
   return json{{"design", r.design},
+              {"durability", r.durability},
               {"workload", w.name},
               {"parameters", params},
               {"throughput_ops", r.throughput_ops},
@@ -112,6 +113,7 @@ void PrintSummary(std::FILE* out, const RunReport& r) {
                o.rate > 0 ? (" at " + std::to_string(static_cast<long long>(o.rate)) + " ops/s/thread").c_str() : "",
                o.seconds, o.warmup);
   std::fprintf(out, "  target      %s\n", r.target_description.c_str());
+  std::fprintf(out, "  durability  %s\n", r.durability.c_str());
   std::fprintf(out, "  throughput  %12.0f ops/s  (%llu ops in %.2f s", r.throughput_ops,
                static_cast<unsigned long long>(r.ops), r.measured_seconds);
   if (r.not_found) std::fprintf(out, ", %llu reads not found", static_cast<unsigned long long>(r.not_found));
@@ -153,15 +155,23 @@ void PrintComparison(std::FILE* out, const std::vector<RunReport>& runs) {
   auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
   std::fprintf(out, "\ncomparison (workload %s; ratios relative to %s)\n", base.options.workload.name.c_str(),
                base.design.c_str());
-  std::fprintf(out, "  %-12s %12s %7s %9s %7s %9s %7s %10s %7s\n", "target", "ops/s", "x", "p50 us", "x",
-               "p99 us", "x", "client us", "x");
+  std::fprintf(out, "  %-12s %-10s %12s %7s %9s %7s %9s %7s %10s %7s\n", "target", "durability", "ops/s", "x",
+               "p50 us", "x", "p99 us", "x", "client us", "x");
   for (const RunReport& r : runs) {
-    std::fprintf(out, "  %-12s %12.0f %7.2f %9.1f %7.2f %9.1f %7.2f %10.2f %7.2f\n", r.design.c_str(),
+    std::fprintf(out, "  %-12s %-10s %12.0f %7.2f %9.1f %7.2f %9.1f %7.2f %10.2f %7.2f\n", r.design.c_str(),
+                 r.durability.c_str(),
                  r.throughput_ops, ratio(r.throughput_ops, base.throughput_ops), p50(r), ratio(p50(r), p50(base)),
                  p99(r), ratio(p99(r), p99(base)), r.client_cpu_us_per_op(),
                  ratio(r.client_cpu_us_per_op(), base.client_cpu_us_per_op()));
   }
   std::fprintf(out, "  (p50 over all ops; p99 of the most frequent op type)\n");
+  for (const RunReport& r : runs) {
+    if (r.durability != base.durability) {
+      std::fprintf(out, "  note: not one durability class (%s: %s, %s: %s); compare within a class only\n",
+                   base.design.c_str(), base.durability.c_str(), r.design.c_str(), r.durability.c_str());
+      break;
+    }
+  }
 }
 
 }  // namespace slip::bench

@@ -188,6 +188,7 @@ class MemcachedTarget final : public KvTarget {
   }
 
   std::string name() const override { return "memcached"; }
+  std::string Durability() const override { return "memory"; }
   std::string Describe() const override {
     return "memcached " + version_ + " on 127.0.0.1 (-t " + std::to_string(options_.threads) + ", -m " +
            std::to_string(options_.memory_mb) + "), text protocol; unreplicated, volatile";

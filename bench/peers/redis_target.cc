@@ -154,6 +154,7 @@ class RedisTarget final : public KvTarget {
   }
 
   std::string name() const override { return options_.wait ? "redis-wait" : "redis"; }
+  std::string Durability() const override { return "memory"; }
   std::string Describe() const override {
     std::string d = "redis-server " + version_ + ": primary + " + std::to_string(options_.replicas) +
                     " replicas (replicaof) on 127.0.0.1, no persistence; ";

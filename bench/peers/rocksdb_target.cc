@@ -56,6 +56,7 @@ class RocksDbTarget final : public KvTarget {
   }
 
   std::string name() const override { return "rocksdb"; }
+  std::string Durability() const override { return DurabilityOfPath(dir_); }
   std::string Describe() const override {
     return "embedded RocksDB " + std::to_string(ROCKSDB_MAJOR) + "." + std::to_string(ROCKSDB_MINOR) +
            " in " + dir_ + ", WAL fsync per write (sync=true, group commit); unreplicated";
