@@ -15,9 +15,9 @@ namespace {
 // and primary power losses around a write load, every acked write checked.
 int RunReplicationCampaign(const SimCommandOptions& o, replication::Protocol protocol, uint64_t first,
                            uint64_t last) {
-  if (!o.bug.empty() && o.bug != "ack-early") {
-    std::fprintf(stderr, "slip sim: --design %s knows --bug ack-early only, not '%s'\n", o.design.c_str(),
-                 o.bug.c_str());
+  if (!o.bug.empty() && o.bug != "ack-early" && o.bug != "skip-persist") {
+    std::fprintf(stderr, "slip sim: --design %s knows --bug ack-early or skip-persist, not '%s'\n",
+                 o.design.c_str(), o.bug.c_str());
     return 2;
   }
   uint64_t acked = 0, faults = 0, failed = 0;
@@ -28,6 +28,8 @@ int RunReplicationCampaign(const SimCommandOptions& o, replication::Protocol pro
     co.seed = seed;
     co.trace = o.trace;
     co.bug_ack_early = o.bug == "ack-early";
+    co.file_class = o.file_class;
+    co.bug_skip_persist = o.bug == "skip-persist";
     co.max_persist_delay = o.persist_delay_ns;
     co.writes = static_cast<int>(o.ops * o.clients);  // one primary writes what the clients would
     co.backup_crashes = static_cast<int>(o.crashes);
@@ -38,6 +40,7 @@ int RunReplicationCampaign(const SimCommandOptions& o, replication::Protocol pro
     if (!r.violation.empty()) {
       ++failed;
       std::string extra = o.bug.empty() ? "" : " --bug " + o.bug;
+      if (o.file_class) extra += " --file-class";
       if (o.persist_delay_ns != SimCommandOptions{}.persist_delay_ns) extra += " --persist-delay-ns " + std::to_string(o.persist_delay_ns);
       std::printf("seed %llu FAILED: %s\n  replay: slip sim --layer replication --design %s --seed %llu --trace%s\n",
                   static_cast<unsigned long long>(seed), r.violation.c_str(), o.design.c_str(),

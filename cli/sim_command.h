@@ -23,7 +23,10 @@ struct SimCommandOptions {
   std::string seeds = "1..20";
   int64_t seed = -1;  // one seed (overrides --seeds)
   bool trace = false;
-  std::string bug;    // "", "ack-before-replication", "no-lease"; one-sided designs: "ack-early"
+  std::string bug;    // "", "ack-before-replication", "no-lease"; one-sided designs: "ack-early", "skip-persist"
+  // Replication layer: the file durability class (placed bytes persist only
+  // when a backup msyncs them on REPL_PERSIST).
+  bool file_class = false;
   // One-sided designs: max placement-to-persistence delay (the replication
   // layer draws one per seed up to it; the cluster uses it as is).
   uint64_t persist_delay_ns = replication::testing::CampaignOptions{}.max_persist_delay;

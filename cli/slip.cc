@@ -145,7 +145,10 @@ int main(int argc, char** argv) {
   sim->add_option("--seed", so.seed, "one seed (replay)");
   sim->add_flag("--trace", so.trace, "print every event of the run");
   sim->add_option("--persist-delay-ns", so.persist_delay_ns, "one-sided designs: max seeded placement-to-persistence delay")->capture_default_str();
-  sim->add_option("--bug", so.bug, "inject a protocol bug: ack-before-replication | no-lease (cluster), ack-early (replication layer)");
+  sim->add_option("--bug", so.bug,
+                  "inject a protocol bug: ack-before-replication | no-lease (cluster), ack-early | skip-persist (replication layer)");
+  sim->add_flag("--file-class", so.file_class,
+                "replication layer: PM in a file (placed bytes persist only when a backup msyncs them on request)");
   sim->add_option("--nodes", so.nodes, "nodes")->capture_default_str();
   sim->add_option("--replication", so.replication, "replicas per shard")->capture_default_str();
   sim->add_option("--shards", so.shards, "shards")->capture_default_str();

@@ -89,15 +89,10 @@ class ClusterTarget final : public KvTarget {
   std::string name() const override {
     return c_.workers == 1 ? c_.design : c_.design + "/" + std::to_string(c_.workers);
   }
-  // The PM files are under the cluster directory; rpc-kv backups msync
-  // every entry, one-sided backups do not (yet) sync what lands.
-  std::string Durability() const override {
-    const std::string d = DurabilityOfPath(c_.dir);
-    if (d == "file" && replication::IsOneSided(replication::ParseDesign(c_.design).value())) {
-      return "file-unsynced-backups";
-    }
-    return d;
-  }
+  // The PM files are under the cluster directory: on a real filesystem
+  // every replica msyncs before a write is acknowledged (rpc-kv backups per
+  // entry, one-sided backups on REPL_PERSIST).
+  std::string Durability() const override { return DurabilityOfPath(c_.dir); }
   std::string Describe() const override {
     return c_.design + ": " + std::to_string(c_.nodes) + " slip server processes on this host (" + running_provider_ +
            (running_provider_ == "tcp" ? " loopback), " : "), ") +

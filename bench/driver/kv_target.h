@@ -103,9 +103,7 @@ class KvTarget {
   // The durability class of an acknowledged write, so that designs are
   // compared only within one: "memory" (held in memory — tmpfs PM files,
   // DRAM — survives process crashes, not power loss), "file" (msync/fsync'd
-  // to a filesystem: survives power loss), "dax" (real PM, cache-line flush),
-  // "file-unsynced-backups" (file-backed, but backups that receive one-sided
-  // writes do not sync them: power-loss durable on the primary only).
+  // to a filesystem: survives power loss), "dax" (real PM, cache-line flush).
   virtual std::string Durability() const = 0;
   // A session for one driver thread. `thread` is 0..threads-1 (e.g. the
   // store writer id of an in-process target).

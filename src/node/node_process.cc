@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <random>
 
 #include <nlohmann/json.hpp>
 #include <condition_variable>
@@ -84,7 +85,8 @@ class Node final : public NodeProcess {
   void Stats(rpc::RpcChannel::Reply reply);
 
   NodeOptions o_;
-  int digest_idle_ = 0;  // DigestLoop rounds without work, capped (its period doubles per round)
+  int digest_idle_ = 0;
+  std::string pm_path_;  // this node's PM file  // DigestLoop rounds without work, capped (its period doubles per round)
   std::unique_ptr<cluster::ConfigStore> config_store_;
   std::unique_ptr<pm::PmRegion> region_;
   std::unique_ptr<store::Store> store_;
@@ -174,6 +176,7 @@ Status Node::Boot() {
   fs::create_directories(data, ec);
   if (ec) return Status::IoError("cannot create " + data + ": " + ec.message());
   const std::string pm_path = data + "/pm";
+  pm_path_ = pm_path;
   if (replaced && fs::exists(pm_path)) {
     logging::Info("{}", "was replaced while away: rejoining empty");
     fs::remove(pm_path, ec);
@@ -324,6 +327,14 @@ Status Node::StartOneSided() {
   SLIP_ASSIGN_OR_RETURN(repl_in_, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = name + "/in"}));
   replication::BackupLogOptions bo;
   bo.protocol = protocol_;
+  // PM in a file on a real filesystem: what peers place is in the page
+  // cache until msync, so senders must ask (REPL_PERSIST) before they
+  // acknowledge. In tmpfs (the memory class) placement is all there is.
+  bo.persist_by_request = !pm::OnMemoryFilesystem(pm_path_);
+  bo.incarnation = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
+  logging::Info("one-sided backup: {}", bo.persist_by_request
+                                            ? "PM file on a real filesystem: senders ask for persistence (REPL_PERSIST)"
+                                            : "PM file in memory: placement is persistence for this class");
   SLIP_ASSIGN_OR_RETURN(backup_, replication::BackupLog::Create(store_.get(), repl_in_.get(), bo));
   // The NIC role: on software providers peers' Sends and Writes land only
   // while this endpoint is polled. It parks on the endpoint's wait object

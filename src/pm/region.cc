@@ -5,9 +5,11 @@
 #include <immintrin.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cassert>
 #include <cerrno>
 #include <cstdio>
@@ -30,6 +32,17 @@
 #endif
 
 namespace slip::pm {
+
+bool OnMemoryFilesystem(const std::string& path) {
+  constexpr long kTmpfsMagic = 0x01021994, kRamfsMagic = 0x858458f6;
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(path, ec);
+  while (!p.empty() && !std::filesystem::exists(p, ec) && p != p.root_path()) p = p.parent_path();
+  struct statfs fs {};
+  if (::statfs(p.c_str(), &fs) != 0) return false;
+  const long type = static_cast<long>(fs.f_type);
+  return type == kTmpfsMagic || type == kRamfsMagic;
+}
 namespace {
 
 constexpr size_t kWord = 8;

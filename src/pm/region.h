@@ -50,6 +50,11 @@ struct CrashStats {
   size_t torn = 0;
 };
 
+// Whether `path` (or, if it does not exist yet, its nearest existing
+// ancestor) lies on a filesystem held in memory (tmpfs, ramfs): a PM file
+// there survives process crashes but not power loss, and msync adds nothing.
+bool OnMemoryFilesystem(const std::string& path);
+
 class PmRegion {
  public:
   // Maps `path`, creating it zero-filled with `size` bytes if absent. An

@@ -134,6 +134,7 @@ const char* MethodName(uint16_t method) {
     case Method::kShardTail: return "SHARD_TAIL";
     case Method::kReplOpen: return "REPL_OPEN";
     case Method::kReplClose: return "REPL_CLOSE";
+    case Method::kReplPersist: return "REPL_PERSIST";
     case Method::kGetConfig: return "GET_CONFIG";
     case Method::kStats: return "STATS";
   }
@@ -302,9 +303,9 @@ Result<ReplOpenRequest> DecodeReplOpenRequest(std::span<const std::byte> buf) {
 
 // ReplOpenResponse: term u64 | mem_addr u64 | mem_key u64 | mem_len u64 |
 //   flush_offset u64 | buffer_offset u64 | buffer_len u64 | buffer_id u32 |
-//   address_len u32 | address
+//   flags u32 (bit 0: persist_by_request) | incarnation u64 | address_len u32 | address
 std::string Encode(const ReplOpenResponse& r) {
-  Writer w(72 + r.address.size());
+  Writer w(84 + r.address.size());
   w.Put<uint64_t>(r.term);
   w.Put<uint64_t>(r.mem_addr);
   w.Put<uint64_t>(r.mem_key);
@@ -313,9 +314,27 @@ std::string Encode(const ReplOpenResponse& r) {
   w.Put<uint64_t>(r.buffer_offset);
   w.Put<uint64_t>(r.buffer_len);
   w.Put<uint32_t>(r.buffer_id);
+  w.Put<uint32_t>(r.persist_by_request ? 1u : 0u);
+  w.Put<uint64_t>(r.incarnation);
   w.Put<uint32_t>(static_cast<uint32_t>(r.address.size()));
   w.Bytes(r.address);
   return w.Take();
+}
+
+// ReplPersistRequest: incarnation u64
+std::string Encode(const ReplPersistRequest& r) {
+  Writer w(8);
+  w.Put<uint64_t>(r.incarnation);
+  return w.Take();
+}
+
+Result<ReplPersistRequest> DecodeReplPersistRequest(std::span<const std::byte> buf) {
+  Reader rd(buf);
+  ReplPersistRequest r;
+  r.incarnation = rd.Get<uint64_t>();
+  if (!rd.ok()) return Status::Corruption("replication persist request shorter than 8 bytes");
+  SLIP_RETURN_IF_ERROR(Finish(rd, "replication persist request"));
+  return r;
 }
 
 Result<ReplOpenResponse> DecodeReplOpenResponse(std::span<const std::byte> buf) {
@@ -329,8 +348,12 @@ Result<ReplOpenResponse> DecodeReplOpenResponse(std::span<const std::byte> buf) 
   r.buffer_offset = rd.Get<uint64_t>();
   r.buffer_len = rd.Get<uint64_t>();
   r.buffer_id = rd.Get<uint32_t>();
+  const uint32_t flags = rd.Get<uint32_t>();
+  r.incarnation = rd.Get<uint64_t>();
   const uint32_t address_len = rd.Get<uint32_t>();
   if (!rd.ok()) return Status::Corruption("replication open response shorter than its header");
+  if (flags & ~1u) return Status::Corruption("replication open response: unknown flags");
+  r.persist_by_request = (flags & 1u) != 0;
   if (address_len > 1024) return Status::Corruption("replication open response: address too long");
   r.address = rd.Bytes(address_len);
   SLIP_RETURN_IF_ERROR(Finish(rd, "replication open response"));

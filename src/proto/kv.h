@@ -38,6 +38,7 @@ enum class Method : uint16_t {
   kShardTail = 17,  // new primary -> replica: entries above a version (promotion)
   kReplOpen = 18,   // primary -> backup: where to write entries one-sidedly
   kReplClose = 19,  // primary -> backup: that buffer is full
+  kReplPersist = 20,  // primary -> backup: make what landed persistent (file-backed backups)
   kGetConfig = 32,  // anyone -> node: the node's current configuration
   kStats = 33,      // anyone -> node: per-role CPU time and counters (JSON)
 };
@@ -117,7 +118,20 @@ struct ReplOpenResponse {
   uint64_t flush_offset = 0;
   uint32_t buffer_id = 0;  // the segment, for CLOSE (kPrivate only)
   uint64_t buffer_offset = 0, buffer_len = 0;
+  // The flush Read alone does not make landed bytes persistent here (PM in a
+  // file on a real filesystem, which only msync makes durable): after the
+  // Read the sender asks with REPL_PERSIST, and acknowledges on its answer.
+  bool persist_by_request = false;
+  // Names the backup process that answered: REPL_PERSIST carries it, and a
+  // restarted backup (whose page cache lost what the old one received)
+  // refuses a request meant for its predecessor.
+  uint64_t incarnation = 0;
   std::string_view address;  // the backup's replication endpoint
+};
+
+// REPL_PERSIST: the incarnation (ReplOpenResponse) the sender wrote to.
+struct ReplPersistRequest {
+  uint64_t incarnation = 0;
 };
 
 struct ReplCloseRequest {
@@ -136,6 +150,7 @@ std::string Encode(const ShardTailResponse& r);
 std::string Encode(const ReplOpenRequest& r);
 std::string Encode(const ReplOpenResponse& r);
 std::string Encode(const ReplCloseRequest& r);
+std::string Encode(const ReplPersistRequest& r);
 
 // Corruption for a malformed buffer (short, trailing bytes, bad lengths or
 // type); TooLarge for a key or value over `limits`. Never reads past buf.
@@ -146,6 +161,7 @@ Result<ReplicateRequest> DecodeReplicateRequest(std::span<const std::byte> buf,
 Result<ShardTailRequest> DecodeShardTailRequest(std::span<const std::byte> buf);
 Result<ReplOpenRequest> DecodeReplOpenRequest(std::span<const std::byte> buf);
 Result<ReplOpenResponse> DecodeReplOpenResponse(std::span<const std::byte> buf);
+Result<ReplPersistRequest> DecodeReplPersistRequest(std::span<const std::byte> buf);
 Result<ReplCloseRequest> DecodeReplCloseRequest(std::span<const std::byte> buf);
 Result<ShardTailResponse> DecodeShardTailResponse(std::span<const std::byte> buf,
                                                   const log::Limits& limits);

@@ -141,3 +141,38 @@ TEST(KvProtoTest, ShardTailRoundTripAndMalformedInput) {
 
 }  // namespace
 }  // namespace slip::proto
+
+namespace slip::proto {
+namespace {
+
+TEST(KvProtoTest, ReplOpenResponseRoundTripsWithItsPersistFlag) {
+  for (bool persist : {false, true}) {
+    ReplOpenResponse r;
+    r.term = 9;
+    r.mem_addr = 0x1000;
+    r.mem_key = 77;
+    r.mem_len = 1 << 20;
+    r.flush_offset = 64;
+    r.buffer_id = 3;
+    r.buffer_offset = 4096;
+    r.buffer_len = 65536;
+    r.persist_by_request = persist;
+    r.address = "fabric-address";
+    const std::string bytes = Encode(r);
+    auto d = DecodeReplOpenResponse(AsBytes(bytes));
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    EXPECT_EQ(d->persist_by_request, persist);
+    EXPECT_EQ(d->buffer_offset, 4096u);
+    EXPECT_EQ(d->address, "fabric-address");
+    // Every truncation is refused; an unknown flag bit too.
+    for (size_t n = 0; n < bytes.size(); ++n) {
+      EXPECT_FALSE(DecodeReplOpenResponse(AsBytes(std::string_view(bytes).substr(0, n))).ok()) << n;
+    }
+    std::string flagged = bytes;
+    flagged[60] = static_cast<char>(flagged[60] | 2);  // flags
+    EXPECT_TRUE(DecodeReplOpenResponse(AsBytes(flagged)).status().Is(Code::kCorruption));
+  }
+}
+
+}  // namespace
+}  // namespace slip::proto

@@ -108,6 +108,8 @@ Status BackupLog::DigestSome(uint32_t id, uint64_t limit, store::Store::ReceiveW
 }
 
 Status BackupLog::DigestAndSeal(const Segment& seg) {
+  // A segment leaves every list PersistLanded covers only persistent.
+  if (options_.persist_by_request) PersistSegment(seg.id);
   SLIP_RETURN_IF_ERROR(DigestSome(seg.id, seg.limit, store::Store::ReceiveWalk::kFinal));
   cursor_.erase(seg.id);
   SLIP_RETURN_IF_ERROR(store_->SealReceiveSegment(seg.id));
@@ -124,8 +126,14 @@ Result<bool> BackupLog::DigestStep() {
     if (to_digest_.empty()) return false;
     seg = to_digest_.front();
     to_digest_.pop_front();
+    digesting_ = seg.id;
   }
-  SLIP_RETURN_IF_ERROR(DigestAndSeal(seg));
+  Status s = DigestAndSeal(seg);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    digesting_ = kNoSegment;
+  }
+  SLIP_RETURN_IF_ERROR(s);
   return true;
 }
 
@@ -138,8 +146,14 @@ Status BackupLog::CatchUp() {
       if (to_digest_.empty()) break;
       seg = to_digest_.front();
       to_digest_.pop_front();
+      digesting_ = seg.id;
     }
-    SLIP_RETURN_IF_ERROR(DigestAndSeal(seg));
+    Status s = DigestAndSeal(seg);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      digesting_ = kNoSegment;
+    }
+    SLIP_RETURN_IF_ERROR(s);
   }
   std::vector<uint32_t> open;
   {
@@ -155,8 +169,39 @@ Status BackupLog::CatchUp() {
   return Status::Ok();
 }
 
+Status BackupLog::PersistLanded(uint64_t incarnation) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.persist_requests;
+  }
+  if (incarnation != options_.incarnation) {
+    return Status::Aborted("this backup restarted since the sender wrote to it: what it wrote is gone");
+  }
+  if (!options_.persist_by_request) return Status::Ok();
+  // Every segment peers may have written into and that is not yet known
+  // persistent: posted, open, waiting for the digest or being digested (a
+  // digested segment was persisted before it left the lists).
+  std::vector<uint32_t> ids;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Segment& s : posted_) ids.push_back(s.id);
+    for (const auto& [id, s] : open_) ids.push_back(id);
+    for (const Segment& s : to_digest_) ids.push_back(s.id);
+    if (digesting_ != kNoSegment) ids.push_back(digesting_);
+  }
+  for (uint32_t id : ids) PersistSegment(id);
+  return Status::Ok();
+}
+
+void BackupLog::PersistSegment(uint32_t id) {
+  const log::SegmentTable& t = store_->segments();
+  t.region()->Persist(t.SegmentBase(id), t.segment_size());
+}
+
 Result<proto::ReplOpenResponse> BackupLog::Open(const proto::ReplOpenRequest& req) {
   proto::ReplOpenResponse r;
+  r.persist_by_request = options_.persist_by_request;
+  r.incarnation = options_.incarnation;
   r.mem_addr = mr_.remote.addr;
   r.mem_key = mr_.remote.key;
   r.mem_len = mr_.remote.len;

@@ -60,6 +60,16 @@ struct BackupLogOptions {
   // Private buffers open at once (Tailwind's admission limit): beyond it
   // REPL_OPEN is refused with Busy and the sender retries.
   uint32_t max_open_buffers = 64;
+  // The store's PM is a file on a real filesystem: bytes peers place are in
+  // the page cache, persistent only once msync'd. Senders are told so in
+  // REPL_OPEN and ask with REPL_PERSIST (PersistLanded) before they
+  // acknowledge. False where placement is persistence (PM, or the memory
+  // durability class, where the PM file lives in tmpfs).
+  bool persist_by_request = false;
+  // Names this process among the node's restarts (a random number in a real
+  // node; a counter in simulations). REPL_OPEN answers it; REPL_PERSIST must
+  // carry it.
+  uint64_t incarnation = 0;
 };
 
 class BackupLog {
@@ -82,6 +92,10 @@ class BackupLog {
   // Control path.
   Result<proto::ReplOpenResponse> Open(const proto::ReplOpenRequest& req);
   Status Close(const proto::ReplCloseRequest& req);
+  // REPL_PERSIST: makes everything landed in the receive area so far
+  // persistent (one msync of the area: only its dirty pages are written).
+  // A no-op unless persist_by_request.
+  Status PersistLanded(uint64_t incarnation);
 
   // The replication endpoint's address (REPL_OPEN's answer carries it).
   const std::string& address() const { return address_; }
@@ -90,6 +104,7 @@ class BackupLog {
     uint64_t segments_posted = 0, segments_used = 0, segments_digested = 0;
     uint64_t buffers_opened = 0, buffers_closed = 0, opens_refused = 0;
     uint64_t completions_drained = 0;
+    uint64_t persist_requests = 0;
   };
   Stats stats() const;
 
@@ -109,6 +124,7 @@ class BackupLog {
   Status DigestSome(uint32_t id, uint64_t limit, store::Store::ReceiveWalk walk);
   // Digests a used or closed segment whole and hands it to the cleaner.
   Status DigestAndSeal(const Segment& seg);  // REQUIRES: digest_mu_
+  void PersistSegment(uint32_t id);
 
   store::Store* const store_;
   fabric::Endpoint* const ep_;
@@ -125,6 +141,8 @@ class BackupLog {
   std::deque<Segment> posted_;            // rowan, in posting order
   std::map<uint32_t, Segment> open_;      // private buffers by segment id
   std::deque<Segment> to_digest_;         // used / closed
+  static constexpr uint32_t kNoSegment = UINT32_MAX;
+  uint32_t digesting_ = kNoSegment;       // popped from to_digest_, not yet sealed
   Stats stats_;
   std::map<uint32_t, uint64_t> cursor_;   // digested bytes per segment; under digest_mu_
 };

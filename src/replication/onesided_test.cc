@@ -359,6 +359,46 @@ TEST_P(Campaign, CiSeedsHoldAndTheInjectedBugIsCaught) {
   EXPECT_GT(caught, 0u) << "the injected bug went unnoticed in " << kSeeds << " seeds";
 }
 
+// The file durability class: placed bytes persist only when the backup
+// msyncs them on REPL_PERSIST. Every acknowledged write survives backup and
+// primary power losses; backups that answer without persisting are caught.
+TEST_P(Campaign, FileClassHoldsAndSkippingThePersistIsCaught) {
+  constexpr uint64_t kSeeds = 30;
+  uint64_t caught = 0;
+  for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
+    testing::CampaignOptions o;
+    o.protocol = GetParam();
+    o.seed = seed;
+    o.file_class = true;
+    auto r = testing::RunReplicationSeed(o);
+    EXPECT_EQ(r.violation, "") << "reproduce: slip sim --layer replication --design " << DesignName(GetParam())
+                               << " --seed " << seed << " --file-class --trace";
+    o.bug_skip_persist = true;
+    if (!testing::RunReplicationSeed(o).violation.empty()) ++caught;
+  }
+  EXPECT_GT(caught, 0u) << "backups skipping the persist went unnoticed in " << kSeeds << " seeds";
+}
+
+// REPL_PERSIST names the backup process it is for: a restarted backup
+// refuses a request meant for its predecessor, whose page cache is gone.
+TEST(OneSidedFileClass, APersistForAnEarlierIncarnationIsRefused) {
+  testing::WorldOptions wo;
+  wo.protocol = Protocol::kRWrite;
+  wo.file_class = true;
+  testing::ReplicationWorld w(wo);
+  auto open = w.node(1).backup->Open(proto::ReplOpenRequest{1, 0, proto::ReplBuffer::kPrivate});
+  ASSERT_TRUE(open.ok()) << open.status().ToString();
+  EXPECT_TRUE(open->persist_by_request);
+  EXPECT_TRUE(w.node(1).backup->PersistLanded(open->incarnation).ok());
+  w.CrashAndRestart(1, 7);
+  Status s = w.node(1).backup->PersistLanded(open->incarnation);
+  EXPECT_TRUE(s.Is(Code::kAborted)) << s.ToString();
+  auto again = w.node(1).backup->Open(proto::ReplOpenRequest{1, 0, proto::ReplBuffer::kPrivate});
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE(again->incarnation, open->incarnation);
+  EXPECT_TRUE(w.node(1).backup->PersistLanded(again->incarnation).ok());
+}
+
 TEST(Campaign, SameSeedSameTrace) {
   testing::CampaignOptions o;
   o.protocol = Protocol::kTailwind;

@@ -42,7 +42,8 @@ void NodeCore::Handle(uint16_t method, std::span<const std::byte> payload, Reply
       return HandleGet(payload, std::move(reply));
     case proto::Method::kReplicate:
     case proto::Method::kReplOpen:
-    case proto::Method::kReplClose: {
+    case proto::Method::kReplClose:
+    case proto::Method::kReplPersist: {
       // Backup work: what the one-sided designs take off the backup's CPU.
       const int64_t t0 = cpu_clock_ ? cpu_clock_() : 0;
       if (method == static_cast<uint16_t>(proto::Method::kReplicate)) {
@@ -291,6 +292,13 @@ void NodeCore::HandleReplControl(proto::Method m, std::span<const std::byte> pay
     if (!r.ok()) return Fail(reply, r.status(), view->term);
     r->term = view->term;
     return reply(Code::kOk, proto::Encode(*r));
+  }
+  if (m == proto::Method::kReplPersist) {
+    auto req = proto::DecodeReplPersistRequest(payload);
+    if (!req.ok()) return Fail(reply, req.status(), view->term);
+    Status s = backup_->PersistLanded(req->incarnation);
+    if (!s.ok()) return Fail(reply, s, view->term);
+    return reply(Code::kOk, proto::Encode(proto::KvResponse{view->term, 0, {}}));
   }
   auto req = proto::DecodeReplCloseRequest(payload);
   if (!req.ok()) return Fail(reply, req.status(), view->term);

@@ -22,6 +22,8 @@ void Pending::Fail(const Status& s) {
 Status Placement::Adopt(OneSidedReplicator& /*r*/, Link& l, const proto::ReplOpenResponse& resp) {
   l.mem = fabric::RemoteMemory{resp.mem_addr, resp.mem_key, resp.mem_len};
   l.flush_offset = resp.flush_offset;
+  l.persist_by_request = resp.persist_by_request;
+  l.incarnation = resp.incarnation;
   l.buffer = resp.buffer_id;
   l.buffer_offset = resp.buffer_offset;
   l.buffer_len = resp.buffer_len;
@@ -166,6 +168,8 @@ void OneSidedReplicator::PostRead(Link& l, std::vector<PendingPtr> writes) {
   op.node = l.node;
   op.epoch = l.epoch;
   op.flush = true;
+  op.persist = l.persist_by_request;
+  op.incarnation = l.incarnation;
   op.writes = std::move(writes);
   if (placement_->flush_holds_buffer()) op.buffer = l.buffer;
   const uint64_t ctx = Track(std::move(op));
@@ -318,6 +322,9 @@ void OneSidedReplicator::Fail(Link& l, const Status& s) {
 bool OneSidedReplicator::PollOnce() {
   fabric::Completion c[32];
   const size_t n = ep_->Poll(c);
+  // Writes whose flush Read completed at a backup that persists on request:
+  // one REPL_PERSIST per backup for all of them, acknowledged on its answer.
+  std::map<std::pair<NodeId, uint64_t>, std::vector<PendingPtr>> to_persist;
   for (size_t i = 0; i < n; ++i) {
     auto it = ops_.find(c[i].context);
     if (it == ops_.end()) continue;
@@ -332,13 +339,37 @@ bool OneSidedReplicator::PollOnce() {
       for (auto& w : op.writes) w->Fail(s);
       Link& l = links_[op.node];
       if (l.epoch == op.epoch) Fail(l, s);
+    } else if (op.persist) {
+      auto& held = to_persist[{op.node, op.incarnation}];
+      held.insert(held.end(), op.writes.begin(), op.writes.end());
     } else {
       for (auto& w : op.writes) w->Ack();
     }
     if (op.buffer != UINT32_MAX) MaybeClose(op.node, op.buffer);
     if (op.release) op.release();
   }
+  for (auto& [to, writes] : to_persist) RequestPersist(to.first, to.second, std::move(writes));
   return n > 0;
+}
+
+void OneSidedReplicator::RequestPersist(NodeId node, uint64_t incarnation, std::vector<PendingPtr> writes) {
+  ++stats_.persist_requests;
+  peers_->Call(node, static_cast<uint16_t>(proto::Method::kReplPersist),
+               proto::Encode(proto::ReplPersistRequest{incarnation}),
+               [this, alive = alive_, node, writes = std::move(writes)](Result<rpc::PeerResponse> r) {
+                 const Status s = !r.ok()                   ? r.status()
+                                  : r->status != Code::kOk ? Status(r->status, "node " + std::to_string(node) +
+                                                                                   " refused REPL_PERSIST: " + r->payload)
+                                                           : Status::Ok();
+                 for (auto& w : writes) {
+                   if (s.ok()) {
+                     w->Ack();
+                   } else {
+                     w->Fail(s);
+                   }
+                 }
+                 if (!s.ok() && *alive) ++stats_.failures;
+               });
 }
 
 }  // namespace slip::replication

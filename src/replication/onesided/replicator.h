@@ -96,6 +96,10 @@ struct Link {
   fabric::PeerId peer = 0;
   fabric::RemoteMemory mem;
   uint64_t flush_offset = 0;
+  // The backup persists landed bytes only on REPL_PERSIST (its PM is a file):
+  // a flush Read's writes are acknowledged once it answers.
+  bool persist_by_request = false;
+  uint64_t incarnation = 0;  // the backup process's (ReplOpenResponse)
   // The target buffer (private or shared): its id, place and size in `mem`,
   // and this sender's tail in it (private buffers).
   uint32_t buffer = 0;
@@ -114,6 +118,8 @@ struct Op {
   uint64_t epoch = 0;
   uint32_t buffer = UINT32_MAX;  // private buffer whose close waits for it, if any
   bool flush = false;            // the Read that acknowledges `writes`
+  bool persist = false;          // ... once the backup answered REPL_PERSIST
+  uint64_t incarnation = 0;      // the backup process the writes went to
   std::vector<PendingPtr> writes;
   Bytes keep;                    // bytes a Send/Write reads until it completes
   std::vector<std::byte> own;    // or its own copy (tailwind, batch)
@@ -162,6 +168,7 @@ class OneSidedReplicator final : public Replicator {
 
   struct Stats {
     uint64_t sends = 0, writes = 0, flush_reads = 0, bytes = 0;
+    uint64_t persist_requests = 0;  // REPL_PERSIST calls (file-backed backups)
     uint64_t opens = 0, closes = 0, failures = 0;
     uint64_t batches = 0, batch_timeouts = 0;  // batch-kv flushes, by timeout
   };
@@ -183,6 +190,8 @@ class OneSidedReplicator final : public Replicator {
   void WriteAndFlush(Link& l, Op data, std::vector<PendingPtr> writes, std::optional<uint64_t> at = std::nullopt);
   // Posts the flush Read that acknowledges `writes` on `l`.
   void PostRead(Link& l, std::vector<PendingPtr> writes);
+  // Asks `node` to persist what landed, then acknowledges `writes` (file-backed backups).
+  void RequestPersist(NodeId node, uint64_t incarnation, std::vector<PendingPtr> writes);
   // The current buffer cannot take `bytes` more: close it when its writes
   // are done and open another; the entry waits in the queue.
   void Roll(Link& l, const PendingPtr& w, const Bytes& bytes);

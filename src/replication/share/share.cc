@@ -61,6 +61,8 @@ class SharePlacement final : public onesided::Placement {
     fresh->address = std::string(resp.address);
     fresh->mem = fabric::RemoteMemory{resp.mem_addr, resp.mem_key, resp.mem_len};
     fresh->flush_offset = resp.flush_offset;
+    fresh->persist_by_request = resp.persist_by_request;
+    fresh->incarnation = resp.incarnation;
     fresh->offset = resp.buffer_offset;
     fresh->len = resp.buffer_len;
     auto use = logs_->Install(l.node, fresh, using_[l.node].get());
@@ -84,6 +86,8 @@ class SharePlacement final : public onesided::Placement {
     SLIP_ASSIGN_OR_RETURN(l.peer, r.PeerAt(b->address));
     l.mem = b->mem;
     l.flush_offset = b->flush_offset;
+    l.persist_by_request = b->persist_by_request;
+    l.incarnation = b->incarnation;
     l.buffer = b->id;
     l.buffer_offset = b->offset;
     l.buffer_len = b->len;

@@ -32,6 +32,8 @@ class SharedRemoteLogs {
     std::string address;            // the backup's replication endpoint
     fabric::RemoteMemory mem;
     uint64_t flush_offset = 0, offset = 0, len = 0;
+    bool persist_by_request = false;  // ReplOpenResponse::persist_by_request
+    uint64_t incarnation = 0;         // ReplOpenResponse::incarnation
 
     // Reserves `size` bytes and counts a write in flight until Release().
     // nullopt when they do not fit: the buffer is then full.

@@ -14,6 +14,8 @@ SeedResult RunReplicationSeed(const CampaignOptions& o) {
   wo.segment_size = 64 << 10;
   wo.pm_bytes = 12 << 20;
   wo.bug_ack_early = o.bug_ack_early;
+  wo.file_class = o.file_class || o.bug_skip_persist;
+  wo.bug_skip_persist = o.bug_skip_persist;
   // The shared-log designs take several workers' writes into one remote log.
   if (DesignOf(o.protocol).senders_share_a_log) wo.senders = 2;
   // PM persistence trails placement, as DMA completion does.

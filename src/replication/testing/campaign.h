@@ -26,6 +26,10 @@ struct CampaignOptions {
   int writes = 600;
   int backup_crashes = 3;
   bool bug_ack_early = false;  // the injected bug the campaign must catch
+  // The file durability class (WorldOptions::file_class), and its injected
+  // bug: backups that answer REPL_PERSIST without persisting.
+  bool file_class = false;
+  bool bug_skip_persist = false;
   bool trace = false;
   // Upper bound of the seeded placement-to-persistence delay, ns (each seed
   // draws one in [0, max]): a one-sided Write is placed, and acknowledged to

@@ -24,10 +24,15 @@ class ReplicationWorld::Caller final : public rpc::PeerCaller {
   void Call(NodeId node, uint16_t method, std::string payload,
             std::function<void(Result<rpc::PeerResponse>)> done) override {
     const runtime::Nanos lat = w_->o_.control_latency + (node < w_->slow_.size() ? w_->slow_[node] : 0);
-    exec_->After(lat, [w = w_, exec = exec_, lat, node, method, payload = std::move(payload),
+    // A call reaches the process it was sent to or none: a node restarted
+    // meanwhile never saw the session it was sent on (as an rpc/ server
+    // refuses a request of a session it does not know).
+    const uint64_t gen = node < w_->nodes_.size() ? w_->nodes_[node]->generation : 0;
+    exec_->After(lat, [w = w_, exec = exec_, lat, node, gen, method, payload = std::move(payload),
                        done = std::move(done)]() mutable {
       Result<rpc::PeerResponse> r = Status::Unavailable("node " + std::to_string(node) + " is down");
-      if (node < w->nodes_.size() && w->nodes_[node]->up && w->nodes_[node]->store) {
+      if (node < w->nodes_.size() && w->nodes_[node]->up && w->nodes_[node]->store &&
+          w->nodes_[node]->generation == gen) {
         r = Serve(w, *w->nodes_[node], method, proto::AsBytes(payload));
       }
       exec->After(lat, [done = std::move(done), r = std::move(r)]() mutable { done(std::move(r)); });
@@ -53,6 +58,11 @@ class ReplicationWorld::Caller final : public rpc::PeerCaller {
       auto o = req.ok() ? n.backup->Open(*req) : Result<proto::ReplOpenResponse>(req.status());
       resp.status = o.ok() ? Code::kOk : o.status().code();
       resp.payload = o.ok() ? proto::Encode(*o) : o.status().message();
+    } else if (method == static_cast<uint16_t>(proto::Method::kReplPersist)) {
+      auto req = proto::DecodeReplPersistRequest(bytes);
+      Status s = !req.ok() ? req.status() : w->o_.bug_skip_persist ? Status::Ok() : n.backup->PersistLanded(req->incarnation);
+      resp.status = s.code();
+      resp.payload = s.message();
     } else if (method == static_cast<uint16_t>(proto::Method::kReplClose)) {
       auto req = proto::DecodeReplCloseRequest(bytes);
       Status s = req.ok() ? n.backup->Close(*req) : req.status();
@@ -84,6 +94,9 @@ ReplicationWorld::ReplicationWorld(WorldOptions options)
     }
     pm::PmRegion* region = nodes_[i]->region.get();
     fabric_.SetPersistHook(static_cast<NodeId>(i), [this, i, region](const std::byte* p, size_t len) {
+      // The file class: what peers place stays in the page cache until the
+      // backup msyncs it (REPL_PERSIST); a power loss drops it.
+      if (o_.file_class) return;
       region->Persist(p, len);
       if (nodes_[i]->media) nodes_[i]->media->Write(region->offset_of(p), len);
     });
@@ -137,6 +150,8 @@ Status ReplicationWorld::StartNode(int i) {
     bo.protocol = o_.protocol;
     bo.posted_segments = o_.posted_segments;
     bo.max_open_buffers = o_.max_open_buffers;
+    bo.persist_by_request = o_.file_class;
+    bo.incarnation = (static_cast<uint64_t>(i) << 32) | (n.generation + 1);
     SLIP_ASSIGN_OR_RETURN(n.backup, BackupLog::Create(n.store.get(), n.in.get(), bo));
   }
   n.senders.clear();

@@ -43,6 +43,11 @@ struct WorldOptions {
   fabric::SimFabricOptions fabric;
   uint64_t seed = 1;
   bool bug_ack_early = false;           // OneSidedOptions::test_bug_ack_early
+  // The file durability class: placed bytes are not persistent until the
+  // backup persists them on request (BackupLogOptions::persist_by_request).
+  bool file_class = false;
+  // TEST ONLY, with file_class: backups answer REPL_PERSIST without persisting.
+  bool bug_skip_persist = false;
 };
 
 class ReplicationWorld {
