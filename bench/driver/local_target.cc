@@ -55,8 +55,9 @@ class LocalTarget final : public KvTarget {
 
   std::string name() const override { return "local"; }
   std::string Durability() const override {
+    if (options_.dir.empty()) return "memory";  // anonymous DRAM (its flushes order, nothing more)
     if (region_->mode() == pm::PersistMode::kFlush) return "dax";
-    return options_.dir.empty() ? "memory" : DurabilityOfPath(options_.dir);
+    return DurabilityOfPath(options_.dir);
   }
   std::string Describe() const override {
     const char* mode = region_->mode() == pm::PersistMode::kFlush ? "flush"
