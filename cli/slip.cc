@@ -1,6 +1,6 @@
 // slip: the Slipstream command.
 //
-//   slip bench [--target rpc-kv|local|rocksdb|redis|redis-wait|memcached] [--workload a] ...
+//   slip bench [--target rpc-kv|local|rocksdb|redis|redis-wait|redis-wait-aof|memcached] [--workload a] ...
 //   slip bench compare --targets a,b,c ...         one workload on several targets, ratios
 //   slip cluster up|down|status --dir DIR [--nodes N]   a local cluster of processes
 //   slip cluster init --dir DIR [--nodes N]        configure only; start servers one by one

@@ -155,10 +155,10 @@ void PrintComparison(std::FILE* out, const std::vector<RunReport>& runs) {
   auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
   std::fprintf(out, "\ncomparison (workload %s; ratios relative to %s)\n", base.options.workload.name.c_str(),
                base.design.c_str());
-  std::fprintf(out, "  %-12s %-10s %12s %7s %9s %7s %9s %7s %10s %7s\n", "target", "durability", "ops/s", "x",
+  std::fprintf(out, "  %-14s %-10s %12s %7s %9s %7s %9s %7s %10s %7s\n", "target", "durability", "ops/s", "x",
                "p50 us", "x", "p99 us", "x", "client us", "x");
   for (const RunReport& r : runs) {
-    std::fprintf(out, "  %-12s %-10s %12.0f %7.2f %9.1f %7.2f %9.1f %7.2f %10.2f %7.2f\n", r.design.c_str(),
+    std::fprintf(out, "  %-14s %-10s %12.0f %7.2f %9.1f %7.2f %9.1f %7.2f %10.2f %7.2f\n", r.design.c_str(),
                  r.durability.c_str(),
                  r.throughput_ops, ratio(r.throughput_ops, base.throughput_ops), p50(r), ratio(p50(r), p50(base)),
                  p99(r), ratio(p99(r), p99(base)), r.client_cpu_us_per_op(),

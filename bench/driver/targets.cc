@@ -13,7 +13,7 @@ namespace slip::bench {
 const std::vector<std::string>& TargetNames() {
   static const std::vector<std::string> names = {"rpc-kv", "rowan-kv",   "rwrite-kv", "batch-kv",
                                                  "share-kv", "tailwind", "local",     "rocksdb",
-                                                 "redis",  "redis-wait", "memcached"};
+                                                 "redis",  "redis-wait", "redis-wait-aof", "memcached"};
   return names;
 }
 
@@ -45,8 +45,9 @@ Result<std::unique_ptr<KvTarget>> MakeTarget(const TargetConfig& c) {
   }
   if (c.name == "local") return MakeLocalTarget({c.threads, c.region_mb, c.dir});
   if (c.name == "rocksdb") return MakeRocksDbTarget({c.dir});
-  if (c.name == "redis") return MakeRedisTarget({2, false});
-  if (c.name == "redis-wait") return MakeRedisTarget({2, true});
+  if (c.name == "redis") return MakeRedisTarget({2, false, false});
+  if (c.name == "redis-wait") return MakeRedisTarget({2, true, false});
+  if (c.name == "redis-wait-aof") return MakeRedisTarget({2, true, true});
   if (c.name == "memcached") return MakeMemcachedTarget({});
   std::string known;
   for (auto& n : TargetNames()) known += (known.empty() ? "" : ", ") + n;

@@ -29,6 +29,9 @@ Result<std::unique_ptr<KvTarget>> MakeRocksDbTarget(const RocksDbTargetOptions& 
 struct RedisTargetOptions {
   int replicas = 2;
   bool wait = false;  // WAIT <replicas> 0 after every write
+  // Every server appends to its AOF and fsyncs it before it answers
+  // (appendonly yes, appendfsync always): the power-loss durable peer.
+  bool aof = false;
 };
 Result<std::unique_ptr<KvTarget>> MakeRedisTarget(const RedisTargetOptions& options);
 

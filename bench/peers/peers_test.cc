@@ -68,7 +68,7 @@ TEST_P(TargetTest, RunsAndReportsEveryField) {
                        name == "batch-kv" || name == "share-kv" || name == "tailwind";
   if (name == "memcached" || name == "redis" || cluster) {
     EXPECT_DOUBLE_EQ(rtts, 1.0);
-  } else if (GetParam() == "redis-wait") {
+  } else if (GetParam() == "redis-wait" || GetParam() == "redis-wait-aof") {
     EXPECT_GT(rtts, 1.2);  // writes (about half of A) add a WAIT
     EXPECT_LT(rtts, 1.8);
   } else {
@@ -100,7 +100,8 @@ TEST_P(TargetTest, RunsAndReportsEveryField) {
       EXPECT_GT(cpu["nic"].get<double>(), 0.0);
     }
   }
-  if (GetParam() == "redis" || GetParam() == "redis-wait" || GetParam() == "memcached") {
+  if (GetParam() == "redis" || GetParam() == "redis-wait" || GetParam() == "redis-wait-aof" ||
+      GetParam() == "memcached") {
     EXPECT_TRUE(j["cpu_us_per_op"]["worker"].is_number());
     EXPECT_GT(j["fabric_bytes_per_op"].get<double>(), 100.0);  // a 100 B value crosses on writes
   }

@@ -3,7 +3,10 @@
 // Plain Redis acknowledges a write before any replica has it; `redis-wait`
 // follows each write with WAIT N 0, which returns once all N replicas
 // acknowledged it — the closest Redis gets to "acked = on every replica",
-// though only in their memory (nothing is fsync'ed anywhere).
+// though only in their memory (nothing is fsync'ed anywhere). `redis-wait-aof`
+// turns on every server's append-only file with appendfsync always: the
+// primary fsyncs each write before it answers. (Redis 7.0 has no WAITAOF,
+// so WAIT confirms the replicas have the write, not that they fsynced it.)
 #include <hiredis/hiredis.h>
 
 #include <chrono>
@@ -116,7 +119,8 @@ class RedisTarget final : public KvTarget {
       const std::string dir = tmp_->path() + "/" + std::to_string(i);
       std::filesystem::create_directories(dir);
       std::vector<std::string> args = {bin, "--port", std::to_string(ports_[i]), "--bind", "127.0.0.1",
-                                        "--save", "", "--appendonly", "no", "--dir", dir,
+                                        "--save", "", "--appendonly", options_.aof ? "yes" : "no",
+                                        "--appendfsync", "always", "--dir", dir,
                                         "--daemonize", "no", "--protected-mode", "no",
                                         // Sync each replica at once instead of waiting 5 s
                                         // for more replicas to share one transfer.
@@ -153,11 +157,19 @@ class RedisTarget final : public KvTarget {
     return Status::Ok();
   }
 
-  std::string name() const override { return options_.wait ? "redis-wait" : "redis"; }
-  std::string Durability() const override { return "memory"; }
+  std::string name() const override {
+    return std::string(options_.wait ? "redis-wait" : "redis") + (options_.aof ? "-aof" : "");
+  }
+  std::string Durability() const override { return options_.aof ? DurabilityOfPath(tmp_->path()) : "memory"; }
   std::string Describe() const override {
     std::string d = "redis-server " + version_ + ": primary + " + std::to_string(options_.replicas) +
-                    " replicas (replicaof) on 127.0.0.1, no persistence; ";
+                    " replicas (replicaof) on 127.0.0.1, " +
+                    (options_.aof ? "AOF with appendfsync always on each (fsync before every answer); "
+                                  : "no persistence; ");
+    if (options_.wait && options_.aof)
+      return d + "each write then WAIT " + std::to_string(options_.replicas) +
+             " 0: acked once fsync'd on the primary and received by every replica (Redis 7.0 has no "
+             "WAITAOF to await the replicas' fsync)";
     if (options_.wait)
       return d + "each write then WAIT " + std::to_string(options_.replicas) +
              " 0: acked once every replica has it in memory";
