@@ -13,6 +13,7 @@
 #include "cli/processes.h"
 #include "cluster/cluster_config.h"
 #include "cluster/config_access.h"
+#include "pm/region.h"
 #include "node/manager.h"
 #include "node/node_process.h"
 #include "slip/client.h"
@@ -194,6 +195,11 @@ int ClusterStatus(const ClusterCommandOptions& o) {
   std::printf("design %s, term %llu, %u shards, replication %u\n", c->config.design.c_str(),
               static_cast<unsigned long long>(c->config.term), c->config.num_shards(),
               c->config.replication_factor);
+  // The class of an acknowledged write, from where the nodes' PM files live
+  // (DIR/node-<id>/pm): tmpfs holds them in memory.
+  std::printf("provider %s, durability %s\n", c->config.provider.c_str(),
+              pm::OnMemoryFilesystem(o.dir) ? "memory (PM files in tmpfs: survive process crashes, not power loss)"
+                                            : "file (PM files msync'd on every replica before an acknowledgement)");
   auto prim = c->config.PrimaryCounts();
   auto back = c->config.BackupCounts();
   for (const auto& [id, info] : c->config.nodes) {
