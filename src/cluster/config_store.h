@@ -91,6 +91,9 @@ class ConfigStore {
   virtual Status ReleaseLease(const Lease& lease) = 0;
 };
 
+// The lease a node holds while it is alive (and the manager probes).
+inline std::string NodeLeaseName(NodeId node) { return "node-" + std::to_string(node); }
+
 struct EmbeddedStoreOptions {
   std::string dir;  // holds cluster.json, its lock and lease files; created if missing
   // How often a pending Watch re-reads the file. Lower: faster notice, more reads.

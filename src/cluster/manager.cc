@@ -65,7 +65,7 @@ void Manager::Tick() {
   if (!vc.ok()) return;
   for (const auto& [id, info] : vc->config.nodes) {
     if (info.state != NodeState::kUp) continue;
-    auto probe = store_->AcquireLease("node-" + std::to_string(id), o_.holder, 1, Now());
+    auto probe = store_->AcquireLease(NodeLeaseName(id), o_.holder, 1, Now());
     if (!probe.ok()) {
       if (probe.status().Is(Code::kBusy)) seen_alive_[id] = true;
       continue;

@@ -85,8 +85,8 @@ class Node final : public NodeProcess {
   void Stats(rpc::RpcChannel::Reply reply);
 
   NodeOptions o_;
-  int digest_idle_ = 0;
-  std::string pm_path_;  // this node's PM file  // DigestLoop rounds without work, capped (its period doubles per round)
+  int digest_idle_ = 0;  // DigestLoop rounds without work, capped (its period doubles per round)
+  std::string pm_path_;  // this node's PM file
   std::unique_ptr<cluster::ConfigStore> config_store_;
   std::unique_ptr<pm::PmRegion> region_;
   std::unique_ptr<store::Store> store_;
@@ -237,7 +237,7 @@ Status Node::Boot() {
   // The lease: nobody else may think we are alive without it.
   const std::string holder = "node-" + std::to_string(o_.id) + "-pid" + std::to_string(getpid());
   for (int i = 0;; ++i) {
-    auto l = config_store_->AcquireLease("node-" + std::to_string(o_.id), holder, o_.lease, MachineNow());
+    auto l = config_store_->AcquireLease(cluster::NodeLeaseName(o_.id), holder, o_.lease, MachineNow());
     if (l.ok()) {
       lease_ = *l;
       lease_expiry_ = l->expiry;

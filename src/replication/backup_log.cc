@@ -118,15 +118,14 @@ Status BackupLog::DigestAndSeal(const Segment& seg) {
   return Status::Ok();
 }
 
-Result<bool> BackupLog::DigestStep() {
-  std::lock_guard<std::mutex> digest(digest_mu_);
+Result<bool> BackupLog::DigestNext() {
   Segment seg;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (to_digest_.empty()) return false;
     seg = to_digest_.front();
     to_digest_.pop_front();
-    digesting_ = seg.id;
+    digesting_ = seg.id;  // still covered by PersistLanded until sealed
   }
   Status s = DigestAndSeal(seg);
   {
@@ -137,23 +136,16 @@ Result<bool> BackupLog::DigestStep() {
   return true;
 }
 
+Result<bool> BackupLog::DigestStep() {
+  std::lock_guard<std::mutex> digest(digest_mu_);
+  return DigestNext();
+}
+
 Status BackupLog::CatchUp() {
   std::lock_guard<std::mutex> digest(digest_mu_);
   for (;;) {
-    Segment seg;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (to_digest_.empty()) break;
-      seg = to_digest_.front();
-      to_digest_.pop_front();
-      digesting_ = seg.id;
-    }
-    Status s = DigestAndSeal(seg);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      digesting_ = kNoSegment;
-    }
-    SLIP_RETURN_IF_ERROR(s);
+    SLIP_ASSIGN_OR_RETURN(bool more, DigestNext());
+    if (!more) break;
   }
   std::vector<uint32_t> open;
   {

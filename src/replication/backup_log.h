@@ -124,6 +124,8 @@ class BackupLog {
   Status DigestSome(uint32_t id, uint64_t limit, store::Store::ReceiveWalk walk);
   // Digests a used or closed segment whole and hands it to the cleaner.
   Status DigestAndSeal(const Segment& seg);  // REQUIRES: digest_mu_
+  // Digests and seals the oldest used or closed segment; false if none.
+  Result<bool> DigestNext();  // REQUIRES: digest_mu_
   void PersistSegment(uint32_t id);
 
   store::Store* const store_;

@@ -24,6 +24,18 @@ constexpr uint32_t kNone = UINT32_MAX;
 uint64_t SessionOf(uint64_t request_id) { return request_id >> kSessionShift; }
 uint64_t SeqOf(uint64_t request_id) { return request_id & kSeqMask; }
 
+// Takes a pooled record's index from `free`, or grows the pool by one.
+template <typename T>
+uint32_t TakeOrGrow(std::vector<std::unique_ptr<T>>& pool, std::vector<uint32_t>& free) {
+  if (!free.empty()) {
+    const uint32_t i = free.back();
+    free.pop_back();
+    return i;
+  }
+  pool.push_back(std::make_unique<T>());
+  return static_cast<uint32_t>(pool.size() - 1);
+}
+
 }  // namespace
 
 // --- IdMap: linear probing, backward-shift deletion (no tombstones) ---
@@ -184,14 +196,7 @@ Result<RpcChannel::Peer> RpcChannel::Connect(const std::string& address) {
 // --- client role ---
 
 uint32_t RpcChannel::AllocSlot() {
-  uint32_t i;
-  if (!free_slots_.empty()) {
-    i = free_slots_.back();
-    free_slots_.pop_back();
-  } else {
-    i = static_cast<uint32_t>(slots_.size());
-    slots_.push_back(std::make_unique<CallSlot>());
-  }
+  const uint32_t i = TakeOrGrow(slots_, free_slots_);
   CallSlot& c = *slots_[i];
   c.in_use = true;
   c.launched = c.hello = c.expired = false;
@@ -519,14 +524,7 @@ Status RpcChannel::SendFrame(fabric::PeerId to, uint64_t request_id, uint16_t me
     FlushOne(open_[to]);
   }
   if (open_[to] == kNone) {
-    uint32_t b;
-    if (!free_send_.empty()) {
-      b = free_send_.back();
-      free_send_.pop_back();
-    } else {
-      b = static_cast<uint32_t>(send_bufs_.size());
-      send_bufs_.push_back(std::make_unique<SendBuf>());
-    }
+    const uint32_t b = TakeOrGrow(send_bufs_, free_send_);
     SendBuf& buf = *send_bufs_[b];
     buf.frames.clear();
     buf.request_ids.clear();

@@ -239,7 +239,6 @@ class ThreadExecutor final : public Executor {
           fn = std::move(it->second);
           timers_.erase(it);
           heap_.pop();
-          next_due_.store(heap_.empty() ? kNever : heap_.top().due, std::memory_order_relaxed);
         }
         fn();
         work = true;

@@ -93,9 +93,7 @@ ClusterSimResult World::Run() {
     member_inc_[n->id] = n->incarnation;
     last_grant_[n->id] = 0;
     n->lease_expiry = static_cast<Nanos>(o_.lease_us) * kMicrosecond;  // the first grant
-    lease_sent_[n->id] = 0;
-    (void)cm_store_->AcquireLease("node-" + std::to_string(n->id), "node-" + std::to_string(n->id),
-                                  n->lease_expiry, 0);
+    RecordLease(n->id, 0);
   }
   StartManager();
   failover_crashes_left_ = o_.failover_crashes;

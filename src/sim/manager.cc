@@ -54,20 +54,22 @@ void World::OnRenew(NodeId id, uint64_t inc, Nanos sent) {
     member_inc_[id] = inc;
   }
   last_grant_[id] = rt_.Now();
-  // The lease in the store runs from when the renewal was sent, as the
-  // node's own idea of it; a late, reordered renewal must not shorten it.
-  if (!lease_sent_.count(id) || sent > lease_sent_[id]) {
-    auto l = cm_store_->AcquireLease("node-" + std::to_string(id), "node-" + std::to_string(id),
-                                     static_cast<Nanos>(o_.lease_us) * kMicrosecond, sent);
-    if (!l.ok()) return;  // taken meanwhile: no grant
-    lease_sent_[id] = sent;
-  }
+  if (!RecordLease(id, sent)) return;  // taken meanwhile: no grant
   if (isolated_.count(id) || rt_.Rng().Bernoulli(o_.drop_probability)) return;
   Node* np = nodes_[id].get();
   rt_.Schedule(rt_.Now() + Latency(), np->exec, kEventControl, "lease", id, [this, np, inc, sent] {
     if (!np->up || np->incarnation != inc) return;
     np->lease_expiry = std::max(np->lease_expiry, sent + static_cast<Nanos>(o_.lease_us) * kMicrosecond);
   });
+}
+
+bool World::RecordLease(NodeId id, Nanos sent) {
+  auto last = lease_sent_.find(id);
+  if (last != lease_sent_.end() && sent <= last->second) return true;
+  const std::string name = cluster::NodeLeaseName(id);
+  if (!cm_store_->AcquireLease(name, name, static_cast<Nanos>(o_.lease_us) * kMicrosecond, sent).ok()) return false;
+  lease_sent_[id] = sent;
+  return true;
 }
 
 void World::StartManager() {

@@ -214,9 +214,7 @@ void World::ColdStart() {
     member_inc_[n->id] = n->incarnation;
     last_grant_[n->id] = rt_.Now();
     n->lease_expiry = rt_.Now() + static_cast<Nanos>(o_.lease_us) * kMicrosecond;
-    lease_sent_[n->id] = rt_.Now();
-    (void)cm_store_->AcquireLease("node-" + std::to_string(n->id), "node-" + std::to_string(n->id),
-                                  static_cast<Nanos>(o_.lease_us) * kMicrosecond, rt_.Now());
+    RecordLease(n->id, rt_.Now());
   }
   cluster::ClusterConfig next = config_;
   ++next.term;

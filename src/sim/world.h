@@ -204,6 +204,10 @@ class World {
   void CommitLoop(NodeId id, uint64_t inc, uint32_t worker);
   void OnRenew(NodeId id, uint64_t inc, Nanos sent);
   void StartManager();
+  // CM side of a renewal sent at `sent`: the node's lease in the CM's store
+  // runs from then (a late, reordered renewal never shortens it). False if
+  // the store refused it.
+  bool RecordLease(NodeId id, Nanos sent);
   void OnReassigned(const cluster::Manager::Reassigned& r);
   void OnSeeded(uint32_t shard, NodeId backup, uint64_t term);
   bool SafeToFail(NodeId victim) const;
