@@ -93,6 +93,15 @@ Status WriteFirstConfig(cluster::ConfigStore& store, const ClusterCommandOptions
   SLIP_ASSIGN_OR_RETURN(cluster::ClusterConfig placed, cluster::Place(members, o.shards, o.replication));
   placed.design = o.design;
   placed.provider = o.provider;
+  const bool in_memory = pm::OnMemoryFilesystem(o.dir);
+  placed.pm = !o.pm.empty() ? o.pm : in_memory ? "dram" : "file";
+  if (placed.pm != "dram" && placed.pm != "dax" && placed.pm != "file") {
+    return Status::InvalidArgument("--pm " + o.pm + ": the classes are dram, dax and file");
+  }
+  if (placed.pm == "file" && in_memory) {
+    return Status::InvalidArgument("--pm file: " + o.dir + " is on a memory filesystem (tmpfs); use a directory on "
+                                   "a disk, or --pm dram");
+  }
   return store.CompareAndSwap(cluster::kNoVersion, placed).status();
 }
 
@@ -195,11 +204,15 @@ int ClusterStatus(const ClusterCommandOptions& o) {
   std::printf("design %s, term %llu, %u shards, replication %u\n", c->config.design.c_str(),
               static_cast<unsigned long long>(c->config.term), c->config.num_shards(),
               c->config.replication_factor);
-  // The class of an acknowledged write, from where the nodes' PM files live
-  // (DIR/node-<id>/pm): tmpfs holds them in memory.
+  // The class of an acknowledged write (older configurations: inferred from
+  // where the nodes' PM files live, DIR/node-<id>/pm).
+  const std::string pm_class = !c->config.pm.empty()              ? c->config.pm
+                               : pm::OnMemoryFilesystem(o.dir) ? "dram"
+                                                                  : "file";
   std::printf("provider %s, durability %s\n", c->config.provider.c_str(),
-              pm::OnMemoryFilesystem(o.dir) ? "memory (PM files in tmpfs: survive process crashes, not power loss)"
-                                            : "file (PM files msync'd on every replica before an acknowledgement)");
+              pm_class == "dram"  ? "dram (PM emulated in memory: survives process crashes, not power loss)"
+              : pm_class == "dax" ? "dax (real PM: cache-line write-back + fence on every replica)"
+                                  : "file (PM files msync'd on every replica before an acknowledgement)");
   auto prim = c->config.PrimaryCounts();
   auto back = c->config.BackupCounts();
   for (const auto& [id, info] : c->config.nodes) {

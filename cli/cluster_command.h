@@ -17,6 +17,9 @@ struct ClusterCommandOptions {
   uint32_t node = 0;  // `slip server`: which node
   std::string provider = "tcp";  // the cluster's, recorded in its first configuration
   std::string server_provider;   // slip server: empty = the configuration's
+  // The PM durability class (first start): dram | dax | file; empty = file,
+  // or dram when DIR is on tmpfs. Recorded in the configuration.
+  std::string pm;
   std::string bind = "127.0.0.1";  // `slip server`: the IP it serves on
   uint64_t pm_mb = 256;
   uint32_t lease_ms = 2000;

@@ -200,6 +200,11 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     c->add_option("--provider", co.provider, "libfabric provider of every process (first start): tcp | shm | verbs")
         ->capture_default_str();
+    c->add_option("--pm", co.pm,
+                  "durability class of the nodes' PM (first start): dram (in memory, survives process crashes) | "
+                  "dax (real PM on a -o dax mount) | file (msync'd, survives power loss); default: file, or dram "
+                  "when DIR is on tmpfs")
+        ->check(CLI::IsMember({"dram", "dax", "file"}));
   };
   auto* init = cluster->add_subcommand(
       "init", "write the first configuration of a cluster whose servers are started one by one (slip server)");

@@ -84,15 +84,21 @@ class ClusterTarget final : public KvTarget {
     SLIP_ASSIGN_OR_RETURN(auto store, cluster::OpenConfigStore(c_.dir, ""));
     SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig vc, store->Load());
     running_provider_ = vc.config.provider;
+    pm_class_ = vc.config.pm;
     return Status::Ok();
   }
   std::string name() const override {
     return c_.workers == 1 ? c_.design : c_.design + "/" + std::to_string(c_.workers);
   }
-  // The PM files are under the cluster directory: on a real filesystem
-  // every replica msyncs before a write is acknowledged (rpc-kv backups per
-  // entry, one-sided backups on REPL_PERSIST).
-  std::string Durability() const override { return DurabilityOfPath(c_.dir); }
+  // The cluster's PM class (slip cluster up --pm): file = every replica
+  // msyncs before a write is acknowledged (rpc-kv backups per entry,
+  // one-sided backups on REPL_PERSIST); dram = PM emulated in memory.
+  // Older configurations: from where the PM files live.
+  std::string Durability() const override {
+    if (pm_class_ == "dram") return "memory";
+    if (!pm_class_.empty()) return pm_class_;
+    return DurabilityOfPath(c_.dir);
+  }
   std::string Describe() const override {
     return c_.design + ": " + std::to_string(c_.nodes) + " slip server processes on this host (" + running_provider_ +
            (running_provider_ == "tcp" ? " loopback), " : "), ") +
@@ -131,6 +137,7 @@ class ClusterTarget final : public KvTarget {
   ClusterTargetConfig c_;
   bool own_;
   std::unique_ptr<Client> client_;
+  std::string pm_class_;  // from the configuration once running
   std::string running_provider_;
 };
 

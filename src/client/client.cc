@@ -60,6 +60,7 @@ class ClientImpl final : public Client {
     fabric::Endpoint* raw = ep.get();
     rpc::ChannelOptions chan;
     chan.max_payload = proto::kMaxMessage - 64;
+    chan.max_call_payload = proto::kMaxCallPayload;
     chan.recv_buffer_bytes = 1 << 20;
     SLIP_ASSIGN_OR_RETURN(channel_, rpc::RpcChannel::Open(exec_, std::move(ep), chan));
     if (raw->wait_fd() >= 0) exec_->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });

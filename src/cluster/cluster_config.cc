@@ -418,6 +418,7 @@ json ToJson(const ClusterConfig& c) {
               {"replication_factor", c.replication_factor},
               {"design", c.design},
               {"provider", c.provider},
+              {"pm", c.pm},
               {"nodes", std::move(nodes)},
               {"shards", std::move(shards)},
               {"migrations", std::move(migrations)}};
@@ -444,7 +445,7 @@ Result<ClusterConfig> FromJsonUnchecked(const json& j) {
   }
   SLIP_RETURN_IF_ERROR(OnlyFields(j,
                                   {"format", "format_version", "term", "replication_factor",
-                                   "design", "provider", "nodes", "shards", "migrations"},
+                                   "design", "provider", "pm", "nodes", "shards", "migrations"},
                                   "config"));
   ClusterConfig c;
   SLIP_ASSIGN_OR_RETURN(c.term, GetUint(j, "term", std::numeric_limits<uint64_t>::max()));
@@ -458,6 +459,13 @@ Result<ClusterConfig> FromJsonUnchecked(const json& j) {
   if (j.contains("provider")) {
     SLIP_ASSIGN_OR_RETURN(c.provider, GetString(j, "provider"));
     if (c.provider.empty()) return Bad("provider is empty");
+  }
+  // Absent (or empty) before the durability class was recorded.
+  if (j.contains("pm")) {
+    SLIP_ASSIGN_OR_RETURN(c.pm, GetString(j, "pm"));
+    if (!c.pm.empty() && c.pm != "dram" && c.pm != "dax" && c.pm != "file") {
+      return Bad("pm is \"" + c.pm + "\" (dram, dax or file)");
+    }
   }
 
   SLIP_ASSIGN_OR_RETURN(const json* nodes, GetArray(j, "nodes"));

@@ -83,6 +83,12 @@ struct ClusterConfig {
   // shm, verbs): node addresses are in its format, so clients and nodes
   // take it from here. Fixed at creation.
   std::string provider = "tcp";
+  // The durability class of the nodes' PM (PmClassName): dram (PM emulated
+  // in memory: survives process crashes), dax (real PM, cache-line flushes)
+  // or file (survives power loss: msync on every replica). Empty in
+  // configurations written before it was recorded: nodes infer it from
+  // where their PM files live. Fixed at creation.
+  std::string pm;
   std::map<NodeId, NodeInfo> nodes;  // membership, ordered by id
   std::vector<ShardReplicas> shards;  // index = shard id
   std::vector<Migration> migrations;

@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "cluster/cluster_config.h"
+#include "common/hash.h"
 #include "common/log.h"
 #include "fabric/fabric.h"
 #include "fabric/ofi/ofi_fabric.h"
@@ -40,6 +41,32 @@ namespace {
 
 namespace fs = std::filesystem;
 using cluster::ClusterConfig;
+
+// Where a node's PM file lives, and its durability class. `file` and `dax`
+// keep it in the node's data directory (which must then be on a disk, or
+// on a DAX mount). `dram` wants it in memory: in the data directory when
+// that is tmpfs already, else under /dev/shm, named after the data
+// directory so that a cold start finds it again (until the machine
+// reboots: that is the class). An empty class (older configurations) is
+// inferred from the data directory.
+struct PmPlace {
+  std::string path;
+  std::string pm_class;
+};
+
+Result<PmPlace> PlacePm(const std::string& configured, const std::string& data, uint32_t id) {
+  const bool in_memory = pm::OnMemoryFilesystem(data);
+  const std::string pm_class = !configured.empty() ? configured : in_memory ? "dram" : "file";
+  if (pm_class == "file" && in_memory) {
+    return Status::InvalidArgument("the cluster's PM class is file, but " + data +
+                                   " is on a memory filesystem (tmpfs): it would not survive power loss");
+  }
+  if (pm_class != "dram" || in_memory) return PmPlace{data + "/pm", pm_class};
+  const std::string abs = fs::absolute(data).lexically_normal().string();
+  char tag[17];
+  std::snprintf(tag, sizeof(tag), "%016llx", static_cast<unsigned long long>(HashKey(abs)));
+  return PmPlace{std::string("/dev/shm/slip-") + tag + "/node-" + std::to_string(id) + "/pm", pm_class};
+}
 
 class Node final : public NodeProcess {
  public:
@@ -87,6 +114,7 @@ class Node final : public NodeProcess {
   NodeOptions o_;
   int digest_idle_ = 0;  // DigestLoop rounds without work, capped (its period doubles per round)
   std::string pm_path_;  // this node's PM file
+  std::string pm_class_;  // dram | dax | file (PlacePm)
   std::unique_ptr<cluster::ConfigStore> config_store_;
   std::unique_ptr<pm::PmRegion> region_;
   std::unique_ptr<store::Store> store_;
@@ -175,14 +203,31 @@ Status Node::Boot() {
   std::error_code ec;
   fs::create_directories(data, ec);
   if (ec) return Status::IoError("cannot create " + data + ": " + ec.message());
-  const std::string pm_path = data + "/pm";
+  SLIP_ASSIGN_OR_RETURN(const PmPlace place, PlacePm(vc.config.pm, data, o_.id));
+  const std::string& pm_path = place.path;
   pm_path_ = pm_path;
+  pm_class_ = place.pm_class;
+  fs::create_directories(fs::path(pm_path).parent_path(), ec);
+  if (ec) return Status::IoError("cannot create the directory of " + pm_path + ": " + ec.message());
   if (replaced && fs::exists(pm_path)) {
     logging::Info("{}", "was replaced while away: rejoining empty");
     fs::remove(pm_path, ec);
   }
   const bool exists = fs::exists(pm_path);
-  SLIP_ASSIGN_OR_RETURN(region_, pm::PmRegion::OpenFile(pm_path, exists ? 0 : o_.pm_mb << 20, {}));
+  pm::RegionOptions ro;
+  ro.mode = place.pm_class == "dram" ? pm::PersistMode::kNone
+            : place.pm_class == "dax" ? pm::PersistMode::kFlush
+                                      : pm::PersistMode::kMsync;
+  SLIP_ASSIGN_OR_RETURN(region_, pm::PmRegion::OpenFile(pm_path, exists ? 0 : o_.pm_mb << 20, ro));
+  if (place.pm_class == "dax" && !region_->is_dax()) {
+    return Status::InvalidArgument("the cluster's PM class is dax, but " + pm_path +
+                                   " is not DAX-mapped (MAP_SYNC refused): it needs a filesystem on real PM "
+                                   "mounted with -o dax");
+  }
+  logging::Info("PM: {} class, {} ({})", place.pm_class, pm_path,
+                place.pm_class == "dram"  ? "in memory: survives process crashes, not power loss"
+                : place.pm_class == "dax" ? std::string("real PM, ") + pm::PmRegion::FlushInstruction() + " + sfence"
+                                          : "msync'd before every acknowledgement: survives power loss");
   store::StoreOptions so;
   so.geometry.num_shards = vc.config.num_shards();
   so.num_writers = o_.workers + 1;  // one per worker, then promotion
@@ -206,6 +251,7 @@ Status Node::Boot() {
   fabric::Endpoint* raw = ep.get();
   rpc::ChannelOptions co;
   co.max_payload = proto::kMaxMessage - 64;
+  co.max_call_payload = proto::kMaxCallPayload;
   co.recv_buffer_bytes = 1 << 20;
   SLIP_ASSIGN_OR_RETURN(channel_, rpc::RpcChannel::Open(node_ex_, std::move(ep), co));
   // Park on the provider's wait object when idle instead of sleeping (tcp).
@@ -330,7 +376,7 @@ Status Node::StartOneSided() {
   // PM in a file on a real filesystem: what peers place is in the page
   // cache until msync, so senders must ask (REPL_PERSIST) before they
   // acknowledge. In tmpfs (the memory class) placement is all there is.
-  bo.persist_by_request = !pm::OnMemoryFilesystem(pm_path_);
+  bo.persist_by_request = pm_class_ == "file";
   bo.incarnation = std::random_device{}() | (uint64_t{std::random_device{}()} << 32);
   logging::Info("one-sided backup: {}", bo.persist_by_request
                                             ? "PM file on a real filesystem: senders ask for persistence (REPL_PERSIST)"
@@ -374,6 +420,7 @@ Status Node::StartWorkers(const log::Limits& limits) {
       fabric::Endpoint* raw = ep.get();
       rpc::ChannelOptions co;
       co.max_payload = proto::kMaxMessage - 64;
+      co.max_call_payload = proto::kMaxCallPayload;
       co.recv_buffer_bytes = 1 << 20;
       SLIP_ASSIGN_OR_RETURN(w.channel, rpc::RpcChannel::Open(w.ex, std::move(ep), co));
       if (raw->wait_fd() >= 0) w.ex->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });

@@ -25,9 +25,12 @@ namespace slip::proto {
 
 // Every process of a cluster (nodes and clients) agrees on the largest
 // message: libfabric multi-receive buffers retire by it (OfiOptions), so it
-// is a deployment-wide constant. 64 KiB frames carry values up to ~63 KiB
-// and 48 KiB promotion pages; larger values are refused with TooLarge.
+// is a deployment-wide constant. A call or answer larger than one frame
+// travels as fragments (docs/formats/wire.md "Fragments"), up to
+// kMaxCallPayload: the store's largest value and key with room for the
+// request's own fields (or a promotion page holding one such entry).
 inline constexpr size_t kMaxMessage = 64 << 10;
+inline constexpr size_t kMaxCallPayload = (16 << 20) + (128 << 10);
 
 // RPC method ids. Persisted nowhere, but part of the wire: never renumber.
 enum class Method : uint16_t {

@@ -147,6 +147,7 @@ struct RpcChannel::SendBuf {
 RpcChannel::RpcChannel(runtime::Executor* exec, std::unique_ptr<fabric::Endpoint> endpoint,
                        ChannelOptions o)
     : exec_(exec), endpoint_(std::move(endpoint)), o_(o), alive_(std::make_shared<bool>(true)) {
+  if (o_.max_call_payload < o_.max_payload) o_.max_call_payload = o_.max_payload;
   cache_.resize(o_.reply_cache);
 }
 
@@ -157,6 +158,9 @@ Result<std::unique_ptr<RpcChannel>> RpcChannel::Open(runtime::Executor* exec,
       options.recv_buffer_bytes % fabric::kStride != 0 ||
       options.recv_buffer_bytes < FrameSize(options.max_payload)) {
     return Status::InvalidArgument("rpc channel: receive buffers must be multiples of 64 B and hold a largest frame");
+  }
+  if (options.max_call_payload > UINT32_MAX) {
+    return Status::InvalidArgument("rpc channel: max_call_payload must be below 4 GiB");
   }
   if (options.max_outstanding == 0 || options.reply_cache == 0 || options.timeout <= 0) {
     return Status::InvalidArgument("rpc channel: max_outstanding, reply_cache and timeout must be positive");
@@ -215,9 +219,9 @@ void RpcChannel::Call(Peer peer, uint16_t method, std::string payload, CallOptio
   };
   if (peer >= peers_.size()) return fail_later(Status::InvalidArgument("unknown peer"));
   if (method == kHelloMethod) return fail_later(Status::InvalidArgument("method 0xFFFF is reserved"));
-  if (payload.size() > o_.max_payload) {
+  if (payload.size() > o_.max_call_payload) {
     return fail_later(Status::TooLarge("rpc payload of " + std::to_string(payload.size()) +
-                                       " bytes exceeds " + std::to_string(o_.max_payload)));
+                                       " bytes exceeds " + std::to_string(o_.max_call_payload)));
   }
   PeerState& ps = *peers_[peer];
   if (ps.queue.size() >= o_.max_queued) {
@@ -461,12 +465,8 @@ void RpcChannel::OnRequest(uint64_t request_id, uint16_t method, std::span<const
                         "request too old for the reply cache; it may have run");
   }
   ++counters_.requests;
+  EvictCached(cache_next_);
   Cached& e = cache_[cache_next_];
-  if (e.request_id != 0) {
-    cached_.Erase(e.request_id);
-    Session& old = sessions_[e.session];
-    old.forgotten_seq = std::max(old.forgotten_seq, SeqOf(e.request_id));
-  }
   e.request_id = request_id;
   e.session = static_cast<uint32_t>(sid);
   e.answered = false;
@@ -480,20 +480,43 @@ void RpcChannel::OnRequest(uint64_t request_id, uint16_t method, std::span<const
   });
 }
 
+// Forgets cache entry `index` (if it holds one): a later retry of its
+// request is refused rather than run again.
+void RpcChannel::EvictCached(size_t index) {
+  Cached& e = cache_[index];
+  if (e.request_id == 0) return;
+  cached_.Erase(e.request_id);
+  Session& old = sessions_[e.session];
+  old.forgotten_seq = std::max(old.forgotten_seq, SeqOf(e.request_id));
+  cache_bytes_ -= e.payload.size();
+  e.request_id = 0;
+  e.payload = std::string();  // give a large answer's memory back
+}
+
 void RpcChannel::Answer(uint64_t request_id, fabric::PeerId to, uint16_t method, Code status,
                         std::string payload) {
-  if (payload.size() > o_.max_payload) {
-    // The answer does not fit a frame: say so instead of going silent.
+  if (payload.size() > o_.max_call_payload) {
+    // The answer does not fit: say so instead of going silent.
     status = Code::kTooLarge;
-    payload = "response of " + std::to_string(payload.size()) + " bytes does not fit a frame";
+    payload = "response of " + std::to_string(payload.size()) + " bytes exceeds the limit of " +
+              std::to_string(o_.max_call_payload);
   }
   if (const uint32_t* at = cached_.Find(request_id)) {
-    Cached& e = cache_[*at];
+    const uint32_t index = *at;
+    Cached& e = cache_[index];
     if (e.answered) return;  // a second reply
     e.answered = true;
     e.status = status;
     e.payload = std::move(payload);
-    return SendResponse(to, request_id, method, status, e.payload);
+    cache_bytes_ += e.payload.size();
+    SendResponse(to, request_id, method, status, e.payload);
+    // Over the byte budget: forget the oldest answers (ring order from the
+    // next slot to reuse), this one last.
+    for (size_t k = 1; cache_bytes_ > o_.reply_cache_bytes && k <= cache_.size(); ++k) {
+      const size_t i = (cache_next_ + k - 1) % cache_.size();
+      if (cache_[i].answered || i == index) EvictCached(i);
+    }
+    return;
   }
   // Evicted while the handler ran (more than reply_cache newer requests).
   SendResponse(to, request_id, method, status, payload);
@@ -514,10 +537,25 @@ void RpcChannel::SendResponse(fabric::PeerId to, uint64_t request_id, uint16_t m
 // receiver's buffers are sized for.
 Status RpcChannel::SendFrame(fabric::PeerId to, uint64_t request_id, uint16_t method, bool request,
                              Code status, std::string_view payload) {
-  if (payload.size() > o_.max_payload) {
+  if (payload.size() > o_.max_call_payload) {
     return Status::TooLarge("RPC payload of " + std::to_string(payload.size()) +
-                            " bytes exceeds the limit of " + std::to_string(o_.max_payload));
+                            " bytes exceeds the limit of " + std::to_string(o_.max_call_payload));
   }
+  FrameHeader h{request ? FrameKind::kRequest : FrameKind::kResponse, method, request_id,
+                request ? Code::kOk : status};
+  if (payload.size() <= o_.max_payload) return AppendOne(to, h, payload);
+  // Fragments, each a full frame (and so its own message), in order.
+  h.fragment = true;
+  for (size_t off = 0; off < payload.size(); off += o_.max_payload) {
+    h.offset = static_cast<uint32_t>(off);
+    h.last_fragment = off + o_.max_payload >= payload.size();
+    SLIP_RETURN_IF_ERROR(AppendOne(to, h, payload.substr(off, o_.max_payload)));
+  }
+  return Status::Ok();
+}
+
+Status RpcChannel::AppendOne(fabric::PeerId to, const FrameHeader& h, std::string_view payload) {
+  const bool request = h.kind == FrameKind::kRequest;
   if (to >= open_.size()) open_.resize(to + 1, kNone);
   if (open_[to] != kNone &&
       send_bufs_[open_[to]]->frames.size() + FrameSize(payload.size()) > FrameSize(o_.max_payload)) {
@@ -536,10 +574,8 @@ Status RpcChannel::SendFrame(fabric::PeerId to, uint64_t request_id, uint16_t me
     if (!in_poll_) exec_->Wake();
   }
   SendBuf& buf = *send_bufs_[open_[to]];
-  const FrameHeader h{request ? FrameKind::kRequest : FrameKind::kResponse, method, request_id,
-                      request ? Code::kOk : status};
   SLIP_RETURN_IF_ERROR(AppendFrame(h, payload, o_.max_payload, &buf.frames));
-  if (request) buf.request_ids.push_back(request_id);
+  if (request) buf.request_ids.push_back(h.request_id);
   ++counters_.frames_sent;
   return Status::Ok();
 }
@@ -572,6 +608,9 @@ void RpcChannel::OnSendDone(uint64_t context, Code status) {
   if (context == 0 || context > send_bufs_.size()) return;
   const auto b = static_cast<uint32_t>(context - 1);
   free_send_.push_back(b);
+  // Fragments of a large payload grow the pool by one buffer each: past a
+  // small working set, give their memory back.
+  if (free_send_.size() > 64) std::vector<std::byte>().swap(send_bufs_[b]->frames);
   if (status == Code::kOk) return;
   ++counters_.send_failures;
   // The fabric gave up on the peer. With resends left the timer tries again;
@@ -622,16 +661,91 @@ void RpcChannel::OnMessage(const std::byte* data, size_t len) {
   while (len > 0) {
     auto f = DecodeFrame({data, len}, o_.max_payload);
     if (!f.ok()) return OnBadFrame({data, len}, f.status());
-    const FrameHeader& h = f->header;
-    if (h.kind == FrameKind::kResponse) {
-      OnResponse(h.request_id, h.status, f->payload);
-    } else if (h.method == kHelloMethod) {
-      OnHello(h.request_id, f->payload);
+    if (f->header.fragment) {
+      OnFragment(f->header, f->payload);
     } else {
-      OnRequest(h.request_id, h.method, f->payload);
+      OnFrame(f->header, f->payload);
     }
     data += f->frame_bytes;
     len -= f->frame_bytes;
+  }
+}
+
+void RpcChannel::OnFrame(const FrameHeader& h, std::span<const std::byte> payload) {
+  if (h.kind == FrameKind::kResponse) {
+    OnResponse(h.request_id, h.status, payload);
+  } else if (h.method == kHelloMethod) {
+    OnHello(h.request_id, payload);
+  } else {
+    OnRequest(h.request_id, h.method, payload);
+  }
+}
+
+// Appends a fragment to its payload; the last one delivers the whole. The
+// connection is FIFO, so a fragment that does not continue its payload
+// means one was lost: the partial payload is dropped, and the sender's
+// retry (which starts again at offset 0) rebuilds it.
+void RpcChannel::OnFragment(const FrameHeader& h, std::span<const std::byte> payload) {
+  auto& partials = h.kind == FrameKind::kRequest ? partial_requests_ : partial_responses_;
+  auto drop = [&](std::unordered_map<uint64_t, Partial>& m, auto at) {
+    partial_bytes_ -= at->second.bytes.size();
+    m.erase(at);
+    ++counters_.reassembly_dropped;
+  };
+  if (h.method == kHelloMethod) {
+    ++counters_.malformed;
+    return;
+  }
+  auto it = partials.find(h.request_id);
+  if (h.offset == 0) {
+    if (it != partials.end()) drop(partials, it);
+    it = partials.emplace(h.request_id, Partial{{}, ++partial_born_}).first;
+  } else if (it == partials.end() || it->second.bytes.size() != h.offset) {
+    if (it != partials.end()) drop(partials, it);
+    ++counters_.malformed;
+    return;
+  }
+  if (it->second.bytes.size() + payload.size() > o_.max_call_payload) {
+    drop(partials, it);
+    // Answered as an oversized single frame would be.
+    const Status why = Status::TooLarge("RPC payload exceeds the limit of " + std::to_string(o_.max_call_payload));
+    if (h.kind == FrameKind::kRequest) {
+      const uint64_t sid = SessionOf(h.request_id);
+      if (sid < sessions_.size()) {
+        ++counters_.refused;
+        SendResponse(sessions_[sid].peer, h.request_id, h.method, Code::kTooLarge, "rpc: " + why.message());
+      }
+    } else if (const uint32_t* at = pending_.Find(h.request_id)) {
+      Complete(*at, why);
+    }
+    return;
+  }
+  it->second.bytes.append(reinterpret_cast<const char*>(payload.data()), payload.size());
+  partial_bytes_ += payload.size();
+  if (h.last_fragment) {
+    std::string whole = std::move(it->second.bytes);
+    partial_bytes_ -= whole.size();
+    partials.erase(it);
+    ++counters_.reassembled;
+    FrameHeader wh = h;
+    wh.fragment = false;
+    return OnFrame(wh, {reinterpret_cast<const std::byte*>(whole.data()), whole.size()});
+  }
+  // Over budget: drop the oldest incomplete payloads (never the one growing).
+  while (partial_bytes_ > o_.reassembly_bytes) {
+    std::unordered_map<uint64_t, Partial>* in = nullptr;
+    uint64_t key = 0, born = UINT64_MAX;
+    for (auto* m : {&partial_requests_, &partial_responses_}) {
+      for (auto& [id, p] : *m) {
+        if (&p != &it->second && p.born < born) {
+          in = m;
+          key = id;
+          born = p.born;
+        }
+      }
+    }
+    if (in == nullptr) break;
+    drop(*in, in->find(key));
   }
 }
 

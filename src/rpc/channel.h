@@ -33,6 +33,11 @@
 //              which runs every turn): a server that takes many requests in
 //              one poll answers each client, and replicates to each backup,
 //              with one send. Frames keep their order per peer.
+//   Fragments  a payload larger than one frame (up to max_call_payload) is
+//              sent as consecutive fragments and reassembled by the receiver
+//              before the handler or the callback sees it; FIFO connections
+//              keep them in order, so a gap means loss and drops the partial
+//              payload (the retry resends it whole).
 //   Bad input  a frame that fails to decode is counted; if its header is
 //              still readable and names a known session (request) or a
 //              pending call (response), that request/call gets Corruption or
@@ -55,6 +60,7 @@
 
 #include "common/status.h"
 #include "fabric/fabric.h"
+#include "rpc/frame.h"
 #include "runtime/runtime.h"
 
 namespace slip::rpc {
@@ -69,6 +75,13 @@ struct ChannelOptions {
   // Largest payload in one frame. The frame (32 B header, padded to 64 B)
   // must fit the fabric's largest multi-receive message (ofi: 8 KiB).
   size_t max_payload = 8192 - 64;
+  // Largest payload of one call or answer; one larger than max_payload
+  // travels as max_payload-sized fragments (wire.md "Fragments").
+  // 0: max_payload (no fragments). At most 4 GiB - 1.
+  size_t max_call_payload = 0;
+  // Bytes of fragments held for payloads not yet complete; past it the
+  // oldest incomplete payload is dropped (a retry sends it again).
+  size_t reassembly_bytes = 64 << 20;
   size_t recv_buffer_bytes = 256 << 10;
   size_t recv_buffers = 4;
   runtime::Nanos timeout = 2 * runtime::kSecond;  // per attempt, default for calls
@@ -78,6 +91,9 @@ struct ChannelOptions {
   // all sessions, oldest forgotten first. A retry of a forgotten request is
   // refused with Aborted rather than run a second time.
   uint32_t reply_cache = 8192;
+  // Bytes of answers the reply cache may hold; past it the oldest answers
+  // are forgotten first (large GET answers would otherwise pin gigabytes).
+  size_t reply_cache_bytes = 64 << 20;
 };
 
 // An open-addressing map from request id (never 0) to a small index; no
@@ -143,8 +159,13 @@ class RpcChannel {
     // Frames, and the fabric messages that carried them (a message carries
     // every frame for one peer from one executor turn).
     uint64_t frames_sent = 0, messages_sent = 0;
+    // Payloads that arrived in fragments; partial ones dropped (a gap, or
+    // the reassembly budget).
+    uint64_t reassembled = 0, reassembly_dropped = 0;
   };
   const Counters& counters() const { return counters_; }
+  // Bytes of answers the reply cache holds now (at most reply_cache_bytes).
+  size_t reply_cache_bytes() const { return cache_bytes_; }
 
  private:
   struct CallSlot;
@@ -156,6 +177,9 @@ class RpcChannel {
 
   bool Poll();
   void OnMessage(const std::byte* data, size_t len);
+  void OnFrame(const FrameHeader& h, std::span<const std::byte> payload);
+  void OnFragment(const FrameHeader& h, std::span<const std::byte> payload);
+  void EvictCached(size_t index);
   void OnBadFrame(std::span<const std::byte> frame, const Status& why);
   void OnRequest(uint64_t request_id, uint16_t method, std::span<const std::byte> payload);
   void OnHello(uint64_t request_id, std::span<const std::byte> payload);
@@ -182,6 +206,7 @@ class RpcChannel {
 
   Status SendFrame(fabric::PeerId to, uint64_t request_id, uint16_t method, bool request,
                    Code status, std::string_view payload);
+  Status AppendOne(fabric::PeerId to, const FrameHeader& h, std::string_view payload);
   void Flush();
   void FlushOne(uint32_t buf);
 
@@ -223,6 +248,17 @@ class RpcChannel {
   std::vector<Cached> cache_;
   size_t cache_next_ = 0;  // ring position of the next entry (the oldest once full)
   IdMap cached_;           // request id -> cache_ index
+  size_t cache_bytes_ = 0;  // answers' payload bytes held in cache_
+
+  // Payloads arriving in fragments, by kind and request id (a request and a
+  // response may share an id: they come from different id spaces).
+  struct Partial {
+    std::string bytes;
+    uint64_t born = 0;  // arrival order, to drop the oldest first
+  };
+  std::unordered_map<uint64_t, Partial> partial_requests_, partial_responses_;
+  size_t partial_bytes_ = 0;
+  uint64_t partial_born_ = 0;
 
   Counters counters_;
 };

@@ -21,6 +21,8 @@ namespace {
 using namespace std::chrono_literals;
 using runtime::kMillisecond;
 
+constexpr size_t kMaxMessage = 64 << 10;  // as a cluster's processes use
+
 // Test-thread helper: the protocol code never sleeps; the test may.
 bool WaitFor(const std::function<bool()>& cond, std::chrono::milliseconds limit = 10s) {
   const auto end = std::chrono::steady_clock::now() + limit;
@@ -35,11 +37,10 @@ class RpcOfiTest : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     auto fab = fabric::OpenOfiFabric(fabric::FabricOptions{.provider = GetParam(), .node_address = ""},
-                                     fabric::OfiOptions{});
+                                     fabric::OfiOptions{.max_multi_recv_message = MultiRecvMessage()});
     if (!fab.ok()) GTEST_SKIP() << "provider " << GetParam() << " unavailable: " << fab.status().ToString();
     fabric_ = std::move(*fab);
-    ChannelOptions o;
-    o.max_payload = 4096;
+    const ChannelOptions o = Options();
     for (int i = 0; i < 2; ++i) {
       ex_[i] = rt_.CreateExecutor(i ? "client" : "server");
       auto ep = fabric_->CreateEndpoint(fabric::EndpointOptions{.name = i ? "client" : "server"});
@@ -68,6 +69,12 @@ class RpcOfiTest : public ::testing::TestWithParam<const char*> {
     rt_.Stop();  // before the channels: no executor thread touches them any more
     ch_[1].reset();
     ch_[0].reset();
+  }
+  virtual size_t MultiRecvMessage() { return fabric::OfiOptions{}.max_multi_recv_message; }
+  virtual ChannelOptions Options() {
+    ChannelOptions o;
+    o.max_payload = 4096;
+    return o;
   }
   // Runs `fn` on the client's executor (Call must be made there).
   void OnClient(std::function<void()> fn) { ex_[1]->Post(std::move(fn)); }
@@ -165,6 +172,44 @@ TEST_P(RpcOfiTest, AGoneServerGivesAnError) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, RpcOfiTest, ::testing::Values("shm", "tcp"),
+                         [](const auto& param_info) { return std::string(param_info.param); });
+
+// With a cluster's limits: 64 KiB frames, calls and answers up to 16 MiB
+// and more, sent as fragments, several at once.
+class RpcOfiLargeTest : public RpcOfiTest {
+ protected:
+  size_t MultiRecvMessage() override { return kMaxMessage; }
+  ChannelOptions Options() override {
+    ChannelOptions o;
+    o.max_payload = kMaxMessage - 64;
+    o.max_call_payload = (16 << 20) + (128 << 10);
+    o.recv_buffer_bytes = 1 << 20;
+    return o;
+  }
+};
+
+TEST_P(RpcOfiLargeTest, LargePayloadsBothWays) {
+  const std::vector<size_t> sizes = {0, kMaxMessage - 65, kMaxMessage - 64, kMaxMessage - 63, 100000,
+                                     1 << 20, 16 << 20, (16 << 20) + (128 << 10)};
+  std::atomic<size_t> ok{0}, bad{0};
+  OnClient([&] {
+    for (size_t n : sizes) {
+      std::string v(n, '\0');
+      for (size_t i = 0; i < n; ++i) v[i] = static_cast<char>(i * 131 + n);
+      ch_[1]->Call(server_, 1, v, {.timeout = 10 * runtime::kSecond}, [&, v, n](Result<Response> r) {
+        const bool good = r.ok() && r->status == Code::kOk && r->payload == v;
+        if (!good) {
+          std::printf("%zu bytes: %s\n", n, (r.ok() ? std::string(CodeName(r->status)) : r.status().ToString()).c_str());
+        }
+        (good ? ok : bad)++;
+      });
+    }
+  });
+  ASSERT_TRUE(WaitFor([&] { return ok + bad == sizes.size(); }, 60s)) << ok << " ok, " << bad << " bad";
+  EXPECT_EQ(bad, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, RpcOfiLargeTest, ::testing::Values("shm", "tcp"),
                          [](const auto& param_info) { return std::string(param_info.param); });
 
 }  // namespace

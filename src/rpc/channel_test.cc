@@ -448,8 +448,93 @@ TEST(RpcChannelTest, RawMalformedAndOversizedFramesAreAnsweredOrDropped) {
   EXPECT_EQ(got[before].header.status, Code::kOk);
   EXPECT_EQ(got[before + 1].header.request_id, id(8));
   EXPECT_EQ(got[before + 1].header.status, Code::kCorruption);
+  // 6. Fragments (limits: 1000 per frame, the server takes up to 1000 in
+  // all here): one with a gap is dropped without running anything; sent
+  // again whole from offset 0, it runs once.
+  auto frag = [](uint64_t id, uint32_t offset, bool last, std::string_view payload) {
+    std::vector<std::byte> f;
+    FrameHeader h{FrameKind::kRequest, 5, id, Code::kOk};
+    h.fragment = true;
+    h.offset = offset;
+    h.last_fragment = last;
+    EXPECT_TRUE(EncodeFrame(h, payload, 1 << 20, &f).ok());
+    return f;
+  };
+  const size_t answers = got.size();
+  const int ran = runs;
+  send(frag(id(10), 0, false, std::string(400, 'a')));
+  send(frag(id(10), 800, true, std::string(100, 'c')));  // 400..800 lost
+  EXPECT_EQ(runs, ran);
+  EXPECT_EQ(got.size(), answers);
+  EXPECT_EQ(p.ch[1]->counters().reassembly_dropped, 1u);
+  send(frag(id(10), 0, false, std::string(400, 'a')));
+  send(frag(id(10), 400, false, std::string(400, 'b')));
+  send(frag(id(10), 800, true, std::string(100, 'c')));
+  EXPECT_EQ(runs, ran + 1);
+  ASSERT_EQ(got.size(), answers + 1);
+  EXPECT_EQ(got.back().header.status, Code::kOk);
+  EXPECT_EQ(p.ch[1]->counters().reassembled, 1u);
+  // 7. Fragments adding up past the limit: TooLarge, nothing runs.
+  send(frag(id(11), 0, false, std::string(600, 'a')));
+  send(frag(id(11), 600, true, std::string(600, 'b')));
+  EXPECT_EQ(runs, ran + 1);
+  ASSERT_EQ(got.size(), answers + 2);
+  EXPECT_EQ(got.back().header.request_id, id(11));
+  EXPECT_EQ(got.back().header.status, Code::kTooLarge);
   raw.reset();
   std::free(rbuf);
+}
+
+// Payloads larger than a frame travel as fragments, both ways, through
+// drops and reordering across links; one past the call limit is refused at
+// once; the reply cache keeps large answers within its byte budget.
+TEST(RpcChannelTest, LargePayloadsTravelAsFragments) {
+  ChannelOptions o;
+  o.max_payload = 1000;
+  o.recv_buffer_bytes = 8 << 10;
+  o.max_call_payload = 200000;
+  o.reply_cache_bytes = 50000;
+  Pair p(o);
+  p.fabric.SetDefaultFaults(fabric::LinkFaults{.drop_probability = 0.1, .jitter = 20 * kMicrosecond});
+  int runs = 0;
+  p.ch[1]->SetHandler([&](uint16_t, std::span<const std::byte> payload, RpcChannel::Reply r) {
+    ++runs;
+    std::string s(reinterpret_cast<const char*>(payload.data()), payload.size());
+    std::reverse(s.begin(), s.end());
+    r(Code::kOk, s);
+  });
+  const std::vector<size_t> sizes = {0, 1, 999, 1000, 1001, 2000, 2001, 77777, 200000};
+  size_t ok = 0;
+  for (size_t n : sizes) {
+    std::string v(n, '\0');
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<char>(i * 131 + n);
+    std::string want(v.rbegin(), v.rend());
+    p.ch[0]->Call(p.server, 3, v, {.timeout = 50 * kMillisecond, .retries = 20}, [&, want, n](Result<Response> r) {
+      ASSERT_TRUE(r.ok()) << n << ": " << r.status().ToString();
+      EXPECT_EQ(r->status, Code::kOk) << n;
+      EXPECT_TRUE(r->payload == want) << n << " bytes came back changed";
+      ++ok;
+    });
+  }
+  Status too_large;
+  bool refused = false;
+  p.ch[0]->Call(p.server, 3, std::string(200001, 'x'), {}, [&](Result<Response> r) {
+    refused = true;
+    too_large = r.status();
+  });
+  p.Run(2 * runtime::kSecond);
+  EXPECT_EQ(ok, sizes.size());
+  EXPECT_EQ(runs, static_cast<int>(sizes.size())) << "each ran once";
+  ASSERT_TRUE(refused);
+  EXPECT_TRUE(too_large.Is(Code::kTooLarge)) << too_large.ToString();
+  EXPECT_GE(p.ch[1]->counters().reassembled, 4u);
+  EXPECT_GE(p.ch[0]->counters().reassembled, 4u);
+  EXPECT_LE(p.ch[1]->reply_cache_bytes(), o.reply_cache_bytes);
+  bool small = false;
+  p.ch[0]->Call(p.server, 3, "abc", {}, [&](Result<Response> r) { small = r.ok(); });
+  p.Run(100 * kMillisecond);
+  EXPECT_TRUE(small);
+  EXPECT_EQ(p.ch[1]->reply_cache_bytes(), 3u) << "the newest answer is kept, the large ones forgotten";
 }
 
 // A corrupted response fails its call with Corruption at once (not a hang

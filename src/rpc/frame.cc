@@ -7,6 +7,10 @@
 #include "common/crc32c.h"
 
 namespace slip::rpc {
+namespace {
+constexpr uint8_t kFlagFragment = 1;
+constexpr uint8_t kFlagLast = 2;
+}  // namespace
 
 size_t FrameSize(size_t payload_len) { return AlignUp(kFrameHeader + payload_len, kFrameAlign); }
 
@@ -34,6 +38,10 @@ Status AppendFrame(const FrameHeader& h, std::string_view payload, size_t max_pa
   StoreLE<uint64_t>(p + 8, h.request_id);
   StoreLE<uint32_t>(p + 16, static_cast<uint32_t>(payload.size()));
   StoreLE<uint8_t>(p + 20, static_cast<uint8_t>(h.status));
+  if (h.fragment) {
+    StoreLE<uint8_t>(p + 21, static_cast<uint8_t>(kFlagFragment | (h.last_fragment ? kFlagLast : 0)));
+    StoreLE<uint32_t>(p + 28, h.offset);
+  }
   if (!payload.empty()) std::memcpy(p + kFrameHeader, payload.data(), payload.size());
   StoreLE<uint32_t>(p + 24, Crc32c(0, p, size));
   return Status::Ok();
@@ -51,7 +59,10 @@ Result<DecodedFrame> DecodeFrame(std::span<const std::byte> buf, size_t max_payl
   }
   const uint8_t kind = LoadLE<uint8_t>(p + 5);
   if (kind != 1 && kind != 2) return Status::Corruption("RPC frame: bad kind");
-  if (LoadLE<uint8_t>(p + 21) != 0 || LoadLE<uint16_t>(p + 22) != 0 || LoadLE<uint32_t>(p + 28) != 0) {
+  const uint8_t flags = LoadLE<uint8_t>(p + 21);
+  const bool fragment = (flags & kFlagFragment) != 0;
+  if ((flags & ~(kFlagFragment | kFlagLast)) != 0 || (!fragment && flags != 0) ||
+      LoadLE<uint16_t>(p + 22) != 0 || (!fragment && LoadLE<uint32_t>(p + 28) != 0)) {
     return Status::Corruption("RPC frame: reserved bits set");
   }
   const uint8_t status = LoadLE<uint8_t>(p + 20);
@@ -76,6 +87,9 @@ Result<DecodedFrame> DecodeFrame(std::span<const std::byte> buf, size_t max_payl
   f.header.method = LoadLE<uint16_t>(p + 6);
   f.header.request_id = LoadLE<uint64_t>(p + 8);
   f.header.status = static_cast<Code>(status);
+  f.header.fragment = fragment;
+  f.header.last_fragment = (flags & kFlagLast) != 0;
+  f.header.offset = fragment ? LoadLE<uint32_t>(p + 28) : 0;
   f.payload = buf.subspan(kFrameHeader, len);
   f.frame_bytes = size;
   return f;

@@ -16,9 +16,10 @@
 //    8   8   request_id unique per (client endpoint, session)
 //   16   4   payload_len
 //   20   1   status     response: slip::Code; request: 0
-//   21   3   reserved   0
+//   21   1   flags      bit 0: a fragment of a larger payload; bit 1: its last one
+//   22   2   reserved   0
 //   24   4   crc        CRC32C over the padded frame with this field = 0
-//   28   4   reserved   0
+//   28   4   offset     a fragment: where its bytes start in the whole payload; else 0
 #pragma once
 
 #include <cstddef>
@@ -44,6 +45,11 @@ struct FrameHeader {
   uint16_t method = 0;
   uint64_t request_id = 0;
   Code status = Code::kOk;
+  // A payload larger than one frame travels as fragments, in order, each
+  // naming its offset in the whole; the last one says so.
+  bool fragment = false;
+  bool last_fragment = false;
+  uint32_t offset = 0;
 };
 
 // Bytes a frame with `payload_len` bytes occupies (padded).

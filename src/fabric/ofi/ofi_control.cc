@@ -3,6 +3,10 @@
 // OpenOfiFabric.
 #include "fabric/ofi/ofi_internal.h"
 
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+
 namespace slip::fabric {
 namespace ofi_internal {
 
@@ -269,6 +273,39 @@ class OfiFabric final : public Fabric {
 };
 
 
+// rxm sends a message above its eager limit (16 KiB by default) by
+// segmentation or rendezvous, and in libfabric 1.17 neither places messages
+// correctly in a multi-receive buffer once several are in flight on a
+// connection: we measured lost and torn messages with back-to-back 64 KiB
+// sends (src/rpc/channel_ofi_test.cc, RpcOfiLargeTest), and none with every
+// message eager. So every message we may send (at most
+// max_multi_recv_message) must be eager. rxm reads the limit from the
+// environment once, when libfabric first initialises it: set it before the
+// first fi_getinfo, and refuse a later fabric that needs a larger one.
+Status SetRxmEagerLimit(const ProviderSpec& spec, size_t max_message) {
+  static std::mutex mu;
+  static size_t limit = 0;  // what rxm was (or will be) initialised with
+  std::lock_guard lock(mu);
+  if (limit == 0) {
+    limit = std::max<size_t>(max_message, 64 << 10);
+    if (const char* set = std::getenv("FI_OFI_RXM_EAGER_LIMIT")) {
+      limit = std::strtoull(set, nullptr, 10);
+    } else {
+      ::setenv("FI_OFI_RXM_EAGER_LIMIT", std::to_string(limit).c_str(), 0);
+      // Over verbs, rxm wants its buffers as large as the eager limit.
+      if (std::getenv("FI_OFI_RXM_BUFFER_SIZE") == nullptr && spec.name == "verbs") {
+        ::setenv("FI_OFI_RXM_BUFFER_SIZE", std::to_string(limit).c_str(), 0);
+      }
+    }
+  }
+  if (spec.name != "shm" && max_message > limit) {
+    return Status::InvalidArgument("max_multi_recv_message of " + std::to_string(max_message) +
+                                   " exceeds rxm's eager limit of " + std::to_string(limit) +
+                                   " in this process (FI_OFI_RXM_EAGER_LIMIT)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace ofi_internal
 
 using ofi_internal::FabricCore;
@@ -284,6 +321,7 @@ Result<std::unique_ptr<Fabric>> OpenOfiFabric(const FabricOptions& options,
   if (ofi.max_multi_recv_message == 0 || ofi.max_multi_recv_message % kStride != 0) {
     return Status::InvalidArgument("max_multi_recv_message must be a positive multiple of 64");
   }
+  SLIP_RETURN_IF_ERROR(ofi_internal::SetRxmEagerLimit(spec, ofi.max_multi_recv_message));
   std::string node = options.node_address;
   if (node.empty() && spec.name == "tcp") node = "127.0.0.1";
 

@@ -28,6 +28,10 @@
 //         any kind of receive buffer, since the sender cannot know which kind
 //         the receiver posted. Every endpoint of a deployment must use the
 //         same M (a peer with a larger M can still overflow our buffers).
+//     On tcp, rxm must send every such message eagerly: its segmentation
+//     and rendezvous protocols lose or tear messages into a multi-receive
+//     buffer when several are in flight (measured, 1.17), so OpenOfiFabric
+//     raises FI_OFI_RXM_EAGER_LIMIT to at least M before libfabric starts.
 //     A message longer than a plain PostRecv buffer completes that receive
 //     with TooLarge; on tcp, rxm also resets the connection (the sender's
 //     in-flight operations then complete with Unavailable).

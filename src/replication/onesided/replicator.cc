@@ -70,15 +70,40 @@ void OneSidedReplicator::Replicate(std::span<const NodeId> backups, const proto:
   auto bytes = std::make_shared<std::vector<std::byte>>(log::EncodeEntry(entry.meta, entry.key, value, *layout));
   if (backups.empty()) return exec_->Post([done = std::move(done)] { done(Status::Ok()); });
   if (o_.test_bug_ack_early && backups.size() > 1) return ReplicateAckingEarly(backups, bytes, std::move(done));
+  const std::vector<Bytes> pieces = Pieces(bytes);
   auto w = std::make_shared<Pending>();
   w->exec = exec_;
-  w->remaining = static_cast<uint32_t>(backups.size());
+  // One hold per piece per backup, each released when that piece's flush
+  // Read is posted.
+  w->remaining = static_cast<uint32_t>(backups.size() * pieces.size());
   w->done = std::move(done);
   for (NodeId b : backups) {
     Link& l = links_[b];
     l.node = b;
-    Submit(l, w, bytes);
+    for (const Bytes& piece : pieces) Submit(l, w, piece);
   }
+}
+
+// An entry larger than max_piece goes as several pieces of whole blocks,
+// each placed like an entry of its own and so free to land in a different
+// replication buffer: no entry is too large for a buffer. The backup joins
+// an entry's blocks wherever they lie and indexes it only once all of them
+// are there (Store::DigestReceived); the write is acknowledged only once
+// every piece is persistent on every backup.
+std::vector<onesided::Bytes> OneSidedReplicator::Pieces(const Bytes& bytes) const {
+  if (bytes->size() <= o_.max_piece) return {bytes};
+  std::vector<Bytes> pieces;
+  size_t start = 0, pos = 0;
+  while (pos < bytes->size()) {
+    const uint32_t block = log::PeekHeader(bytes->data() + pos).BlockBytes();
+    if (pos > start && pos + block - start > o_.max_piece) {
+      pieces.push_back(std::make_shared<std::vector<std::byte>>(bytes->begin() + start, bytes->begin() + pos));
+      start = pos;
+    }
+    pos += block;
+  }
+  pieces.push_back(std::make_shared<std::vector<std::byte>>(bytes->begin() + start, bytes->end()));
+  return pieces;
 }
 
 // The injected bug: one Pending per backup, and OK as soon as all but one

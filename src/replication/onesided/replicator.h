@@ -49,6 +49,9 @@ struct OneSidedOptions {
   // Largest single Send/Write: entries are split into log blocks of at most
   // this many bytes (the fabric's multi-receive message limit).
   size_t max_message = 16 << 10;
+  // Entries larger than this are placed in pieces of whole blocks, which
+  // may land in different buffers; well below a buffer (a store segment).
+  size_t max_piece = 1 << 20;
   // batch-kv: flush once this many bytes are pending, or after the timeout.
   size_t batch_bytes = 256;
   runtime::Nanos batch_timeout = 5 * runtime::kMicrosecond;
@@ -204,6 +207,7 @@ class OneSidedReplicator final : public Replicator {
 
  private:
   void ReplicateAckingEarly(std::span<const NodeId> backups, const Bytes& bytes, std::function<void(Status)> done);
+  std::vector<Bytes> Pieces(const Bytes& bytes) const;
   void Submit(Link& l, const PendingPtr& w, const Bytes& bytes);
   void Open(Link& l, int attempt);
   void Opened(NodeId node, uint64_t epoch, Result<rpc::PeerResponse> r, int attempt);
