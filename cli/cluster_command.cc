@@ -102,6 +102,22 @@ Status WriteFirstConfig(cluster::ConfigStore& store, const ClusterCommandOptions
     return Status::InvalidArgument("--pm file: " + o.dir + " is on a memory filesystem (tmpfs); use a directory on "
                                    "a disk, or --pm dram");
   }
+  if (placed.pm == "dax") {
+    // Refuse now rather than have every server refuse to start: a probe
+    // file in DIR must map with MAP_SYNC.
+    const std::string probe = o.dir + "/.dax-probe";
+    bool dax = false;
+    {
+      auto r = pm::PmRegion::OpenFile(probe, 4096, {});
+      dax = r.ok() && (*r)->is_dax();
+    }
+    std::error_code ec;
+    std::filesystem::remove(probe, ec);
+    if (!dax) {
+      return Status::InvalidArgument("--pm dax: " + o.dir + " is not on a DAX filesystem (MAP_SYNC refused); it "
+                                     "needs real PM mounted with -o dax");
+    }
+  }
   return store.CompareAndSwap(cluster::kNoVersion, placed).status();
 }
 
@@ -206,13 +222,13 @@ int ClusterStatus(const ClusterCommandOptions& o) {
               c->config.replication_factor);
   // The class of an acknowledged write (older configurations: inferred from
   // where the nodes' PM files live, DIR/node-<id>/pm).
-  const std::string pm_class = !c->config.pm.empty()              ? c->config.pm
-                               : pm::OnMemoryFilesystem(o.dir) ? "dram"
-                                                                  : "file";
+  auto place = node::PlacePm(c->config.pm, o.dir, c->config.nodes.empty() ? 0 : c->config.nodes.begin()->first);
+  if (!place.ok()) return Fail("cluster status", place.status());
   std::printf("provider %s, durability %s\n", c->config.provider.c_str(),
-              pm_class == "dram"  ? "dram (PM emulated in memory: survives process crashes, not power loss)"
-              : pm_class == "dax" ? "dax (real PM: cache-line write-back + fence on every replica)"
-                                  : "file (PM files msync'd on every replica before an acknowledgement)");
+              place->pm_class == "dram"  ? "dram (PM emulated in memory: survives process crashes, not power loss)"
+              : place->pm_class == "dax" ? "dax (real PM: cache-line write-back + fence on every replica)"
+                                         : "file (PM files msync'd on every replica before an acknowledgement)");
+  std::printf("pm files like %s\n", place->path.c_str());
   auto prim = c->config.PrimaryCounts();
   auto back = c->config.BackupCounts();
   for (const auto& [id, info] : c->config.nodes) {

@@ -471,6 +471,29 @@ TEST(JsonTest, TheProviderTravelsAndDefaultsToTcp) {
   EXPECT_FALSE(DecodeJson(empty).ok());
 }
 
+TEST(JsonTest, ThePmClassTravelsAndMayBeAbsent) {
+  for (const char* pm : {"dram", "dax", "file", ""}) {
+    ClusterConfig c = MustPlace(3, 3, 2);
+    c.pm = pm;
+    Result<ClusterConfig> back = DecodeJson(EncodeJson(c));
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(back->pm, pm);
+  }
+  // Before the class was recorded: absent, which nodes read as "infer it".
+  std::string old = EncodeJson(MustPlace(3, 3, 2));
+  const size_t at = old.find("\"pm\"");
+  ASSERT_NE(at, std::string::npos);
+  old.erase(at, old.find('\n', at) - at + 1);
+  Result<ClusterConfig> back = DecodeJson(old);
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << old;
+  EXPECT_EQ(back->pm, "");
+  ClusterConfig bad = MustPlace(3, 3, 2);
+  bad.pm = "nvme";
+  Result<ClusterConfig> refused = DecodeJson(EncodeJson(bad));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("nvme"), std::string::npos) << refused.status().ToString();
+}
+
 // Replaces the first occurrence of `from` in the encoding of a small valid config.
 std::string Mutate(const std::string& from, const std::string& to) {
   ClusterConfig c = MustPlace(3, 3, 2);

@@ -42,31 +42,6 @@ namespace {
 namespace fs = std::filesystem;
 using cluster::ClusterConfig;
 
-// Where a node's PM file lives, and its durability class. `file` and `dax`
-// keep it in the node's data directory (which must then be on a disk, or
-// on a DAX mount). `dram` wants it in memory: in the data directory when
-// that is tmpfs already, else under /dev/shm, named after the data
-// directory so that a cold start finds it again (until the machine
-// reboots: that is the class). An empty class (older configurations) is
-// inferred from the data directory.
-struct PmPlace {
-  std::string path;
-  std::string pm_class;
-};
-
-Result<PmPlace> PlacePm(const std::string& configured, const std::string& data, uint32_t id) {
-  const bool in_memory = pm::OnMemoryFilesystem(data);
-  const std::string pm_class = !configured.empty() ? configured : in_memory ? "dram" : "file";
-  if (pm_class == "file" && in_memory) {
-    return Status::InvalidArgument("the cluster's PM class is file, but " + data +
-                                   " is on a memory filesystem (tmpfs): it would not survive power loss");
-  }
-  if (pm_class != "dram" || in_memory) return PmPlace{data + "/pm", pm_class};
-  const std::string abs = fs::absolute(data).lexically_normal().string();
-  char tag[17];
-  std::snprintf(tag, sizeof(tag), "%016llx", static_cast<unsigned long long>(HashKey(abs)));
-  return PmPlace{std::string("/dev/shm/slip-") + tag + "/node-" + std::to_string(id) + "/pm", pm_class};
-}
 
 class Node final : public NodeProcess {
  public:
@@ -199,11 +174,11 @@ Status Node::Boot() {
   const bool replaced = me->second.state == cluster::NodeState::kDown && !sole_copy;
 
   // The store: DIR/node-<id>/pm. A replaced node starts empty.
-  const std::string data = o_.dir.empty() ? ("node-" + std::to_string(o_.id)) : o_.dir + "/node-" + std::to_string(o_.id);
+  const std::string data = DataDir(o_.dir, o_.id);
   std::error_code ec;
   fs::create_directories(data, ec);
   if (ec) return Status::IoError("cannot create " + data + ": " + ec.message());
-  SLIP_ASSIGN_OR_RETURN(const PmPlace place, PlacePm(vc.config.pm, data, o_.id));
+  SLIP_ASSIGN_OR_RETURN(const PmPlace place, PlacePm(vc.config.pm, o_.dir, o_.id));
   const std::string& pm_path = place.path;
   pm_path_ = pm_path;
   pm_class_ = place.pm_class;
@@ -538,6 +513,32 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::Start(const NodeOptions& optio
   auto n = std::make_unique<Node>(options);
   SLIP_RETURN_IF_ERROR(n->Boot());
   return std::unique_ptr<NodeProcess>(std::move(n));
+}
+
+std::string DataDir(const std::string& cluster_dir, uint32_t id) {
+  return cluster_dir.empty() ? "node-" + std::to_string(id) : cluster_dir + "/node-" + std::to_string(id);
+}
+
+// Where a node's PM file lives, and its durability class. `file` and `dax`
+// keep it in the node's data directory (which must then be on a disk, or
+// on a DAX mount). `dram` wants it in memory: in the data directory when
+// that is tmpfs already, else under /dev/shm, named after the
+// cluster directory so that a cold start finds it again (until the
+// machine reboots: that is the class). An empty class (older configurations) is
+// inferred from the data directory.
+Result<PmPlace> PlacePm(const std::string& configured, const std::string& cluster_dir, uint32_t id) {
+  const std::string data = DataDir(cluster_dir, id);
+  const bool in_memory = pm::OnMemoryFilesystem(data);
+  const std::string pm_class = !configured.empty() ? configured : in_memory ? "dram" : "file";
+  if (pm_class == "file" && in_memory) {
+    return Status::InvalidArgument("the cluster's PM class is file, but " + data +
+                                   " is on a memory filesystem (tmpfs): it would not survive power loss");
+  }
+  if (pm_class != "dram" || in_memory) return PmPlace{data + "/pm", pm_class};
+  const std::string abs = fs::absolute(cluster_dir.empty() ? "." : cluster_dir).lexically_normal().string();
+  char tag[17];
+  std::snprintf(tag, sizeof(tag), "%016llx", static_cast<unsigned long long>(HashKey(abs)));
+  return PmPlace{std::string("/dev/shm/slip-") + tag + "/node-" + std::to_string(id) + "/pm", pm_class};
 }
 
 }  // namespace slip::node

@@ -57,6 +57,18 @@ class NodeProcess {
   virtual void Stop() = 0;
 };
 
+// Node `id`'s data directory in the cluster directory.
+std::string DataDir(const std::string& cluster_dir, uint32_t id);
+
+// Where node `id` keeps its PM file, and the durability class it runs
+// (`configured`: the configuration's pm field, maybe empty). Refuses the
+// file class in a directory on tmpfs.
+struct PmPlace {
+  std::string path;
+  std::string pm_class;  // dram | dax | file
+};
+Result<PmPlace> PlacePm(const std::string& configured, const std::string& cluster_dir, uint32_t id);
+
 // Nanoseconds on the machine-wide monotonic clock: what every process that
 // shares an embedded ConfigStore passes as `now`.
 runtime::Nanos MachineNow();

@@ -21,6 +21,7 @@
 
 #include "cluster/cluster_config.h"
 #include "integration/cluster_harness.h"
+#include "node/node_process.h"
 #include "cluster/config_access.h"
 #include "proto/kv.h"
 #include "slip/client.h"
@@ -172,6 +173,55 @@ TEST(CommandLine, ValuesTravelUnchangedAndOversizeFailsFast) {
   EXPECT_NE(std::string(msg).find("TooLarge"), std::string::npos) << msg;
   EXPECT_NE(sh(slip + " get --dir " + d + " big > /dev/null 2>&1"), 0) << "nothing stored";
   EXPECT_EQ(Slip("cluster down --dir " + d), 0);
+  if (!HasFailure()) fs::remove_all(dir);
+}
+
+// `slip cluster up --pm`: the durability class is checked before anything
+// starts (dax needs a DAX mount, file a disk), recorded, shown by `cluster
+// status`, and dram keeps PM files in memory across a cold start even when
+// the cluster directory is on a disk.
+TEST(CommandLine, PmClassesAreCheckedRecordedAndShown) {
+  const fs::path dir = fs::temp_directory_path() / ("slip_pm_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  const std::string d = dir.string();
+  const std::string slip = SLIP_BINARY;
+  auto sh = [](const std::string& cmd) { return std::system(cmd.c_str()); };
+  if (fs::exists("/dev/shm")) {
+    const std::string shm = "/dev/shm/slip_pm_" + std::to_string(getpid());
+    EXPECT_NE(Slip("cluster up --nodes 1 --rf 1 --shards 2 --pm file --dir " + shm), 0) << "file class on tmpfs";
+    fs::remove_all(shm);
+  }
+  EXPECT_NE(Slip("cluster up --nodes 1 --rf 1 --shards 2 --pm dax --dir " + d + "/dax"), 0)
+      << "no DAX mount on this machine (a real one would pass)";
+  EXPECT_NE(Slip("cluster up --nodes 1 --rf 1 --shards 2 --pm nvme --dir " + d + "/bad"), 0);
+  EXPECT_FALSE(fs::exists(d + "/dax/run")) << "nothing started for a refused class";
+
+  const std::string c = d + "/dram";
+  ASSERT_EQ(Slip("cluster up --nodes 3 --rf 3 --shards 6 --pm dram --dir " + c), 0) << "see " << c << "/logs";
+  const std::string status = (dir / "status").string();
+  ASSERT_EQ(sh(slip + " cluster status --dir " + c + " > " + status), 0);
+  std::string text;
+  {
+    std::FILE* f = std::fopen(status.c_str(), "r");
+    ASSERT_NE(f, nullptr);
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
+    std::fclose(f);
+  }
+  EXPECT_NE(text.find("durability dram"), std::string::npos) << text;
+  auto place = node::PlacePm("dram", c, 0);
+  ASSERT_TRUE(place.ok());
+  EXPECT_EQ(place->path.rfind("/dev/shm/", 0), 0u) << place->path;
+  EXPECT_TRUE(fs::exists(place->path)) << place->path;
+  EXPECT_NE(text.find(place->path), std::string::npos) << text;
+  EXPECT_FALSE(fs::exists(c + "/node-0/pm")) << "the PM file is not on the disk";
+  EXPECT_EQ(sh(slip + " put --dir " + c + " k v1"), 0);
+  ASSERT_EQ(Slip("cluster down --dir " + c), 0);
+  ASSERT_EQ(Slip("cluster up --dir " + c), 0) << "cold start";
+  EXPECT_EQ(sh(slip + " get --dir " + c + " k > " + status), 0);
+  EXPECT_EQ(Slip("cluster down --dir " + c), 0);
+  fs::remove_all(fs::path(place->path).parent_path().parent_path());  // the cluster's /dev/shm directory
   if (!HasFailure()) fs::remove_all(dir);
 }
 
