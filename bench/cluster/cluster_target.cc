@@ -73,7 +73,7 @@ class ClusterTarget final : public KvTarget {
     if (own_) {
       const std::string up = c_.slip_binary + " cluster up --nodes " + std::to_string(c_.nodes) + " --rf " +
                              std::to_string(c_.replication) + " --design " + c_.design +
-                             " --workers " + std::to_string(c_.workers) + " --provider " + c_.provider +
+                             " --workers " + std::to_string(c_.workers) + " --provider " + c_.provider + " --pm-mb " + std::to_string(c_.pm_mb) +
                              " --dir " + c_.dir +
                              " >/dev/null";
       if (std::system(up.c_str()) != 0) return Status::Unavailable("could not start a cluster in " + c_.dir);

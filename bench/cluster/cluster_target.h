@@ -20,6 +20,7 @@ struct ClusterTargetConfig {
   uint32_t replication = 3;
   uint32_t workers = 1;     // request workers per server (slip cluster up --workers)
   std::string provider = "tcp";  // of a cluster it starts; one in `dir` has its own
+  uint64_t pm_mb = 256;          // PM per node of a cluster it starts
 };
 
 Result<std::unique_ptr<KvTarget>> MakeClusterTarget(const ClusterTargetConfig& config);

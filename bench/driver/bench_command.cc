@@ -91,6 +91,8 @@ void AddBenchCommand(CLI::App& app, BenchCommandOptions* o) {
   b->add_option("--seed", o->seed, "workload seed")->capture_default_str();
   b->add_option("--dir", o->dir, "rpc-kv: the cluster in DIR (default: start one); local: PM file in DIR; rocksdb: database in DIR (default: temp)");
   b->add_option("--region-mb", o->region_mb, "local: PM size")->capture_default_str();
+  b->add_option("--pm-mb", o->pm_mb, "replicated designs: PM per node of the cluster it starts (large values need more)")
+      ->capture_default_str();
   b->add_option("--provider", o->provider, "replicated designs: libfabric provider of the cluster it starts (tcp | shm)")
       ->capture_default_str();
   auto* c = b->add_subcommand("compare", "run several targets one after another; ratios to the first");
@@ -126,7 +128,7 @@ int RunBenchCommand(const BenchCommandOptions& o) {
       return 1;
     }
     // One target at a time, destroyed (servers stopped) before the next.
-    auto target = bench::MakeTarget({name, o.threads, o.dir, o.region_mb, o.provider});
+    auto target = bench::MakeTarget({name, o.threads, o.dir, o.region_mb, o.provider, o.pm_mb});
     if (!target.ok()) {
       std::fprintf(stderr, "slip bench: target %s: %s\n", name.c_str(), target.status().ToString().c_str());
       exit_code = 1;

@@ -36,6 +36,7 @@ struct BenchCommandOptions {
   std::string dir;                   // local: PM file DIR/pm; rocksdb: DIR/rocksdb (default: temp/anonymous)
   uint64_t region_mb = 4096;         // local: PM size
   std::string provider = "tcp";      // replicated designs: of the cluster it starts
+  uint64_t pm_mb = 256;              // replicated designs: PM per node of the cluster it starts
   uint32_t depth = 1;                // closed loop: ops in flight per thread
 };
 

@@ -41,7 +41,7 @@ Result<std::unique_ptr<KvTarget>> MakeTarget(const TargetConfig& c) {
   if (auto [design, workers] = SplitWorkers(c.name); workers >= 1 && workers <= 32 && replication::ParseDesign(design).ok()) {
     return MakeClusterTarget(
         {.design = design, .dir = c.dir, .slip_binary = "", .nodes = 3, .replication = 3, .workers = workers,
-         .provider = c.provider});
+         .provider = c.provider, .pm_mb = c.pm_mb});
   }
   if (c.name == "local") return MakeLocalTarget({c.threads, c.region_mb, c.dir});
   if (c.name == "rocksdb") return MakeRocksDbTarget({c.dir});

@@ -19,6 +19,7 @@ struct TargetConfig {
   std::string dir;            // local: PM file DIR/pm; rocksdb: DIR/rocksdb; empty = temp/anonymous
   uint64_t region_mb = 4096;  // local: PM size
   std::string provider = "tcp";  // replicated designs: the libfabric provider of a cluster they start
+  uint64_t pm_mb = 256;          // replicated designs: PM per node of a cluster they start
 };
 
 const std::vector<std::string>& TargetNames();
