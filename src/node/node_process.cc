@@ -190,6 +190,7 @@ Status Node::Boot() {
   }
   const bool exists = fs::exists(pm_path);
   pm::RegionOptions ro;
+  ro.populate = true;
   ro.mode = place.pm_class == "dram" ? pm::PersistMode::kNone
             : place.pm_class == "dax" ? pm::PersistMode::kFlush
                                       : pm::PersistMode::kMsync;

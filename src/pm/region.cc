@@ -171,7 +171,7 @@ Result<std::unique_ptr<PmRegion>> PmRegion::OpenFile(const std::string& path, si
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0);
   if (p == MAP_FAILED && (errno == EOPNOTSUPP || errno == EINVAL)) {
     dax = false;
-    p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | (options.populate ? MAP_POPULATE : 0), fd, 0);
   }
   if (p == MAP_FAILED) return fail(IoErrorFor("cannot mmap", path, errno));
 
