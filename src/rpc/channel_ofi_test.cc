@@ -209,6 +209,31 @@ TEST_P(RpcOfiLargeTest, LargePayloadsBothWays) {
   EXPECT_EQ(bad, 0u);
 }
 
+// A server that does not poll for a while lets its multi-receive buffers
+// fill and retire: largest messages then arrive with no receive posted and
+// wait in the provider's own buffers. They must arrive whole (rxm's bounce
+// buffers once truncated them, and the sender saw TooLarge).
+TEST_P(RpcOfiLargeTest, LargestMessagesToABusyServerArriveWhole) {
+  std::atomic<bool> warm{false};
+  OnClient([&] { ch_[1]->Call(server_, 1, "warm", {}, [&](Result<Response> r) { warm = r.ok(); }); });
+  ASSERT_TRUE(WaitFor([&] { return warm.load(); }));
+  constexpr int kCalls = 400;  // ~26 MB: more than the server's 4 x 1 MiB of posted buffers
+  std::atomic<int> ok{0}, bad{0};
+  ex_[0]->Post([] { std::this_thread::sleep_for(1s); });  // the server is busy
+  OnClient([&] {
+    for (int i = 0; i < kCalls; ++i) {
+      std::string v(kMaxMessage - 64, static_cast<char>('a' + i % 26));
+      ch_[1]->Call(server_, 1, v, {.timeout = 10 * runtime::kSecond}, [&, v](Result<Response> r) {
+        const bool good = r.ok() && r->status == Code::kOk && r->payload == v;
+        if (!good) std::printf("%s\n", r.ok() ? std::string(CodeName(r->status)).c_str() : r.status().ToString().c_str());
+        (good ? ok : bad)++;
+      });
+    }
+  });
+  ASSERT_TRUE(WaitFor([&] { return ok + bad == kCalls; }, 60s)) << ok << " ok, " << bad << " bad";
+  EXPECT_EQ(bad, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Providers, RpcOfiLargeTest, ::testing::Values("shm", "tcp"),
                          [](const auto& param_info) { return std::string(param_info.param); });
 
