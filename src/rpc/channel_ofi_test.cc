@@ -139,10 +139,13 @@ TEST_P(RpcOfiTest, TimeoutThenLateAnswerDroppedAndOversizeRefused) {
     replied = true;
   });
   ASSERT_TRUE(WaitFor([&] { return replied.load(); }));
-  std::atomic<uint64_t> late{0};
+  // Polled from the client's executor; a poll still queued when the wait
+  // ends must not write into this frame after it is gone.
+  auto late = std::make_shared<std::atomic<uint64_t>>(0);
+  RpcChannel* client = ch_[1].get();
   ASSERT_TRUE(WaitFor([&] {
-    OnClient([&] { late = ch_[1]->counters().late_responses; });
-    return late.load() == 1;
+    OnClient([late, client] { *late = client->counters().late_responses; });
+    return late->load() == 1;
   }));
 }
 

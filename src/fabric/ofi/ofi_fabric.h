@@ -31,7 +31,10 @@
 //     On tcp, rxm must send every such message eagerly: its segmentation
 //     and rendezvous protocols lose or tear messages into a multi-receive
 //     buffer when several are in flight (measured, 1.17), so OpenOfiFabric
-//     raises FI_OFI_RXM_EAGER_LIMIT to at least M before libfabric starts.
+//     raises FI_OFI_RXM_EAGER_LIMIT to at least M before libfabric starts,
+//     and rxm's bounce buffers (FI_OFI_RXM_BUFFER_SIZE) to hold a largest
+//     message: one that arrives while no receive is posted waits there, and
+//     a shorter buffer truncates it (the sender's Send fails TooLarge).
 //     A message longer than a plain PostRecv buffer completes that receive
 //     with TooLarge; on tcp, rxm also resets the connection (the sender's
 //     in-flight operations then complete with Unavailable).
