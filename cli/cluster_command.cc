@@ -93,15 +93,9 @@ Status WriteFirstConfig(cluster::ConfigStore& store, const ClusterCommandOptions
   SLIP_ASSIGN_OR_RETURN(cluster::ClusterConfig placed, cluster::Place(members, o.shards, o.replication));
   placed.design = o.design;
   placed.provider = o.provider;
-  const bool in_memory = pm::OnMemoryFilesystem(o.dir);
-  placed.pm = !o.pm.empty() ? o.pm : in_memory ? "dram" : "file";
-  if (placed.pm != "dram" && placed.pm != "dax" && placed.pm != "file") {
-    return Status::InvalidArgument("--pm " + o.pm + ": the classes are dram, dax and file");
-  }
-  if (placed.pm == "file" && in_memory) {
-    return Status::InvalidArgument("--pm file: " + o.dir + " is on a memory filesystem (tmpfs); use a directory on "
-                                   "a disk, or --pm dram");
-  }
+  // The class the nodes will run (and its checks), as they will decide it.
+  SLIP_ASSIGN_OR_RETURN(const node::PmPlace place, node::PlacePm(o.pm, o.dir, 0));
+  placed.pm = place.pm_class;
   if (placed.pm == "dax") {
     // Refuse now rather than have every server refuse to start: a probe
     // file in DIR must map with MAP_SYNC.

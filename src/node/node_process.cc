@@ -42,7 +42,6 @@ namespace {
 namespace fs = std::filesystem;
 using cluster::ClusterConfig;
 
-
 class Node final : public NodeProcess {
  public:
   explicit Node(NodeOptions o) : o_(std::move(o)) {}
@@ -531,9 +530,13 @@ Result<PmPlace> PlacePm(const std::string& configured, const std::string& cluste
   const std::string data = DataDir(cluster_dir, id);
   const bool in_memory = pm::OnMemoryFilesystem(data);
   const std::string pm_class = !configured.empty() ? configured : in_memory ? "dram" : "file";
+  if (pm_class != "dram" && pm_class != "dax" && pm_class != "file") {
+    return Status::InvalidArgument("PM class " + pm_class + ": the classes are dram, dax and file");
+  }
   if (pm_class == "file" && in_memory) {
-    return Status::InvalidArgument("the cluster's PM class is file, but " + data +
-                                   " is on a memory filesystem (tmpfs): it would not survive power loss");
+    return Status::InvalidArgument("PM class file, but " + data +
+                                   " is on a memory filesystem (tmpfs): it would not survive power loss; use a "
+                                   "directory on a disk, or --pm dram");
   }
   if (pm_class != "dram" || in_memory) return PmPlace{data + "/pm", pm_class};
   const std::string abs = fs::absolute(cluster_dir.empty() ? "." : cluster_dir).lexically_normal().string();

@@ -502,8 +502,7 @@ void RpcChannel::Answer(uint64_t request_id, fabric::PeerId to, uint16_t method,
               std::to_string(o_.max_call_payload);
   }
   if (const uint32_t* at = cached_.Find(request_id)) {
-    const uint32_t index = *at;
-    Cached& e = cache_[index];
+    Cached& e = cache_[*at];
     if (e.answered) return;  // a second reply
     e.answered = true;
     e.status = status;
@@ -514,7 +513,7 @@ void RpcChannel::Answer(uint64_t request_id, fabric::PeerId to, uint16_t method,
     // next slot to reuse), this one last.
     for (size_t k = 1; cache_bytes_ > o_.reply_cache_bytes && k <= cache_.size(); ++k) {
       const size_t i = (cache_next_ + k - 1) % cache_.size();
-      if (cache_[i].answered || i == index) EvictCached(i);
+      if (cache_[i].answered) EvictCached(i);
     }
     return;
   }
@@ -708,17 +707,7 @@ void RpcChannel::OnFragment(const FrameHeader& h, std::span<const std::byte> pay
   if (it->second.bytes.size() + payload.size() > o_.max_call_payload) {
     drop(partials, it);
     // Answered as an oversized single frame would be.
-    const Status why = Status::TooLarge("RPC payload exceeds the limit of " + std::to_string(o_.max_call_payload));
-    if (h.kind == FrameKind::kRequest) {
-      const uint64_t sid = SessionOf(h.request_id);
-      if (sid < sessions_.size()) {
-        ++counters_.refused;
-        SendResponse(sessions_[sid].peer, h.request_id, h.method, Code::kTooLarge, "rpc: " + why.message());
-      }
-    } else if (const uint32_t* at = pending_.Find(h.request_id)) {
-      Complete(*at, why);
-    }
-    return;
+    return Refuse(h, Code::kTooLarge, "RPC payload exceeds the limit of " + std::to_string(o_.max_call_payload));
   }
   it->second.bytes.append(reinterpret_cast<const char*>(payload.data()), payload.size());
   partial_bytes_ += payload.size();
@@ -756,16 +745,21 @@ void RpcChannel::OnBadFrame(std::span<const std::byte> frame, const Status& why)
   ++counters_.malformed;
   const std::optional<FrameHeader> h = PeekHeader(frame);
   if (!h) return;
-  const Code code = why.Is(Code::kTooLarge) ? Code::kTooLarge : Code::kCorruption;
-  std::string message = "rpc: " + why.message();
+  Refuse(*h, why.Is(Code::kTooLarge) ? Code::kTooLarge : Code::kCorruption, why.message());
+}
+
+// A request we will not run: answer its caller, if its session is known.
+// A response we cannot take: fail its pending call.
+void RpcChannel::Refuse(const FrameHeader& h, Code code, const std::string& why) {
+  std::string message = "rpc: " + why;
   if (message.size() > o_.max_payload) message.resize(o_.max_payload);
-  if (h->kind == FrameKind::kRequest) {
-    const uint64_t sid = SessionOf(h->request_id);
-    if (h->method == kHelloMethod || sid >= sessions_.size()) return;
+  if (h.kind == FrameKind::kRequest) {
+    const uint64_t sid = SessionOf(h.request_id);
+    if (h.method == kHelloMethod || sid >= sessions_.size()) return;
     ++counters_.refused;
-    return SendResponse(sessions_[sid].peer, h->request_id, h->method, code, message);
+    return SendResponse(sessions_[sid].peer, h.request_id, h.method, code, message);
   }
-  const uint32_t* at = pending_.Find(h->request_id);
+  const uint32_t* at = pending_.Find(h.request_id);
   if (at == nullptr) return;
   Complete(*at, Status(code, "response " + message));
 }

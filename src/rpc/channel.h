@@ -181,6 +181,7 @@ class RpcChannel {
   void OnFragment(const FrameHeader& h, std::span<const std::byte> payload);
   void EvictCached(size_t index);
   void OnBadFrame(std::span<const std::byte> frame, const Status& why);
+  void Refuse(const FrameHeader& h, Code code, const std::string& why);
   void OnRequest(uint64_t request_id, uint16_t method, std::span<const std::byte> payload);
   void OnHello(uint64_t request_id, std::span<const std::byte> payload);
   void OnResponse(uint64_t request_id, Code status, std::span<const std::byte> payload);

@@ -451,9 +451,9 @@ TEST(RpcChannelTest, RawMalformedAndOversizedFramesAreAnsweredOrDropped) {
   // 6. Fragments (limits: 1000 per frame, the server takes up to 1000 in
   // all here): one with a gap is dropped without running anything; sent
   // again whole from offset 0, it runs once.
-  auto frag = [](uint64_t id, uint32_t offset, bool last, std::string_view payload) {
+  auto frag = [](uint64_t request_id, uint32_t offset, bool last, std::string_view payload) {
     std::vector<std::byte> f;
-    FrameHeader h{FrameKind::kRequest, 5, id, Code::kOk};
+    FrameHeader h{FrameKind::kRequest, 5, request_id, Code::kOk};
     h.fragment = true;
     h.offset = offset;
     h.last_fragment = last;
