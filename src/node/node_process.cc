@@ -483,6 +483,8 @@ void Node::Stats(rpc::RpcChannel::Reply reply) {
                      sum.backup_requests += c.backup_requests;
                      sum.commit_records += c.commit_records;
                      sum.backup_cpu_ns += c.backup_cpu_ns;
+                     sum.group_commits += c.group_commits;
+                     sum.group_committed += c.group_committed;
                      worker_cpu += workers_[i].ex->CpuTime();
                    }
                    auto cpu = [](runtime::Executor* e) { return e ? e->CpuTime() : 0; };
@@ -501,6 +503,8 @@ void Node::Stats(rpc::RpcChannel::Reply reply) {
                        {"gets", sum.gets},
                        {"backup_requests", sum.backup_requests},
                        {"commit_records", sum.commit_records},
+                       {"group_commits", sum.group_commits},
+                       {"group_committed", sum.group_committed},
                        {"received_bytes", store_->received_bytes()},
                    };
                    reply(Code::kOk, j.dump());

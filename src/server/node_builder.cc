@@ -25,6 +25,13 @@ std::unique_ptr<NodeParts> BuildNode(NodeEnv env) {
     co.worker_index = i;
     co.worker_count = count;
     co.backup = env.backup;
+    co.defer = [exec = env.workers[i].exec, alive = env.alive](std::function<void()> fn) {
+      // Posted from a handler, so it runs after the rest of this turn's work.
+      exec->Post([alive, fn = std::move(fn)] {
+        if (alive && !alive()) return;  // the node (incarnation) is gone
+        fn();
+      });
+    };
     parts->workers[i].core = std::make_unique<NodeCore>(env.id, env.store, i, parts->workers[i].replicator.get(),
                                                         env.views, parts->shared, std::move(co));
     pool.push_back({env.workers[i].exec, parts->workers[i].core.get()});

@@ -22,7 +22,32 @@ NodeCore::NodeCore(NodeId self, store::Store* store, uint32_t writer,
       commit_keys_(CommitKeys(store->options().geometry.num_shards)),
       commit_record_step_(options.commit_record_step),
       worker_index_(options.worker_index),
-      worker_count_(options.worker_count == 0 ? 1 : options.worker_count) {}
+      worker_count_(options.worker_count == 0 ? 1 : options.worker_count),
+      defer_(std::move(options.defer)) {}
+
+void NodeCore::AfterFlush(std::function<void()> after) {
+  if (!defer_) return after();
+  after_flush_.push_back(std::move(after));
+  ScheduleFlush();
+}
+
+void NodeCore::ScheduleFlush() {
+  if (!defer_ || flush_scheduled_) return;
+  flush_scheduled_ = true;
+  defer_([this] { FlushGroup(); });
+}
+
+void NodeCore::FlushGroup() {
+  flush_scheduled_ = false;
+  store_->Flush(writer_);
+  if (after_flush_.empty()) return;
+  ++counters_.group_commits;
+  counters_.group_committed += after_flush_.size();
+  // Swapped out first: a reply may start new work that defers again.
+  std::vector<std::function<void()>> ready;
+  ready.swap(after_flush_);
+  for (auto& fn : ready) fn();
+}
 
 void NodeCore::Fail(const Reply& reply, const Status& s, uint64_t term) {
   if (s.Is(Code::kStaleTerm)) ++counters_.stale;
@@ -133,7 +158,7 @@ void NodeCore::Write(const NodeView& view, uint32_t shard, log::EntryType type, 
     shared_->writes.End(shard, view.term);
     return Fail(reply, Status::StaleTerm("the configuration changed to term " + std::to_string(now)), now);
   }
-  auto prepared = store_->Prepare(writer_, type, key, value);
+  auto prepared = store_->Prepare(writer_, type, key, value, persist_mode());
   if (!prepared.ok()) {
     shared_->writes.End(shard, view.term);
     Status s = prepared.status();
@@ -159,10 +184,15 @@ void NodeCore::Write(const NodeView& view, uint32_t shard, log::EntryType type, 
                   term);
     }
     shared_->commits.Acked(shard, pending->meta().version);
-    store_->Commit(*pending);
+    store_->Commit(*pending);  // flushes first if the group's flush has not run yet
     reply(Code::kOk, proto::Encode(proto::KvResponse{term, pending->meta().version, {}}));
   };
-  if (backups.empty()) return finish(Status::Ok());
+  if (backups.empty()) {
+    return AfterFlush([finish = std::move(finish)]() mutable { finish(Status::Ok()); });
+  }
+  // The local persist overlaps the replication round trip: the group's
+  // flush runs on the next turn, before the backups' answers can arrive.
+  ScheduleFlush();
   proto::ReplicateRequest entry{view.term, pending->meta(), key,
                                 type == log::EntryType::kPut ? value : std::string_view{}};
   replicator_->Replicate(backups, entry, std::move(finish));
@@ -226,11 +256,14 @@ void NodeCore::HandleReplicate(std::span<const std::byte> payload, Reply reply) 
                                   std::to_string(shard) + " in term " + std::to_string(view->term)),
                 view->term);
   }
-  Status s = store_->Apply(writer_, req->meta, req->key, req->value);
+  Status s = store_->Apply(writer_, req->meta, req->key, req->value, persist_mode());
   if (s.Is(Code::kNoSpace)) s = Status::Busy("backup out of log space: " + s.message());
   if (!s.ok()) return Fail(reply, s, view->term);
   ++counters_.replicated_in;
-  reply(Code::kOk, proto::Encode(proto::KvResponse{view->term, req->meta.version, {}}));
+  // Acknowledged only once persistent (and indexed): after the group's flush.
+  AfterFlush([reply = std::move(reply), term = view->term, version = req->meta.version] {
+    reply(Code::kOk, proto::Encode(proto::KvResponse{term, version, {}}));
+  });
 }
 
 void NodeCore::HandleShardTail(std::span<const std::byte> payload, Reply reply) {

@@ -162,6 +162,13 @@ struct NodeCoreOptions {
   // an msync (bench/results/2026-11-23-commitver.md). The price: a promotion
   // may exchange up to this many committed entries per shard beyond the tail.
   uint64_t commit_record_step = 64;
+  // Group commit. Runs `fn` on this core's executor once the requests of
+  // the current loop turn were handled (thread runtime: tasks posted from a
+  // poller run on the next turn, after everything that poll returned).
+  // Writes and backup applies of the turn then share one persist
+  // (Store::Flush), so a file-backed node pays one msync per batch. Unset:
+  // every write persists on its own (unit tests that drive a core by hand).
+  std::function<void(std::function<void()>)> defer;
 };
 
 class NodeCore {
@@ -192,6 +199,8 @@ class NodeCore {
     uint64_t backup_requests = 0;  // REPLICATE + REPL_OPEN + REPL_CLOSE served
     uint64_t commit_records = 0;   // CommitVer records written as primary
     int64_t backup_cpu_ns = 0;     // their CPU time (with a cpu clock)
+    uint64_t group_commits = 0;    // deferred flushes that found work
+    uint64_t group_committed = 0;  // replies they released
   };
   const Counters& counters() const { return counters_; }
 
@@ -207,6 +216,14 @@ class NodeCore {
   // Term and primary ownership of req.shard; replies and returns false if not.
   bool CheckPrimary(const NodeView& v, const proto::KvRequest& req, const Reply& reply);
   void Fail(const Reply& reply, const Status& s, uint64_t term);
+  // Group commit: runs `after` once this turn's deferred writes are
+  // persistent (at once, with nothing deferred, when there is no `defer`).
+  void AfterFlush(std::function<void()> after);
+  void ScheduleFlush();
+  void FlushGroup();
+  store::Store::Persist persist_mode() const {
+    return defer_ ? store::Store::Persist::kDeferred : store::Store::Persist::kNow;
+  }
 
   const NodeId self_;
   store::Store* const store_;
@@ -222,6 +239,9 @@ class NodeCore {
   const std::vector<std::string> commit_keys_;  // CommitKeys, by shard
   const uint64_t commit_record_step_;
   const uint32_t worker_index_, worker_count_;
+  std::function<void(std::function<void()>)> defer_;
+  std::vector<std::function<void()>> after_flush_;
+  bool flush_scheduled_ = false;
 };
 
 }  // namespace slip::server

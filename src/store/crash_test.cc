@@ -16,6 +16,7 @@
 #include <set>
 #include <string>
 
+#include "common/hash.h"
 #include "common/random.h"
 #include "store/store.h"
 
@@ -48,6 +49,78 @@ std::string RandomValue(Random& rng) {
   return v;
 }
 
+// One batch of deferred writes, then acknowledgements as a server sends
+// them: after Flush (Applies) or Commit (Prepares, which flushes itself).
+std::string GroupCommit(Random& rng, Store& store, pm::PmRegion& region,
+                        std::map<std::string, KeyModel>& model) {
+  const uint32_t writer = static_cast<uint32_t>(rng.Uniform(2));
+  const bool apply = rng.Bernoulli(0.5);
+  struct Item {
+    std::string key;
+    State written;
+    std::optional<Store::PendingWrite> pending;
+    int order = 0;
+  };
+  std::vector<Item> batch;
+  int order = 0;
+  std::map<std::string, int> put_at;  // a key's latest acknowledged Put inside the batch
+  const int n = 1 + static_cast<int>(rng.Uniform(6));
+  for (int i = 0; i < n; ++i) {
+    Item it{"key" + std::to_string(rng.Uniform(model.size())), RandomValue(rng), std::nullopt, ++order};
+    Status s;
+    if (apply) {
+      const uint64_t hash = HashKey(it.key);
+      const uint32_t shard = store.ShardOf(hash);
+      const log::EntryMeta meta{log::EntryType::kPut, static_cast<uint16_t>(shard),
+                                store.shard_version(shard) + 1};
+      s = store.Apply(writer, meta, it.key, *it.written, Store::Persist::kDeferred);
+      log::EntryMeta seen;
+      if (s.ok() && store.Get(it.key, &seen).ok() && seen.version == meta.version) {
+        return "a deferred apply of " + it.key + " is visible before its flush";
+      }
+    } else {
+      auto w = store.Prepare(writer, log::EntryType::kPut, it.key, *it.written, Store::Persist::kDeferred);
+      if (w.ok()) it.pending.emplace(std::move(*w));
+      s = w.status();
+    }
+    if (s.Is(Code::kNoSpace)) break;
+    if (!s.ok()) return "deferred write: " + s.ToString();
+    model[it.key].maybe.insert(it.written);
+    batch.push_back(std::move(it));
+    if (rng.Bernoulli(0.2)) {
+      const std::string key = "key" + std::to_string(rng.Uniform(model.size()));
+      const std::string v = RandomValue(rng);
+      Status p = store.Put(writer, key, v);
+      if (p.Is(Code::kNoSpace)) break;
+      if (!p.ok()) return "put inside a batch: " + p.ToString();
+      KeyModel& km = model[key];
+      if (region.power_failed()) {
+        km.maybe.insert(v);
+      } else {
+        km.acked = v;
+        km.maybe.clear();
+        put_at[key] = ++order;  // the batch's earlier writes of the key are older
+      }
+    }
+  }
+  if (apply) store.Flush(writer);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Item& it = batch[i];
+    if (it.pending) store.Commit(*it.pending);
+    if (region.power_failed()) continue;  // stays a "maybe"
+    if (auto p = put_at.find(it.key); p != put_at.end() && p->second > it.order) continue;
+    KeyModel& km = model[it.key];
+    km.acked = it.written;
+    km.maybe.clear();
+    // The batch's later writes of the key are newer and not acknowledged yet.
+    for (size_t j = i + 1; j < batch.size(); ++j) {
+      if (batch[j].key == it.key) km.maybe.insert(batch[j].written);
+    }
+  }
+  if (store.HasDeferred(writer)) return "deferred writes left after the batch was acknowledged";
+  return "";
+}
+
 // Runs one seed; returns "" on success or a description of the violation.
 std::string RunSeed(uint64_t seed) {
   Random rng(seed);
@@ -78,7 +151,14 @@ std::string RunSeed(uint64_t seed) {
     if (dice < 0.35) {
       s = store->Delete(rng.Uniform(2), key);
       written = std::nullopt;
-    } else if (dice < 0.42) {
+    } else if (dice < 0.5) {
+      // Group commit: a batch of deferred writes (a primary's Prepares or a
+      // backup's Applies), sometimes with an immediate Put in the middle
+      // (its persist must cover the deferred ones before it: a t-log stays
+      // a persistent prefix), acknowledged only after the batch's flush.
+      if (auto e = GroupCommit(rng, *store, *region, model); !e.empty()) return e;
+      continue;
+    } else if (dice < 0.57) {
       // A write whose replication failed: abandoned, its outcome unknown.
       written = RandomValue(rng);
       auto w = store->Prepare(rng.Uniform(2), log::EntryType::kPut, key, *written);

@@ -81,7 +81,36 @@ index::EntryInfo Store::Read(uint64_t offset) const {
 // ---------------------------------------------------------------------------
 // Write path
 
+void Store::PersistTail(Writer& w) {
+  if (w.segment == Writer::kNone || w.tail <= w.synced) return;
+  region_->Persist(region_->at(table_->SegmentOffset(w.segment) + w.synced), w.tail - w.synced);
+  w.synced = w.tail;
+}
+
+void Store::FlushWriter(Writer& w) {
+  PersistTail(w);
+  w.flushed = w.writes;
+  // Indexed in write order, so the newest of a key written twice in one
+  // batch wins either way (indexing is version-conditional too).
+  for (const Unindexed& u : w.unindexed) Index(u.meta, u.hash, u.key, u.blocks);
+  w.unindexed.clear();
+}
+
+void Store::Flush(uint32_t writer) {
+  if (writer < writers_.size()) FlushWriter(writers_[writer]);
+}
+
+bool Store::HasDeferred(uint32_t writer) const {
+  if (writer >= writers_.size()) return false;
+  const Writer& w = writers_[writer];
+  return w.flushed != w.writes || (w.segment != Writer::kNone && w.tail > w.synced);
+}
+
 Status Store::Advance(Writer& w, SegmentOwner owner) {
+  // Nothing unpersisted or unindexed may stay behind in a sealed segment:
+  // the cleaner takes Committed segments, and an entry not yet indexed looks
+  // dead to it.
+  FlushWriter(w);
   if (w.segment != Writer::kNone) {
     // A t-log segment skips Used: with no replication in flight every entry
     // in it is already persistent everywhere it needs to be.
@@ -92,11 +121,12 @@ Status Store::Advance(Writer& w, SegmentOwner owner) {
   SLIP_ASSIGN_OR_RETURN(uint32_t seg, table_->Allocate(owner, keep));
   w.segment = seg;
   w.tail = 0;
+  w.synced = 0;
   return Status::Ok();
 }
 
 Result<Store::Blocks> Store::Append(Writer& w, SegmentOwner owner, const log::EntryMeta& meta,
-                                   std::string_view key, std::string_view value) {
+                                   std::string_view key, std::string_view value, Persist persist) {
   SLIP_ASSIGN_OR_RETURN(log::Layout layout,
                         log::PlanEntry(key.size(), value.size(), options_.max_block_bytes));
   const uint64_t payload = key.size() + value.size();
@@ -123,11 +153,17 @@ Result<Store::Blocks> Store::Append(Writer& w, SegmentOwner owner, const log::En
     const uint64_t off = table_->SegmentOffset(w.segment) + w.tail;
     std::byte* dst = region_->at(off);
     log::EncodeBlock(meta, key, value, layout, seq, dst);
-    region_->Persist(dst, bytes);
     live_[w.segment].fetch_add(bytes, std::memory_order_relaxed);
     w.tail += bytes;
     b.offsets.push_back(off);
     b.bytes.push_back(bytes);
+  }
+  ++w.writes;
+  if (persist == Persist::kNow) {
+    PersistTail(w);
+    // Earlier deferred entries became persistent too; a deferred Apply
+    // still waits for Flush to be indexed.
+    if (w.unindexed.empty()) w.flushed = w.writes;
   }
   return b;
 }
@@ -161,11 +197,20 @@ void Store::RememberLarge(const Blocks& b) {
 }
 
 Status Store::WriteVersioned(uint32_t writer, const log::EntryMeta& meta, uint64_t hash,
-                             std::string_view key, std::string_view value) {
-  SLIP_ASSIGN_OR_RETURN(Blocks blocks,
-                        Append(writers_[writer], SegmentOwner::kWorker, meta, key, value));
+                             std::string_view key, std::string_view value, Persist persist) {
+  Writer& w = writers_[writer];
+  SLIP_ASSIGN_OR_RETURN(Blocks blocks, Append(w, SegmentOwner::kWorker, meta, key, value, persist));
   for (uint32_t bytes : blocks.bytes) appended_.fetch_add(bytes, std::memory_order_relaxed);
   RememberLarge(blocks);
+  if (persist == Persist::kDeferred) {
+    w.unindexed.push_back({meta, hash, std::string(key), std::move(blocks)});
+    return Status::Ok();
+  }
+  Index(meta, hash, key, blocks);
+  return Status::Ok();
+}
+
+void Store::Index(const log::EntryMeta& meta, uint64_t hash, std::string_view key, const Blocks& blocks) {
   // Visible only now, after every block is persistent.
   auto r = shards_[meta.shard].index->Upsert(hash, key, meta.version, blocks.offsets[0]);
   if (!r.applied) {
@@ -173,11 +218,10 @@ Status Store::WriteVersioned(uint32_t writer, const log::EntryMeta& meta, uint64
   } else if (r.displaced) {
     Retire(BlocksOf(*r.displaced));
   }
-  return Status::Ok();
 }
 
 Status Store::Apply(uint32_t writer, const log::EntryMeta& meta, std::string_view key,
-                    std::string_view value) {
+                    std::string_view value, Persist persist) {
   if (writer >= writers_.size()) {
     return Status::InvalidArgument("writer " + std::to_string(writer) + " out of range (" +
                                    std::to_string(writers_.size()) + " writers)");
@@ -197,7 +241,7 @@ Status Store::Apply(uint32_t writer, const log::EntryMeta& meta, std::string_vie
                                    " holds a key of shard " + std::to_string(ShardOf(hash)));
   }
   RaiseShardVersion(meta.shard, meta.version);
-  return WriteVersioned(writer, meta, hash, key, stored);
+  return WriteVersioned(writer, meta, hash, key, stored, persist);
 }
 
 void Store::RaiseShardVersion(uint32_t shard, uint64_t version) {
@@ -248,7 +292,7 @@ Status Store::Delete(uint32_t writer, std::string_view key) {
 }
 
 Result<Store::PendingWrite> Store::Prepare(uint32_t writer, EntryType type, std::string_view key,
-                                           std::string_view value) {
+                                           std::string_view value, Persist persist) {
   if (writer >= writers_.size()) {
     return Status::InvalidArgument("writer " + std::to_string(writer) + " out of range (" +
                                    std::to_string(writers_.size()) + " writers)");
@@ -273,10 +317,12 @@ Result<Store::PendingWrite> Store::Prepare(uint32_t writer, EntryType type, std:
   SLIP_RETURN_IF_ERROR(log::Validate(w.meta_, key.size(), value.size(), options_.limits));
   w.meta_.version = shards_[shard].version.fetch_add(1) + 1;
   if (w.meta_.version > log::kMaxVersion) return Status::NoSpace("shard version space exhausted");
-  SLIP_ASSIGN_OR_RETURN(Blocks blocks,
-                        Append(writers_[writer], SegmentOwner::kWorker, w.meta_, key, value));
+  SLIP_ASSIGN_OR_RETURN(Blocks blocks, Append(writers_[writer], SegmentOwner::kWorker, w.meta_,
+                                              key, value, persist));
   for (uint32_t bytes : blocks.bytes) appended_.fetch_add(bytes, std::memory_order_relaxed);
   RememberLarge(blocks);
+  w.writer_ = writer;
+  w.write_seq_ = writers_[writer].writes;
   w.key_.assign(key);
   w.offsets_ = std::move(blocks.offsets);
   w.bytes_ = std::move(blocks.bytes);
@@ -286,6 +332,7 @@ Result<Store::PendingWrite> Store::Prepare(uint32_t writer, EntryType type, std:
 void Store::Commit(PendingWrite& w) {
   if (w.done_) return;
   w.done_ = true;
+  if (Writer& wr = writers_[w.writer_]; wr.flushed < w.write_seq_) FlushWriter(wr);
   auto r = shards_[w.meta_.shard].index->Upsert(w.hash_, w.key_, w.meta_.version, w.offsets_[0]);
   if (!r.applied) {
     Retire(Blocks{w.offsets_, w.bytes_});  // a newer version of the key was indexed first

@@ -12,6 +12,13 @@
 // stay deleted, and an operation that did not return is either wholly
 // visible or not at all (docs/design-notes.md "Store recovery").
 //
+// Group commit: Prepare and Apply may defer the persist (Persist::kDeferred);
+// Flush(writer) then persists every deferred entry of that writer with one
+// PmRegion::Persist per segment, which on a file is one msync for a whole
+// batch instead of one per entry. A deferred entry becomes visible only
+// once persistent (Apply indexes it in Flush; Commit flushes first), so
+// "visible => persistent" holds in both modes.
+//
 // Threading: Put/Delete with *different* writer ids, Get, and one CleanStep
 // at a time may all run concurrently. A writer id is owned by one thread.
 #pragma once
@@ -93,6 +100,17 @@ class Store final : private index::EntryReader {
   // for a tombstone too, when the result is NotFound because of one).
   Result<std::string> Get(std::string_view key, log::EntryMeta* meta = nullptr) const;
 
+  // When a write's bytes are persisted (see "Group commit" above).
+  enum class Persist : uint8_t { kNow, kDeferred };
+  // Persists the writer's deferred entries and indexes its deferred Applies.
+  // A t-log stays a persistent prefix: every persist covers everything
+  // written since the last one, so a crash never leaves an unpersisted hole
+  // before a persisted (acknowledged) entry, which the recovery scan, stopping
+  // at the first invalid block, would lose.
+  void Flush(uint32_t writer);
+  // Whether the writer holds entries that Flush would persist.
+  bool HasDeferred(uint32_t writer) const;
+
   // --- two-phase writes (a primary replicating before it acknowledges) ---
 
   // A write that is persistent in the local log but not yet visible: Get
@@ -111,12 +129,17 @@ class Store final : private index::EntryReader {
     std::vector<uint64_t> offsets_;
     std::vector<uint32_t> bytes_;
     bool done_ = false;
+    uint32_t writer_ = 0;
+    uint64_t write_seq_ = 0;  // the writer's write count after this one
   };
-  // Assigns the next version of the key's shard and persists the entry.
+  // Assigns the next version of the key's shard and persists the entry
+  // (or, kDeferred, leaves that to Flush or Commit).
   // For kDel: NotFound (nothing written) when the key has no live value.
   Result<PendingWrite> Prepare(uint32_t writer, log::EntryType type, std::string_view key,
-                               std::string_view value);
-  // Makes the write visible (if no newer version of the key is). Once only.
+                               std::string_view value, Persist persist = Persist::kNow);
+  // Makes the write visible (if no newer version of the key is), after
+  // flushing its writer if the entry is not persistent yet. Once only, on
+  // the thread that owns the writer.
   void Commit(PendingWrite& w);
   // The write will never be acknowledged (replication failed). It stays in
   // the log, so a later recovery may still show it: callers must report the
@@ -130,9 +153,10 @@ class Store final : private index::EntryReader {
   // in any order; the result is the same (latest version wins). The shard's
   // version counter rises to at least meta.version, so a replica promoted to
   // primary numbers its writes above everything it holds. InvalidArgument if
-  // meta.shard is not the key's shard.
+  // meta.shard is not the key's shard. With kDeferred the entry is written
+  // but neither persistent nor visible until Flush(writer).
   Status Apply(uint32_t writer, const log::EntryMeta& meta, std::string_view key,
-               std::string_view value);
+               std::string_view value, Persist persist = Persist::kNow);
 
   struct ShardEntry {
     log::EntryMeta meta;  // kPut or kDel
@@ -218,27 +242,46 @@ class Store final : private index::EntryReader {
     std::unique_ptr<index::ShardIndex> index;
   };
   // A log being appended to: a worker's t-log or the cleaner's log.
-  struct Writer {
-    static constexpr uint32_t kNone = UINT32_MAX;
-    uint32_t segment = kNone;
-    uint64_t tail = 0;
-  };
   // Where an entry's blocks are (offsets in the region, with padded sizes).
   struct Blocks {
     std::vector<uint64_t> offsets;
     std::vector<uint32_t> bytes;
   };
+  // A deferred Apply, indexed by Flush once persistent.
+  struct Unindexed {
+    log::EntryMeta meta;
+    uint64_t hash = 0;
+    std::string key;
+    Blocks blocks;
+  };
+  struct Writer {
+    static constexpr uint32_t kNone = UINT32_MAX;
+    uint32_t segment = kNone;
+    uint64_t tail = 0;
+    // [synced, tail) of the segment is written but not persisted; only the
+    // current segment can hold such bytes (Advance flushes first).
+    uint64_t synced = 0;
+    uint64_t writes = 0;   // entries appended
+    uint64_t flushed = 0;  // `writes` when the last flush ran
+    std::vector<Unindexed> unindexed;
+  };
 
   Store(pm::PmRegion* region, StoreOptions options, std::unique_ptr<log::SegmentTable> table);
 
-  // Appends and indexes an entry whose meta (version included) is final.
+  // Appends an entry whose meta (version included) is final, and indexes it
+  // (kNow) or leaves that to Flush (kDeferred).
   Status WriteVersioned(uint32_t writer, const log::EntryMeta& meta, uint64_t hash,
-                        std::string_view key, std::string_view value);
-  // Appends every block of an entry to `w`, persisting each. On failure
-  // nothing of the entry stays visible to a recovery scan.
+                        std::string_view key, std::string_view value, Persist persist);
+  // Appends every block of an entry to `w`, persisting them (kNow) with all
+  // that was deferred before. On failure nothing of the entry stays visible
+  // to a recovery scan.
   Result<Blocks> Append(Writer& w, log::SegmentOwner owner, const log::EntryMeta& meta,
-                        std::string_view key, std::string_view value);
+                        std::string_view key, std::string_view value,
+                        Persist persist = Persist::kNow);
   Status Advance(Writer& w, log::SegmentOwner owner);
+  void PersistTail(Writer& w);  // [synced, tail) of w's segment
+  void FlushWriter(Writer& w);
+  void Index(const log::EntryMeta& meta, uint64_t hash, std::string_view key, const Blocks& blocks);
   void Retire(const Blocks& b);            // entry instance became dead: drop its live bytes
   Blocks BlocksOf(uint64_t offset0) const;  // REQUIRES: a counted entry
   void RememberLarge(const Blocks& b);

@@ -432,6 +432,96 @@ TEST(StorePrepareTest, AbandonedWritesAreCleanedWithoutLosingTheKey) {
 }
 
 // ---------------------------------------------------------------------------
+// Group commit: a batch of deferred writes costs one persist, and none of
+// it is visible before that persist.
+TEST(StoreGroupCommitTest, ABatchIsPersistedByOneFlushAndHiddenUntilThen) {
+  pm::RegionOptions ro;
+  ro.crash_model = true;  // counts Persist calls
+  auto region = std::move(pm::PmRegion::Anonymous(4 << 20, ro)).value();
+  auto store = std::move(Store::Open(region.get(), SmallOptions())).value();
+  ASSERT_TRUE(store->Put(0, "a", "old").ok());
+  ASSERT_TRUE(store->Put(1, "w", "each writer has its segment").ok());
+  const uint64_t before = region->persist_calls();
+  std::vector<std::string> keys = {"a", "b", "c", "a"};
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const uint32_t shard = store->ShardOf(HashKey(keys[i]));
+    const log::EntryMeta meta{log::EntryType::kPut, static_cast<uint16_t>(shard),
+                              store->shard_version(shard) + 1};
+    ASSERT_TRUE(store->Apply(0, meta, keys[i], "v" + std::to_string(i), Store::Persist::kDeferred).ok());
+  }
+  EXPECT_EQ(region->persist_calls(), before) << "a deferred apply persisted";
+  EXPECT_TRUE(store->HasDeferred(0));
+  EXPECT_FALSE(store->HasDeferred(1));
+  EXPECT_EQ(*store->Get("a"), "old");
+  EXPECT_TRUE(store->Get("b").status().Is(Code::kNotFound));
+
+  store->Flush(0);
+  EXPECT_EQ(region->persist_calls(), before + 1);
+  EXPECT_FALSE(store->HasDeferred(0));
+  EXPECT_EQ(*store->Get("a"), "v3") << "the batch's newest write of a key wins";
+  EXPECT_EQ(*store->Get("b"), "v1");
+  EXPECT_EQ(*store->Get("c"), "v2");
+  store->Flush(0);
+  EXPECT_EQ(region->persist_calls(), before + 1) << "an empty flush persisted";
+
+  // Deferred Prepares: Commit flushes what is not persistent yet, once.
+  auto p1 = store->Prepare(1, log::EntryType::kPut, "d", "d1", Store::Persist::kDeferred);
+  auto p2 = store->Prepare(1, log::EntryType::kPut, "e", "e1", Store::Persist::kDeferred);
+  ASSERT_TRUE(p1.ok() && p2.ok());
+  EXPECT_EQ(region->persist_calls(), before + 1);
+  store->Commit(*p2);
+  store->Commit(*p1);
+  EXPECT_EQ(region->persist_calls(), before + 2);
+  EXPECT_EQ(*store->Get("d"), "d1");
+  EXPECT_EQ(*store->Get("e"), "e1");
+
+  // A persisted write after deferred ones covers them too (the log stays a
+  // persistent prefix), but a deferred Apply still waits for Flush to show.
+  const uint32_t shard = store->ShardOf(HashKey("f"));
+  ASSERT_TRUE(store->Apply(1, {log::EntryType::kPut, static_cast<uint16_t>(shard), store->shard_version(shard) + 1},
+                           "f", "f1", Store::Persist::kDeferred)
+                  .ok());
+  const uint32_t gs = store->ShardOf(HashKey("g"));
+  ASSERT_TRUE(store->Apply(1, {log::EntryType::kPut, static_cast<uint16_t>(gs), store->shard_version(gs) + 1},
+                           "g", "g1")
+                  .ok());
+  EXPECT_EQ(region->persist_calls(), before + 3);
+  EXPECT_EQ(*store->Get("g"), "g1");
+  EXPECT_TRUE(store->Get("f").status().Is(Code::kNotFound));
+  store->Flush(1);
+  EXPECT_EQ(region->persist_calls(), before + 3) << "f was persistent already";
+  EXPECT_EQ(*store->Get("f"), "f1");
+  region->SimulateCrash(1);  // nothing unpersisted may matter
+
+  // Everything flushed survives a reopen.
+  store.reset();
+  store = std::move(Store::Open(region.get(), SmallOptions())).value();
+  for (auto [k, v] : {std::pair{"a", "v3"}, {"b", "v1"}, {"d", "d1"}, {"f", "f1"}, {"g", "g1"}}) {
+    EXPECT_EQ(*store->Get(k), v) << k;
+  }
+}
+
+// A batch that fills its segment is flushed before the segment is sealed:
+// nothing unpersisted or unindexed is left where the cleaner may take it.
+TEST(StoreGroupCommitTest, ASealedSegmentHoldsNothingDeferred) {
+  auto region = MakeRegion(4 << 20);
+  auto store = std::move(Store::Open(region.get(), SmallOptions())).value();
+  Random rng(7);
+  std::map<std::string, std::string> want;
+  for (int i = 0; i < 200; ++i) {
+    const std::string key = "k" + std::to_string(rng.Uniform(50));
+    const std::string value = Value(rng, 100 + rng.Uniform(3000));
+    auto p = store->Prepare(0, log::EntryType::kPut, key, value, Store::Persist::kDeferred);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    store->Commit(*p);
+    want[key] = value;
+    if (i % 7 == 0) ASSERT_TRUE(store->CleanStep().ok());
+  }
+  while (*store->CleanStep()) {
+  }
+  for (const auto& [k, v] : want) EXPECT_EQ(*store->Get(k), v) << k;
+}
+
 // Receive segments (one-sided replication): peers' log blocks land in PM at
 // 64 B-aligned offsets and the store indexes them where they lie.
 
