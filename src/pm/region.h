@@ -88,6 +88,7 @@ class PmRegion {
   // The mode actually in use after kAuto was resolved.
   PersistMode mode() const { return mode_; }
   bool is_dax() const { return dax_; }
+  bool crash_model() const { return durable_ != nullptr; }
   // Which flush instruction kFlush uses: "clwb", "clflushopt" or "clflush".
   static const char* FlushInstruction();
 

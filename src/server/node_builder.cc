@@ -25,7 +25,12 @@ std::unique_ptr<NodeParts> BuildNode(NodeEnv env) {
     co.worker_index = i;
     co.worker_count = count;
     co.backup = env.backup;
-    co.defer = [exec = env.workers[i].exec, alive = env.alive](std::function<void()> fn) {
+    // Group commit where a persist is a syscall (msync), and in the
+    // simulator's crash model, which checks it. On dram a persist does
+    // nothing and on dax it is a few cache-line flushes: waiting a turn for
+    // the batch would only add latency.
+    const pm::PmRegion& region = env.store->region();
+    if (region.mode() == pm::PersistMode::kMsync || region.crash_model()) co.defer = [exec = env.workers[i].exec, alive = env.alive](std::function<void()> fn) {
       // Posted from a handler, so it runs after the rest of this turn's work.
       exec->Post([alive, fn = std::move(fn)] {
         if (alive && !alive()) return;  // the node (incarnation) is gone

@@ -167,7 +167,8 @@ struct NodeCoreOptions {
   // poller run on the next turn, after everything that poll returned).
   // Writes and backup applies of the turn then share one persist
   // (Store::Flush), so a file-backed node pays one msync per batch. Unset:
-  // every write persists on its own (unit tests that drive a core by hand).
+  // every write persists on its own (a node whose persists cost nothing —
+  // dram, dax — and unit tests that drive a core by hand).
   std::function<void(std::function<void()>)> defer;
 };
 

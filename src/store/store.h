@@ -231,6 +231,7 @@ class Store final : private index::EntryReader {
   const RecoveryStats& recovery_stats() const { return recovery_; }
   const log::SegmentTable& segments() const { return *table_; }
   const StoreOptions& options() const { return options_; }
+  const pm::PmRegion& region() const { return *region_; }
   uint32_t ShardOf(uint64_t hash) const;
   uint64_t shard_version(uint32_t shard) const { return shards_[shard].version.load(); }
   // Live bytes the index references in a segment (cleaner's utilisation).
