@@ -183,6 +183,57 @@ TEST_F(NodeCoreTest, PutIsOnEveryReplicaBeforeItIsAcknowledgedOrVisible) {
   EXPECT_EQ(d2->code, Code::kNotFound);
 }
 
+// Group commit: the writes and applies of one turn are acknowledged only
+// after that turn's flush, which persists them together; a refused request
+// in the same turn fails alone and at once.
+TEST_F(NodeCoreTest, GroupCommitAcknowledgesATurnsWritesAfterItsFlush) {
+  std::deque<std::function<void()>> turn_end;
+  NodeCoreOptions o;
+  o.defer = [&](std::function<void()> fn) { turn_end.push_back(std::move(fn)); };
+  RewireCores(o);
+  auto run_turn_ends = [&] {
+    while (!turn_end.empty()) {
+      auto f = std::move(turn_end.front());
+      turn_end.pop_front();
+      f();
+    }
+  };
+  const uint32_t shard = 0;
+  const NodeId p = views.Get()->shards[shard].primary;
+  const std::vector<std::string> keys = KeysOfShard(shard, 3);
+  std::vector<std::shared_ptr<Result3>> puts;
+  for (const auto& k : keys) puts.push_back(Send(p, proto::Method::kPut, k, "v-" + k));
+  puts.push_back(Send(p, proto::Method::kPut, keys[0], "newest"));  // same key twice in one batch
+  auto stale = Send(p, proto::Method::kPut, keys[1], "stale", /*term=*/4);
+  ASSERT_TRUE(stale->replied) << "a refusal waited for the batch";
+  EXPECT_EQ(stale->code, Code::kStaleTerm);
+
+  rep.Pump();  // the backups apply, deferred
+  for (const auto& r : puts) EXPECT_FALSE(r->replied) << "acknowledged before any flush";
+  for (NodeId b : views.Get()->shards[shard].backups) {
+    EXPECT_TRUE(nodes[b].store->HasDeferred(0));
+    EXPECT_TRUE(nodes[b].store->Get(keys[1]).status().Is(Code::kNotFound))
+        << "a backup shows an entry before it is persistent";
+  }
+  run_turn_ends();  // each node's flush: one per node for the whole batch
+  rep.Pump();       // the backups' answers reach the primary, which commits
+  run_turn_ends();
+  rep.Pump();
+  for (const auto& r : puts) {
+    ASSERT_TRUE(r->replied);
+    EXPECT_EQ(r->code, Code::kOk) << r->payload;
+  }
+  for (NodeId n = 0; n < 3; ++n) {
+    EXPECT_FALSE(nodes[n].store->HasDeferred(0));
+    EXPECT_EQ(*nodes[n].store->Get(keys[0]), "newest") << "node " << n;
+    EXPECT_EQ(*nodes[n].store->Get(keys[2]), "v-" + keys[2]) << "node " << n;
+  }
+  for (NodeId b : views.Get()->shards[shard].backups) {
+    EXPECT_EQ(nodes[b].core->counters().group_commits, 1u) << "backup " << b;
+    EXPECT_EQ(nodes[b].core->counters().group_committed, 4u) << "backup " << b;
+  }
+}
+
 TEST_F(NodeCoreTest, StaleTermOrWrongNodeIsRefusedWithTheNodesTerm) {
   const std::string key = "k";
   const NodeId p = PrimaryOf(key);
