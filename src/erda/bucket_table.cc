@@ -20,10 +20,10 @@ BucketTable::BucketTable(pm::PmRegion* region, uint64_t offset, uint32_t num_buc
   assert(offset_ % kBucketBytes == 0);
 }
 
-uint32_t BucketTable::HomeBucket(uint64_t key_hash) const {
+uint32_t BucketTable::HomeBucketOf(uint64_t key_hash, uint32_t num_buckets) {
   // High bits: the fingerprint is the whole hash, but bucket choice and
   // fingerprint should not share their low bits' patterns.
-  return static_cast<uint32_t>((key_hash >> 20) % (num_buckets_ - kProbeBuckets + 1));
+  return static_cast<uint32_t>((key_hash >> 20) % (num_buckets - kProbeBuckets + 1));
 }
 
 uint64_t* BucketTable::FingerprintAt(Slot s) const {

@@ -52,7 +52,8 @@ class BucketTable {
   uint32_t num_buckets() const { return num_buckets_; }
   // The first bucket of the key's probe window; the window is contiguous
   // (it never wraps), so its bytes start at WindowOffset.
-  uint32_t HomeBucket(uint64_t key_hash) const;
+  uint32_t HomeBucket(uint64_t key_hash) const { return HomeBucketOf(key_hash, num_buckets_); }
+  static uint32_t HomeBucketOf(uint64_t key_hash, uint32_t num_buckets);
   uint64_t WindowOffset(uint64_t key_hash) const { return offset_ + uint64_t{HomeBucket(key_hash)} * kBucketBytes; }
 
   // Entries of the window that hold `fingerprint`, in window order.

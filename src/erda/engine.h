@@ -60,6 +60,10 @@ struct Layout {
   uint64_t segment_bytes = 0;
 
   uint32_t HeadOf(uint64_t key_hash) const;
+  // Where a key's probe window (kWindowBytes) starts in the region.
+  uint64_t WindowOffset(uint64_t key_hash) const {
+    return table_offset + uint64_t{BucketTable::HomeBucketOf(key_hash, num_buckets)} * kBucketBytes;
+  }
   // The region offset of an index word's offset field in head h.
   uint64_t ObjectOffset(uint32_t head, uint32_t units) const {
     return heads_offset + uint64_t{head} * head_bytes + uint64_t{units} * IndexWord::kUnit;
