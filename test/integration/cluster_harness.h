@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -20,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/config_access.h"
 #include "slip/client.h"
 
 namespace slip::integration {
@@ -28,6 +30,39 @@ namespace slip::integration {
 inline int Slip(const std::string& args) {
   const std::string cmd = std::string(SLIP_BINARY) + " " + args + " >/dev/null 2>&1";
   return std::system(cmd.c_str());
+}
+
+// Waits until every node of the cluster in `dir` is up and every shard has
+// its full replication factor with no backup still being seeded: only then
+// does losing one node leave every shard a complete replica to fail over
+// to. On a loaded machine nodes can lose their first leases while starting
+// and come back as new, syncing backups; a kill before they caught up would
+// leave shards with no replica to promote. Returns a description of what is
+// missing at the deadline, or "" once healthy.
+inline std::string WaitFullyReplicated(const std::string& dir,
+                                       std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+  auto store = cluster::OpenConfigStore(dir, "");
+  if (!store.ok()) return "config store: " + store.status().ToString();
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  std::string missing;
+  while (true) {
+    auto c = (*store)->Load();
+    if (!c.ok()) return "config: " + c.status().ToString();
+    missing.clear();
+    for (const auto& [id, n] : c->config.nodes) {
+      if (n.state != cluster::NodeState::kUp) missing += " node " + std::to_string(id) + " not up;";
+    }
+    for (size_t s = 0; s < c->config.shards.size(); ++s) {
+      const auto& r = c->config.shards[s];
+      if (r.backups.size() + 1 < c->config.replication_factor || !r.syncing.empty()) {
+        missing += " shard " + std::to_string(s) + " has " + std::to_string(r.backups.size()) + " backups (" +
+                   std::to_string(r.syncing.size()) + " syncing);";
+      }
+    }
+    if (missing.empty()) return "";
+    if (std::chrono::steady_clock::now() >= end) return "in term " + std::to_string(c->config.term) + ":" + missing;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
 }
 
 // "rowan-kv" -> "rowan_kv": a design as a gtest parameter name.

@@ -85,6 +85,8 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
     }
   };
   AckedWrites m;
+  const std::string unhealthy = integration::WaitFullyReplicated(d);
+  ASSERT_EQ(unhealthy, "") << "the cluster never became fully replicated; see " << d << "/logs";
   // A load of puts and deletes from two threads; node 1 is killed midway,
   // and the clients keep writing through the failover.
   integration::RunLoadWithFault(**client, m, 400, 600,

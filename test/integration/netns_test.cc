@@ -194,6 +194,7 @@ TEST_P(NetnsClusterTest, ThreeHostsSurviveKillRejoinAndColdStart) {
   ASSERT_NO_FATAL_FAILURE(Connect());
 
   integration::AckedWrites m;
+  ASSERT_EQ(integration::WaitFullyReplicated(dir_), "") << "logs in " << dir_ << "/logs";
   integration::RunLoadWithFault(*client_, m, 300, 500,
                                 [&] { ASSERT_EQ(Slip("cluster kill --node 1 --dir " + dir_), 0); });
   m.Check(*client_, "after failover");
