@@ -39,6 +39,9 @@ runtime::Nanos MachineNow() {
 
 namespace {
 
+constexpr const char* kReplacedWhileStarting =
+    "declared failed while starting, with data that may be stale by now";
+
 namespace fs = std::filesystem;
 using cluster::ClusterConfig;
 
@@ -244,7 +247,18 @@ Status Node::Boot() {
   // Publish our address (and come back, if we were replaced) in a new term.
   SLIP_RETURN_IF_ERROR(Update([&](const ClusterConfig& c) -> Result<ClusterConfig> {
     ClusterConfig next = c;
-    if (next.nodes[o_.id].state == cluster::NodeState::kDown && replaced) {
+    bool sole_copy_now = false;
+    for (const auto& s : c.shards) sole_copy_now |= s.primary == o_.id;
+    const bool down = next.nodes[o_.id].state == cluster::NodeState::kDown;
+    // Declared failed while this process was starting (its first lease came
+    // later than the manager's grace): its shards went to others. Empty, it
+    // rejoins as a new node would; with data (possibly stale by now), it
+    // must start over empty, which a fresh boot does (NodeProcess::Start).
+    const bool empty = store_->stats().keys == 0 && store_->recovery_stats().entries == 0;
+    if (down && !replaced && !sole_copy_now && !empty) {
+      return Status::Aborted(kReplacedWhileStarting);
+    }
+    if (down && (replaced || !sole_copy_now)) {
       SLIP_ASSIGN_OR_RETURN(next, cluster::Rejoin(c, o_.id));
     } else {
       // Back with its data (a stranded shard's last copy), or just a new address.
@@ -515,7 +529,15 @@ void Node::Stats(rpc::RpcChannel::Reply reply) {
 
 Result<std::unique_ptr<NodeProcess>> NodeProcess::Start(const NodeOptions& options) {
   auto n = std::make_unique<Node>(options);
-  SLIP_RETURN_IF_ERROR(n->Boot());
+  Status s = n->Boot();
+  if (s.Is(Code::kAborted) && s.message() == kReplacedWhileStarting) {
+    // Nothing was served yet: boot again, now as a replaced node (empty).
+    logging::Warn("{}", std::string(kReplacedWhileStarting) + "; booting again to rejoin empty");
+    n.reset();
+    n = std::make_unique<Node>(options);
+    s = n->Boot();
+  }
+  SLIP_RETURN_IF_ERROR(s);
   return std::unique_ptr<NodeProcess>(std::move(n));
 }
 

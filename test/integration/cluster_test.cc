@@ -10,15 +10,19 @@
 // remote log per backup; and over the shm provider ("design@shm"), which
 // every process takes from the cluster's configuration.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <thread>
 
+#include "cli/processes.h"
 #include "cluster/cluster_config.h"
 #include "integration/cluster_harness.h"
 #include "node/node_process.h"
@@ -134,6 +138,84 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
   again->reset();
   EXPECT_EQ(Slip("cluster down --dir " + d), 0);
   if (!HasFailure()) fs::remove_all(dir);  // else keep the logs
+}
+
+// A node whose start outlasts the manager's grace (its first lease comes
+// after 3 lease periods) is declared failed while it is still starting, and
+// its shards go to the others. It must come back as a replica of shards —
+// not as an "up" member holding nothing, which left every shard one replica
+// short for good — and, when it holds data that may be stale by now, start
+// over empty first.
+TEST(ClusterStartTest, ANodeDeclaredFailedWhileStartingRejoinsItsShards) {
+  const fs::path dir = fs::temp_directory_path() / ("slip_cluster_" + std::to_string(getpid()) + "_slowstart");
+  fs::remove_all(dir);
+  const std::string d = dir.string();
+  ASSERT_EQ(Slip("cluster init --nodes 3 --rf 3 --shards 6 --design rpc-kv --dir " + d), 0);
+  // Whether DIR/logs/<name>.log has a line containing `what` (waits up to 20 s).
+  auto logged = [&](const std::string& name, const std::string& what, size_t after_bytes) {
+    for (int i = 0; i < 2000; ++i) {
+      std::ifstream f(d + "/logs/" + name + ".log");
+      std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      if (text.size() > after_bytes && text.find(what, after_bytes) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  };
+  auto log_size = [&](const std::string& name) {
+    std::error_code ec;
+    const auto n = fs::file_size(d + "/logs/" + name + ".log", ec);
+    return ec ? size_t{0} : static_cast<size_t>(n);
+  };
+  auto start_all = [&](bool stall_node1) {
+    const size_t node1_log = log_size("node-1");
+    auto m = cli::SpawnDetached(d, "manager", {SLIP_BINARY, "manager", "--dir", d, "--lease-ms", "1000"});
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    pid_t slow = -1;
+    for (int i = 0; i < 3; ++i) {
+      auto p = cli::SpawnDetached(d, "node-" + std::to_string(i),
+                                  {SLIP_BINARY, "server", "--dir", d, "--node", std::to_string(i), "--lease-ms",
+                                   "1000", "--pm-mb", "64"});
+      ASSERT_TRUE(p.ok()) << p.status().ToString();
+      if (i == 1) slow = *p;
+    }
+    if (!stall_node1) return;
+    // Past its configuration read (its store is open), before its first
+    // lease: stalled for longer than the manager's grace.
+    ASSERT_TRUE(logged("node-1", "store recovered", node1_log));
+    ASSERT_EQ(kill(slow, SIGSTOP), 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(4500));
+    ASSERT_EQ(kill(slow, SIGCONT), 0);
+  };
+  auto stop_all = [&] {
+    for (const char* n : {"node-0", "node-1", "node-2", "manager"}) EXPECT_TRUE(cli::StopProcess(d, n).ok()) << n;
+  };
+
+  // A fresh cluster: node 1 is empty when it learns it was replaced.
+  ASSERT_NO_FATAL_FAILURE(start_all(true));
+  ASSERT_EQ(integration::WaitFullyReplicated(d), "") << "see " << d << "/logs";
+  {
+    auto c = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
+                                        .deadline = std::chrono::seconds(20), .bind_address = ""});
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    for (int i = 0; i < 50; ++i) ASSERT_TRUE((*c)->Put("k" + std::to_string(i), "v" + std::to_string(i)).ok()) << i;
+  }
+  stop_all();
+
+  // Again with data: node 1 must drop what it holds and rejoin empty.
+  ASSERT_NO_FATAL_FAILURE(start_all(true));
+  ASSERT_EQ(integration::WaitFullyReplicated(d), "") << "see " << d << "/logs";
+  {
+    auto c = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
+                                        .deadline = std::chrono::seconds(20), .bind_address = ""});
+    ASSERT_TRUE(c.ok());
+    for (int i = 0; i < 50; ++i) {
+      auto v = (*c)->Get("k" + std::to_string(i));
+      ASSERT_TRUE(v.ok()) << i << ": " << v.status().ToString();
+      EXPECT_EQ(*v, "v" + std::to_string(i));
+    }
+  }
+  stop_all();
+  if (!HasFailure()) fs::remove_all(dir);
 }
 
 // `slip put` takes a value from stdin or a file, `slip get` gives its bytes
