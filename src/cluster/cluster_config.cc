@@ -312,6 +312,29 @@ Result<ClusterConfig> Rejoin(const ClusterConfig& config, NodeId node) {
   return next;
 }
 
+Result<ClusterConfig> ReturnWithData(const ClusterConfig& config, NodeId node) {
+  SLIP_RETURN_IF_ERROR(config.Validate());
+  auto it = config.nodes.find(node);
+  if (it == config.nodes.end()) return Status::InvalidArgument("ReturnWithData: node " + N(node) + " is not a member");
+  if (it->second.state != NodeState::kDown) {
+    return Status::InvalidArgument("ReturnWithData: node " + N(node) + " is not down");
+  }
+  bool stranded = false;
+  for (const ShardReplicas& s : config.shards) stranded |= s.primary == node;
+  if (!stranded) {
+    return Status::InvalidArgument("ReturnWithData: node " + N(node) + " holds no shard's last copy; it rejoins empty");
+  }
+  if (config.term == std::numeric_limits<uint64_t>::max()) {
+    return Status::InvalidArgument("ReturnWithData: term exhausted");
+  }
+  ClusterConfig next = config;
+  next.term++;
+  next.nodes[node].state = NodeState::kUp;
+  TopUp(next);
+  SLIP_RETURN_IF_ERROR(next.Validate());
+  return next;
+}
+
 Result<ClusterConfig> MarkSynced(const ClusterConfig& config, ShardId shard, NodeId backup) {
   SLIP_RETURN_IF_ERROR(config.Validate());
   if (shard >= config.num_shards()) {

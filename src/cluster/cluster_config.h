@@ -163,6 +163,15 @@ Result<ClusterConfig> MarkSynced(const ClusterConfig& config, ShardId shard, Nod
 // stranded shard's last copy (that copy is gone with the wipe).
 Result<ClusterConfig> Rejoin(const ClusterConfig& config, NodeId node);
 
+// The configuration after down node `node` returns WITH its data because it
+// holds a stranded shard's last copy (Reassign kept the shard on it): term +
+// 1, the node up, and every under-replicated shard — its stranded ones
+// first of all — topped up with syncing backups as in Reassign. Without the
+// top-up a stranded shard stayed without backups even with live nodes to
+// spare. InvalidArgument if `node` is not a down member or is primary of no
+// shard (a node without a last copy must Rejoin empty).
+Result<ClusterConfig> ReturnWithData(const ClusterConfig& config, NodeId node);
+
 // JSON (docs/formats/cluster_config.md), with a format version. Encode
 // requires nothing of the config; Decode accepts only well-formed, *valid*
 // configurations of a known format version and reports anything else as

@@ -306,6 +306,39 @@ TEST(RejoinTest, RefusedForAStrandedShardsLastCopy) {
   EXPECT_TRUE(Rejoin(*failed, 1).status().Is(Code::kInvalidArgument));
 }
 
+// All three nodes of an RF-3 cluster fail one after the other (first
+// leases lost while starting): the first two come back empty while the
+// last still holds every shard, then it fails too and returns with its
+// data. Its shards must get the others back as backups.
+TEST(ReturnWithDataTest, AStrandedShardsLastCopyComesBackAndIsToppedUp) {
+  ClusterConfig c = MustPlace(3, 6, 3);
+  auto a = Reassign(c, 1);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  auto b = Reassign(*a, 2);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  auto r0 = Rejoin(*b, 1);
+  ASSERT_TRUE(r0.ok()) << r0.status().ToString();
+  auto r1 = Rejoin(*r0, 2);
+  ASSERT_TRUE(r1.ok()) << r1.status().ToString();
+  auto last = Reassign(*r1, 3);  // the only complete copy: stranded on node 3
+  ASSERT_TRUE(last.ok()) << last.status().ToString();
+  for (const auto& s : last->shards) EXPECT_EQ(s.primary, 3u);
+  EXPECT_TRUE(Rejoin(*last, 3).status().Is(Code::kInvalidArgument)) << "the copy would be wiped";
+  auto back = ReturnWithData(*last, 3);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->term, last->term + 1);
+  EXPECT_EQ(back->nodes.at(3).state, NodeState::kUp);
+  for (size_t i = 0; i < back->shards.size(); ++i) {
+    const auto& s = back->shards[i];
+    EXPECT_EQ(s.primary, 3u);
+    EXPECT_EQ(s.backups.size(), 2u) << "shard " << i << " not topped up";
+    EXPECT_EQ(s.syncing.size(), 2u);
+  }
+  EXPECT_TRUE(ReturnWithData(*back, 3).status().Is(Code::kInvalidArgument)) << "already up";
+  EXPECT_TRUE(ReturnWithData(*b, 1).status().Is(Code::kInvalidArgument)) << "no last copy: rejoin empty";
+  EXPECT_TRUE(ReturnWithData(*last, 7).status().Is(Code::kInvalidArgument)) << "not a member";
+}
+
 TEST(ReassignTest, InterruptedMigrationRollsBack) {
   ClusterConfig base = MustPlace(4, 8, 2);
   // Shard 0 moves its primary from its current primary to a node without a replica.

@@ -260,8 +260,11 @@ Status Node::Boot() {
     }
     if (down && (replaced || !sole_copy_now)) {
       SLIP_ASSIGN_OR_RETURN(next, cluster::Rejoin(c, o_.id));
+    } else if (down) {
+      // Back with a stranded shard's last copy: up, and its shards get backups again.
+      SLIP_ASSIGN_OR_RETURN(next, cluster::ReturnWithData(c, o_.id));
     } else {
-      // Back with its data (a stranded shard's last copy), or just a new address.
+      // Up already: a new address.
       next.nodes[o_.id].state = cluster::NodeState::kUp;
       ++next.term;
     }
