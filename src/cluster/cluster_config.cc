@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -286,24 +287,27 @@ Result<ClusterConfig> Reassign(const ClusterConfig& config, NodeId failed) {
   return next;
 }
 
-Result<ClusterConfig> Rejoin(const ClusterConfig& config, NodeId node) {
+// Down member `node` comes back: up in a new term, under-replicated shards
+// topped up. `with_data`: it must hold a stranded shard's last copy
+// (ReturnWithData); without: it must hold none, since it returns empty (Rejoin).
+static Result<ClusterConfig> ComeBack(const ClusterConfig& config, NodeId node, bool with_data) {
+  const std::string op = with_data ? "ReturnWithData: node " : "Rejoin: node ";
   SLIP_RETURN_IF_ERROR(config.Validate());
   auto it = config.nodes.find(node);
-  if (it == config.nodes.end()) return Status::InvalidArgument("Rejoin: node " + N(node) + " is not a member");
-  if (it->second.state != NodeState::kDown) {
-    return Status::InvalidArgument("Rejoin: node " + N(node) + " is not down");
+  if (it == config.nodes.end()) return Status::InvalidArgument(op + N(node) + " is not a member");
+  if (it->second.state != NodeState::kDown) return Status::InvalidArgument(op + N(node) + " is not down");
+  std::optional<ShardId> stranded;  // Reassign kept it as this shard's last copy
+  for (ShardId sh = 0; sh < config.num_shards() && !stranded; ++sh) {
+    if (config.shards[sh].primary == node) stranded = sh;
   }
-  for (ShardId sh = 0; sh < config.num_shards(); ++sh) {
-    if (config.shards[sh].primary == node) {
-      // Reassign kept it as a stranded shard's last copy; an empty node
-      // cannot bring that copy back.
-      return Status::InvalidArgument("Rejoin: node " + N(node) + " held the last copy of shard " + N(sh) +
-                                     " and returns empty");
-    }
+  if (!with_data && stranded) {
+    return Status::InvalidArgument(op + N(node) + " held the last copy of shard " + N(*stranded) +
+                                   " and returns empty");
   }
-  if (config.term == std::numeric_limits<uint64_t>::max()) {
-    return Status::InvalidArgument("Rejoin: term exhausted");
+  if (with_data && !stranded) {
+    return Status::InvalidArgument(op + N(node) + " holds no shard's last copy; it rejoins empty");
   }
+  if (config.term == std::numeric_limits<uint64_t>::max()) return Status::InvalidArgument(op + "term exhausted");
   ClusterConfig next = config;
   next.term++;
   next.nodes[node].state = NodeState::kUp;
@@ -312,27 +316,10 @@ Result<ClusterConfig> Rejoin(const ClusterConfig& config, NodeId node) {
   return next;
 }
 
+Result<ClusterConfig> Rejoin(const ClusterConfig& config, NodeId node) { return ComeBack(config, node, false); }
+
 Result<ClusterConfig> ReturnWithData(const ClusterConfig& config, NodeId node) {
-  SLIP_RETURN_IF_ERROR(config.Validate());
-  auto it = config.nodes.find(node);
-  if (it == config.nodes.end()) return Status::InvalidArgument("ReturnWithData: node " + N(node) + " is not a member");
-  if (it->second.state != NodeState::kDown) {
-    return Status::InvalidArgument("ReturnWithData: node " + N(node) + " is not down");
-  }
-  bool stranded = false;
-  for (const ShardReplicas& s : config.shards) stranded |= s.primary == node;
-  if (!stranded) {
-    return Status::InvalidArgument("ReturnWithData: node " + N(node) + " holds no shard's last copy; it rejoins empty");
-  }
-  if (config.term == std::numeric_limits<uint64_t>::max()) {
-    return Status::InvalidArgument("ReturnWithData: term exhausted");
-  }
-  ClusterConfig next = config;
-  next.term++;
-  next.nodes[node].state = NodeState::kUp;
-  TopUp(next);
-  SLIP_RETURN_IF_ERROR(next.Validate());
-  return next;
+  return ComeBack(config, node, true);
 }
 
 Result<ClusterConfig> MarkSynced(const ClusterConfig& config, ShardId shard, NodeId backup) {
