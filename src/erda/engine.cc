@@ -167,21 +167,26 @@ Status Engine::Recover() {
   return Status::Ok();
 }
 
-std::optional<Slot> Engine::EntryOf(std::string_view key, uint64_t hash) const {
+Engine::Located Engine::Locate(std::string_view key, uint64_t hash) const {
   const uint32_t head = layout_.HeadOf(hash);
+  Located out;
   for (Slot s : table_.Find(hash)) {
     const IndexWord w = table_.Load(s);
     if (!w.valid()) continue;
     for (uint32_t units : {w.new_offset(), w.old_offset()}) {
-      if (units == 0) continue;
-      auto d = DecodeObject(ObjectAt(head, units, layout_.segment_bytes), limits_);
-      if (d.ok()) {
-        if (d->key == key) return s;
-        break;  // a good object of another key: not this entry
+      if (units == 0) break;
+      Found f = Examine(ObjectAt(head, units, layout_.segment_bytes), key, limits_);
+      if (f.kind == Found::kOtherKey) break;  // another key's entry
+      if (f.kind == Found::kBad) {
+        out.damaged = true;  // try the old version
+        continue;
       }
+      out.slot = s;
+      out.found = std::move(f);
+      return out;
     }
   }
-  return std::nullopt;
+  return out;
 }
 
 Result<Reservation> Engine::Reserve(std::string_view key, ObjectType type, size_t value_len) {
@@ -241,7 +246,7 @@ Result<ObjectView> Engine::Check(const Reservation& r) {
 Status Engine::Publish(const Reservation& r) {
   const uint64_t hash = HashKey(r.key);
   Status result;
-  if (auto s = EntryOf(r.key, hash)) {
+  if (auto s = Locate(r.key, hash).slot) {
     table_.Store(*s, table_.Load(*s).Updated(r.units));
     index_bytes_ += 4;  // the flip bit and one 31-bit field
   } else if (auto claimed = table_.Claim(hash); claimed.ok()) {
@@ -285,22 +290,10 @@ Status Engine::Delete(std::string_view key) {
 }
 
 Result<std::string> Engine::Get(std::string_view key) const {
-  const uint64_t hash = HashKey(key);
-  const uint32_t head = layout_.HeadOf(hash);
-  bool damaged = false;
-  for (Slot s : table_.Find(hash)) {
-    const IndexWord w = table_.Load(s);
-    if (!w.valid()) continue;
-    for (uint32_t units : {w.new_offset(), w.old_offset()}) {
-      if (units == 0) break;
-      Found f = Examine(ObjectAt(head, units, layout_.segment_bytes), key, limits_);
-      if (f.kind == Found::kValue) return std::move(f.value);
-      if (f.kind == Found::kDeleted) return Status::NotFound("deleted");
-      if (f.kind == Found::kOtherKey) break;
-      damaged = true;  // kBad: try the old version
-    }
-  }
-  if (damaged) return Status::Corruption("every stored version of the key fails its check");
+  Located l = Locate(key, HashKey(key));
+  if (l.slot && l.found.kind == Found::kValue) return std::move(l.found.value);
+  if (l.slot) return Status::NotFound("deleted");
+  if (l.damaged) return Status::Corruption("every stored version of the key fails its check");
   return Status::NotFound("no such key");
 }
 

@@ -140,9 +140,14 @@ class Engine {
  private:
   Engine(pm::PmRegion* region, Layout layout, log::Limits limits);
   Status Recover();
-  // The entry of `key` (its fingerprint matches and its new object holds the
-  // key), if published.
-  std::optional<Slot> EntryOf(std::string_view key, uint64_t hash) const;
+  // The entry of `key` and its newest version that checks out (new, else
+  // old), if any; `damaged` when some version of the key failed its check.
+  struct Located {
+    std::optional<Slot> slot;
+    Found found{Found::kBad, {}};
+    bool damaged = false;
+  };
+  Located Locate(std::string_view key, uint64_t hash) const;
   std::span<const std::byte> ObjectAt(uint32_t head, uint32_t units, size_t max_bytes) const;
   // The size of the object at (head, units) if it decodes and holds a key
   // of `fingerprint`.

@@ -87,9 +87,15 @@ void Store::PersistTail(Writer& w) {
   w.synced = w.tail;
 }
 
+bool Store::Unpersisted(const Writer& w, uint64_t end) const {
+  // Only the writer's current segment holds unpersisted bytes (Advance
+  // persists before it moves on).
+  return w.segment != Writer::kNone && table_->SegmentOf(end - 1) == w.segment &&
+         end > table_->SegmentOffset(w.segment) + w.synced;
+}
+
 void Store::FlushWriter(Writer& w) {
   PersistTail(w);
-  w.flushed = w.writes;
   // Indexed in write order, so the newest of a key written twice in one
   // batch wins either way (indexing is version-conditional too).
   for (const Unindexed& u : w.unindexed) Index(u.meta, u.hash, u.key, u.blocks);
@@ -103,7 +109,7 @@ void Store::Flush(uint32_t writer) {
 bool Store::HasDeferred(uint32_t writer) const {
   if (writer >= writers_.size()) return false;
   const Writer& w = writers_[writer];
-  return w.flushed != w.writes || (w.segment != Writer::kNone && w.tail > w.synced);
+  return !w.unindexed.empty() || (w.segment != Writer::kNone && w.tail > w.synced);
 }
 
 Status Store::Advance(Writer& w, SegmentOwner owner) {
@@ -158,13 +164,9 @@ Result<Store::Blocks> Store::Append(Writer& w, SegmentOwner owner, const log::En
     b.offsets.push_back(off);
     b.bytes.push_back(bytes);
   }
-  ++w.writes;
-  if (persist == Persist::kNow) {
-    PersistTail(w);
-    // Earlier deferred entries became persistent too; a deferred Apply
-    // still waits for Flush to be indexed.
-    if (w.unindexed.empty()) w.flushed = w.writes;
-  }
+  // kNow persists the deferred entries before this one too; a deferred
+  // Apply still waits for Flush to be indexed.
+  if (persist == Persist::kNow) PersistTail(w);
   return b;
 }
 
@@ -322,7 +324,6 @@ Result<Store::PendingWrite> Store::Prepare(uint32_t writer, EntryType type, std:
   for (uint32_t bytes : blocks.bytes) appended_.fetch_add(bytes, std::memory_order_relaxed);
   RememberLarge(blocks);
   w.writer_ = writer;
-  w.write_seq_ = writers_[writer].writes;
   w.key_.assign(key);
   w.offsets_ = std::move(blocks.offsets);
   w.bytes_ = std::move(blocks.bytes);
@@ -332,7 +333,8 @@ Result<Store::PendingWrite> Store::Prepare(uint32_t writer, EntryType type, std:
 void Store::Commit(PendingWrite& w) {
   if (w.done_) return;
   w.done_ = true;
-  if (Writer& wr = writers_[w.writer_]; wr.flushed < w.write_seq_) FlushWriter(wr);
+  // Visible only once persistent (a deferred Prepare whose group flush has not run).
+  if (Writer& wr = writers_[w.writer_]; Unpersisted(wr, w.offsets_.back() + w.bytes_.back())) PersistTail(wr);
   auto r = shards_[w.meta_.shard].index->Upsert(w.hash_, w.key_, w.meta_.version, w.offsets_[0]);
   if (!r.applied) {
     Retire(Blocks{w.offsets_, w.bytes_});  // a newer version of the key was indexed first

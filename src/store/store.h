@@ -130,7 +130,6 @@ class Store final : private index::EntryReader {
     std::vector<uint32_t> bytes_;
     bool done_ = false;
     uint32_t writer_ = 0;
-    uint64_t write_seq_ = 0;  // the writer's write count after this one
   };
   // Assigns the next version of the key's shard and persists the entry
   // (or, kDeferred, leaves that to Flush or Commit).
@@ -262,8 +261,6 @@ class Store final : private index::EntryReader {
     // [synced, tail) of the segment is written but not persisted; only the
     // current segment can hold such bytes (Advance flushes first).
     uint64_t synced = 0;
-    uint64_t writes = 0;   // entries appended
-    uint64_t flushed = 0;  // `writes` when the last flush ran
     std::vector<Unindexed> unindexed;
   };
 
@@ -281,6 +278,8 @@ class Store final : private index::EntryReader {
                         Persist persist = Persist::kNow);
   Status Advance(Writer& w, log::SegmentOwner owner);
   void PersistTail(Writer& w);  // [synced, tail) of w's segment
+  // Whether the entry ending at region offset `end` is not yet persistent.
+  bool Unpersisted(const Writer& w, uint64_t end) const;
   void FlushWriter(Writer& w);
   void Index(const log::EntryMeta& meta, uint64_t hash, std::string_view key, const Blocks& blocks);
   void Retire(const Blocks& b);            // entry instance became dead: drop its live bytes
