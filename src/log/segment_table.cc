@@ -181,7 +181,7 @@ Status SegmentTable::Transition(uint32_t id, SegmentState to) {
   return Status::Ok();
 }
 
-Status SegmentTable::Free(uint32_t id) {
+Status SegmentTable::Free(uint32_t id, bool hold) {
   if (id >= geometry_.num_segments) return Status::InvalidArgument("no such segment");
   SegmentMeta m = meta(id);
   if (m.state != SegmentState::kCommitted) {
@@ -196,9 +196,18 @@ Status SegmentTable::Free(uint32_t id) {
   region_->Persist(base + pm::kCacheLine, geometry_.segment_size - pm::kCacheLine);
   std::lock_guard<std::mutex> lock(mu_);
   StoreMeta(id, SegmentMeta{SegmentState::kFree, SegmentOwner::kNone, m.seq});
-  // Keep lowest ids at the back so allocation stays address-ordered.
-  free_.insert(std::upper_bound(free_.begin(), free_.end(), id, std::greater<>()), id);
+  if (!hold) {
+    // Keep lowest ids at the back so allocation stays address-ordered.
+    free_.insert(std::upper_bound(free_.begin(), free_.end(), id, std::greater<>()), id);
+  }
   return Status::Ok();
+}
+
+void SegmentTable::Reuse(uint32_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (id >= geometry_.num_segments || meta(id).state != SegmentState::kFree) return;
+  if (std::find(free_.begin(), free_.end(), id) != free_.end()) return;
+  free_.insert(std::upper_bound(free_.begin(), free_.end(), id, std::greater<>()), id);
 }
 
 uint32_t SegmentTable::free_count() const {

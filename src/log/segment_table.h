@@ -90,8 +90,12 @@ class SegmentTable {
   // (the cleaner must always find one). NoSpace when none is available.
   Result<uint32_t> Allocate(SegmentOwner owner, uint32_t keep_free = 0);
   Status Transition(uint32_t id, SegmentState to);
-  // Committed → Free, zeroing the segment as described above.
-  Status Free(uint32_t id);
+  // Committed → Free, zeroing the segment as described above. With `hold`
+  // it is not handed out again until Reuse(id) (a restart forgets the hold:
+  // what it protects — one-sided readers of the old bytes — does not
+  // survive a restart either).
+  Status Free(uint32_t id, bool hold = false);
+  void Reuse(uint32_t id);
 
   uint32_t free_count() const;
   uint64_t next_seq() const;

@@ -60,6 +60,7 @@ Status Store::RelocateIfLive(uint32_t seg, uint64_t found_at, uint64_t offset0) 
   RememberLarge(copy);
   if (idx.Relocate(hash, key, offset0, copy.offsets[0])) {
     Retire(BlocksOf(offset0));
+    IndexChanged(hash, key);
   } else {
     Retire(copy);  // a writer overwrote it meanwhile; the copy is dead but counted
   }
@@ -142,12 +143,14 @@ Status Store::CleanSegment(uint32_t seg) {
       }
     }
     index::EntryInfo info = Read(f.offset);
-    shards_[h.shard].index->Release(HashKey(info.key), info.key);
+    const std::string key(info.key);
+    const uint64_t hash = HashKey(key);
+    if (shards_[h.shard].index->Release(hash, key) == 0) IndexChanged(hash, key);
   }
 
   // 3. The cleaner's copies must be durable before the originals vanish:
   //    they are (Append persists each block), so free the segment.
-  SLIP_RETURN_IF_ERROR(table_->Free(seg));
+  SLIP_RETURN_IF_ERROR(FreeCleaned(seg));
   live_[seg] = 0;
   cleaned_.fetch_add(1, std::memory_order_relaxed);
   return Status::Ok();

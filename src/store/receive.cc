@@ -38,6 +38,7 @@ void Store::IndexFound(uint64_t offset0, const Blocks& blocks) {
       live_[table_->SegmentOf(blocks.offsets[i])] += blocks.bytes[i];
     }
     if (r.displaced) Retire(BlocksOf(*r.displaced));
+    IndexChanged(hash, info.key);
   }
 }
 

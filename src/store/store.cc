@@ -220,6 +220,7 @@ void Store::Index(const log::EntryMeta& meta, uint64_t hash, std::string_view ke
   } else if (r.displaced) {
     Retire(BlocksOf(*r.displaced));
   }
+  if (r.applied) IndexChanged(hash, key);
 }
 
 Status Store::Apply(uint32_t writer, const log::EntryMeta& meta, std::string_view key,
@@ -334,7 +335,9 @@ void Store::Commit(PendingWrite& w) {
   if (w.done_) return;
   w.done_ = true;
   // Visible only once persistent (a deferred Prepare whose group flush has not run).
-  if (Writer& wr = writers_[w.writer_]; Unpersisted(wr, w.offsets_.back() + w.bytes_.back())) PersistTail(wr);
+  if (w.writer_ != kAdopted) {
+    if (Writer& wr = writers_[w.writer_]; Unpersisted(wr, w.offsets_.back() + w.bytes_.back())) PersistTail(wr);
+  }
   auto r = shards_[w.meta_.shard].index->Upsert(w.hash_, w.key_, w.meta_.version, w.offsets_[0]);
   if (!r.applied) {
     Retire(Blocks{w.offsets_, w.bytes_});  // a newer version of the key was indexed first
@@ -342,6 +345,7 @@ void Store::Commit(PendingWrite& w) {
     Retire(BlocksOf(*r.displaced));
   }
   (w.meta_.type == EntryType::kPut ? puts_ : deletes_).fetch_add(1, std::memory_order_relaxed);
+  if (r.applied) IndexChanged(w.hash_, w.key_);
 }
 
 void Store::Abandon(PendingWrite& w) {
@@ -353,6 +357,117 @@ void Store::Abandon(PendingWrite& w) {
   std::lock_guard<std::mutex> lock(large_mu_);
   abandoned_.emplace(w.offsets_[0], w.key_);
   ++abandoned_keys_[w.key_];
+}
+
+// ---------------------------------------------------------------------------
+// Direct client writes (erda)
+
+Result<uint64_t> Store::ReserveVersion(uint32_t shard) {
+  if (shard >= shards_.size()) return Status::InvalidArgument("no shard " + std::to_string(shard));
+  const uint64_t v = shards_[shard].version.fetch_add(1) + 1;
+  if (v > log::kMaxVersion) return Status::NoSpace("shard version space exhausted");
+  return v;
+}
+
+Result<Store::PendingWrite> Store::AdoptReceived(uint64_t offset, const log::EntryMeta& meta,
+                                                 std::string_view key, std::string_view* value) {
+  if (!table_->InDataArea(offset) || offset % log::kAlign != 0) {
+    return Status::InvalidArgument("offset " + std::to_string(offset) + " is not an entry's place");
+  }
+  const uint32_t seg = table_->SegmentOf(offset);
+  const log::SegmentMeta m = table_->meta(seg);
+  if (m.owner != SegmentOwner::kControl || m.state != SegmentState::kUsing) {
+    return Status::InvalidArgument("segment " + std::to_string(seg) + " is not an open receive segment");
+  }
+  const uint64_t end = table_->SegmentOffset(seg) + table_->segment_size();
+  // The client may still be writing (a torn or absent entry fails here, and
+  // the caller refuses the commit); decoding reads PM once, then the checks
+  // below hold for the bytes persisted next, which nobody else writes.
+  auto d = log::DecodeBlock({region_->at(offset), end - offset}, options_.limits);
+  if (!d.status.ok()) return Status::Corruption("the entry has not landed whole: " + d.status.message());
+  const log::BlockView& b = d.block;
+  if (b.cnt != 1 || b.type != meta.type || b.shard != meta.shard || b.version != meta.version ||
+      b.key() != key) {
+    return Status::Corruption("the entry that landed is not the one reserved");
+  }
+  const uint64_t hash = HashKey(key);
+  if (ShardOf(hash) != meta.shard) return Status::InvalidArgument("key not of shard " + std::to_string(meta.shard));
+  region_->Persist(region_->at(offset), b.encoded_bytes);
+  live_[seg].fetch_add(b.encoded_bytes, std::memory_order_relaxed);
+  appended_.fetch_add(b.encoded_bytes, std::memory_order_relaxed);
+  PendingWrite w;
+  w.meta_ = meta;
+  w.hash_ = hash;
+  w.key_.assign(key);
+  w.offsets_ = {offset};
+  w.bytes_ = {b.encoded_bytes};
+  w.writer_ = kAdopted;
+  if (value != nullptr) *value = b.value();
+  return w;
+}
+
+void Store::AbandonReceived(uint64_t offset, std::string_view key) {
+  std::lock_guard<std::mutex> lock(large_mu_);
+  if (!abandoned_.emplace(offset, std::string(key)).second) return;
+  ++abandoned_keys_[std::string(key)];
+}
+
+Status Store::KillReceived(uint64_t offset, uint32_t bytes) {
+  if (!table_->InDataArea(offset) || offset % log::kAlign != 0) {
+    return Status::InvalidArgument("offset " + std::to_string(offset) + " is not an entry's place");
+  }
+  const uint32_t seg = table_->SegmentOf(offset);
+  const uint64_t end = table_->SegmentOffset(seg) + table_->segment_size();
+  const log::SegmentMeta m = table_->meta(seg);
+  if (m.owner != SegmentOwner::kControl || m.state != SegmentState::kUsing) {
+    return Status::InvalidArgument("segment " + std::to_string(seg) + " is not an open receive segment");
+  }
+  const uint64_t len = std::min<uint64_t>(bytes, end - offset);
+  // Header first: from then on no scan decodes a block here.
+  const uint64_t first = std::min<uint64_t>(len, pm::kCacheLine);
+  std::memset(region_->at(offset), 0, first);
+  region_->Persist(region_->at(offset), first);
+  if (len > first) {
+    std::memset(region_->at(offset + first), 0, len - first);
+    region_->Persist(region_->at(offset + first), len - first);
+  }
+  std::lock_guard<std::mutex> lock(large_mu_);
+  if (auto ab = abandoned_.find(offset); ab != abandoned_.end()) {
+    if (--abandoned_keys_[ab->second] == 0) abandoned_keys_.erase(ab->second);
+    abandoned_.erase(ab);
+  }
+  return Status::Ok();
+}
+
+std::optional<uint64_t> Store::Locate(std::string_view key) const {
+  const uint64_t hash = HashKey(key);
+  return shards_[ShardOf(hash)].index->Lookup(hash, key);
+}
+
+void Store::ForEachIndexedKey(const std::function<void(uint64_t hash, std::string_view key)>& fn) const {
+  for (const Shard& sh : shards_) {
+    std::vector<std::string> keys;
+    sh.index->ForEach([&](uint64_t off) { keys.emplace_back(Read(off).key); });
+    for (const std::string& k : keys) fn(HashKey(k), k);
+  }
+}
+
+Status Store::FreeCleaned(uint32_t seg) {
+  if (!options_.hold_freed_segments) return table_->Free(seg);
+  SLIP_RETURN_IF_ERROR(table_->Free(seg, /*hold=*/true));
+  std::lock_guard<std::mutex> lock(held_mu_);
+  held_[0].push_back(seg);
+  return Status::Ok();
+}
+
+void Store::ReleaseHeldSegments() {
+  std::vector<uint32_t> ready;
+  {
+    std::lock_guard<std::mutex> lock(held_mu_);
+    ready.swap(held_[1]);
+    held_[1].swap(held_[0]);
+  }
+  for (uint32_t seg : ready) table_->Reuse(seg);
 }
 
 bool Store::HasAbandoned(const std::string& key) const {

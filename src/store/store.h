@@ -63,6 +63,19 @@ struct StoreOptions {
   // Free segments that writers may not take, so the cleaner can always make
   // progress (it needs at most one to relocate a segment's live data).
   uint32_t cleaner_reserve = 2;
+
+  // --- direct client access (the erda design; docs/papers/erda.md §6) ---
+  // Called after every change of which entry of a key the index holds (a
+  // write committed or applied, a digest, a relocation, a key released), on
+  // the thread that made it, with no store lock held. A mirror of the index
+  // (erda's one-sided bucket table) looks the key up again (Locate), so
+  // calls may interleave in any order and the last one wins correctly.
+  std::function<void(uint64_t hash, std::string_view key)> on_index_change;
+  // Freed segments are held back from reuse until two ReleaseHeldSegments()
+  // calls have passed: a one-sided reader that read an index word just
+  // before the cleaner moved its entry may still be reading the old place,
+  // and must find it zeroed (the reader notices), never reused.
+  bool hold_freed_segments = false;
 };
 
 struct StoreStats {
@@ -129,8 +142,9 @@ class Store final : private index::EntryReader {
     std::vector<uint64_t> offsets_;
     std::vector<uint32_t> bytes_;
     bool done_ = false;
-    uint32_t writer_ = 0;
+    uint32_t writer_ = 0;  // kAdopted: a client wrote it, already persistent
   };
+  static constexpr uint32_t kAdopted = UINT32_MAX;
   // Assigns the next version of the key's shard and persists the entry
   // (or, kDeferred, leaves that to Flush or Commit).
   // For kDel: NotFound (nothing written) when the key has no live value.
@@ -217,6 +231,47 @@ class Store final : private index::EntryReader {
   // A receive segment nobody wrote into goes back to the free list.
   Status ReleaseReceiveSegment(uint32_t seg);
   uint64_t received_bytes() const { return received_.load(); }
+
+  // --- direct client writes (erda: docs/papers/erda.md §6.4) ---
+  //
+  // A client writes a whole entry one-sidedly into a receive segment at a
+  // place the node reserved; the node then adopts it as a prepared write.
+
+  // Assigns the next version of `shard` to an entry a client will write.
+  Result<uint64_t> ReserveVersion(uint32_t shard);
+  // The entry at region offset `offset` (inside a Using receive segment)
+  // must be one whole, CRC-valid block of `key` carrying exactly `meta`:
+  // then it is persisted and returned prepared, as Prepare would (Commit or
+  // Abandon it). Corruption (nothing changed) when the bytes there are
+  // torn, not yet landed or anything else.
+  // `*value` (optional) views the entry's value in PM; it stays readable
+  // until the write is committed or abandoned.
+  Result<PendingWrite> AdoptReceived(uint64_t offset, const log::EntryMeta& meta, std::string_view key,
+                                     std::string_view* value = nullptr);
+  // A reservation of `key` at `offset` that will never be adopted, but whose
+  // bytes may still land: until KillReceived(offset) the key counts as
+  // having an abandoned entry, so the cleaner keeps its tombstones (the
+  // entry could otherwise resurface over a delete at a recovery).
+  void AbandonReceived(uint64_t offset, std::string_view key);
+  // A reservation that will never be adopted: zeroes [offset, offset +
+  // bytes) of its receive segment and persists it, so whatever a client
+  // wrote there can never resurface at a recovery, and forgets an
+  // abandonment recorded there (the entry is gone).
+  Status KillReceived(uint64_t offset, uint32_t bytes);
+  // The region offset of the first block of the entry the index holds for
+  // `key` (a tombstone included); nullopt when none.
+  std::optional<uint64_t> Locate(std::string_view key) const;
+  // Calls fn(hash, key) for every key the index holds, in every shard.
+  void ForEachIndexedKey(const std::function<void(uint64_t hash, std::string_view key)>& fn) const;
+  // Sets StoreOptions::on_index_change of an open store (a mirror of the
+  // index is built from the store it mirrors). Before the store is shared
+  // between threads.
+  void set_on_index_change(std::function<void(uint64_t hash, std::string_view key)> fn) {
+    options_.on_index_change = std::move(fn);
+  }
+  // Makes the segments freed before the previous call reusable (see
+  // StoreOptions::hold_freed_segments).
+  void ReleaseHeldSegments();
 
   // Cleans at most one segment (the least utilised Committed one below the
   // threshold). Returns whether it cleaned one.
@@ -334,6 +389,16 @@ class Store final : private index::EntryReader {
     uint16_t have = 0;
   };
   std::map<std::pair<uint16_t, uint64_t>, ReceivedPartial> received_partial_;  // under large_mu_
+
+  // Freed while hold_freed_segments: [0] since the last release, [1] before.
+  std::mutex held_mu_;
+  std::vector<uint32_t> held_[2];
+
+  void IndexChanged(uint64_t hash, std::string_view key) const {
+    if (options_.on_index_change) options_.on_index_change(hash, key);
+  }
+  // Frees a cleaned segment now, or holds it (hold_freed_segments).
+  Status FreeCleaned(uint32_t seg);
 
   RecoveryStats recovery_;
   std::atomic<uint64_t> received_{0};
