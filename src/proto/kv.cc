@@ -130,6 +130,9 @@ const char* MethodName(uint16_t method) {
     case Method::kPut: return "PUT";
     case Method::kGet: return "GET";
     case Method::kDel: return "DEL";
+    case Method::kErdaGrant: return "ERDA_GRANT";
+    case Method::kErdaReserve: return "ERDA_RESERVE";
+    case Method::kErdaCommit: return "ERDA_COMMIT";
     case Method::kReplicate: return "REPLICATE";
     case Method::kShardTail: return "SHARD_TAIL";
     case Method::kReplOpen: return "REPL_OPEN";
@@ -384,6 +387,153 @@ Result<ReplCloseRequest> DecodeReplCloseRequest(std::span<const std::byte> buf) 
   r.buffer_id = rd.Get<uint32_t>();
   r.used = rd.Get<uint64_t>();
   SLIP_RETURN_IF_ERROR(Finish(rd, "replication close request"));
+  return r;
+}
+
+// ---------------------------------------------------------------------------
+// erda
+
+// ErdaGrantRequest: term u64 | shard u32
+std::string Encode(const ErdaGrantRequest& r) {
+  Writer w(12);
+  w.Put<uint64_t>(r.term);
+  w.Put<uint32_t>(r.shard);
+  return w.Take();
+}
+
+Result<ErdaGrantRequest> DecodeErdaGrantRequest(std::span<const std::byte> buf) {
+  Reader rd(buf);
+  ErdaGrantRequest r;
+  r.term = rd.Get<uint64_t>();
+  r.shard = rd.Get<uint32_t>();
+  SLIP_RETURN_IF_ERROR(Finish(rd, "erda grant request"));
+  return r;
+}
+
+// ErdaGrantResponse: term u64 | grant_ns u64 | max_read_ns u64 | area_addr u64 |
+//   area_key u64 | area_len u64 | area_offset u64 | table_addr u64 |
+//   table_key u64 | table_len u64 | num_buckets u32 | max_entry_bytes u32 |
+//   address_len u32 | address
+std::string Encode(const ErdaGrantResponse& r) {
+  Writer w(96 + r.address.size());
+  w.Put<uint64_t>(r.term);
+  w.Put<uint64_t>(r.grant_ns);
+  w.Put<uint64_t>(r.max_read_ns);
+  w.Put<uint64_t>(r.area_addr);
+  w.Put<uint64_t>(r.area_key);
+  w.Put<uint64_t>(r.area_len);
+  w.Put<uint64_t>(r.area_offset);
+  w.Put<uint64_t>(r.table_addr);
+  w.Put<uint64_t>(r.table_key);
+  w.Put<uint64_t>(r.table_len);
+  w.Put<uint32_t>(r.num_buckets);
+  w.Put<uint32_t>(r.max_entry_bytes);
+  w.Put<uint32_t>(static_cast<uint32_t>(r.address.size()));
+  w.Bytes(r.address);
+  return w.Take();
+}
+
+Result<ErdaGrantResponse> DecodeErdaGrantResponse(std::span<const std::byte> buf) {
+  Reader rd(buf);
+  ErdaGrantResponse r;
+  r.term = rd.Get<uint64_t>();
+  r.grant_ns = rd.Get<uint64_t>();
+  r.max_read_ns = rd.Get<uint64_t>();
+  r.area_addr = rd.Get<uint64_t>();
+  r.area_key = rd.Get<uint64_t>();
+  r.area_len = rd.Get<uint64_t>();
+  r.area_offset = rd.Get<uint64_t>();
+  r.table_addr = rd.Get<uint64_t>();
+  r.table_key = rd.Get<uint64_t>();
+  r.table_len = rd.Get<uint64_t>();
+  r.num_buckets = rd.Get<uint32_t>();
+  r.max_entry_bytes = rd.Get<uint32_t>();
+  const uint32_t address_len = rd.Get<uint32_t>();
+  if (!rd.ok()) return Status::Corruption("erda grant response shorter than its header");
+  if (address_len > 1024) return Status::Corruption("erda grant response: address too long");
+  r.address = rd.Bytes(address_len);
+  SLIP_RETURN_IF_ERROR(Finish(rd, "erda grant response"));
+  // The client reads windows of two buckets inside the table.
+  if (r.num_buckets < 2 || uint64_t{r.num_buckets} * 64 > r.table_len) {
+    return Status::Corruption("erda grant response: the bucket table does not fit its registration");
+  }
+  return r;
+}
+
+// ErdaReserveRequest: term u64 | shard u32 | key_len u32 | value_len u32 | key
+std::string Encode(const ErdaReserveRequest& r) {
+  Writer w(20 + r.key.size());
+  w.Put<uint64_t>(r.term);
+  w.Put<uint32_t>(r.shard);
+  w.Put<uint32_t>(static_cast<uint32_t>(r.key.size()));
+  w.Put<uint32_t>(r.value_len);
+  w.Bytes(r.key);
+  return w.Take();
+}
+
+Result<ErdaReserveRequest> DecodeErdaReserveRequest(std::span<const std::byte> buf, const log::Limits& limits) {
+  Reader rd(buf);
+  ErdaReserveRequest r;
+  r.term = rd.Get<uint64_t>();
+  r.shard = rd.Get<uint32_t>();
+  const uint32_t key_len = rd.Get<uint32_t>();
+  r.value_len = rd.Get<uint32_t>();
+  if (!rd.ok()) return Status::Corruption("erda reserve request shorter than its header");
+  SLIP_RETURN_IF_ERROR(log::CheckSizes(key_len, r.value_len, limits));
+  r.key = rd.Bytes(key_len);
+  SLIP_RETURN_IF_ERROR(Finish(rd, "erda reserve request"));
+  if (r.key.empty()) return Status::InvalidArgument("empty key");
+  return r;
+}
+
+// ErdaReserveResponse: term u64 | version u64 | reservation u64 | area_offset u64 | write_within_ns u64
+std::string Encode(const ErdaReserveResponse& r) {
+  Writer w(40);
+  w.Put<uint64_t>(r.term);
+  w.Put<uint64_t>(r.version);
+  w.Put<uint64_t>(r.reservation);
+  w.Put<uint64_t>(r.area_offset);
+  w.Put<uint64_t>(r.write_within_ns);
+  return w.Take();
+}
+
+Result<ErdaReserveResponse> DecodeErdaReserveResponse(std::span<const std::byte> buf) {
+  Reader rd(buf);
+  ErdaReserveResponse r;
+  r.term = rd.Get<uint64_t>();
+  r.version = rd.Get<uint64_t>();
+  r.reservation = rd.Get<uint64_t>();
+  r.area_offset = rd.Get<uint64_t>();
+  r.write_within_ns = rd.Get<uint64_t>();
+  SLIP_RETURN_IF_ERROR(Finish(rd, "erda reserve response"));
+  if (r.version == 0 || r.version > log::kMaxVersion) return Status::Corruption("erda reserve response: version out of range");
+  if (r.area_offset % log::kAlign != 0) return Status::Corruption("erda reserve response: misaligned place");
+  return r;
+}
+
+// ErdaCommitRequest: term u64 | shard u32 | reservation u64 | key_len u32 | key
+std::string Encode(const ErdaCommitRequest& r) {
+  Writer w(24 + r.key.size());
+  w.Put<uint64_t>(r.term);
+  w.Put<uint32_t>(r.shard);
+  w.Put<uint64_t>(r.reservation);
+  w.Put<uint32_t>(static_cast<uint32_t>(r.key.size()));
+  w.Bytes(r.key);
+  return w.Take();
+}
+
+Result<ErdaCommitRequest> DecodeErdaCommitRequest(std::span<const std::byte> buf, const log::Limits& limits) {
+  Reader rd(buf);
+  ErdaCommitRequest r;
+  r.term = rd.Get<uint64_t>();
+  r.shard = rd.Get<uint32_t>();
+  r.reservation = rd.Get<uint64_t>();
+  const uint32_t key_len = rd.Get<uint32_t>();
+  if (!rd.ok()) return Status::Corruption("erda commit request shorter than its header");
+  SLIP_RETURN_IF_ERROR(log::CheckSizes(key_len, 0, limits));
+  r.key = rd.Bytes(key_len);
+  SLIP_RETURN_IF_ERROR(Finish(rd, "erda commit request"));
+  if (r.key.empty()) return Status::InvalidArgument("empty key");
   return r;
 }
 

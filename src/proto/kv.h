@@ -37,6 +37,9 @@ enum class Method : uint16_t {
   kPut = 1,
   kGet = 2,
   kDel = 3,
+  kErdaGrant = 4,    // client -> primary: read a shard one-sidedly (erda)
+  kErdaReserve = 5,  // client -> primary: a version and a place for an entry (erda)
+  kErdaCommit = 6,   // client -> primary: the entry landed; replicate, publish (erda)
   kReplicate = 16,  // primary -> backup (the rpc replication protocol)
   kShardTail = 17,  // new primary -> replica: entries above a version (promotion)
   kReplOpen = 18,   // primary -> backup: where to write entries one-sidedly
@@ -143,6 +146,75 @@ struct ReplCloseRequest {
   uint32_t buffer_id = 0;
   uint64_t used = 0;  // bytes written from the buffer's start
 };
+
+// The erda design's direct access (docs/papers/erda.md §6): clients read a
+// primary's index words and entries one-sidedly and write entries into
+// places it reserved. Errors travel as a KvResponse, as for PUT and GET.
+
+// ERDA_GRANT: may the client read `shard` one-sidedly, and where.
+struct ErdaGrantRequest {
+  uint64_t term = 0;
+  uint32_t shard = 0;
+};
+
+struct ErdaGrantResponse {
+  uint64_t term = 0;
+  // One-sided reads of the shard are valid until this long after the
+  // client *sent* the request (the node's lease bounds it: a node that
+  // may have been replaced must not be read).
+  uint64_t grant_ns = 0;
+  // A GET whose READs took longer than this must ask the server instead:
+  // the entry it found may sit in a segment freed and reused meanwhile.
+  uint64_t max_read_ns = 0;
+  // The node's data area (fabric::RemoteMemory's fields), and the store
+  // region offset of its byte 0 (index words count from the region's start).
+  uint64_t area_addr = 0, area_key = 0, area_len = 0;
+  uint64_t area_offset = 0;
+  // The bucket table.
+  uint64_t table_addr = 0, table_key = 0, table_len = 0;
+  uint32_t num_buckets = 0;
+  // The largest entry (one log block) a client may write one-sidedly.
+  uint32_t max_entry_bytes = 0;
+  std::string_view address;  // the node's one-sided endpoint
+};
+
+// ERDA_RESERVE: a version and a place for one PUT entry of `key`.
+struct ErdaReserveRequest {
+  uint64_t term = 0;
+  uint32_t shard = 0;
+  uint32_t value_len = 0;
+  std::string_view key;
+};
+
+struct ErdaReserveResponse {
+  uint64_t term = 0;
+  uint64_t version = 0;      // goes into the entry's header
+  uint64_t reservation = 0;  // names it in ERDA_COMMIT
+  uint64_t area_offset = 0;  // where to write the entry, in the data area
+  // The client must have posted its write within this long after it sent
+  // the reservation, or not write at all (the place is then reclaimed).
+  uint64_t write_within_ns = 0;
+};
+
+// ERDA_COMMIT: the entry reserved for `key` landed. Answered by a
+// KvResponse with the version once it is replicated and published.
+struct ErdaCommitRequest {
+  uint64_t term = 0;
+  uint32_t shard = 0;
+  uint64_t reservation = 0;
+  std::string_view key;
+};
+
+std::string Encode(const ErdaGrantRequest& r);
+std::string Encode(const ErdaGrantResponse& r);
+std::string Encode(const ErdaReserveRequest& r);
+std::string Encode(const ErdaReserveResponse& r);
+std::string Encode(const ErdaCommitRequest& r);
+Result<ErdaGrantRequest> DecodeErdaGrantRequest(std::span<const std::byte> buf);
+Result<ErdaGrantResponse> DecodeErdaGrantResponse(std::span<const std::byte> buf);
+Result<ErdaReserveRequest> DecodeErdaReserveRequest(std::span<const std::byte> buf, const log::Limits& limits);
+Result<ErdaReserveResponse> DecodeErdaReserveResponse(std::span<const std::byte> buf);
+Result<ErdaCommitRequest> DecodeErdaCommitRequest(std::span<const std::byte> buf, const log::Limits& limits);
 
 std::string Encode(const KvRequest& r);
 std::string Encode(const KvResponse& r);

@@ -174,5 +174,65 @@ TEST(KvProtoTest, ReplOpenResponseRoundTripsWithItsPersistFlag) {
   }
 }
 
+// erda's direct-access messages: round trips, every truncation refused,
+// and the fields a client trusts checked (a table that does not fit its
+// registration, a misaligned place, an out-of-range version).
+TEST(ErdaMessagesTest, RoundTripAndTruncationsAreRefused) {
+  log::Limits limits;
+  ErdaGrantResponse g;
+  g.term = 4;
+  g.grant_ns = 1000;
+  g.max_read_ns = 500;
+  g.area_addr = 0x10000;
+  g.area_key = 9;
+  g.area_len = 1 << 20;
+  g.area_offset = 4096;
+  g.table_addr = 0x20000;
+  g.table_key = 10;
+  g.table_len = 64 * 1024;
+  g.num_buckets = 1024;
+  g.max_entry_bytes = 8192;
+  g.address = "addr";
+  const std::string gb = Encode(g);
+  auto gd = DecodeErdaGrantResponse(AsBytes(gb));
+  ASSERT_TRUE(gd.ok()) << gd.status().ToString();
+  EXPECT_EQ(gd->num_buckets, 1024u);
+  EXPECT_EQ(gd->area_offset, 4096u);
+  EXPECT_EQ(gd->address, "addr");
+  for (size_t n = 0; n < gb.size(); ++n) EXPECT_FALSE(DecodeErdaGrantResponse(AsBytes(std::string_view(gb).substr(0, n))).ok()) << n;
+  g.num_buckets = 1025;  // one bucket past the registration
+  EXPECT_TRUE(DecodeErdaGrantResponse(AsBytes(Encode(g))).status().Is(Code::kCorruption));
+
+  const std::string rb = Encode(ErdaReserveRequest{4, 2, 100, "key"});
+  auto rd = DecodeErdaReserveRequest(AsBytes(rb), limits);
+  ASSERT_TRUE(rd.ok());
+  EXPECT_EQ(rd->value_len, 100u);
+  EXPECT_EQ(rd->key, "key");
+  for (size_t n = 0; n < rb.size(); ++n) EXPECT_FALSE(DecodeErdaReserveRequest(AsBytes(std::string_view(rb).substr(0, n)), limits).ok());
+  EXPECT_TRUE(DecodeErdaReserveRequest(AsBytes(Encode(ErdaReserveRequest{4, 2, limits.max_value + 1, "key"})), limits)
+                  .status().Is(Code::kTooLarge));
+  EXPECT_FALSE(DecodeErdaReserveRequest(AsBytes(Encode(ErdaReserveRequest{4, 2, 1, ""})), limits).ok());
+
+  const std::string sb = Encode(ErdaReserveResponse{4, 17, 3, 128, 50});
+  auto sd = DecodeErdaReserveResponse(AsBytes(sb));
+  ASSERT_TRUE(sd.ok());
+  EXPECT_EQ(sd->version, 17u);
+  EXPECT_EQ(sd->area_offset, 128u);
+  EXPECT_TRUE(DecodeErdaReserveResponse(AsBytes(Encode(ErdaReserveResponse{4, 17, 3, 100, 50}))).status().Is(Code::kCorruption));
+  EXPECT_TRUE(DecodeErdaReserveResponse(AsBytes(Encode(ErdaReserveResponse{4, 0, 3, 128, 50}))).status().Is(Code::kCorruption));
+
+  const std::string cb = Encode(ErdaCommitRequest{4, 2, 3, "key"});
+  auto cd = DecodeErdaCommitRequest(AsBytes(cb), limits);
+  ASSERT_TRUE(cd.ok());
+  EXPECT_EQ(cd->reservation, 3u);
+  for (size_t n = 0; n < cb.size(); ++n) EXPECT_FALSE(DecodeErdaCommitRequest(AsBytes(std::string_view(cb).substr(0, n)), limits).ok());
+  EXPECT_TRUE(DecodeErdaCommitRequest(AsBytes(cb + "x"), limits).status().Is(Code::kCorruption));
+
+  auto grd = DecodeErdaGrantRequest(AsBytes(Encode(ErdaGrantRequest{4, 2})));
+  ASSERT_TRUE(grd.ok());
+  EXPECT_EQ(grd->shard, 2u);
+  EXPECT_EQ(std::string(MethodName(static_cast<uint16_t>(Method::kErdaCommit))), "ERDA_COMMIT");
+}
+
 }  // namespace
 }  // namespace slip::proto
