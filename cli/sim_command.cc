@@ -126,6 +126,7 @@ int RunSimCommand(const SimCommandOptions& o) {
   }
   uint64_t ops = 0, unknown = 0, faults = 0, failovers = 0, failed = 0, unchecked = 0;
   uint64_t promotions = 0, with_floor = 0, moved = 0, records = 0;
+  client::ErdaPath::Stats direct;
   const auto t0 = std::chrono::steady_clock::now();
   for (uint64_t seed = first; seed <= last; ++seed) {
     sim::ClusterSimOptions so;
@@ -160,6 +161,13 @@ int RunSimCommand(const SimCommandOptions& o) {
     with_floor += r.promotions_with_floor;
     moved += r.promotion_entries;
     records += r.commit_records;
+    direct.gets += r.direct.gets;
+    direct.one_sided_gets += r.direct.one_sided_gets;
+    direct.fallback_gets += r.direct.fallback_gets;
+    direct.puts += r.direct.puts;
+    direct.one_sided_puts += r.direct.one_sided_puts;
+    direct.fallback_puts += r.direct.fallback_puts;
+    direct.grants += r.direct.grants;
     if (!r.ok) {
       ++failed;
       std::printf("seed %llu FAILED: %s\n  replay: slip sim --design %s --seed %llu --trace%s\n",
@@ -184,6 +192,14 @@ int RunSimCommand(const SimCommandOptions& o) {
               static_cast<unsigned long long>(promotions), static_cast<unsigned long long>(with_floor),
               promotions ? static_cast<double>(moved) / static_cast<double>(promotions) : 0.0,
               static_cast<unsigned long long>(records));
+  if (direct.gets + direct.puts > 0) {
+    std::printf("  direct access: %llu of %llu GETs one-sided (%llu fell back), %llu of %llu PUTs written one-sidedly "
+                "(%llu fell back), %llu grants\n",
+                static_cast<unsigned long long>(direct.one_sided_gets), static_cast<unsigned long long>(direct.gets),
+                static_cast<unsigned long long>(direct.fallback_gets),
+                static_cast<unsigned long long>(direct.one_sided_puts), static_cast<unsigned long long>(direct.puts),
+                static_cast<unsigned long long>(direct.fallback_puts), static_cast<unsigned long long>(direct.grants));
+  }
   return failed ? 1 : 0;
 }
 

@@ -205,7 +205,7 @@ int main(int argc, char** argv) {
     c->add_option("--shards", co.shards, "shards (first start)")->capture_default_str();
     c->add_option("--rf", co.replication, "replication factor (first start)")->capture_default_str();
     c->add_option("--design", co.design,
-                  "replication design (first start): rpc-kv | rowan-kv | rwrite-kv | batch-kv | share-kv | tailwind")
+                  "design (first start): rpc-kv | rowan-kv | rwrite-kv | batch-kv | share-kv | tailwind | erda")
         ->capture_default_str();
     c->add_option("--provider", co.provider, "libfabric provider of every process (first start): tcp | shm | verbs")
         ->capture_default_str();

@@ -60,13 +60,20 @@ TEST_P(TargetTest, RunsAndReportsEveryField) {
   for (const char* op : {"read", "update", "insert", "scan", "rmw"}) EXPECT_TRUE(j["latency_us"].contains(op));
   EXPECT_TRUE(j["latency_us"]["read"].is_object());
   EXPECT_TRUE(j["latency_us"]["update"].is_object());
-  // Every target here counts its network round trips (0 in-process).
-  ASSERT_TRUE(j["rtts_per_op"].is_number());
-  const double rtts = j["rtts_per_op"];
   const std::string name = GetParam();
   const bool cluster = name == "rpc-kv" || name == "rowan-kv" || name == "rwrite-kv" ||
-                       name == "batch-kv" || name == "share-kv" || name == "tailwind";
-  if (name == "memcached" || name == "redis" || cluster) {
+                       name == "batch-kv" || name == "share-kv" || name == "tailwind" || name == "erda";
+  // Every target here counts its network round trips (0 in-process), but
+  // erda's clients, whose GETs and PUTs take several (two READs; RESERVE,
+  // WRITE+READ, COMMIT), which the library does not report yet: null, "-".
+  if (name == "erda") {
+    EXPECT_TRUE(j["rtts_per_op"].is_null());
+  } else {
+    ASSERT_TRUE(j["rtts_per_op"].is_number());
+  }
+  const double rtts = j["rtts_per_op"].is_number() ? j["rtts_per_op"].get<double>() : 0.0;
+  if (name == "erda") {
+  } else if (name == "memcached" || name == "redis" || cluster) {
     EXPECT_DOUBLE_EQ(rtts, 1.0);
   } else if (GetParam() == "redis-wait" || GetParam() == "redis-wait-aof") {
     EXPECT_GT(rtts, 1.2);  // writes (about half of A) add a WAIT

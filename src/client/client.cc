@@ -5,6 +5,7 @@
 #include <future>
 
 #include "client/client_core.h"
+#include "client/erda_path.h"
 #include "fabric/fabric.h"
 #include "fabric/ofi/ofi_fabric.h"
 #include "cluster/config_access.h"
@@ -48,10 +49,12 @@ class ClientImpl final : public Client {
   Status Init(const ClientOptions& o) {
     SLIP_ASSIGN_OR_RETURN(store_, cluster::OpenConfigStore(o.dir, o.zookeeper));
     std::string provider = o.provider;
-    if (provider.empty()) {
+    bool direct = false;
+    {
       auto c = store_->Load();
       if (!c.ok() && !c.status().Is(Code::kNotFound)) return c.status();
-      provider = c.ok() ? c->config.provider : "tcp";
+      if (provider.empty()) provider = c.ok() ? c->config.provider : "tcp";
+      direct = c.ok() && cluster::DesignHasDirectClients(c->config.design);
     }
     SLIP_ASSIGN_OR_RETURN(fabric_, fabric::OpenOfiFabric(fabric::FabricOptions{.provider = provider, .node_address = o.bind_address},
                                                          fabric::OfiOptions{.max_multi_recv_message = proto::kMaxMessage}));
@@ -70,6 +73,16 @@ class ClientImpl final : public Client {
     client::CoreOptions co;
     co.op_deadline = std::chrono::duration_cast<std::chrono::nanoseconds>(o.deadline).count();
     core_ = std::make_unique<client::ClientCore>(peers_.get(), routing_.get(), exec_, co);
+    if (direct) {
+      // The erda design: one-sided READs and WRITEs at the primaries, on an
+      // endpoint of their own polled by the same executor.
+      SLIP_ASSIGN_OR_RETURN(direct_ep_, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = "client/direct"}));
+      fabric::Endpoint* d = direct_ep_.get();
+      erda_ = std::make_unique<client::ErdaPath>(peers_.get(), d, exec_, client::ErdaPathOptions{.limits = co.limits});
+      core_->set_direct_path(erda_.get());
+      exec_->AddPoller([p = erda_.get()] { return p->Poll(); });
+      if (d->wait_fd() >= 0) exec_->AddWaitFd(d->wait_fd(), [d] { return d->CanBlock(); });
+    }
     return rt_.Start();
   }
 
@@ -138,6 +151,8 @@ class ClientImpl final : public Client {
   std::unique_ptr<rpc::RpcPeers> peers_;
   std::unique_ptr<StoreRouting> routing_;
   std::unique_ptr<client::ClientCore> core_;
+  std::unique_ptr<fabric::Endpoint> direct_ep_;
+  std::unique_ptr<client::ErdaPath> erda_;
 };
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "client/direct_path.h"
 #include "cluster/routing.h"
 #include "common/status.h"
 #include "log/entry.h"
@@ -78,6 +79,9 @@ class ClientCore {
   void Delete(std::string key, std::function<void(Status)> done);
 
   void set_recorder(std::function<void(const OpRecord&)> r) { recorder_ = std::move(r); }
+  // One-sided access for designs whose clients have it (routing table's
+  // direct_clients); null: every operation is a two-sided call.
+  void set_direct_path(DirectPath* d) { direct_ = d; }
 
   struct Counters {
     uint64_t ops = 0, attempts = 0, stale = 0, busy = 0, unreachable = 0, refreshes = 0;
@@ -102,6 +106,7 @@ class ClientCore {
   RoutingTable routing_;
   bool have_routing_ = false;
   std::function<void(const OpRecord&)> recorder_;
+  DirectPath* direct_ = nullptr;
   Counters counters_;
 };
 

@@ -12,7 +12,10 @@ RoutingTable RoutingFromConfig(const ClusterConfig& config) {
   RoutingTable t;
   t.term = config.term;
   for (const auto& s : config.shards) t.primaries.push_back(s.primary);
+  t.direct_clients = DesignHasDirectClients(config.design);
   return t;
 }
+
+bool DesignHasDirectClients(std::string_view design) { return design == "erda"; }
 
 }  // namespace slip::cluster

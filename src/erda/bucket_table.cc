@@ -41,10 +41,16 @@ std::vector<Slot> BucketTable::Find(uint64_t key_hash) const {
   return out;
 }
 
-Result<Slot> BucketTable::Claim(uint64_t key_hash) {
+Result<Slot> BucketTable::Claim(uint64_t key_hash, bool keep_one) {
   const uint64_t fp = Fingerprint(key_hash);
   const Slot first = HomeBucket(key_hash) * static_cast<Slot>(kEntriesPerBucket);
-  for (Slot s = first; s < first + kProbeBuckets * kEntriesPerBucket; ++s) {
+  const Slot end = first + kProbeBuckets * kEntriesPerBucket;
+  if (keep_one) {
+    int empty = 0;
+    for (Slot s = first; s < end; ++s) empty += AtomicLoad(FingerprintAt(s)) == 0 ? 1 : 0;
+    if (empty < 2) return Status::NoSpace("the key's probe window keeps its last entry for the overflow mark");
+  }
+  for (Slot s = first; s < end; ++s) {
     uint64_t expected = 0;
     if (std::atomic_ref<uint64_t>(*FingerprintAt(s)).compare_exchange_strong(expected, fp, std::memory_order_acq_rel)) {
       region_->Persist(FingerprintAt(s), sizeof(uint64_t));
@@ -53,6 +59,29 @@ Result<Slot> BucketTable::Claim(uint64_t key_hash) {
   }
   return Status::NoSpace("the key's probe window (" + std::to_string(kProbeBuckets * kEntriesPerBucket) +
                          " entries) is full");
+}
+
+void BucketTable::MarkOverflow(uint64_t key_hash) {
+  const Slot first = HomeBucket(key_hash) * static_cast<Slot>(kEntriesPerBucket);
+  const Slot end = first + kProbeBuckets * kEntriesPerBucket;
+  for (Slot s = first; s < end; ++s) {
+    if (AtomicLoad(FingerprintAt(s)) == kOverflowMark) return;
+  }
+  for (Slot s = first; s < end; ++s) {
+    uint64_t expected = 0;
+    if (std::atomic_ref<uint64_t>(*FingerprintAt(s)).compare_exchange_strong(expected, kOverflowMark,
+                                                                              std::memory_order_acq_rel)) {
+      region_->Persist(FingerprintAt(s), sizeof(uint64_t));
+      return;
+    }
+  }
+}
+
+bool BucketTable::OverflowIn(std::span<const std::byte> window) {
+  for (size_t off = 0; off + kEntryBytes <= window.size(); off += kEntryBytes) {
+    if (LoadLE<uint64_t>(window.data() + off) == kOverflowMark) return true;
+  }
+  return false;
 }
 
 void BucketTable::Release(Slot slot) {

@@ -35,8 +35,12 @@ constexpr size_t kEntriesPerBucket = kBucketBytes / kEntryBytes;
 constexpr size_t kProbeBuckets = 2;
 constexpr size_t kWindowBytes = kProbeBuckets * kBucketBytes;
 
-// Never 0: 0 marks an empty entry.
-constexpr uint64_t Fingerprint(uint64_t key_hash) { return key_hash == 0 ? 1 : key_hash; }
+// An entry whose fingerprint is kOverflowMark holds no key: it says some key
+// of this window has no entry (the window was full, or two keys share a
+// fingerprint), so a reader that finds nothing must ask the server.
+constexpr uint64_t kOverflowMark = 1;
+// Never 0 (an empty entry) nor kOverflowMark.
+constexpr uint64_t Fingerprint(uint64_t key_hash) { return key_hash <= kOverflowMark ? 2 : key_hash; }
 
 // An entry, by its index in the table (bucket * kEntriesPerBucket + i).
 using Slot = uint32_t;
@@ -60,7 +64,11 @@ class BucketTable {
   std::vector<Slot> Find(uint64_t key_hash) const;
   // Claims an empty entry of the window for `fingerprint` (its word stays 0:
   // absent until published). NoSpace when the window is full.
-  Result<Slot> Claim(uint64_t key_hash);
+  // With `keep_one`, the window's last empty entry is not taken (it is
+  // left for MarkOverflow).
+  Result<Slot> Claim(uint64_t key_hash, bool keep_one = false);
+  // Puts the overflow mark into the key's window (once; needs an empty entry).
+  void MarkOverflow(uint64_t key_hash);
   // Gives an entry back (its word must be 0 or no longer needed): the
   // fingerprint is cleared after the word, persistently.
   void Release(Slot slot);
@@ -73,6 +81,8 @@ class BucketTable {
   // Client side: the words of `window` (kWindowBytes read from WindowOffset)
   // whose fingerprint matches, in window order. Pure: no table needed.
   static std::vector<IndexWord> WordsIn(std::span<const std::byte> window, uint64_t key_hash);
+  // Whether `window` holds the overflow mark.
+  static bool OverflowIn(std::span<const std::byte> window);
 
   // Every claimed entry (recovery, cleaning).
   void ForEach(const std::function<void(Slot, uint64_t fingerprint, IndexWord)>& fn) const;

@@ -21,6 +21,7 @@
 #include "rpc/rpc_peers.h"
 #include "pm/region.h"
 #include "replication/backup_log.h"
+#include "server/erda_node.h"
 #include "replication/registry.h"
 #include "replication/share/shared_logs.h"
 #include "rpc/channel.h"
@@ -112,6 +113,8 @@ class Node final : public NodeProcess {
   runtime::Executor* digest_ex_ = nullptr;
   std::unique_ptr<fabric::Endpoint> repl_in_;
   std::unique_ptr<replication::BackupLog> backup_;
+  // erda: the index mirror and the bucket table clients read one-sidedly.
+  std::unique_ptr<server::ErdaNode> erda_;
   // The request workers (server/worker_pool.h). Worker 0 runs on node_ex_
   // and uses the node's channel; every other one has an executor, and an
   // RPC channel of its own for the calls it makes to peers (REPLICATE,
@@ -209,6 +212,9 @@ Status Node::Boot() {
   store::StoreOptions so;
   so.geometry.num_shards = vc.config.num_shards();
   so.num_writers = o_.workers + 1;  // one per worker, then promotion
+  // erda: a freed segment waits before reuse (one-sided readers may still
+  // be reading what it held).
+  so.hold_freed_segments = replication::DesignOf(protocol_).direct_clients;
   SLIP_ASSIGN_OR_RETURN(store_, store::Store::Open(region_.get(), so));
   if (store_->segments().geometry().num_shards != vc.config.num_shards()) {
     return Status::InvalidArgument("store has " + std::to_string(store_->segments().geometry().num_shards) +
@@ -374,6 +380,12 @@ Status Node::StartOneSided() {
                                             ? "PM file on a real filesystem: senders ask for persistence (REPL_PERSIST)"
                                             : "PM file in memory: placement is persistence for this class");
   SLIP_ASSIGN_OR_RETURN(backup_, replication::BackupLog::Create(store_.get(), repl_in_.get(), bo));
+  if (replication::DesignOf(protocol_).direct_clients) {
+    // Before the NIC role polls the endpoint: the table is registered on it.
+    SLIP_ASSIGN_OR_RETURN(erda_, server::ErdaNode::Create(store_.get(), repl_in_.get(), *backup_, server::ErdaNodeOptions{}));
+    logging::Info("erda: {} buckets readable one-sidedly, entries up to {} bytes written by clients",
+                  erda_->mirror().num_buckets(), erda_->layout()->grant.max_entry_bytes);
+  }
   // The NIC role: on software providers peers' Sends and Writes land only
   // while this endpoint is polled. It parks on the endpoint's wait object
   // (tcp) and wakes at least every max_park for the used-segment rule.
@@ -437,7 +449,8 @@ Status Node::StartWorkers(const log::Limits& limits) {
     return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
   };
   env.core.tail_page_bytes = proto::kMaxMessage * 3 / 4;  // a promotion page fits one frame
-  env.core.lease = [this] { return MachineNow() < lease_expiry_.load(); };
+  env.core.lease_left = [this] { return lease_expiry_.load() - MachineNow(); };
+  if (erda_) env.erda_layout = erda_->layout();
   env.on_seeded = [this](uint32_t shard, uint32_t backup, uint64_t term) {
     control_ex_->Post([this, shard, backup, term] {
       Status s = Update([&](const ClusterConfig& c) -> Result<ClusterConfig> {

@@ -99,6 +99,10 @@ class BackupLog {
 
   // The replication endpoint's address (REPL_OPEN's answer carries it).
   const std::string& address() const { return address_; }
+  // The registration of the store's segment area on that endpoint, and the
+  // store region offset of its byte 0.
+  const fabric::MemoryRegion& area() const { return mr_; }
+  uint64_t area_offset() const { return data_offset_; }
 
   struct Stats {
     uint64_t segments_posted = 0, segments_used = 0, segments_digested = 0;

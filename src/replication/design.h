@@ -20,9 +20,10 @@ enum class Protocol : uint8_t {
   kBatch,     // batch-kv: rwrite plus sender batching (256 B or 5 us)
   kShare,     // share-kv: one remote log per (sender node, backup), tail reserved locally
   kTailwind,  // tailwind: private buffer per primary, running checksum, backups idle
+  kErda,      // erda: clients read and write primaries one-sidedly; rowan's replication
 };
 
-// "rpc-kv", "rowan-kv", "rwrite-kv", "batch-kv", "share-kv", "tailwind".
+// "rpc-kv", "rowan-kv", "rwrite-kv", "batch-kv", "share-kv", "tailwind", "erda".
 const char* DesignName(Protocol p);
 // InvalidArgument naming the known designs for anything else.
 Result<Protocol> ParseDesign(std::string_view name);

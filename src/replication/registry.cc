@@ -3,6 +3,7 @@
 #include <string>
 
 #include "replication/batch/batch.h"
+#include "replication/erda/erda.h"
 #include "replication/rowan/rowan.h"
 #include "replication/rpc/rpc.h"
 #include "replication/rwrite/rwrite.h"
@@ -20,6 +21,7 @@ const std::vector<const Design*>& AllDesigns() {
       &BatchDesign(),  // batch-kv
       &ShareDesign(),  // share-kv
       &TailwindDesign(),  // tailwind
+      &ErdaDesign(),      // erda
   };
   return all;
 }

@@ -55,6 +55,9 @@ struct Design {
   // (tailwind: what the running checksum vouches for); null: all of it.
   uint64_t (*valid_prefix)(std::span<const std::byte> buffer, const log::Limits& limits) = nullptr;
   std::unique_ptr<Replicator> (*make_replicator)(const ReplicatorContext& context) = nullptr;
+  // Clients read the primary's index and entries and write their entries
+  // one-sidedly (erda: server/node_core_erda.cc, client/erda_path.h).
+  bool direct_clients = false;
 
   bool one_sided() const { return receive != BackupReceive::kWorker; }
 };

@@ -1,5 +1,7 @@
 #include "replication/registry.h"
 
+#include "cluster/routing.h"
+
 #include <set>
 #include <string>
 
@@ -21,7 +23,7 @@ TEST(Registry, EveryProtocolHasExactlyOneDesignFoundByItsName) {
     EXPECT_NE(d.make_replicator, nullptr) << d.name;
   }
   EXPECT_EQ(names.size(), AllDesigns().size());
-  for (const char* n : {"rpc-kv", "rowan-kv", "rwrite-kv", "batch-kv", "share-kv", "tailwind"}) {
+  for (const char* n : {"rpc-kv", "rowan-kv", "rwrite-kv", "batch-kv", "share-kv", "tailwind", "erda"}) {
     EXPECT_TRUE(FindDesign(n).ok()) << n;
   }
 }
@@ -49,6 +51,18 @@ TEST(Registry, BackupSidesMatchTheDesigns) {
   EXPECT_TRUE(DesignOf(Protocol::kRowan).senders_share_a_log);
   EXPECT_TRUE(DesignOf(Protocol::kShare).senders_share_a_log);
   EXPECT_FALSE(DesignOf(Protocol::kRWrite).senders_share_a_log);
+}
+
+// Clients learn from the configuration's design name whether they access
+// primaries one-sidedly; the cluster module's list must be the registry's.
+TEST(Registry, DirectClientDesignsAgreeWithWhatClientsAreTold) {
+  for (const Design* d : AllDesigns()) {
+    EXPECT_EQ(d->direct_clients, cluster::DesignHasDirectClients(d->name)) << d->name;
+    EXPECT_EQ(d->direct_clients, d->protocol == Protocol::kErda) << d->name;
+  }
+  // erda replicates as rowan-kv does.
+  EXPECT_EQ(DesignOf(Protocol::kErda).receive, BackupReceive::kSharedLog);
+  EXPECT_EQ(DesignOf(Protocol::kErda).make_replicator, DesignOf(Protocol::kRowan).make_replicator);
 }
 
 }  // namespace

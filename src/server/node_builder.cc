@@ -37,6 +37,12 @@ std::unique_ptr<NodeParts> BuildNode(NodeEnv env) {
         fn();
       });
     };
+    if (env.erda_layout) {
+      parts->workers[i].erda_heads = std::make_unique<ErdaHeads>(env.store, env.erda_heads);
+      co.erda_heads = parts->workers[i].erda_heads.get();
+      co.erda_exec = env.workers[i].exec;
+      co.erda_layout = env.erda_layout;
+    }
     parts->workers[i].core = std::make_unique<NodeCore>(env.id, env.store, i, parts->workers[i].replicator.get(),
                                                         env.views, parts->shared, std::move(co));
     pool.push_back({env.workers[i].exec, parts->workers[i].core.get()});

@@ -62,6 +62,11 @@ struct NodeEnv {
   std::function<void(uint32_t shard, NodeId backup, uint64_t term)> on_seeded;
   // False once the process the node belongs to is gone (WorkerPool).
   std::function<bool()> alive;
+  // The erda design (replication::Design::direct_clients): the node-wide
+  // layout (server/erda_node.h) and each worker's heads' options. Null
+  // layout: no direct client access.
+  std::shared_ptr<const ErdaLayout> erda_layout;
+  ErdaHeadsOptions erda_heads;
   // Test hook (the simulator's injected bugs): wraps worker i's replicator.
   std::function<std::unique_ptr<replication::Replicator>(uint32_t worker, std::unique_ptr<replication::Replicator>)>
       wrap_replicator;
@@ -73,6 +78,7 @@ struct NodeEnv {
 struct NodeParts {
   struct Worker {
     std::unique_ptr<replication::Replicator> replicator;
+    std::unique_ptr<ErdaHeads> erda_heads;  // erda only
     std::unique_ptr<NodeCore> core;
   };
   std::shared_ptr<NodeShared> shared;

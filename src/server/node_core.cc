@@ -15,7 +15,7 @@ NodeCore::NodeCore(NodeId self, store::Store* store, uint32_t writer,
       replicator_(replicator),
       views_(views),
       shared_(shared ? std::move(shared) : std::make_shared<NodeShared>()),
-      lease_valid_(std::move(options.lease)),
+      lease_left_(std::move(options.lease_left)),
       backup_(options.backup),
       cpu_clock_(std::move(options.cpu_clock)),
       tail_page_bytes_(options.tail_page_bytes),
@@ -23,7 +23,17 @@ NodeCore::NodeCore(NodeId self, store::Store* store, uint32_t writer,
       commit_record_step_(options.commit_record_step),
       worker_index_(options.worker_index),
       worker_count_(options.worker_count == 0 ? 1 : options.worker_count),
-      defer_(std::move(options.defer)) {}
+      defer_(std::move(options.defer)),
+      erda_heads_(options.erda_heads),
+      erda_exec_(options.erda_exec),
+      erda_layout_(std::move(options.erda_layout)) {
+  // Worker 0 releases held segments even before any client writes.
+  if (worker_index_ == 0 && erda_layout_) StartErdaTicks();
+}
+
+NodeCore::~NodeCore() {
+  if (erda_tick_ != 0) erda_exec_->Cancel(erda_tick_);
+}
 
 void NodeCore::AfterFlush(std::function<void()> after) {
   if (!defer_) return after();
@@ -82,6 +92,12 @@ void NodeCore::Handle(uint16_t method, std::span<const std::byte> payload, Reply
     }
     case proto::Method::kShardTail:
       return HandleShardTail(payload, std::move(reply));
+    case proto::Method::kErdaGrant:
+      return HandleErdaGrant(payload, std::move(reply));
+    case proto::Method::kErdaReserve:
+      return HandleErdaReserve(payload, std::move(reply));
+    case proto::Method::kErdaCommit:
+      return HandleErdaCommit(payload, std::move(reply));
     default:
       break;
   }
@@ -102,14 +118,30 @@ bool NodeCore::CheckPrimary(const NodeView& v, const proto::KvRequest& req, cons
     return false;
   }
   const uint32_t shard = store_->ShardOf(HashKey(req.key));
-  if (shard != req.shard || shard >= v.shards.size() || v.shards[shard].primary != self_) {
+  if (shard != req.shard) {
+    Fail(reply,
+         Status::StaleTerm("the key is of shard " + std::to_string(shard) + ", not " + std::to_string(req.shard)),
+         v.term);
+    return false;
+  }
+  return CheckServing(v, req.term, shard, reply);
+}
+
+bool NodeCore::CheckServing(const NodeView& v, uint64_t term, uint32_t shard, const Reply& reply) {
+  if (term != v.term) {
+    Fail(reply,
+         Status::StaleTerm("request term " + std::to_string(term) + ", node term " + std::to_string(v.term)),
+         v.term);
+    return false;
+  }
+  if (shard >= v.shards.size() || v.shards[shard].primary != self_) {
     Fail(reply,
          Status::StaleTerm("node " + std::to_string(self_) + " is not the primary of shard " +
                            std::to_string(shard) + " in term " + std::to_string(v.term)),
          v.term);
     return false;
   }
-  if (lease_valid_ && !lease_valid_()) {
+  if (!lease_ok()) {
     Fail(reply, Status::Unavailable("node " + std::to_string(self_) + " has no valid lease"), v.term);
     return false;
   }
@@ -170,11 +202,20 @@ void NodeCore::Write(const NodeView& view, uint32_t shard, log::EntryType type, 
   // In the same task as Prepare, on the shard's only worker (WorkerPool): no
   // version is assigned and untracked.
   shared_->commits.Begin(shard, pending->meta().version);
+  ReplicateAndCommit(view, shard, std::move(pending), type == log::EntryType::kPut ? value : std::string_view{},
+                     std::move(guarded), std::move(reply));
+}
+
+void NodeCore::ReplicateAndCommit(const NodeView& view, uint32_t shard,
+                                  std::shared_ptr<store::Store::PendingWrite> pending, std::string_view value,
+                                  std::shared_ptr<std::string> guarded, Reply reply,
+                                  std::function<void(Status)> on_done) {
   const std::vector<NodeId>& backups = view.shards[shard].backups;
-  auto finish = [this, pending, guarded, reply = std::move(reply), term = view.term,
-                 shard](Status s) mutable {
+  auto finish = [this, pending, guarded, reply = std::move(reply), term = view.term, shard,
+                 on_done = std::move(on_done)](Status s) mutable {
     guarded.reset();  // commit or abandon comes next, in this handler
     shared_->writes.End(shard, term);
+    if (on_done) on_done(s);
     if (!s.ok()) {
       store_->Abandon(*pending);
       shared_->commits.Abandoned(shard, pending->meta().version);
@@ -193,14 +234,13 @@ void NodeCore::Write(const NodeView& view, uint32_t shard, log::EntryType type, 
   // The local persist overlaps the replication round trip: the group's
   // flush runs on the next turn, before the backups' answers can arrive.
   ScheduleFlush();
-  proto::ReplicateRequest entry{view.term, pending->meta(), key,
-                                type == log::EntryType::kPut ? value : std::string_view{}};
+  proto::ReplicateRequest entry{view.term, pending->meta(), pending->key(), value};
   replicator_->Replicate(backups, entry, std::move(finish));
 }
 
 void NodeCore::WriteCommitRecords() {
   auto view = views_->Get();
-  if (lease_valid_ && !lease_valid_()) return;
+  if (!lease_ok()) return;
   for (uint32_t s = 0; s < commit_keys_.size() && s < view->shards.size(); ++s) {
     if (s % worker_count_ != worker_index_) continue;  // another worker's shard
     if (view->shards[s].primary != self_ || (s < view->blocked.size() && view->blocked[s])) continue;

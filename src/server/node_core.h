@@ -36,7 +36,9 @@
 #include "proto/kv.h"
 #include "replication/backup_log.h"
 #include "replication/replicator.h"
+#include "runtime/runtime.h"
 #include "server/commit_tracker.h"
+#include "server/erda_heads.h"
 #include "store/store.h"
 
 namespace slip::server {
@@ -136,6 +138,14 @@ struct NodeShared {
   CommitTracker commits;
 };
 
+// The node-wide part of an ERDA_GRANT answer (its term and grant_ns are per
+// request), and how long a grant may run at most.
+struct ErdaLayout {
+  proto::ErdaGrantResponse grant;  // grant.address views `address`
+  std::string address;
+  runtime::Nanos max_grant = 100 * runtime::kMillisecond;
+};
+
 // How a NodeCore is wired into its node; defaults suit a single-node test.
 struct NodeCoreOptions {
   // This core is worker `worker_index` of `worker_count` (WorkerPool): it
@@ -148,8 +158,9 @@ struct NodeCoreOptions {
   // A primary serves clients only while its lease from the configuration
   // manager is valid: the manager promotes a replacement only after the old
   // primary's lease has expired, so a partitioned primary never serves a
-  // stale read. Empty: always valid (single-node tests).
-  std::function<bool()> lease;
+  // stale read. Returns how long the lease still runs (<= 0: expired).
+  // Empty: always valid (single-node tests).
+  std::function<runtime::Nanos()> lease_left;
   // The calling thread's CPU clock (ns), to account the CPU this node spends
   // as a backup (REPLICATE, REPL_OPEN, REPL_CLOSE): Counters::backup_cpu_ns.
   std::function<int64_t()> cpu_clock;
@@ -170,6 +181,14 @@ struct NodeCoreOptions {
   // every write persists on its own (a node whose persists cost nothing —
   // dram, dax — and unit tests that drive a core by hand).
   std::function<void(std::function<void()>)> defer;
+  // The erda design: this worker serves clients' direct access (ERDA_GRANT,
+  // ERDA_RESERVE, ERDA_COMMIT) with these heads on this executor; null: the
+  // requests are refused (NotSupported).
+  ErdaHeads* erda_heads = nullptr;
+  runtime::Executor* erda_exec = nullptr;
+  // What ERDA_GRANT answers besides the term and the grant's length: the
+  // node's one-sided endpoint, registrations and table (node-wide).
+  std::shared_ptr<const ErdaLayout> erda_layout;
 };
 
 class NodeCore {
@@ -181,6 +200,9 @@ class NodeCore {
   // `shared` is shared by all NodeCores of a node (null: a private one).
   NodeCore(NodeId self, store::Store* store, uint32_t writer, replication::Replicator* replicator,
            const ViewHolder* views, std::shared_ptr<NodeShared> shared = nullptr, NodeCoreOptions options = {});
+  ~NodeCore();
+  NodeCore(const NodeCore&) = delete;
+  NodeCore& operator=(const NodeCore&) = delete;
 
   // CommitVer records (commit_tracker.h): for every shard this node serves
   // as primary whose CommitVersion moved, writes it to the shard's backups
@@ -202,6 +224,7 @@ class NodeCore {
     int64_t backup_cpu_ns = 0;     // their CPU time (with a cpu clock)
     uint64_t group_commits = 0;    // deferred flushes that found work
     uint64_t group_committed = 0;  // replies they released
+    uint64_t erda_commits = 0;     // PUTs whose entry a client wrote one-sidedly
   };
   const Counters& counters() const { return counters_; }
 
@@ -216,6 +239,19 @@ class NodeCore {
   void HandleReplControl(proto::Method m, std::span<const std::byte> payload, Reply reply);
   // Term and primary ownership of req.shard; replies and returns false if not.
   bool CheckPrimary(const NodeView& v, const proto::KvRequest& req, const Reply& reply);
+  // CheckPrimary without a key: term, ownership, lease, not blocked.
+  bool CheckServing(const NodeView& v, uint64_t term, uint32_t shard, const Reply& reply);
+  // After Prepare (or an erda entry adopted): replicate, commit or abandon, reply.
+  void ReplicateAndCommit(const NodeView& view, uint32_t shard, std::shared_ptr<store::Store::PendingWrite> pending,
+                          std::string_view value, std::shared_ptr<std::string> guarded, Reply reply,
+                          std::function<void(Status)> on_done = nullptr);
+  // erda (node_core_erda.cc)
+  void HandleErdaGrant(std::span<const std::byte> payload, Reply reply);
+  void HandleErdaReserve(std::span<const std::byte> payload, Reply reply);
+  void HandleErdaCommit(std::span<const std::byte> payload, Reply reply);
+  void ErdaTick();
+  void StartErdaTicks();
+  bool lease_ok() const { return !lease_left_ || lease_left_() > 0; }
   void Fail(const Reply& reply, const Status& s, uint64_t term);
   // Group commit: runs `after` once this turn's deferred writes are
   // persistent (at once, with nothing deferred, when there is no `defer`).
@@ -232,7 +268,7 @@ class NodeCore {
   replication::Replicator* const replicator_;
   const ViewHolder* const views_;
   std::shared_ptr<NodeShared> shared_;
-  std::function<bool()> lease_valid_;
+  std::function<runtime::Nanos()> lease_left_;
   replication::BackupLog* const backup_;
   std::function<int64_t()> cpu_clock_;
   Counters counters_;
@@ -243,6 +279,11 @@ class NodeCore {
   std::function<void(std::function<void()>)> defer_;
   std::vector<std::function<void()>> after_flush_;
   bool flush_scheduled_ = false;
+  ErdaHeads* const erda_heads_;
+  runtime::Executor* const erda_exec_;
+  std::shared_ptr<const ErdaLayout> erda_layout_;
+  runtime::TimerId erda_tick_ = 0;
+  runtime::Nanos last_segment_release_ = 0;
 };
 
 }  // namespace slip::server

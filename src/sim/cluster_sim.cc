@@ -77,6 +77,7 @@ ClusterSimResult World::Run() {
     res.failure = "placement: " + placed.status().ToString();
     return res;
   }
+  placed->design = replication::DesignName(o_.protocol);
   auto stored = cm_store_->CompareAndSwap(cluster::kNoVersion, *placed);
   if (!stored.ok()) {
     res.ok = false;
@@ -113,6 +114,22 @@ ClusterSimResult World::Run() {
     co.limits.max_value = 4096;
     cl.core = std::make_unique<client::ClientCore>(cl.caller.get(), cl.routing.get(), cl.exec, co);
     cl.core->set_recorder([this, c](const client::OpRecord& r) { Record(c, r); });
+    if (DirectClients()) {
+      fabric::EndpointOptions eo{.name = "client" + std::to_string(c)};
+      eo.op_timeout = std::chrono::microseconds(o_.call_timeout_us);
+      auto ep = fabric_->CreateEndpoint(kClientBase + c, cl.exec, eo);
+      if (!ep.ok()) {
+        res.ok = false;
+        res.failure = "client endpoint: " + ep.status().ToString();
+        return res;
+      }
+      cl.ep = std::move(*ep);
+      client::ErdaPathOptions po;
+      po.limits = co.limits;
+      cl.erda = std::make_unique<client::ErdaPath>(cl.caller.get(), cl.ep.get(), cl.exec, po);
+      cl.core->set_direct_path(cl.erda.get());
+      cl.exec->AddPoller([p = cl.erda.get()] { return p->Poll(); });
+    }
     clients_.push_back(std::move(cl));
   }
   for (uint32_t c = 0; c < o_.clients; ++c) {
@@ -217,6 +234,18 @@ ClusterSimResult World::Run() {
     };
     if (n->live) count(*n->live);
     for (const auto& d : n->dead) count(*d);
+  }
+  for (const Client& cl : clients_) {
+    if (!cl.erda) continue;
+    const auto& d = cl.erda->stats();
+    res.direct.gets += d.gets;
+    res.direct.one_sided_gets += d.one_sided_gets;
+    res.direct.fallback_gets += d.fallback_gets;
+    res.direct.old_versions += d.old_versions;
+    res.direct.puts += d.puts;
+    res.direct.one_sided_puts += d.one_sided_puts;
+    res.direct.fallback_puts += d.fallback_puts;
+    res.direct.grants += d.grants;
   }
   if (fabric_) {
     res.fabric_ops = fabric_->stats().ops;

@@ -26,6 +26,8 @@
 
 #include <cstdint>
 #include <string>
+
+#include "client/erda_path.h"
 #include <vector>
 
 #include "replication/design.h"
@@ -107,6 +109,9 @@ struct ClusterSimResult {
   // how many used a CommitVer floor above 0.
   uint64_t promotions = 0, promotion_entries = 0, promotions_with_floor = 0;
   uint64_t commit_records = 0;
+  // erda: GETs answered one-sidedly / by the two-sided fallback, PUTs whose
+  // entry the client wrote / that fell back to a two-sided PUT.
+  client::ErdaPath::Stats direct;
   uint64_t trace_hash = 0;
   int64_t virtual_ns = 0;
   CheckResult check;

@@ -28,6 +28,7 @@ void World::StartNode(Node& n, bool fresh) {
   so.limits.max_value = 4096;
   so.max_block_bytes = 8192;
   so.num_writers = o_.workers + 1;  // the workers, then the promoter
+  so.hold_freed_segments = DirectClients();
   auto store = store::Store::Open(inc->region.get(), so);
   if (!store.ok()) {
     failure_ = "node " + std::to_string(n.id) + " failed to open its store: " + store.status().ToString();
@@ -63,7 +64,23 @@ void World::StartNode(Node& n, bool fresh) {
   env.onesided.term = [np] { return np->views.Get()->term; };
   env.onesided.shared_logs = std::make_shared<replication::SharedRemoteLogs>();  // share-kv: one per process
   env.core.commit_record_step = o_.commit_record_step;
-  if (!o_.bug_no_lease) env.core.lease = [np] { return np->exec->Now() < np->lease_expiry; };
+  if (DirectClients()) {
+    // Scaled to the simulation's clock (10 ms leases, microsecond hops).
+    server::ErdaNodeOptions eo;
+    eo.max_grant = static_cast<Nanos>(o_.lease_us) * kMicrosecond / 2;
+    eo.max_read = 500 * kMicrosecond;
+    auto erda = server::ErdaNode::Create(inc->store.get(), inc->in.get(), *inc->backup, eo);
+    if (!erda.ok()) {
+      failure_ = "node " + std::to_string(n.id) + " failed to start erda: " + erda.status().ToString();
+      return;
+    }
+    inc->erda = std::move(*erda);
+    env.erda_layout = inc->erda->layout();
+    env.erda_heads.write_within = 500 * kMicrosecond;
+    env.erda_heads.reservation_ttl = 5 * kMillisecond;
+    env.erda_heads.landing_grace = static_cast<Nanos>(o_.call_timeout_us) * kMicrosecond;
+  }
+  if (!o_.bug_no_lease) env.core.lease_left = [np] { return np->lease_expiry - np->exec->Now(); };
   env.alive = [np, my_inc = n.incarnation] { return np->up && np->incarnation == my_inc; };
   {
     const NodeId id = n.id;

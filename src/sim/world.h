@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "client/client_core.h"
+#include "client/erda_path.h"
 #include "cluster/cluster_config.h"
 #include "cluster/config_store.h"
 #include "cluster/manager.h"
@@ -29,6 +30,7 @@
 #include "replication/registry.h"
 #include "runtime/sim_runtime.h"
 #include "server/config_view.h"
+#include "server/erda_node.h"
 #include "server/node_builder.h"
 #include "sim/cluster_sim.h"
 #include "store/store.h"
@@ -57,6 +59,8 @@ struct Incarnation {
   // NIC executor) and the backup log.
   std::unique_ptr<fabric::Endpoint> in;
   std::unique_ptr<replication::BackupLog> backup;
+  // erda: the index mirror and the table clients read (server/erda_node.h).
+  std::unique_ptr<server::ErdaNode> erda;
   // Per request worker (server/worker_pool.h): its calls to peers and its
   // sending endpoint (one-sided designs).
   struct Worker {
@@ -172,6 +176,7 @@ class World {
   }
   bool IsClient(NodeId n) const { return n >= kClientBase; }
   bool OneSided() const { return replication::IsOneSided(o_.protocol); }
+  bool DirectClients() const { return replication::DesignOf(o_.protocol).direct_clients; }
   // The fabric's loss and jitter: the message layer's.
   fabric::LinkFaults NetworkFaults() const {
     fabric::LinkFaults f;
@@ -249,6 +254,9 @@ class World {
     std::unique_ptr<Caller> caller;
     std::unique_ptr<RoutingFromCm> routing;
     std::unique_ptr<client::ClientCore> core;
+    // erda: the client's one-sided endpoint and path.
+    std::unique_ptr<fabric::Endpoint> ep;
+    std::unique_ptr<client::ErdaPath> erda;
     uint32_t done = 0, next_value = 0;
   };
   std::vector<Client> clients_;

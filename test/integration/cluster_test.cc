@@ -311,7 +311,8 @@ TEST(CommandLine, PmClassesAreCheckedRecordedAndShown) {
 
 INSTANTIATE_TEST_SUITE_P(Designs, ClusterIntegrationTest,
                          ::testing::Values("rpc-kv", "rowan-kv", "rwrite-kv", "batch-kv", "share-kv", "tailwind",
-                                           "rpc-kv/3", "share-kv/3", "rpc-kv@shm", "rowan-kv@shm"),
+                                           "erda", "rpc-kv/3", "share-kv/3", "erda/3", "rpc-kv@shm", "rowan-kv@shm",
+                                           "erda@shm"),
                          integration::DesignParamName);
 
 }  // namespace

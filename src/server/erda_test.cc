@@ -1,0 +1,270 @@
+// The erda design on one node over the simulated fabric: a client's
+// ErdaPath against a NodeCore with its heads, mirror and table
+// (server/node_core_erda.cc, erda_heads.h, erda_mirror.h, erda_node.h).
+// Replication is out of the picture (no backups); the cluster simulation
+// covers it, with faults (sim/cluster_sim_test.cc).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include "client/erda_path.h"
+#include "common/hash.h"
+#include "fabric/sim/sim_fabric.h"
+#include "replication/backup_log.h"
+#include "runtime/sim_runtime.h"
+#include "server/erda_node.h"
+#include "server/node_core.h"
+
+namespace slip::server {
+namespace {
+
+using runtime::kMicrosecond;
+using runtime::kMillisecond;
+
+constexpr uint32_t kShards = 4;
+constexpr uint64_t kTerm = 3;
+
+// Two-sided calls from the client's executor to the node's worker and back,
+// counted per method.
+class ToCore final : public rpc::PeerCaller {
+ public:
+  ToCore(runtime::Executor* client, runtime::Executor* server) : client_(client), server_(server) {}
+  void Call(NodeId, uint16_t method, std::string payload, std::function<void(Result<rpc::PeerResponse>)> done) override {
+    ++calls[static_cast<proto::Method>(method)];
+    server_->Post([this, method, payload = std::move(payload), done = std::move(done)]() mutable {
+      core->Handle(method, proto::AsBytes(payload), [this, done](Code c, std::string p) {
+        client_->Post([done, c, p = std::move(p)] { done(rpc::PeerResponse{c, p}); });
+      });
+    });
+  }
+  NodeCore* core = nullptr;
+  std::map<proto::Method, int> calls;
+
+ private:
+  runtime::Executor* client_;
+  runtime::Executor* server_;
+};
+
+class ErdaNodeTest : public ::testing::Test {
+ protected:
+  void Start(ErdaNodeOptions eo = {}, ErdaHeadsOptions ho = {}) {
+    region_ = std::move(pm::PmRegion::Anonymous(8 << 20, {})).value();
+    store::StoreOptions so;
+    so.geometry.segment_size = 256 << 10;
+    so.geometry.num_shards = kShards;
+    so.max_block_bytes = 8192;
+    so.limits.max_key = 256;
+    so.limits.max_value = 4096;
+    so.num_writers = 2;
+    so.hold_freed_segments = true;
+    store_ = std::move(store::Store::Open(region_.get(), so)).value();
+    fabric_ = std::make_unique<fabric::SimFabric>(rt_, fabric::SimFabricOptions{});
+    worker_ = rt_.CreateExecutor("node/worker");
+    nic_ = rt_.CreateExecutor("node/nic");
+    client_ = rt_.CreateExecutor("client");
+    server_ep_ = std::move(fabric_->CreateEndpoint(0, nic_, {})).value();
+    client_ep_ = std::move(fabric_->CreateEndpoint(1000, client_, {})).value();
+    replication::BackupLogOptions bo;
+    bo.protocol = replication::Protocol::kErda;
+    backup_ = std::move(replication::BackupLog::Create(store_.get(), server_ep_.get(), bo)).value();
+    auto erda = ErdaNode::Create(store_.get(), server_ep_.get(), *backup_, eo);
+    ASSERT_TRUE(erda.ok()) << erda.status().ToString();
+    erda_ = std::move(*erda);
+    heads_ = std::make_unique<ErdaHeads>(store_.get(), ho);
+    nic_->AddPoller([this] { return backup_->Poll(rt_.Now()); });
+
+    auto view = std::make_shared<NodeView>();
+    view->term = kTerm;
+    view->shards.assign(kShards, ShardReplicas{.primary = 0});
+    view->blocked.assign(kShards, false);
+    views_.Set(view);
+    NodeCoreOptions co;
+    co.erda_heads = heads_.get();
+    co.erda_exec = worker_;
+    co.erda_layout = erda_->layout();
+    peers_ = std::make_unique<ToCore>(client_, worker_);
+    core_ = std::make_unique<NodeCore>(0, store_.get(), 0, nullptr, &views_, nullptr, co);
+    peers_->core = core_.get();
+    client::ErdaPathOptions po;
+    po.limits = so.limits;
+    path_ = std::make_unique<client::ErdaPath>(peers_.get(), client_ep_.get(), client_, po);
+    client_->AddPoller([this] { return path_->Poll(); });
+  }
+
+  uint32_t ShardOf(const std::string& key) const { return store_->ShardOf(HashKey(key)); }
+
+  rpc::PeerResponse Run(std::function<void(client::DirectPath::Done)> op) {
+    std::optional<Result<rpc::PeerResponse>> got;
+    client_->Post([&] { op([&](Result<rpc::PeerResponse> r) { got = std::move(r); }); });
+    EXPECT_TRUE(rt_.RunUntil([&] { return got.has_value(); }, rt_.Now() + 100 * kMillisecond));
+    if (!got || !got->ok()) {
+      ADD_FAILURE() << (got ? got->status().ToString() : "no answer");
+      return rpc::PeerResponse{Code::kAborted, {}};
+    }
+    return **got;
+  }
+  Code Put(const std::string& key, const std::string& value) {
+    return Run([&](auto done) { path_->Put(0, kTerm, ShardOf(key), key, value, std::move(done)); }).status;
+  }
+  // The value, or the status when not OK.
+  std::string Get(const std::string& key, Code* status = nullptr) {
+    rpc::PeerResponse r = Run([&](auto done) { path_->Get(0, kTerm, ShardOf(key), key, std::move(done)); });
+    if (status) *status = r.status;
+    auto kv = proto::DecodeKvResponse(proto::AsBytes(r.payload), log::Limits{});
+    EXPECT_TRUE(kv.ok());
+    return r.status == Code::kOk && kv.ok() ? std::string(kv->value) : std::string();
+  }
+  // A two-sided request straight to the core.
+  rpc::PeerResponse Call(proto::Method m, std::string payload) {
+    return Run([&](auto done) { peers_->Call(0, static_cast<uint16_t>(m), std::move(payload), std::move(done)); });
+  }
+
+  runtime::SimRuntime rt_{runtime::SimRuntimeOptions{.seed = 11}};
+  std::unique_ptr<pm::PmRegion> region_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<fabric::SimFabric> fabric_;
+  runtime::Executor *worker_ = nullptr, *nic_ = nullptr, *client_ = nullptr;
+  std::unique_ptr<fabric::Endpoint> server_ep_, client_ep_;
+  std::unique_ptr<replication::BackupLog> backup_;
+  std::unique_ptr<ErdaNode> erda_;
+  std::unique_ptr<ErdaHeads> heads_;
+  ViewHolder views_;
+  std::unique_ptr<ToCore> peers_;
+  std::unique_ptr<NodeCore> core_;
+  std::unique_ptr<client::ErdaPath> path_;
+};
+
+TEST_F(ErdaNodeTest, PutWritesTheEntryItselfAndGetNeverCallsTheServer) {
+  Start();
+  ASSERT_EQ(Put("apple", "red"), Code::kOk);
+  EXPECT_EQ(peers_->calls[proto::Method::kErdaReserve], 1);
+  EXPECT_EQ(peers_->calls[proto::Method::kErdaCommit], 1);
+  EXPECT_EQ(peers_->calls[proto::Method::kPut], 0);
+  EXPECT_EQ(core_->counters().erda_commits, 1u);
+  EXPECT_EQ(*store_->Get("apple"), "red");
+
+  const int before = static_cast<int>(peers_->calls.size() ? peers_->calls[proto::Method::kGet] : 0);
+  EXPECT_EQ(Get("apple"), "red");
+  Code c;
+  Get("pear", &c);
+  EXPECT_EQ(c, Code::kNotFound);
+  EXPECT_EQ(peers_->calls[proto::Method::kGet], before) << "both GETs one-sided";
+  EXPECT_EQ(path_->stats().one_sided_gets, 2u);
+  EXPECT_EQ(path_->stats().fallback_gets, 0u);
+}
+
+TEST_F(ErdaNodeTest, ReadersSeeEveryCommittedChange) {
+  Start();
+  ASSERT_EQ(Put("k", "one"), Code::kOk);
+  ASSERT_EQ(Put("k", "two"), Code::kOk);
+  EXPECT_EQ(Get("k"), "two");
+  // A two-sided PUT (e.g. an entry too large to write one-sidedly) and a DEL
+  // change the words too: the mirror follows the store's index.
+  ASSERT_EQ(Call(proto::Method::kPut, proto::Encode(proto::KvRequest{kTerm, ShardOf("k"), "k", "three"})).status,
+            Code::kOk);
+  EXPECT_EQ(Get("k"), "three");
+  ASSERT_EQ(Call(proto::Method::kDel, proto::Encode(proto::KvRequest{kTerm, ShardOf("k"), "k", {}})).status,
+            Code::kOk);
+  Code c;
+  Get("k", &c);
+  EXPECT_EQ(c, Code::kNotFound);
+  EXPECT_EQ(path_->stats().fallback_gets, 0u);
+}
+
+TEST_F(ErdaNodeTest, ACommitWithNothingLandedIsRefusedAndThePlaceKilledAtSeal) {
+  ErdaHeadsOptions ho;
+  ho.write_within = 1 * kMillisecond;
+  ho.landing_grace = 2 * kMillisecond;
+  Start({}, ho);
+  const std::string key = "ghost";
+  auto r = Call(proto::Method::kErdaReserve, proto::Encode(proto::ErdaReserveRequest{kTerm, ShardOf(key), 5, key}));
+  ASSERT_EQ(r.status, Code::kOk);
+  auto res = proto::DecodeErdaReserveResponse(proto::AsBytes(r.payload));
+  ASSERT_TRUE(res.ok());
+  // The client never wrote: COMMIT finds no entry there.
+  auto c = Call(proto::Method::kErdaCommit,
+                proto::Encode(proto::ErdaCommitRequest{kTerm, ShardOf(key), res->reservation, key}));
+  EXPECT_EQ(c.status, Code::kUnavailable);
+  EXPECT_EQ(heads_->stats().failed, 1u);
+  // A second COMMIT of it: the reservation is gone.
+  c = Call(proto::Method::kErdaCommit,
+           proto::Encode(proto::ErdaCommitRequest{kTerm, ShardOf(key), res->reservation, key}));
+  EXPECT_EQ(c.status, Code::kUnavailable);
+  // A late write now lands; once the idle head is sealed, it is zeroed.
+  const uint64_t at = erda_->layout()->grant.area_offset + res->area_offset;
+  auto plan = log::PlanEntry(key.size(), 5, 8192);
+  auto bytes = log::EncodeEntry({log::EntryType::kPut, static_cast<uint16_t>(ShardOf(key)), res->version}, key,
+                                "boo!!", *plan);
+  std::memcpy(region_->at(at), bytes.data(), bytes.size());
+  rt_.RunUntil(rt_.Now() + 50 * kMillisecond);
+  EXPECT_EQ(heads_->stats().heads_sealed, 1u);
+  EXPECT_EQ(heads_->stats().places_killed, 1u);
+  EXPECT_EQ(region_->at(at)[0], std::byte{0});
+  EXPECT_TRUE(store_->Get(key).status().Is(Code::kNotFound));
+}
+
+TEST_F(ErdaNodeTest, AnExpiredReservationCannotBeCommitted) {
+  ErdaHeadsOptions ho;
+  ho.reservation_ttl = 5 * kMillisecond;
+  Start({}, ho);
+  const std::string key = "slow";
+  auto r = Call(proto::Method::kErdaReserve, proto::Encode(proto::ErdaReserveRequest{kTerm, ShardOf(key), 1, key}));
+  ASSERT_EQ(r.status, Code::kOk);
+  auto res = proto::DecodeErdaReserveResponse(proto::AsBytes(r.payload));
+  rt_.RunUntil(rt_.Now() + 30 * kMillisecond);
+  EXPECT_EQ(heads_->stats().expired, 1u);
+  auto c = Call(proto::Method::kErdaCommit,
+                proto::Encode(proto::ErdaCommitRequest{kTerm, ShardOf(key), res->reservation, key}));
+  EXPECT_EQ(c.status, Code::kUnavailable);
+  EXPECT_TRUE(store_->Get(key).status().Is(Code::kNotFound));
+}
+
+TEST_F(ErdaNodeTest, RefusalsAreClearAndChangeNothing) {
+  Start();
+  // Another term, a shard this node does not serve, an entry too large to
+  // write one-sidedly, garbage.
+  auto r = Call(proto::Method::kErdaGrant, proto::Encode(proto::ErdaGrantRequest{kTerm + 1, 0}));
+  EXPECT_EQ(r.status, Code::kStaleTerm);
+  r = Call(proto::Method::kErdaGrant, proto::Encode(proto::ErdaGrantRequest{kTerm, kShards}));
+  EXPECT_EQ(r.status, Code::kStaleTerm);
+  r = Call(proto::Method::kErdaReserve, proto::Encode(proto::ErdaReserveRequest{kTerm, ShardOf("big"), 4096, "big"}));
+  EXPECT_EQ(r.status, Code::kOk) << "fits the node's one-block limit";
+  r = Call(proto::Method::kErdaReserve,
+           proto::Encode(proto::ErdaReserveRequest{kTerm, ShardOf("k"), 1, "k"}) + "x");
+  EXPECT_EQ(r.status, Code::kCorruption);
+  r = Call(proto::Method::kErdaCommit, "short");
+  EXPECT_EQ(r.status, Code::kCorruption);
+  EXPECT_EQ(store_->stats().keys, 0u);
+}
+
+TEST_F(ErdaNodeTest, AKeyLeftOutOfAFullWindowIsReadThroughTheServer) {
+  ErdaNodeOptions eo;
+  eo.buckets = 2;  // one window of 8 entries for every key
+  Start(eo);
+  for (int i = 0; i < 12; ++i) ASSERT_EQ(Put("key" + std::to_string(i), "v" + std::to_string(i)), Code::kOk);
+  EXPECT_GT(erda_->mirror().stats().overflowed, 0u);
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(Get("key" + std::to_string(i)), "v" + std::to_string(i));
+  EXPECT_GT(path_->stats().fallback_gets, 0u) << "the keys without an entry";
+  EXPECT_GT(path_->stats().one_sided_gets, 0u);
+  Code c;
+  Get("absent", &c);
+  EXPECT_EQ(c, Code::kNotFound);
+}
+
+TEST_F(ErdaNodeTest, GrantsRunOutAndAreAskedForAgain) {
+  ErdaNodeOptions eo;
+  eo.max_grant = 2 * kMillisecond;
+  Start(eo);
+  ASSERT_EQ(Put("k", "v"), Code::kOk);
+  const int grants = peers_->calls[proto::Method::kErdaGrant];
+  EXPECT_EQ(Get("k"), "v");
+  EXPECT_EQ(peers_->calls[proto::Method::kErdaGrant], grants) << "still granted";
+  rt_.RunUntil(rt_.Now() + 5 * kMillisecond);
+  EXPECT_EQ(Get("k"), "v");
+  EXPECT_EQ(peers_->calls[proto::Method::kErdaGrant], grants + 1);
+}
+
+}  // namespace
+}  // namespace slip::server

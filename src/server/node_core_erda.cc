@@ -1,0 +1,146 @@
+// NodeCore: the erda design's direct client access (docs/papers/erda.md §6).
+//
+//   ERDA_GRANT    a client may read a shard one-sidedly for as long as this
+//                 node's lease still runs (capped): after that another node
+//                 may have been promoted, and this one's words go stale.
+//   ERDA_RESERVE  a version of the shard and a place in this worker's head
+//                 for one entry; the client writes the entry there itself.
+//   ERDA_COMMIT   the entry landed: adopt it from the head (its CRC, key and
+//                 header checked, then persisted), replicate it as any
+//                 write, commit it — which publishes it in the bucket table
+//                 through the store's index mirror — and answer the version.
+//
+// A write therefore becomes visible to one-sided readers only once it is
+// persistent on every replica ("flip at commit"), never at reservation.
+#include <algorithm>
+
+#include "common/hash.h"
+#include "log/entry.h"
+#include "server/node_core.h"
+
+namespace slip::server {
+
+namespace {
+constexpr runtime::Nanos kErdaTick = 10 * runtime::kMillisecond;
+}
+
+void NodeCore::HandleErdaGrant(std::span<const std::byte> payload, Reply reply) {
+  auto view = views_->Get();
+  if (!erda_layout_) {
+    return Fail(reply, Status::NotSupported("this cluster's design has no direct client access"), view->term);
+  }
+  auto req = proto::DecodeErdaGrantRequest(payload);
+  if (!req.ok()) return Fail(reply, req.status(), view->term);
+  if (!CheckServing(*view, req->term, req->shard, reply)) return;
+  proto::ErdaGrantResponse g = erda_layout_->grant;
+  g.term = view->term;
+  g.address = erda_layout_->address;
+  const runtime::Nanos left = lease_left_ ? lease_left_() : erda_layout_->max_grant;
+  g.grant_ns = static_cast<uint64_t>(std::max<runtime::Nanos>(0, std::min(left, erda_layout_->max_grant)));
+  reply(Code::kOk, proto::Encode(g));
+}
+
+void NodeCore::HandleErdaReserve(std::span<const std::byte> payload, Reply reply) {
+  auto view = views_->Get();
+  if (!erda_heads_ || !erda_layout_) {
+    return Fail(reply, Status::NotSupported("this cluster's design has no direct client access"), view->term);
+  }
+  auto req = proto::DecodeErdaReserveRequest(payload, store_->options().limits);
+  if (!req.ok()) return Fail(reply, req.status(), view->term);
+  if (!CheckPrimary(*view, proto::KvRequest{req->term, req->shard, req->key, {}}, reply)) return;
+  const uint64_t bytes = (log::kHeaderSize + req->key.size() + req->value_len + log::kAlign - 1) / log::kAlign * log::kAlign;
+  if (bytes > erda_layout_->grant.max_entry_bytes) {
+    return Fail(reply,
+                Status::TooLarge("an entry of " + std::to_string(bytes) + " bytes exceeds the " +
+                                 std::to_string(erda_layout_->grant.max_entry_bytes) +
+                                 " a client may write one-sidedly; use PUT"),
+                view->term);
+  }
+  auto version = store_->ReserveVersion(req->shard);
+  if (!version.ok()) return Fail(reply, version.status(), view->term);
+  // From here the version is assigned: the tracker hears how it ends.
+  shared_->commits.Begin(req->shard, *version);
+  auto r = erda_heads_->Reserve(erda_exec_->Now(), view->term, req->shard, *version, req->key,
+                                static_cast<uint32_t>(bytes));
+  if (!r.ok()) {
+    shared_->commits.Abandoned(req->shard, *version);
+    Status s = r.status();
+    if (s.Is(Code::kNoSpace)) s = Status::Busy("node out of log space: " + s.message());
+    return Fail(reply, s, view->term);
+  }
+  StartErdaTicks();
+  const uint64_t area_offset = (*r)->offset - erda_layout_->grant.area_offset;
+  reply(Code::kOk, proto::Encode(proto::ErdaReserveResponse{
+                       view->term, *version, (*r)->id, area_offset,
+                       static_cast<uint64_t>(erda_heads_->options().write_within)}));
+}
+
+void NodeCore::HandleErdaCommit(std::span<const std::byte> payload, Reply reply) {
+  auto view = views_->Get();
+  if (!erda_heads_) {
+    return Fail(reply, Status::NotSupported("this cluster's design has no direct client access"), view->term);
+  }
+  auto req = proto::DecodeErdaCommitRequest(payload, store_->options().limits);
+  if (!req.ok()) return Fail(reply, req.status(), view->term);
+  if (!CheckPrimary(*view, proto::KvRequest{req->term, req->shard, req->key, {}}, reply)) return;
+  std::optional<ErdaHeads::Reservation> r = erda_heads_->Take(req->reservation, req->key);
+  if (!r) {
+    // Expired (its place was given up) or never made: the entry may have
+    // landed, but it is never adopted, so the write did not happen. The
+    // client cannot tell a lost answer from this, so: outcome unknown.
+    return Fail(reply, Status::Unavailable("no open reservation " + std::to_string(req->reservation) + " of this key"),
+                view->term);
+  }
+  auto give_up = [&](Status s) {
+    erda_heads_->Failed(*r);
+    shared_->commits.Abandoned(r->shard, r->version);
+    Fail(reply, s, view->term);
+  };
+  if (r->term != view->term) {
+    return give_up(Status::StaleTerm("reserved in term " + std::to_string(r->term) + ", node term " +
+                                     std::to_string(view->term)));
+  }
+  // As in Write: registered, then the view read again.
+  shared_->writes.Begin(r->shard, view->term);
+  if (const uint64_t now = views_->Get()->term; now != view->term) {
+    shared_->writes.End(r->shard, view->term);
+    return give_up(Status::StaleTerm("the configuration changed to term " + std::to_string(now)));
+  }
+  std::string_view value;
+  auto adopted = store_->AdoptReceived(r->offset, log::EntryMeta{log::EntryType::kPut, static_cast<uint16_t>(r->shard), r->version},
+                                       r->key, &value);
+  if (!adopted.ok()) {
+    shared_->writes.End(r->shard, view->term);
+    // Nothing was adopted, so nothing will ever show this entry: the client
+    // retries the whole write (Unavailable: its outcome is unknown to it).
+    return give_up(Status::Unavailable("the reserved entry did not check out: " + adopted.status().message()));
+  }
+  erda_heads_->Committed(*r);
+  ++counters_.puts;
+  ++counters_.erda_commits;
+  auto pending = std::make_shared<store::Store::PendingWrite>(std::move(*adopted));
+  ReplicateAndCommit(*view, r->shard, std::move(pending), value, nullptr, std::move(reply));
+}
+
+void NodeCore::StartErdaTicks() {
+  if (erda_tick_ != 0 || erda_exec_ == nullptr) return;
+  erda_tick_ = erda_exec_->After(kErdaTick, [this] { ErdaTick(); });
+}
+
+void NodeCore::ErdaTick() {
+  erda_tick_ = 0;
+  const runtime::Nanos now = erda_exec_->Now();
+  if (erda_heads_) {
+    for (const auto& [shard, version] : erda_heads_->Tick(now)) shared_->commits.Abandoned(shard, version);
+  }
+  // Worker 0 makes the segments the cleaner freed reusable, once no
+  // one-sided reader can still be reading them (ErdaGrantResponse::max_read_ns).
+  if (worker_index_ == 0 && erda_layout_ &&
+      now - last_segment_release_ >= static_cast<runtime::Nanos>(erda_layout_->grant.max_read_ns)) {
+    store_->ReleaseHeldSegments();
+    last_segment_release_ = now;
+  }
+  StartErdaTicks();
+}
+
+}  // namespace slip::server
