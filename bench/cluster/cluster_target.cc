@@ -113,7 +113,7 @@ class ClusterTarget final : public KvTarget {
     // One call per operation, except where clients access primaries
     // one-sidedly (erda: several READs and calls per operation, not counted
     // by the library yet).
-    s.counts_round_trips = !cluster::DesignHasDirectClients(c_.design);
+    s.counts_round_trips = !cluster::DirectAccessOf(c_.design).any();
     // CPU per role, summed over the nodes (each node's executors' thread
     // clocks; backup work inside the worker is timed by the node itself).
     auto stats = client_->NodeStats();

@@ -12,7 +12,7 @@ namespace slip::bench {
 
 const std::vector<std::string>& TargetNames() {
   static const std::vector<std::string> names = {"rpc-kv", "rowan-kv",   "rwrite-kv", "batch-kv",
-                                                 "share-kv", "tailwind", "erda",      "local",     "rocksdb",
+                                                 "share-kv", "tailwind", "erda",      "erda-raw",  "erda-redo", "local", "rocksdb",
                                                  "redis",  "redis-wait", "redis-wait-aof", "memcached"};
   return names;
 }

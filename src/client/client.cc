@@ -54,7 +54,7 @@ class ClientImpl final : public Client {
       auto c = store_->Load();
       if (!c.ok() && !c.status().Is(Code::kNotFound)) return c.status();
       if (provider.empty()) provider = c.ok() ? c->config.provider : "tcp";
-      direct = c.ok() && cluster::DesignHasDirectClients(c->config.design);
+      direct = c.ok() && cluster::DirectAccessOf(c->config.design).any();
     }
     SLIP_ASSIGN_OR_RETURN(fabric_, fabric::OpenOfiFabric(fabric::FabricOptions{.provider = provider, .node_address = o.bind_address},
                                                          fabric::OfiOptions{.max_multi_recv_message = proto::kMaxMessage}));

@@ -83,10 +83,13 @@ void ClientCore::Attempt(std::shared_ptr<Op> op) {
   op->attempt_sent = exec_->Now();
   const uint32_t shard = routing_.ShardOf(op->hash);
   const NodeId node = routing_.primaries[shard];
-  if (direct_ != nullptr && routing_.direct_clients) {
+  if (direct_ != nullptr && routing_.direct.any()) {
     auto answer = [this, op](Result<rpc::PeerResponse> r) { OnResponse(op, std::move(r)); };
-    if (op->kind == OpRecord::Kind::kGet) return direct_->Get(node, routing_.term, shard, op->key, std::move(answer));
-    if (op->kind == OpRecord::Kind::kPut && direct_->TakesPut(op->key.size(), op->value.size())) {
+    if (op->kind == OpRecord::Kind::kGet && routing_.direct.gets) {
+      return direct_->Get(node, routing_.term, shard, op->key, std::move(answer));
+    }
+    if (op->kind == OpRecord::Kind::kPut && routing_.direct.puts &&
+        direct_->TakesPut(op->key.size(), op->value.size())) {
       return direct_->Put(node, routing_.term, shard, op->key, op->value, std::move(answer));
     }
   }

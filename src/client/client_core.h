@@ -80,7 +80,7 @@ class ClientCore {
 
   void set_recorder(std::function<void(const OpRecord&)> r) { recorder_ = std::move(r); }
   // One-sided access for designs whose clients have it (routing table's
-  // direct_clients); null: every operation is a two-sided call.
+  // direct); null: every operation is a two-sided call.
   void set_direct_path(DirectPath* d) { direct_ = d; }
 
   struct Counters {

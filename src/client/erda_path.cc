@@ -108,6 +108,7 @@ Status ErdaPath::PostWrite(Node& n, const void* src, size_t len, const fabric::R
   const uint64_t ctx = next_context_++;
   SLIP_RETURN_IF_ERROR(ep_->Write(n.peer, src, len, nullptr, mem, offset, ctx));
   ++stats_.writes;
+  stats_.written_bytes += len;
   in_flight_.emplace(ctx, std::move(fn));
   return Status::Ok();
 }
@@ -165,6 +166,7 @@ void ErdaPath::Get(rpc::NodeId node, uint64_t term, uint32_t shard, const std::s
 
 void ErdaPath::ReadWindow(std::shared_ptr<GetOp> op) {
   Node& n = NodeOf(op->node);
+  if (n.num_buckets == 0) return FallbackGet(op);  // the node has no table to read (erda-raw)
   op->started = exec_->Now();
   op->grant_until = n.grants[op->shard].until;
   op->buf.assign(erda::kWindowBytes, std::byte{0});

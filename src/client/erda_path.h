@@ -59,6 +59,7 @@ class ErdaPath final : public DirectPath {
     uint64_t gets = 0, one_sided_gets = 0, fallback_gets = 0, old_versions = 0;
     uint64_t puts = 0, one_sided_puts = 0, fallback_puts = 0;
     uint64_t grants = 0, reads = 0, writes = 0;
+    uint64_t written_bytes = 0;  // entries written one-sidedly into nodes' PM
   };
   const Stats& stats() const { return stats_; }
 

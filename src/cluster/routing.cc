@@ -12,10 +12,14 @@ RoutingTable RoutingFromConfig(const ClusterConfig& config) {
   RoutingTable t;
   t.term = config.term;
   for (const auto& s : config.shards) t.primaries.push_back(s.primary);
-  t.direct_clients = DesignHasDirectClients(config.design);
+  t.direct = DirectAccessOf(config.design);
   return t;
 }
 
-bool DesignHasDirectClients(std::string_view design) { return design == "erda"; }
+RoutingTable::Direct DirectAccessOf(std::string_view design) {
+  if (design == "erda") return {.gets = true, .puts = true};
+  if (design == "erda-raw") return {.puts = true};
+  return {};
+}
 
 }  // namespace slip::cluster

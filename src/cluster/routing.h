@@ -14,9 +14,13 @@ namespace slip::cluster {
 struct RoutingTable {
   uint64_t term = 0;
   std::vector<NodeId> primaries;  // index = shard id
-  // Clients read and write primaries one-sidedly (the erda design; see
-  // DesignHasDirectClients), besides the two-sided calls every design takes.
-  bool direct_clients = false;
+  // How clients reach primaries besides the two-sided calls every design
+  // takes (the erda family; DirectAccessOf).
+  struct Direct {
+    bool gets = false;  // READ the bucket word and the entry
+    bool puts = false;  // RESERVE, WRITE the entry, COMMIT
+    bool any() const { return gets || puts; }
+  } direct;
   // The shard a key hash belongs to (common/hash.h ShardOfHash, as the
   // store and the configuration compute it). REQUIRES: primaries non-empty.
   uint32_t ShardOf(uint64_t hash) const;
@@ -24,10 +28,10 @@ struct RoutingTable {
 
 RoutingTable RoutingFromConfig(const ClusterConfig& config);
 
-// Whether clients of a cluster of `design` access primaries directly. The
+// How clients of a cluster of `design` access primaries directly. The
 // configuration names the design; the registry (replication/registry.h,
-// Design::direct_clients) is the source this mirrors, and its test checks
-// the two agree (the client links no replication code).
-bool DesignHasDirectClients(std::string_view design);
+// Design::clients) is the source this mirrors, and its test checks the two
+// agree (the client links no replication code).
+RoutingTable::Direct DirectAccessOf(std::string_view design);
 
 }  // namespace slip::cluster

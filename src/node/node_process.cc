@@ -214,7 +214,7 @@ Status Node::Boot() {
   so.num_writers = o_.workers + 1;  // one per worker, then promotion
   // erda: a freed segment waits before reuse (one-sided readers may still
   // be reading what it held).
-  so.hold_freed_segments = replication::DesignOf(protocol_).direct_clients;
+  so.hold_freed_segments = replication::DesignOf(protocol_).clients.reads_one_sided;
   SLIP_ASSIGN_OR_RETURN(store_, store::Store::Open(region_.get(), so));
   if (store_->segments().geometry().num_shards != vc.config.num_shards()) {
     return Status::InvalidArgument("store has " + std::to_string(store_->segments().geometry().num_shards) +
@@ -380,11 +380,17 @@ Status Node::StartOneSided() {
                                             ? "PM file on a real filesystem: senders ask for persistence (REPL_PERSIST)"
                                             : "PM file in memory: placement is persistence for this class");
   SLIP_ASSIGN_OR_RETURN(backup_, replication::BackupLog::Create(store_.get(), repl_in_.get(), bo));
-  if (replication::DesignOf(protocol_).direct_clients) {
+  if (const auto& clients = replication::DesignOf(protocol_).clients; clients.any()) {
     // Before the NIC role polls the endpoint: the table is registered on it.
-    SLIP_ASSIGN_OR_RETURN(erda_, server::ErdaNode::Create(store_.get(), repl_in_.get(), *backup_, server::ErdaNodeOptions{}));
-    logging::Info("erda: {} buckets readable one-sidedly, entries up to {} bytes written by clients",
-                  erda_->mirror().num_buckets(), erda_->layout()->grant.max_entry_bytes);
+    server::ErdaNodeOptions eo;
+    eo.readable_table = clients.reads_one_sided;
+    eo.copy_puts = clients.copies_puts;
+    SLIP_ASSIGN_OR_RETURN(erda_, server::ErdaNode::Create(store_.get(), repl_in_.get(), *backup_, eo));
+    logging::Info("{}: {} buckets readable one-sidedly; entries up to {} bytes {}", replication::DesignName(protocol_),
+                  erda_->mirror() ? erda_->mirror()->num_buckets() : 0, erda_->layout()->grant.max_entry_bytes,
+                  !clients.writes_one_sided ? "staged by the node, then copied into its log"
+                  : clients.copies_puts     ? "written by clients, then copied into the log"
+                                            : "written by clients where they stay");
   }
   // The NIC role: on software providers peers' Sends and Writes land only
   // while this endpoint is polled. It parks on the endpoint's wait object

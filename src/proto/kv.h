@@ -170,7 +170,7 @@ struct ErdaGrantResponse {
   // region offset of its byte 0 (index words count from the region's start).
   uint64_t area_addr = 0, area_key = 0, area_len = 0;
   uint64_t area_offset = 0;
-  // The bucket table.
+  // The bucket table (all 0 where clients do not read one-sidedly).
   uint64_t table_addr = 0, table_key = 0, table_len = 0;
   uint32_t num_buckets = 0;
   // The largest entry (one log block) a client may write one-sidedly.

@@ -202,6 +202,10 @@ TEST(ErdaMessagesTest, RoundTripAndTruncationsAreRefused) {
   for (size_t n = 0; n < gb.size(); ++n) EXPECT_FALSE(DecodeErdaGrantResponse(AsBytes(std::string_view(gb).substr(0, n))).ok()) << n;
   g.num_buckets = 1025;  // one bucket past the registration
   EXPECT_TRUE(DecodeErdaGrantResponse(AsBytes(Encode(g))).status().Is(Code::kCorruption));
+  g.num_buckets = 0;  // buckets but no table
+  EXPECT_TRUE(DecodeErdaGrantResponse(AsBytes(Encode(g))).status().Is(Code::kCorruption));
+  g.table_len = 0;  // no table at all (erda-raw: one-sided writes only)
+  EXPECT_TRUE(DecodeErdaGrantResponse(AsBytes(Encode(g))).ok());
 
   const std::string rb = Encode(ErdaReserveRequest{4, 2, 100, "key"});
   auto rd = DecodeErdaReserveRequest(AsBytes(rb), limits);

@@ -21,9 +21,12 @@ enum class Protocol : uint8_t {
   kShare,     // share-kv: one remote log per (sender node, backup), tail reserved locally
   kTailwind,  // tailwind: private buffer per primary, running checksum, backups idle
   kErda,      // erda: clients read and write primaries one-sidedly; rowan's replication
+  kErdaRaw,   // erda-raw: clients write one-sidedly (read after write), the node copies
+  kErdaRedo,  // erda-redo: two-sided; the node stages a redo record, then copies
 };
 
-// "rpc-kv", "rowan-kv", "rwrite-kv", "batch-kv", "share-kv", "tailwind", "erda".
+// "rpc-kv", "rowan-kv", "rwrite-kv", "batch-kv", "share-kv", "tailwind",
+// "erda", "erda-raw", "erda-redo".
 const char* DesignName(Protocol p);
 // InvalidArgument naming the known designs for anything else.
 Result<Protocol> ParseDesign(std::string_view name);

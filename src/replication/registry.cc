@@ -22,6 +22,8 @@ const std::vector<const Design*>& AllDesigns() {
       &ShareDesign(),  // share-kv
       &TailwindDesign(),  // tailwind
       &ErdaDesign(),      // erda
+      &ErdaRawDesign(),   // erda-raw
+      &ErdaRedoDesign(),  // erda-redo
   };
   return all;
 }

@@ -55,9 +55,15 @@ struct Design {
   // (tailwind: what the running checksum vouches for); null: all of it.
   uint64_t (*valid_prefix)(std::span<const std::byte> buffer, const log::Limits& limits) = nullptr;
   std::unique_ptr<Replicator> (*make_replicator)(const ReplicatorContext& context) = nullptr;
-  // Clients read the primary's index and entries and write their entries
-  // one-sidedly (erda: server/node_core_erda.cc, client/erda_path.h).
-  bool direct_clients = false;
+  // The erda family (docs/papers/erda.md; server/node_core_erda.cc,
+  // client/erda_path.h): how clients reach a primary besides two-sided
+  // calls, and how the primary takes a PUT's entry in.
+  struct ClientAccess {
+    bool reads_one_sided = false;   // GET: READ a bucket word, then the entry
+    bool writes_one_sided = false;  // PUT: RESERVE, WRITE the entry (+ flush READ), COMMIT
+    bool copies_puts = false;       // a PUT's entry is staged, checked, then copied into the log
+    bool any() const { return reads_one_sided || writes_one_sided || copies_puts; }
+  } clients;
 
   bool one_sided() const { return receive != BackupReceive::kWorker; }
 };

@@ -57,8 +57,9 @@ TEST(Registry, BackupSidesMatchTheDesigns) {
 // primaries one-sidedly; the cluster module's list must be the registry's.
 TEST(Registry, DirectClientDesignsAgreeWithWhatClientsAreTold) {
   for (const Design* d : AllDesigns()) {
-    EXPECT_EQ(d->direct_clients, cluster::DesignHasDirectClients(d->name)) << d->name;
-    EXPECT_EQ(d->direct_clients, d->protocol == Protocol::kErda) << d->name;
+    const cluster::RoutingTable::Direct direct = cluster::DirectAccessOf(d->name);
+    EXPECT_EQ(d->clients.reads_one_sided, direct.gets) << d->name;
+    EXPECT_EQ(d->clients.writes_one_sided, direct.puts) << d->name;
   }
   // erda replicates as rowan-kv does.
   EXPECT_EQ(DesignOf(Protocol::kErda).receive, BackupReceive::kSharedLog);

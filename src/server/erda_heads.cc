@@ -63,6 +63,11 @@ void ErdaHeads::Failed(const Reservation& r) {
   Dead(r);
 }
 
+void ErdaHeads::Copied(const Reservation& r) {
+  ++stats_.copied;
+  Dead(r);
+}
+
 void ErdaHeads::Dead(const Reservation& r) {
   // The client's bytes may still land here: count them as an abandoned
   // entry of the key until the head is sealed and the place zeroed.

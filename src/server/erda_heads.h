@@ -9,6 +9,9 @@
 //   committed   the client's entry checked out (Store::AdoptReceived) and
 //               went the way of any write: replicated, committed or
 //               abandoned, and stays in the log either way;
+//   copied      (erda-raw, erda-redo) the entry checked out and was written
+//               again into a t-log; the staged place is then given up as a
+//               failed one is;
 //   failed      COMMIT found no whole entry there (torn, not landed);
 //   expired     no COMMIT within `reservation_ttl` (the client died, or
 //               gave up).
@@ -78,6 +81,10 @@ class ErdaHeads {
   void Committed(const Reservation& r);
   // A taken reservation whose entry did not check out.
   void Failed(const Reservation& r);
+  // A taken reservation whose entry was copied into the log (the copying
+  // baselines): the staged bytes are never adopted, so the place is given
+  // up as a failed one is.
+  void Copied(const Reservation& r);
 
   // Expires old reservations and seals heads that can be sealed. Returns
   // the versions of the reservations it expired, by shard (the caller tells
@@ -87,7 +94,7 @@ class ErdaHeads {
   size_t open_reservations() const { return open_.size(); }
   const ErdaHeadsOptions& options() const { return options_; }
   struct Stats {
-    uint64_t reserved = 0, committed = 0, failed = 0, expired = 0;
+    uint64_t reserved = 0, committed = 0, copied = 0, failed = 0, expired = 0;
     uint64_t heads = 0, heads_sealed = 0, places_killed = 0;
   };
   const Stats& stats() const { return stats_; }

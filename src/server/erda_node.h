@@ -1,7 +1,7 @@
-// ErdaNode: the node-wide half of the erda design — the index mirror hooked
+// ErdaNode: the node-wide half of the erda family — the index mirror hooked
 // to the store, the bucket table registered for clients' one-sided reads on
-// the node's one-sided endpoint, and the layout ERDA_GRANT answers
-// (docs/papers/erda.md §6). The per-worker half is ErdaHeads.
+// the node's one-sided endpoint (erda only), and the layout ERDA_GRANT
+// answers (docs/papers/erda.md §6). The per-worker half is ErdaHeads.
 //
 // Clients reach the node through the endpoint the backup log already
 // serves (its NIC role polls it, so on software providers their READs and
@@ -31,19 +31,26 @@ struct ErdaNodeOptions {
   runtime::Nanos max_read = 50 * runtime::kMillisecond;
   // The largest entry a client writes one-sidedly (larger: a two-sided PUT).
   uint32_t max_entry_bytes = 64 << 10;
+  // Clients read the bucket table one-sidedly (erda); false: no mirror, no
+  // table, GETs stay two-sided (erda-raw, erda-redo).
+  bool readable_table = true;
+  // ErdaLayout::copy_puts (erda-raw, erda-redo).
+  bool copy_puts = false;
 };
 
 class ErdaNode {
  public:
   // Before anything polls `ep` (registration is the endpoint owner's call).
-  // REQUIRES: the store was opened with hold_freed_segments.
+  // REQUIRES: the store was opened with hold_freed_segments when clients
+  // read the table.
   static Result<std::unique_ptr<ErdaNode>> Create(store::Store* store, fabric::Endpoint* ep,
                                                   const replication::BackupLog& backup,
                                                   const ErdaNodeOptions& options);
   ~ErdaNode();
 
   std::shared_ptr<const ErdaLayout> layout() const { return layout_; }
-  const ErdaMirror& mirror() const { return *mirror_; }
+  // Null without a readable table.
+  const ErdaMirror* mirror() const { return mirror_.get(); }
 
  private:
   ErdaNode() = default;

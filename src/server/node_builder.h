@@ -62,7 +62,7 @@ struct NodeEnv {
   std::function<void(uint32_t shard, NodeId backup, uint64_t term)> on_seeded;
   // False once the process the node belongs to is gone (WorkerPool).
   std::function<bool()> alive;
-  // The erda design (replication::Design::direct_clients): the node-wide
+  // The erda family (replication::Design::clients): the node-wide
   // layout (server/erda_node.h) and each worker's heads' options. Null
   // layout: no direct client access.
   std::shared_ptr<const ErdaLayout> erda_layout;

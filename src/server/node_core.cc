@@ -175,6 +175,9 @@ void NodeCore::HandleWrite(proto::Method m, std::span<const std::byte> payload, 
       delete k;
     });
   }
+  if (type == log::EntryType::kPut && erda_layout_ && erda_layout_->copy_puts && erda_heads_) {
+    return WriteStaged(*view, *req, std::move(reply));
+  }
   Write(*view, req->shard, type, req->key, req->value, std::move(guarded), std::move(reply));
 }
 

@@ -144,6 +144,10 @@ struct ErdaLayout {
   proto::ErdaGrantResponse grant;  // grant.address views `address`
   std::string address;
   runtime::Nanos max_grant = 100 * runtime::kMillisecond;
+  // The copying baselines (erda-raw, erda-redo): a PUT's entry is staged in
+  // a head place — by the client one-sidedly, or by the node from a
+  // two-sided PUT — checked, and copied into the log, where erda adopts it.
+  bool copy_puts = false;
 };
 
 // How a NodeCore is wired into its node; defaults suit a single-node test.
@@ -225,6 +229,7 @@ class NodeCore {
     uint64_t group_commits = 0;    // deferred flushes that found work
     uint64_t group_committed = 0;  // replies they released
     uint64_t erda_commits = 0;     // PUTs whose entry a client wrote one-sidedly
+    uint64_t erda_copies = 0;      // PUTs staged, then copied (erda-raw, erda-redo)
   };
   const Counters& counters() const { return counters_; }
 
@@ -249,6 +254,13 @@ class NodeCore {
   void HandleErdaGrant(std::span<const std::byte> payload, Reply reply);
   void HandleErdaReserve(std::span<const std::byte> payload, Reply reply);
   void HandleErdaCommit(std::span<const std::byte> payload, Reply reply);
+  // erda-redo's PUT: the node stages the entry in a head place (the redo
+  // log record), then copies it in as CopyIn does.
+  void WriteStaged(const NodeView& view, const proto::KvRequest& req, Reply reply);
+  // The copying baselines: the staged entry of `r` checked, written into
+  // this worker's t-log under its reserved version, replicated, committed.
+  // REQUIRES: writes.Begin(r.shard, view.term) ran.
+  void CopyIn(const NodeView& view, const ErdaHeads::Reservation& r, Reply reply);
   void ErdaTick();
   void StartErdaTicks();
   bool lease_ok() const { return !lease_left_ || lease_left_() > 0; }

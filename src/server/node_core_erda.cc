@@ -106,6 +106,7 @@ void NodeCore::HandleErdaCommit(std::span<const std::byte> payload, Reply reply)
     shared_->writes.End(r->shard, view->term);
     return give_up(Status::StaleTerm("the configuration changed to term " + std::to_string(now)));
   }
+  if (erda_layout_ && erda_layout_->copy_puts) return CopyIn(*view, *r, std::move(reply));
   std::string_view value;
   auto adopted = store_->AdoptReceived(r->offset, log::EntryMeta{log::EntryType::kPut, static_cast<uint16_t>(r->shard), r->version},
                                        r->key, &value);
@@ -120,6 +121,70 @@ void NodeCore::HandleErdaCommit(std::span<const std::byte> payload, Reply reply)
   ++counters_.erda_commits;
   auto pending = std::make_shared<store::Store::PendingWrite>(std::move(*adopted));
   ReplicateAndCommit(*view, r->shard, std::move(pending), value, nullptr, std::move(reply));
+}
+
+void NodeCore::WriteStaged(const NodeView& view, const proto::KvRequest& req, Reply reply) {
+  shared_->writes.Begin(req.shard, view.term);
+  if (const uint64_t now = views_->Get()->term; now != view.term) {
+    shared_->writes.End(req.shard, view.term);
+    return Fail(reply, Status::StaleTerm("the configuration changed to term " + std::to_string(now)), now);
+  }
+  auto fail = [&](Status s) {
+    shared_->writes.End(req.shard, view.term);
+    if (s.Is(Code::kNoSpace)) s = Status::Busy("node out of log space: " + s.message());
+    Fail(reply, s, view.term);
+  };
+  auto layout = log::PlanEntry(req.key.size(), req.value.size(), store_->options().max_block_bytes);
+  if (!layout.ok()) return fail(layout.status());
+  if (layout->cnt != 1 || layout->total_bytes > erda_layout_->grant.max_entry_bytes) {
+    // Larger than a redo record may be: written into the log directly.
+    shared_->writes.End(req.shard, view.term);
+    return Write(view, req.shard, log::EntryType::kPut, req.key, req.value, nullptr, std::move(reply));
+  }
+  auto version = store_->ReserveVersion(req.shard);
+  if (!version.ok()) return fail(version.status());
+  shared_->commits.Begin(req.shard, *version);
+  auto placed = erda_heads_->Reserve(erda_exec_->Now(), view.term, req.shard, *version, req.key,
+                                     static_cast<uint32_t>(layout->total_bytes));
+  if (!placed.ok()) {
+    shared_->commits.Abandoned(req.shard, *version);
+    return fail(placed.status());
+  }
+  StartErdaTicks();
+  // The reservation leaves the open set at once: nobody but this task
+  // writes or commits it.
+  std::optional<ErdaHeads::Reservation> r = erda_heads_->Take((*placed)->id, req.key);
+  const log::EntryMeta meta{log::EntryType::kPut, static_cast<uint16_t>(req.shard), *version};
+  if (Status s = store_->WriteReceived(r->offset, r->bytes, meta, req.key, req.value); !s.ok()) {
+    erda_heads_->Failed(*r);
+    shared_->commits.Abandoned(req.shard, *version);
+    return fail(s);
+  }
+  CopyIn(view, *r, std::move(reply));
+}
+
+void NodeCore::CopyIn(const NodeView& view, const ErdaHeads::Reservation& r, Reply reply) {
+  const log::EntryMeta meta{log::EntryType::kPut, static_cast<uint16_t>(r.shard), r.version};
+  auto give_up = [&](Status s) {
+    shared_->writes.End(r.shard, view.term);
+    erda_heads_->Failed(r);
+    shared_->commits.Abandoned(r.shard, r.version);
+    if (s.Is(Code::kNoSpace)) s = Status::Busy("node out of log space: " + s.message());
+    Fail(reply, s, view.term);
+  };
+  // The integrity check the baselines' servers do before applying.
+  auto staged = store_->ReadReceived(r.offset, meta, r.key);
+  if (!staged.ok()) {
+    return give_up(Status::Unavailable("the staged entry did not check out: " + staged.status().message()));
+  }
+  auto copied = store_->PrepareVersioned(writer_, meta, r.key, staged->value(), persist_mode());
+  if (!copied.ok()) return give_up(copied.status());
+  erda_heads_->Copied(r);
+  ++counters_.erda_copies;
+  auto pending = std::make_shared<store::Store::PendingWrite>(std::move(*copied));
+  // Replicate reads the value during the call only; the staged place is
+  // zeroed no earlier than its head's sealing.
+  ReplicateAndCommit(view, r.shard, std::move(pending), staged->value(), nullptr, std::move(reply));
 }
 
 void NodeCore::StartErdaTicks() {

@@ -184,7 +184,8 @@ TEST_P(ClusterSimTest, CommitVerRecordsShrinkPromotions) {
 
 INSTANTIATE_TEST_SUITE_P(Designs, ClusterSimTest,
                          ::testing::Values(Protocol::kRpc, Protocol::kRowan, Protocol::kRWrite, Protocol::kBatch,
-                                           Protocol::kShare, Protocol::kTailwind, Protocol::kErda),
+                                           Protocol::kShare, Protocol::kTailwind, Protocol::kErda,
+                                           Protocol::kErdaRaw, Protocol::kErdaRedo),
                          DesignTestName);
 
 // erda: clients read primaries and write their entries one-sidedly through
@@ -211,6 +212,32 @@ TEST(ErdaSimTest, ClientsReadAndWriteOneSidedThroughFaults) {
   }
   EXPECT_GT(d.one_sided_gets, d.gets * 3 / 4);
   EXPECT_GT(d.one_sided_puts, d.puts * 3 / 4);
+}
+
+// erda-raw: clients write their entries one-sidedly (and nodes copy them),
+// but read two-sidedly; erda-redo's clients never touch a node's PM.
+TEST(ErdaSimTest, TheBaselinesTakeTheirOwnPaths) {
+  for (Protocol p : {Protocol::kErdaRaw, Protocol::kErdaRedo}) {
+    client::ErdaPath::Stats d;
+    for (uint64_t seed : Seeds(3)) {
+      ClusterSimOptions o;
+      o.seed = seed;
+      o.protocol = p;
+      o.crashes = 1;
+      auto r = RunClusterSim(o);
+      ASSERT_TRUE(r.ok) << "seed " << seed << ": " << r.failure << "\n  reproduce: build/slip sim --design "
+                        << replication::DesignName(p) << " --seed " << seed << " --crashes 1 --trace";
+      d.gets += r.direct.gets;
+      d.puts += r.direct.puts;
+      d.one_sided_puts += r.direct.one_sided_puts;
+    }
+    EXPECT_EQ(d.gets, 0u) << replication::DesignName(p);
+    if (p == Protocol::kErdaRaw) {
+      EXPECT_GT(d.one_sided_puts, d.puts * 3 / 4);
+    } else {
+      EXPECT_EQ(d.puts, 0u);
+    }
+  }
 }
 
 // Proof that the checker sees what grants guard against: without leases a

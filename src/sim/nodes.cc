@@ -28,7 +28,7 @@ void World::StartNode(Node& n, bool fresh) {
   so.limits.max_value = 4096;
   so.max_block_bytes = 8192;
   so.num_writers = o_.workers + 1;  // the workers, then the promoter
-  so.hold_freed_segments = DirectClients();
+  so.hold_freed_segments = Clients().reads_one_sided;
   auto store = store::Store::Open(inc->region.get(), so);
   if (!store.ok()) {
     failure_ = "node " + std::to_string(n.id) + " failed to open its store: " + store.status().ToString();
@@ -64,9 +64,11 @@ void World::StartNode(Node& n, bool fresh) {
   env.onesided.term = [np] { return np->views.Get()->term; };
   env.onesided.shared_logs = std::make_shared<replication::SharedRemoteLogs>();  // share-kv: one per process
   env.core.commit_record_step = o_.commit_record_step;
-  if (DirectClients()) {
+  if (Clients().any()) {
     // Scaled to the simulation's clock (10 ms leases, microsecond hops).
     server::ErdaNodeOptions eo;
+    eo.readable_table = Clients().reads_one_sided;
+    eo.copy_puts = Clients().copies_puts;
     eo.max_grant = static_cast<Nanos>(o_.lease_us) * kMicrosecond / 2;
     eo.max_read = 500 * kMicrosecond;
     auto erda = server::ErdaNode::Create(inc->store.get(), inc->in.get(), *inc->backup, eo);

@@ -176,7 +176,9 @@ class World {
   }
   bool IsClient(NodeId n) const { return n >= kClientBase; }
   bool OneSided() const { return replication::IsOneSided(o_.protocol); }
-  bool DirectClients() const { return replication::DesignOf(o_.protocol).direct_clients; }
+  // The erda family's client access (replication::Design::clients).
+  const replication::Design::ClientAccess& Clients() const { return replication::DesignOf(o_.protocol).clients; }
+  bool DirectClients() const { return Clients().reads_one_sided || Clients().writes_one_sided; }
   // The fabric's loss and jitter: the message layer's.
   fabric::LinkFaults NetworkFaults() const {
     fabric::LinkFaults f;

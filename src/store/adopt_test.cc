@@ -104,6 +104,42 @@ TEST(StoreAdoptTest, AnUnkilledEntryIsRecoveredAsAnyWriteOfUnknownOutcome) {
   EXPECT_EQ(*f.store->Get("k"), "in flight");
 }
 
+TEST(StoreAdoptTest, AStagedEntryIsCopiedUnderItsReservedVersion) {
+  // The copying baselines (erda-raw, erda-redo): an entry staged in a
+  // receive segment is checked, written again into a t-log with the version
+  // reserved for it, and the staged copy is then given up.
+  Fixture f;
+  const uint32_t seg = *f.store->AllocateReceiveSegment();
+  const uint64_t at = f.store->segments().SegmentOffset(seg) + 192;
+  const uint16_t shard = f.ShardOf("k");
+  const uint64_t v = *f.store->ReserveVersion(shard);
+  const log::EntryMeta meta{log::EntryType::kPut, shard, v};
+  // The node stages it itself (redo) — refused where it does not fit.
+  EXPECT_TRUE(f.store->WriteReceived(at, 64, meta, "k", std::string(100, 'x')).Is(Code::kInvalidArgument));
+  ASSERT_TRUE(f.store->WriteReceived(at, 128, meta, "k", "staged value").ok());
+  auto staged = f.store->ReadReceived(at, meta, "k");
+  ASSERT_TRUE(staged.ok()) << staged.status().ToString();
+  EXPECT_EQ(staged->value(), "staged value");
+  EXPECT_EQ(f.store->live_bytes(seg), 0) << "reading a staged entry counts nothing";
+  // A version nobody reserved, or a key of another shard: refused.
+  EXPECT_TRUE(f.store->PrepareVersioned(0, {log::EntryType::kPut, shard, v + 1}, "k", "x").status().Is(Code::kInvalidArgument));
+  std::string other = "a";
+  while (f.ShardOf(other) == shard) other += "a";
+  EXPECT_TRUE(f.store->PrepareVersioned(0, meta, other, "x").status().Is(Code::kInvalidArgument));
+  auto w = f.store->PrepareVersioned(0, meta, "k", staged->value());
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->meta().version, v);
+  f.store->Commit(*w);
+  EXPECT_NE(f.store->Locate("k"), at) << "the copy, not the staged entry, is indexed";
+  f.store->AbandonReceived(at, "k");
+  ASSERT_TRUE(f.store->KillReceived(at, 128).ok());
+  f.store.reset();
+  f.store = std::move(Store::Open(f.region.get(), SmallOptions())).value();
+  log::EntryMeta got;
+  EXPECT_EQ(*f.store->Get("k", &got), "staged value");
+  EXPECT_EQ(got.version, v);
+}
+
 TEST(StoreAdoptTest, IndexChangesReachTheHookWithTheNewState) {
   StoreOptions o = SmallOptions();
   std::map<std::string, std::optional<uint64_t>> seen;

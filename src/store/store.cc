@@ -296,6 +296,24 @@ Status Store::Delete(uint32_t writer, std::string_view key) {
 
 Result<Store::PendingWrite> Store::Prepare(uint32_t writer, EntryType type, std::string_view key,
                                            std::string_view value, Persist persist) {
+  return PrepareAs(writer, type, key, value, /*version=*/0, persist);
+}
+
+Result<Store::PendingWrite> Store::PrepareVersioned(uint32_t writer, const log::EntryMeta& meta,
+                                                    std::string_view key, std::string_view value,
+                                                    Persist persist) {
+  if (meta.shard != ShardOf(HashKey(key))) {
+    return Status::InvalidArgument("key not of shard " + std::to_string(meta.shard));
+  }
+  if (meta.version == 0 || meta.version > shard_version(meta.shard)) {
+    return Status::InvalidArgument("version " + std::to_string(meta.version) + " of shard " +
+                                   std::to_string(meta.shard) + " was not reserved");
+  }
+  return PrepareAs(writer, meta.type, key, value, meta.version, persist);
+}
+
+Result<Store::PendingWrite> Store::PrepareAs(uint32_t writer, EntryType type, std::string_view key,
+                                             std::string_view value, uint64_t version, Persist persist) {
   if (writer >= writers_.size()) {
     return Status::InvalidArgument("writer " + std::to_string(writer) + " out of range (" +
                                    std::to_string(writers_.size()) + " writers)");
@@ -318,7 +336,7 @@ Result<Store::PendingWrite> Store::Prepare(uint32_t writer, EntryType type, std:
   const uint32_t shard = ShardOf(w.hash_);
   w.meta_ = log::EntryMeta{type, static_cast<uint16_t>(shard), 0};
   SLIP_RETURN_IF_ERROR(log::Validate(w.meta_, key.size(), value.size(), options_.limits));
-  w.meta_.version = shards_[shard].version.fetch_add(1) + 1;
+  w.meta_.version = version != 0 ? version : shards_[shard].version.fetch_add(1) + 1;
   if (w.meta_.version > log::kMaxVersion) return Status::NoSpace("shard version space exhausted");
   SLIP_ASSIGN_OR_RETURN(Blocks blocks, Append(writers_[writer], SegmentOwner::kWorker, w.meta_,
                                               key, value, persist));
@@ -369,8 +387,8 @@ Result<uint64_t> Store::ReserveVersion(uint32_t shard) {
   return v;
 }
 
-Result<Store::PendingWrite> Store::AdoptReceived(uint64_t offset, const log::EntryMeta& meta,
-                                                 std::string_view key, std::string_view* value) {
+Result<log::BlockView> Store::ReadReceived(uint64_t offset, const log::EntryMeta& meta,
+                                           std::string_view key) const {
   if (!table_->InDataArea(offset) || offset % log::kAlign != 0) {
     return Status::InvalidArgument("offset " + std::to_string(offset) + " is not an entry's place");
   }
@@ -379,6 +397,7 @@ Result<Store::PendingWrite> Store::AdoptReceived(uint64_t offset, const log::Ent
   if (m.owner != SegmentOwner::kControl || m.state != SegmentState::kUsing) {
     return Status::InvalidArgument("segment " + std::to_string(seg) + " is not an open receive segment");
   }
+  if (ShardOf(HashKey(key)) != meta.shard) return Status::InvalidArgument("key not of shard " + std::to_string(meta.shard));
   const uint64_t end = table_->SegmentOffset(seg) + table_->segment_size();
   // The client may still be writing (a torn or absent entry fails here, and
   // the caller refuses the commit); decoding reads PM once, then the checks
@@ -390,20 +409,48 @@ Result<Store::PendingWrite> Store::AdoptReceived(uint64_t offset, const log::Ent
       b.key() != key) {
     return Status::Corruption("the entry that landed is not the one reserved");
   }
-  const uint64_t hash = HashKey(key);
-  if (ShardOf(hash) != meta.shard) return Status::InvalidArgument("key not of shard " + std::to_string(meta.shard));
+  return b;
+}
+
+Result<Store::PendingWrite> Store::AdoptReceived(uint64_t offset, const log::EntryMeta& meta,
+                                                 std::string_view key, std::string_view* value) {
+  SLIP_ASSIGN_OR_RETURN(log::BlockView b, ReadReceived(offset, meta, key));
+  const uint32_t seg = table_->SegmentOf(offset);
   region_->Persist(region_->at(offset), b.encoded_bytes);
   live_[seg].fetch_add(b.encoded_bytes, std::memory_order_relaxed);
-  appended_.fetch_add(b.encoded_bytes, std::memory_order_relaxed);
+  adopted_.fetch_add(b.encoded_bytes, std::memory_order_relaxed);
   PendingWrite w;
   w.meta_ = meta;
-  w.hash_ = hash;
+  w.hash_ = HashKey(key);
   w.key_.assign(key);
   w.offsets_ = {offset};
   w.bytes_ = {b.encoded_bytes};
   w.writer_ = kAdopted;
   if (value != nullptr) *value = b.value();
   return w;
+}
+
+Status Store::WriteReceived(uint64_t offset, uint32_t bytes, const log::EntryMeta& meta, std::string_view key,
+                            std::string_view value) {
+  if (!table_->InDataArea(offset) || offset % log::kAlign != 0) {
+    return Status::InvalidArgument("offset " + std::to_string(offset) + " is not an entry's place");
+  }
+  const uint32_t seg = table_->SegmentOf(offset);
+  const log::SegmentMeta m = table_->meta(seg);
+  if (m.owner != SegmentOwner::kControl || m.state != SegmentState::kUsing) {
+    return Status::InvalidArgument("segment " + std::to_string(seg) + " is not an open receive segment");
+  }
+  SLIP_RETURN_IF_ERROR(log::Validate(meta, key.size(), value.size(), options_.limits));
+  const uint64_t end = table_->SegmentOffset(seg) + table_->segment_size();
+  SLIP_ASSIGN_OR_RETURN(log::Layout layout, log::PlanEntry(key.size(), value.size(), options_.max_block_bytes));
+  if (layout.cnt != 1 || layout.total_bytes > bytes || offset + layout.total_bytes > end) {
+    return Status::InvalidArgument("an entry of " + std::to_string(layout.total_bytes) +
+                                   " bytes does not fit its place of " + std::to_string(bytes));
+  }
+  const size_t n = log::EncodeBlock(meta, key, value, layout, 0, region_->at(offset));
+  region_->Persist(region_->at(offset), n);
+  staged_.fetch_add(n, std::memory_order_relaxed);
+  return Status::Ok();
 }
 
 void Store::AbandonReceived(uint64_t offset, std::string_view key) {
@@ -567,6 +614,8 @@ StoreStats Store::stats() const {
   s.deletes = deletes_.load();
   s.gets = gets_.load();
   s.appended_bytes = appended_.load();
+  s.adopted_bytes = adopted_.load();
+  s.staged_bytes = staged_.load();
   s.segments_cleaned = cleaned_.load();
   s.entries_relocated = relocated_.load();
   s.relocated_bytes = relocated_bytes_.load();

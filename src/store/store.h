@@ -80,7 +80,9 @@ struct StoreOptions {
 
 struct StoreStats {
   uint64_t puts = 0, deletes = 0, gets = 0;
-  uint64_t appended_bytes = 0;        // PM bytes written by Put/Delete (headers, padding)
+  uint64_t appended_bytes = 0;        // PM bytes this node wrote as entries (headers, padding)
+  uint64_t adopted_bytes = 0;         // entries clients wrote and the node adopted (erda)
+  uint64_t staged_bytes = 0;          // entries the node staged before copying them (erda-redo)
   uint64_t segments_cleaned = 0;
   uint64_t entries_relocated = 0;
   uint64_t relocated_bytes = 0;       // PM bytes the cleaner rewrote
@@ -150,6 +152,11 @@ class Store final : private index::EntryReader {
   // For kDel: NotFound (nothing written) when the key has no live value.
   Result<PendingWrite> Prepare(uint32_t writer, log::EntryType type, std::string_view key,
                                std::string_view value, Persist persist = Persist::kNow);
+  // As Prepare, with the version ReserveVersion assigned (meta.version).
+  // InvalidArgument when that version was never handed out, or the key is
+  // not of meta.shard.
+  Result<PendingWrite> PrepareVersioned(uint32_t writer, const log::EntryMeta& meta, std::string_view key,
+                                        std::string_view value, Persist persist = Persist::kNow);
   // Makes the write visible (if no newer version of the key is), after
   // flushing its writer if the entry is not persistent yet. Once only, on
   // the thread that owns the writer.
@@ -248,6 +255,15 @@ class Store final : private index::EntryReader {
   // until the write is committed or abandoned.
   Result<PendingWrite> AdoptReceived(uint64_t offset, const log::EntryMeta& meta, std::string_view key,
                                      std::string_view* value = nullptr);
+  // The checks of AdoptReceived alone: the block at `offset`, viewed in PM
+  // (nothing persisted or counted). The copying baselines (erda-raw,
+  // erda-redo) read a staged entry this way and write it again elsewhere.
+  Result<log::BlockView> ReadReceived(uint64_t offset, const log::EntryMeta& meta, std::string_view key) const;
+  // The node itself stages an entry at a reserved place of `bytes` (a redo
+  // log record: erda-redo) and persists it. InvalidArgument when it does not
+  // fit in one block there.
+  Status WriteReceived(uint64_t offset, uint32_t bytes, const log::EntryMeta& meta, std::string_view key,
+                       std::string_view value);
   // A reservation of `key` at `offset` that will never be adopted, but whose
   // bytes may still land: until KillReceived(offset) the key counts as
   // having an abandoned entry, so the cleaner keeps its tombstones (the
@@ -323,6 +339,8 @@ class Store final : private index::EntryReader {
 
   // Appends an entry whose meta (version included) is final, and indexes it
   // (kNow) or leaves that to Flush (kDeferred).
+  Result<PendingWrite> PrepareAs(uint32_t writer, log::EntryType type, std::string_view key,
+                                 std::string_view value, uint64_t version, Persist persist);
   Status WriteVersioned(uint32_t writer, const log::EntryMeta& meta, uint64_t hash,
                         std::string_view key, std::string_view value, Persist persist);
   // Appends every block of an entry to `w`, persisting them (kNow) with all
@@ -403,7 +421,7 @@ class Store final : private index::EntryReader {
   RecoveryStats recovery_;
   std::atomic<uint64_t> received_{0};
   mutable std::atomic<uint64_t> gets_{0};
-  std::atomic<uint64_t> puts_{0}, deletes_{0}, appended_{0};
+  std::atomic<uint64_t> puts_{0}, deletes_{0}, appended_{0}, adopted_{0}, staged_{0};
   std::atomic<uint64_t> cleaned_{0}, relocated_{0}, relocated_bytes_{0}, tombstones_dropped_{0};
 };
 

@@ -311,8 +311,8 @@ TEST(CommandLine, PmClassesAreCheckedRecordedAndShown) {
 
 INSTANTIATE_TEST_SUITE_P(Designs, ClusterIntegrationTest,
                          ::testing::Values("rpc-kv", "rowan-kv", "rwrite-kv", "batch-kv", "share-kv", "tailwind",
-                                           "erda", "rpc-kv/3", "share-kv/3", "erda/3", "rpc-kv@shm", "rowan-kv@shm",
-                                           "erda@shm"),
+                                           "erda", "erda-raw", "erda-redo", "rpc-kv/3", "share-kv/3", "erda/3",
+                                           "rpc-kv@shm", "rowan-kv@shm", "erda@shm"),
                          integration::DesignParamName);
 
 }  // namespace

@@ -6,5 +6,7 @@
 namespace slip::replication {
 
 const Design& ErdaDesign();
+const Design& ErdaRawDesign();
+const Design& ErdaRedoDesign();
 
 }  // namespace slip::replication
