@@ -26,37 +26,26 @@ class ClusterSession final : public KvSession {
  public:
   explicit ClusterSession(Client* c) : c_(c) {}
   Status Put(std::string_view key, std::string_view value) override {
-    ++rtts_;
     return c_->Put(key, value);
   }
   Result<std::string> Get(std::string_view key) override {
-    ++rtts_;
     return c_->Get(key);
   }
   Status Del(std::string_view key) override {
-    ++rtts_;
     return c_->Delete(key);
   }
   bool SupportsAsync() const override { return true; }
   void PutAsync(std::string key, std::string value, std::function<void(Status)> done) override {
-    ++rtts_;
     c_->PutAsync(std::move(key), std::move(value), std::move(done));
   }
   void GetAsync(std::string key, std::function<void(Status)> done) override {
-    ++rtts_;
     c_->GetAsync(std::move(key), [done = std::move(done)](Result<std::string> r) { done(r.status()); });
   }
   void DelAsync(std::string key, std::function<void(Status)> done) override {
-    ++rtts_;
     c_->DeleteAsync(std::move(key), std::move(done));
   }
-  // Client round trips (one per call without retries). Replication round
-  // trips between nodes are not in this count.
-  uint64_t round_trips() const override { return rtts_; }
-
  private:
   Client* c_;
-  std::atomic<uint64_t> rtts_{0};
 };
 
 class ClusterTarget final : public KvTarget {
@@ -110,10 +99,10 @@ class ClusterTarget final : public KvTarget {
   }
   TargetSample Sample() override {
     TargetSample s;
-    // One call per operation, except where clients access primaries
-    // one-sidedly (erda: several READs and calls per operation, not counted
-    // by the library yet).
-    s.counts_round_trips = !cluster::DirectAccessOf(c_.design).any();
+    // The client library counts them: one call per operation and attempt,
+    // or the steps of a one-sided one (erda: two READs per GET; RESERVE,
+    // WRITE+flush READ, COMMIT per PUT).
+    s.round_trips = static_cast<double>(client_->RoundTrips());
     // CPU per role, summed over the nodes (each node's executors' thread
     // clocks; backup work inside the worker is timed by the node itself).
     auto stats = client_->NodeStats();

@@ -384,7 +384,11 @@ Result<RunReport> RunWorkload(KvTarget& target, const DriverOptions& o) {
   r.cpu_us_per_op.control = PerOp(s0.cpu_us.control, s1.cpu_us.control, r.ops);
   r.cpu_us_per_op.digest = PerOp(s0.cpu_us.digest, s1.cpu_us.digest, r.ops);
   r.cpu_us_per_op.clean = PerOp(s0.cpu_us.clean, s1.cpu_us.clean, r.ops);
-  if (s0.counts_round_trips && r.ops) r.rtts_per_op = static_cast<double>(rtts) / static_cast<double>(r.ops);
+  if (s0.round_trips && s1.round_trips) {
+    r.rtts_per_op = PerOp(s0.round_trips, s1.round_trips, r.ops);
+  } else if (s0.counts_round_trips && r.ops) {
+    r.rtts_per_op = static_cast<double>(rtts) / static_cast<double>(r.ops);
+  }
   r.fabric_bytes_per_op = PerOp(s0.fabric_bytes, s1.fabric_bytes, r.ops);
   r.pm_bytes_per_op = PerOp(s0.pm_bytes, s1.pm_bytes, r.ops);
   if (s0.media_bytes && s1.media_bytes && s0.media_requested && s1.media_requested &&

@@ -82,6 +82,10 @@ struct TargetSample {
   // Whether round trips are counted by the sessions (KvSession::round_trips).
   // False: rtts_per_op is null.
   bool counts_round_trips = false;
+  // The target's own count of round trips so far, across sessions (clients
+  // that know theirs: Client::RoundTrips); when set in both samples it is
+  // used instead of the sessions' counts.
+  std::optional<double> round_trips;
   std::optional<double> fabric_bytes;     // bytes moved between processes/nodes
   std::optional<double> pm_bytes;         // bytes written to PM (incl. cleaning)
   std::optional<double> media_bytes;      // device-level bytes (DLWA numerator)

@@ -58,6 +58,12 @@ class Client {
   // per role in nanoseconds since it started (worker, backup_worker, nic,
   // control, digest) and operation counts. For monitoring and benchmarks.
   virtual Result<std::vector<std::string>> NodeStats() = 0;
+
+  // Network round trips this client has waited on so far: one per
+  // two-sided call (retries included), and where clients reach primaries
+  // one-sidedly (erda, erda-raw) one per dependent step — each READ, a WRITE
+  // with its flush READ, each call. Routing-table refreshes are not counted.
+  virtual uint64_t RoundTrips() = 0;
 };
 
 }  // namespace slip

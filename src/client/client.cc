@@ -133,6 +133,14 @@ class ClientImpl final : public Client {
     }
     return out;
   }
+  uint64_t RoundTrips() override {
+    std::promise<uint64_t> p;
+    exec_->Post([&] {
+      const auto& c = core_->counters();
+      p.set_value(c.attempts - c.direct_attempts + (erda_ ? erda_->stats().round_trips : 0));
+    });
+    return p.get_future().get();
+  }
   void DeleteAsync(std::string key, std::function<void(Status)> done) override {
     exec_->Post([this, key = std::move(key), done = std::move(done)]() mutable {
       core_->Delete(std::move(key), std::move(done));

@@ -86,10 +86,12 @@ void ClientCore::Attempt(std::shared_ptr<Op> op) {
   if (direct_ != nullptr && routing_.direct.any()) {
     auto answer = [this, op](Result<rpc::PeerResponse> r) { OnResponse(op, std::move(r)); };
     if (op->kind == OpRecord::Kind::kGet && routing_.direct.gets) {
+      ++counters_.direct_attempts;
       return direct_->Get(node, routing_.term, shard, op->key, std::move(answer));
     }
     if (op->kind == OpRecord::Kind::kPut && routing_.direct.puts &&
         direct_->TakesPut(op->key.size(), op->value.size())) {
+      ++counters_.direct_attempts;
       return direct_->Put(node, routing_.term, shard, op->key, op->value, std::move(answer));
     }
   }

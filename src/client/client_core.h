@@ -85,6 +85,7 @@ class ClientCore {
 
   struct Counters {
     uint64_t ops = 0, attempts = 0, stale = 0, busy = 0, unreachable = 0, refreshes = 0;
+    uint64_t direct_attempts = 0;  // attempts handed to the DirectPath
   };
   const Counters& counters() const { return counters_; }
   const RoutingTable& routing() const { return routing_; }

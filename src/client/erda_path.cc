@@ -123,6 +123,7 @@ void ErdaPath::WithGrant(rpc::NodeId node, uint64_t term, uint32_t shard, const 
   }
   ++stats_.grants;
   const runtime::Nanos sent = exec_->Now();
+  ++stats_.round_trips;
   peers_->Call(node, static_cast<uint16_t>(proto::Method::kErdaGrant), proto::Encode(proto::ErdaGrantRequest{term, shard}),
                [this, node, shard, sent, done, then = std::move(then)](Result<rpc::PeerResponse> r) mutable {
                  if (!r.ok() || r->status != Code::kOk) return done(std::move(r));
@@ -171,6 +172,7 @@ void ErdaPath::ReadWindow(std::shared_ptr<GetOp> op) {
   op->grant_until = n.grants[op->shard].until;
   op->buf.assign(erda::kWindowBytes, std::byte{0});
   const uint64_t offset = uint64_t{erda::BucketTable::HomeBucketOf(op->hash, n.num_buckets)} * erda::kBucketBytes;
+  ++stats_.round_trips;
   Status s = PostRead(n, op->buf.data(), op->buf.size(), n.table, offset, [this, op](Code c) {
     if (c != Code::kOk) return FallbackGet(op);
     op->words = erda::BucketTable::WordsIn(op->buf, op->hash);
@@ -206,6 +208,7 @@ void ErdaPath::NextVersion(std::shared_ptr<GetOp> op) {
 void ErdaPath::ReadEntry(std::shared_ptr<GetOp> op, uint64_t region_offset, size_t len) {
   Node& n = NodeOf(op->node);
   op->buf.assign(len, std::byte{0});
+  ++stats_.round_trips;
   Status s = PostRead(n, op->buf.data(), len, n.area, region_offset - n.area_offset,
                       [this, op, region_offset, len](Code c) {
                         if (c != Code::kOk) return FallbackGet(op);
@@ -260,6 +263,7 @@ void ErdaPath::AnswerGet(std::shared_ptr<GetOp> op, Code status, uint64_t versio
 
 void ErdaPath::FallbackGet(std::shared_ptr<GetOp> op) {
   ++stats_.fallback_gets;
+  ++stats_.round_trips;
   peers_->Call(op->node, static_cast<uint16_t>(proto::Method::kGet),
                proto::Encode(proto::KvRequest{op->term, op->shard, op->key, {}}),
                [op](Result<rpc::PeerResponse> r) { op->done(std::move(r)); });
@@ -285,6 +289,7 @@ void ErdaPath::Put(rpc::NodeId node, uint64_t term, uint32_t shard, const std::s
 
 void ErdaPath::Reserve(std::shared_ptr<PutOp> op) {
   const runtime::Nanos sent = exec_->Now();
+  ++stats_.round_trips;
   peers_->Call(op->node, static_cast<uint16_t>(proto::Method::kErdaReserve),
                proto::Encode(proto::ErdaReserveRequest{op->term, op->shard, static_cast<uint32_t>(op->value.size()), op->key}),
                [this, op, sent](Result<rpc::PeerResponse> r) {
@@ -323,6 +328,7 @@ void ErdaPath::WriteEntry(std::shared_ptr<PutOp> op, const proto::ErdaReserveRes
     }
     Commit(op);
   };
+  ++stats_.round_trips;
   Status s = PostWrite(n, op->entry.data(), op->entry.size(), n.area, r.area_offset, step);
   if (!s.ok()) return op->done(Answer(Code::kUnavailable, op->term, 0, "one-sided write refused: " + s.ToString()));
   // On the same connection: completes once the WRITE is placed and persistent.
@@ -335,6 +341,7 @@ void ErdaPath::WriteEntry(std::shared_ptr<PutOp> op, const proto::ErdaReserveRes
 
 void ErdaPath::Commit(std::shared_ptr<PutOp> op) {
   ++stats_.one_sided_puts;
+  ++stats_.round_trips;
   peers_->Call(op->node, static_cast<uint16_t>(proto::Method::kErdaCommit),
                proto::Encode(proto::ErdaCommitRequest{op->term, op->shard, op->reservation, op->key}),
                [op](Result<rpc::PeerResponse> r) { op->done(std::move(r)); });
@@ -342,6 +349,7 @@ void ErdaPath::Commit(std::shared_ptr<PutOp> op) {
 
 void ErdaPath::FallbackPut(std::shared_ptr<PutOp> op) {
   ++stats_.fallback_puts;
+  ++stats_.round_trips;
   peers_->Call(op->node, static_cast<uint16_t>(proto::Method::kPut),
                proto::Encode(proto::KvRequest{op->term, op->shard, op->key, op->value}),
                [op](Result<rpc::PeerResponse> r) { op->done(std::move(r)); });

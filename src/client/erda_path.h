@@ -60,6 +60,10 @@ class ErdaPath final : public DirectPath {
     uint64_t puts = 0, one_sided_puts = 0, fallback_puts = 0;
     uint64_t grants = 0, reads = 0, writes = 0;
     uint64_t written_bytes = 0;  // entries written one-sidedly into nodes' PM
+    // Sequential network round trips: each call (grant, RESERVE, COMMIT, a
+    // fallback), each READ of a GET, and a WRITE with its flush READ (posted
+    // together) as one.
+    uint64_t round_trips = 0;
   };
   const Stats& stats() const { return stats_; }
 
