@@ -387,8 +387,7 @@ Result<uint64_t> Store::ReserveVersion(uint32_t shard) {
   return v;
 }
 
-Result<log::BlockView> Store::ReadReceived(uint64_t offset, const log::EntryMeta& meta,
-                                           std::string_view key) const {
+Result<uint32_t> Store::OpenReceivePlace(uint64_t offset) const {
   if (!table_->InDataArea(offset) || offset % log::kAlign != 0) {
     return Status::InvalidArgument("offset " + std::to_string(offset) + " is not an entry's place");
   }
@@ -397,6 +396,12 @@ Result<log::BlockView> Store::ReadReceived(uint64_t offset, const log::EntryMeta
   if (m.owner != SegmentOwner::kControl || m.state != SegmentState::kUsing) {
     return Status::InvalidArgument("segment " + std::to_string(seg) + " is not an open receive segment");
   }
+  return seg;
+}
+
+Result<log::BlockView> Store::ReadReceived(uint64_t offset, const log::EntryMeta& meta,
+                                           std::string_view key) const {
+  SLIP_ASSIGN_OR_RETURN(const uint32_t seg, OpenReceivePlace(offset));
   if (ShardOf(HashKey(key)) != meta.shard) return Status::InvalidArgument("key not of shard " + std::to_string(meta.shard));
   const uint64_t end = table_->SegmentOffset(seg) + table_->segment_size();
   // The client may still be writing (a torn or absent entry fails here, and
@@ -432,14 +437,7 @@ Result<Store::PendingWrite> Store::AdoptReceived(uint64_t offset, const log::Ent
 
 Status Store::WriteReceived(uint64_t offset, uint32_t bytes, const log::EntryMeta& meta, std::string_view key,
                             std::string_view value) {
-  if (!table_->InDataArea(offset) || offset % log::kAlign != 0) {
-    return Status::InvalidArgument("offset " + std::to_string(offset) + " is not an entry's place");
-  }
-  const uint32_t seg = table_->SegmentOf(offset);
-  const log::SegmentMeta m = table_->meta(seg);
-  if (m.owner != SegmentOwner::kControl || m.state != SegmentState::kUsing) {
-    return Status::InvalidArgument("segment " + std::to_string(seg) + " is not an open receive segment");
-  }
+  SLIP_ASSIGN_OR_RETURN(const uint32_t seg, OpenReceivePlace(offset));
   SLIP_RETURN_IF_ERROR(log::Validate(meta, key.size(), value.size(), options_.limits));
   const uint64_t end = table_->SegmentOffset(seg) + table_->segment_size();
   SLIP_ASSIGN_OR_RETURN(log::Layout layout, log::PlanEntry(key.size(), value.size(), options_.max_block_bytes));
@@ -460,15 +458,8 @@ void Store::AbandonReceived(uint64_t offset, std::string_view key) {
 }
 
 Status Store::KillReceived(uint64_t offset, uint32_t bytes) {
-  if (!table_->InDataArea(offset) || offset % log::kAlign != 0) {
-    return Status::InvalidArgument("offset " + std::to_string(offset) + " is not an entry's place");
-  }
-  const uint32_t seg = table_->SegmentOf(offset);
+  SLIP_ASSIGN_OR_RETURN(const uint32_t seg, OpenReceivePlace(offset));
   const uint64_t end = table_->SegmentOffset(seg) + table_->segment_size();
-  const log::SegmentMeta m = table_->meta(seg);
-  if (m.owner != SegmentOwner::kControl || m.state != SegmentState::kUsing) {
-    return Status::InvalidArgument("segment " + std::to_string(seg) + " is not an open receive segment");
-  }
   const uint64_t len = std::min<uint64_t>(bytes, end - offset);
   // Header first: from then on no scan decodes a block here.
   const uint64_t first = std::min<uint64_t>(len, pm::kCacheLine);

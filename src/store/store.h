@@ -339,6 +339,9 @@ class Store final : private index::EntryReader {
 
   // Appends an entry whose meta (version included) is final, and indexes it
   // (kNow) or leaves that to Flush (kDeferred).
+  // The receive segment holding the place at region offset `offset` (an
+  // aligned offset in a Using receive segment); InvalidArgument otherwise.
+  Result<uint32_t> OpenReceivePlace(uint64_t offset) const;
   Result<PendingWrite> PrepareAs(uint32_t writer, log::EntryType type, std::string_view key,
                                  std::string_view value, uint64_t version, Persist persist);
   Status WriteVersioned(uint32_t writer, const log::EntryMeta& meta, uint64_t hash,
