@@ -1,0 +1,41 @@
+#include "dinomo/merge.h"
+
+namespace slip::dinomo {
+
+Result<MergeResult> MergeSegment(const pm::PmRegion& region, PoolIndex& index, uint64_t segment,
+                                 uint64_t segment_bytes, uint64_t from, const log::Limits& limits) {
+  if (segment % log::kAlign != 0 || segment + segment_bytes > region.size() || from > segment_bytes ||
+      from % log::kAlign != 0) {
+    return Status::InvalidArgument("segment [" + std::to_string(segment) + ", +" + std::to_string(segment_bytes) +
+                                   ") from " + std::to_string(from) + " does not lie in the pool");
+  }
+  MergeResult r;
+  uint64_t pos = from;
+  while (pos < segment_bytes) {
+    auto d = log::DecodeBlock({region.at(segment + pos), segment_bytes - pos}, limits);
+    if (!d.status.ok()) {
+      r.torn = d.error != log::DecodeError::kEmpty;
+      break;
+    }
+    const log::BlockView& b = d.block;
+    if (!b.single() || (b.type != log::EntryType::kPut && b.type != log::EntryType::kDel)) {
+      r.end = pos;
+      return Status::Corruption("a node's log holds only single-block PUT and DEL entries; offset " +
+                                std::to_string(pos) + " of segment " + std::to_string(segment) + " does not");
+    }
+    const IndexPointer p{segment + pos, b.encoded_bytes};
+    SLIP_ASSIGN_OR_RETURN(PoolIndex::Applied a, index.Apply(p));
+    ++r.entries;
+    if (a.applied) {
+      ++r.applied;
+      if (a.displaced) r.garbage.push_back(*a.displaced);
+    } else {
+      r.garbage.push_back(p);
+    }
+    pos += b.encoded_bytes;
+  }
+  r.end = pos;
+  return r;
+}
+
+}  // namespace slip::dinomo

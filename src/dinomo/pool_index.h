@@ -1,0 +1,129 @@
+// PoolIndex: DINOMO's shared hash index in the PM pool (docs/papers/
+// dinomo.md §2; layout in docs/formats/dinomo_pool.md). Written only by the
+// pool's merge threads; read by KVS nodes one-sidedly, bucket by bucket.
+//
+// Buckets are one 64-byte line: a begin version, three slots of (key hash,
+// entry pointer), and a word holding an end version and the next bucket of
+// the chain. A pointer names a log entry — a log block (docs/formats/
+// log_entry.md) in some node's log in the pool — never a copy: values are
+// written once, by the node that wrote them.
+//
+// A writer changes a bucket as: end := v+1, slots and next, begin := v+2,
+// end := v+2 (v even). A reader takes a bucket only when begin == end and
+// both are even; a reader copying the line in ascending order can then never
+// take a half-written bucket. Neither RDMA nor our fabrics promise that
+// order, so the version is a filter, not the guarantee: every reader checks
+// the key (and CRC) of the entry a pointer leads to, and a pointer that
+// leads elsewhere means "read the bucket again", never a wrong answer.
+//
+// Merging is version-conditional: the index moves a key to an entry only
+// if that entry's version is above the one it points at, so merging a
+// segment twice (after the pool crashed mid-merge) changes nothing.
+//
+// Not built yet: resizing (the table has a fixed number of home buckets
+// and a bump-allocated overflow area; Apply fails with NoSpace when it is
+// full).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "log/entry.h"
+#include "pm/region.h"
+
+namespace slip::dinomo {
+
+constexpr uint64_t kBucketBytes = 64;
+constexpr int kSlotsPerBucket = 3;
+
+// Where an entry lives: its region offset (64-byte aligned) and padded size.
+struct IndexPointer {
+  uint64_t offset = 0;
+  uint32_t bytes = 0;
+  bool operator==(const IndexPointer&) const = default;
+  // 0 is "no entry". Offset in 64 B units in bits 0..39, size in 64 B units
+  // in bits 40..63.
+  uint64_t Encode() const { return (offset / 64) | (uint64_t{bytes / 64} << 40); }
+  static IndexPointer Decode(uint64_t w) {
+    return {(w & ((uint64_t{1} << 40) - 1)) * 64, static_cast<uint32_t>((w >> 40) * 64)};
+  }
+};
+
+// A bucket as a reader got it.
+struct BucketView {
+  bool consistent = false;  // begin == end, even
+  struct Slot {
+    uint64_t hash = 0;  // 0: empty
+    IndexPointer pointer;
+  };
+  std::array<Slot, kSlotsPerBucket> slots;
+  uint32_t next = 0;  // overflow bucket + 1; 0: end of chain
+};
+BucketView ParseBucket(std::span<const std::byte, kBucketBytes> line);
+
+// The hash a slot holds for a key (never 0) and its home bucket.
+uint64_t SlotHash(std::string_view key);
+uint32_t HomeBucket(uint64_t slot_hash, uint32_t num_buckets);
+
+class PoolIndex {
+ public:
+  // Formats [offset, offset + bytes) of `region`: a header line, then
+  // `num_buckets` home buckets (a power of two), then overflow buckets in
+  // the rest. Entries the index points at must lie in the same region.
+  static Result<std::unique_ptr<PoolIndex>> Create(pm::PmRegion* region, uint64_t offset, uint64_t bytes,
+                                                   uint32_t num_buckets, const log::Limits& limits = {});
+  // An index formatted before (after a restart of the pool).
+  static Result<std::unique_ptr<PoolIndex>> Open(pm::PmRegion* region, uint64_t offset,
+                                                 const log::Limits& limits = {});
+
+  struct Applied {
+    bool applied = false;                  // the key now points at the entry
+    std::optional<IndexPointer> displaced;  // what it pointed at before
+  };
+  // Merges the entry at `entry` (a single-block PUT or DEL, CRC-valid):
+  // the key points at it unless the index points at a version of the key
+  // at least as new. A DEL's tombstone stays pointed at (its version keeps
+  // older PUTs from coming back at a re-merge). Thread-safe.
+  Result<Applied> Apply(IndexPointer entry);
+
+  // The entry the index holds for `key`, as a one-sided reader would find
+  // it, on local memory; `bucket_reads` counts the lines read.
+  std::optional<IndexPointer> Find(std::string_view key, uint32_t* bucket_reads = nullptr) const;
+
+  // For remote readers: home bucket b is at region offset
+  // table_offset() + b * 64, overflow bucket k at overflow_offset() + k * 64.
+  uint64_t table_offset() const { return offset_ + kBucketBytes; }
+  uint64_t overflow_offset() const { return table_offset() + uint64_t{num_buckets_} * kBucketBytes; }
+  uint32_t num_buckets() const { return num_buckets_; }
+  uint32_t overflow_used() const;
+
+ private:
+  PoolIndex(pm::PmRegion* region, uint64_t offset, uint32_t num_buckets, uint32_t overflow_capacity,
+            const log::Limits& limits);
+
+  std::byte* Line(uint32_t home_or_overflow, bool overflow) const;
+  // The key and version of the entry at `p` (local read, checked).
+  struct EntryKey {
+    std::string_view key;
+    uint64_t version = 0;
+  };
+  std::optional<EntryKey> ReadEntry(IndexPointer p) const;
+  void WriteBucket(std::byte* line, const BucketView& b);
+
+  pm::PmRegion* const region_;
+  const uint64_t offset_;
+  const uint32_t num_buckets_;
+  const uint32_t overflow_capacity_;
+  const log::Limits limits_;
+  std::vector<std::mutex> stripes_;  // writers: per home bucket % stripes
+  std::mutex overflow_mu_;
+};
+
+}  // namespace slip::dinomo
