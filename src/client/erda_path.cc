@@ -67,7 +67,7 @@ struct ErdaPath::PutOp {
 };
 
 ErdaPath::ErdaPath(rpc::PeerCaller* peers, fabric::Endpoint* ep, runtime::Executor* exec, ErdaPathOptions options)
-    : peers_(peers), ep_(ep), exec_(exec), options_(options) {}
+    : peers_(peers), ep_(ep), exec_(exec), options_(options), ops_(ep) {}
 
 ErdaPath::~ErdaPath() = default;
 
@@ -81,43 +81,28 @@ ErdaPath::Node& ErdaPath::NodeOf(rpc::NodeId node) {
   return *n;
 }
 
-bool ErdaPath::Poll() {
-  fabric::Completion c[16];
-  const size_t n = ep_->Poll(c);
-  for (size_t i = 0; i < n; ++i) {
-    auto it = in_flight_.find(c[i].context);
-    if (it == in_flight_.end()) continue;
-    auto fn = std::move(it->second);
-    in_flight_.erase(it);
-    fn(c[i].status);
-  }
-  return n > 0;
-}
+bool ErdaPath::Poll() { return ops_.Poll(); }
 
 Status ErdaPath::PostRead(Node& n, void* dst, size_t len, const fabric::RemoteMemory& mem, uint64_t offset,
                           std::function<void(Code)> fn) {
-  const uint64_t ctx = next_context_++;
-  SLIP_RETURN_IF_ERROR(ep_->Read(n.peer, dst, len, nullptr, mem, offset, ctx));
+  SLIP_RETURN_IF_ERROR(ops_.Read(n.peer, dst, len, mem, offset, std::move(fn)));
   ++stats_.reads;
-  in_flight_.emplace(ctx, std::move(fn));
   return Status::Ok();
 }
 
 Status ErdaPath::PostWrite(Node& n, const void* src, size_t len, const fabric::RemoteMemory& mem, uint64_t offset,
                            std::function<void(Code)> fn) {
-  const uint64_t ctx = next_context_++;
-  SLIP_RETURN_IF_ERROR(ep_->Write(n.peer, src, len, nullptr, mem, offset, ctx));
+  SLIP_RETURN_IF_ERROR(ops_.Write(n.peer, src, len, mem, offset, std::move(fn)));
   ++stats_.writes;
   stats_.written_bytes += len;
-  in_flight_.emplace(ctx, std::move(fn));
   return Status::Ok();
 }
 
 void ErdaPath::WithGrant(rpc::NodeId node, uint64_t term, uint32_t shard, const Done& done,
                          std::function<void()> then) {
-  Node& n = NodeOf(node);
-  if (auto g = n.grants.find(shard);
-      n.have_layout && g != n.grants.end() && g->second.term == term && exec_->Now() < g->second.until) {
+  Node& known = NodeOf(node);
+  if (auto g = known.grants.find(shard);
+      known.have_layout && g != known.grants.end() && g->second.term == term && exec_->Now() < g->second.until) {
     // Never inside the caller's call.
     return exec_->Post(std::move(then));
   }

@@ -28,6 +28,7 @@
 
 #include "client/direct_path.h"
 #include "fabric/fabric.h"
+#include "fabric/op_tracker.h"
 #include "log/entry.h"
 #include "proto/kv.h"
 #include "runtime/runtime.h"
@@ -99,8 +100,7 @@ class ErdaPath final : public DirectPath {
   runtime::Executor* const exec_;
   const ErdaPathOptions options_;
   std::map<rpc::NodeId, std::unique_ptr<Node>> nodes_;
-  uint64_t next_context_ = 1;
-  std::unordered_map<uint64_t, std::function<void(Code)>> in_flight_;
+  fabric::OpTracker ops_;
   Stats stats_;
 };
 

@@ -29,7 +29,7 @@ Result<MergeResult> MergeSegment(const pm::PmRegion& region, PoolIndex& index, u
     if (a.applied) {
       ++r.applied;
       if (a.displaced) r.garbage.push_back(*a.displaced);
-    } else {
+    } else if (!a.current) {
       r.garbage.push_back(p);
     }
     pos += b.encoded_bytes;

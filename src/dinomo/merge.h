@@ -23,7 +23,7 @@ namespace slip::dinomo {
 struct MergeResult {
   uint64_t end = 0;           // segment-relative offset the walk stopped at
   uint64_t entries = 0;       // entries walked
-  uint64_t applied = 0;       // of which the index now points at
+  uint64_t applied = 0;       // of which the index now points at (and did not before)
   bool torn = false;          // stopped at a block that is neither whole nor empty
   // Entries no longer pointed at: the entries the index let go of, and the
   // walked ones it did not take (a newer version was already indexed). The

@@ -169,11 +169,12 @@ Result<PoolIndex::Applied> PoolIndex::Apply(IndexPointer entry) {
       const std::optional<EntryKey> cur = ReadEntry(s.pointer);
       if (cur && cur->key != e->key) continue;  // another key with the same hash
       // The key's slot (or one whose entry no longer decodes: taken over).
-      if (cur && cur->version >= e->version) return Applied{false, std::nullopt};
+      if (s.pointer == entry) return Applied{false, true, std::nullopt};
+      if (cur && cur->version >= e->version) return Applied{false, false, std::nullopt};
       BucketView nb = b;
       nb.slots[i].pointer = entry;
       WriteBucket(line, nb);
-      return Applied{true, s.pointer};
+      return Applied{true, false, s.pointer};
     }
     last = line;
     last_view = b;
@@ -185,7 +186,7 @@ Result<PoolIndex::Applied> PoolIndex::Apply(IndexPointer entry) {
     BucketView nb = ParseBucket(std::span<const std::byte, kBucketBytes>(free_line, kBucketBytes));
     nb.slots[free_slot] = {h, entry};
     WriteBucket(free_line, nb);
-    return Applied{true, std::nullopt};
+    return Applied{true, false, std::nullopt};
   }
   // A new overflow bucket, written whole before the chain links to it.
   uint32_t n;
@@ -202,7 +203,7 @@ Result<PoolIndex::Applied> PoolIndex::Apply(IndexPointer entry) {
   WriteBucket(Line(n, true), fresh);
   last_view.next = n + 1;
   WriteBucket(last, last_view);
-  return Applied{true, std::nullopt};
+  return Applied{true, false, std::nullopt};
 }
 
 std::optional<IndexPointer> PoolIndex::Find(std::string_view key, uint32_t* bucket_reads) const {
@@ -233,6 +234,22 @@ std::optional<IndexPointer> PoolIndex::Find(std::string_view key, uint32_t* buck
   }
   if (bucket_reads) *bucket_reads = reads;
   return found;
+}
+
+}  // namespace slip::dinomo
+
+namespace slip::dinomo {
+
+void PoolIndex::ForEachPointer(const std::function<void(IndexPointer)>& fn) const {
+  const uint32_t used = overflow_used();
+  for (uint64_t n = 0; n < uint64_t{num_buckets_} + used; ++n) {
+    const bool overflow = n >= num_buckets_;
+    const std::byte* line = Line(static_cast<uint32_t>(overflow ? n - num_buckets_ : n), overflow);
+    const BucketView b = ParseBucket(std::span<const std::byte, kBucketBytes>(line, kBucketBytes));
+    for (const BucketView::Slot& s : b.slots) {
+      if (s.hash != 0) fn(s.pointer);
+    }
+  }
 }
 
 }  // namespace slip::dinomo

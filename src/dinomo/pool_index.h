@@ -27,6 +27,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -85,6 +86,7 @@ class PoolIndex {
 
   struct Applied {
     bool applied = false;                  // the key now points at the entry
+    bool current = false;                  // it already did (merged before)
     std::optional<IndexPointer> displaced;  // what it pointed at before
   };
   // Merges the entry at `entry` (a single-block PUT or DEL, CRC-valid):
@@ -96,6 +98,9 @@ class PoolIndex {
   // The entry the index holds for `key`, as a one-sided reader would find
   // it, on local memory; `bucket_reads` counts the lines read.
   std::optional<IndexPointer> Find(std::string_view key, uint32_t* bucket_reads = nullptr) const;
+
+  // Every pointer the index holds (tombstones included), in no order.
+  void ForEachPointer(const std::function<void(IndexPointer)>& fn) const;
 
   // For remote readers: home bucket b is at region offset
   // table_offset() + b * 64, overflow bucket k at overflow_offset() + k * 64.

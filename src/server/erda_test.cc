@@ -378,10 +378,10 @@ INSTANTIATE_TEST_SUITE_P(DesignsAndValueSizes, ErdaNvmBytesTest,
                                                               NvmCase{"erda-raw", true, false},
                                                               NvmCase{"erda-redo", true, true}),
                                             ::testing::Values(16, 64, 256, 1024, 4000)),
-                         [](const auto& info) {
-                           std::string d = std::get<0>(info.param).design;
+                         [](const auto& p) {
+                           std::string d = std::get<0>(p.param).design;
                            for (char& ch : d) ch = ch == '-' ? '_' : ch;
-                           return d + "_" + std::to_string(std::get<1>(info.param));
+                           return d + "_" + std::to_string(std::get<1>(p.param));
                          });
 
 }  // namespace

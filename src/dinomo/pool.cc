@@ -1,0 +1,274 @@
+#include "dinomo/pool.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+namespace slip::dinomo {
+
+namespace {
+
+constexpr uint64_t kMagic = 0x4c4f4f5050494c53ull;  // "SLIPPOOL"
+constexpr uint64_t kTableAt = 4096;
+constexpr uint64_t kRowBytes = 16;  // state u8 | 3 zero | owner u32 | seq u64
+
+// Superblock: magic | segment_bytes u64 | num_segments u32 | 0 u32 |
+// index_offset u64 | index_bytes u64 | segments_offset u64.
+struct Superblock {
+  uint64_t magic, segment_bytes;
+  uint32_t num_segments, zero;
+  uint64_t index_offset, index_bytes, segments_offset;
+};
+
+uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+}  // namespace
+
+Pool::Pool(pm::PmRegion* region, const PoolOptions& options) : region_(region), limits_(options.limits) {}
+
+Result<std::unique_ptr<Pool>> Pool::Open(pm::PmRegion* region, const PoolOptions& options) {
+  std::unique_ptr<Pool> p(new Pool(region, options));
+  uint64_t magic;
+  std::memcpy(&magic, region->at(0), 8);
+  if (magic == kMagic) {
+    SLIP_RETURN_IF_ERROR(p->Load());
+  } else {
+    SLIP_RETURN_IF_ERROR(p->Format(options));
+  }
+  return p;
+}
+
+Status Pool::Format(const PoolOptions& o) {
+  if (o.segment_bytes < 64 * 1024 || o.segment_bytes % 4096 != 0) {
+    return Status::InvalidArgument("segments must be a multiple of 4 KiB and at least 64 KiB");
+  }
+  const uint64_t index_bytes = o.index_bytes != 0 ? o.index_bytes : kBucketBytes * (1 + 2 * uint64_t{o.num_buckets});
+  // The table is sized for the most segments the region could hold.
+  const uint64_t max_segments = region_->size() / o.segment_bytes;
+  const uint64_t index_offset = AlignUp(kTableAt + max_segments * kRowBytes, 4096);
+  const uint64_t segments_offset = AlignUp(index_offset + index_bytes, 4096);
+  if (segments_offset + o.segment_bytes > region_->size()) {
+    return Status::InvalidArgument("a region of " + std::to_string(region_->size()) +
+                                   " bytes holds no segment after its index of " + std::to_string(index_bytes));
+  }
+  const uint64_t n = (region_->size() - segments_offset) / o.segment_bytes;
+  std::memset(region_->at(0), 0, index_offset);
+  region_->Persist(region_->at(0), index_offset);
+  SLIP_ASSIGN_OR_RETURN(index_, PoolIndex::Create(region_, index_offset, index_bytes, o.num_buckets, limits_));
+  segment_bytes_ = o.segment_bytes;
+  table_offset_ = kTableAt;
+  index_offset_ = index_offset;
+  segments_offset_ = segments_offset;
+  num_segments_ = static_cast<uint32_t>(n);
+  segments_.assign(num_segments_, Segment{});
+  // The magic last: a pool is formatted only once everything else is.
+  const Superblock sb{kMagic, segment_bytes_, num_segments_, 0, index_offset_, index_bytes, segments_offset_};
+  std::memcpy(region_->at(0), &sb, sizeof sb);
+  region_->Persist(region_->at(0), sizeof sb);
+  return Status::Ok();
+}
+
+Status Pool::Load() {
+  Superblock sb;
+  std::memcpy(&sb, region_->at(0), sizeof sb);
+  // Checked by division: a corrupt field must not overflow the arithmetic.
+  const uint64_t size = region_->size();
+  if (sb.segment_bytes == 0 || sb.segment_bytes > size || sb.segments_offset > size ||
+      sb.num_segments > (size - sb.segments_offset) / sb.segment_bytes || sb.index_offset < kTableAt ||
+      sb.num_segments > (sb.index_offset - kTableAt) / kRowBytes || sb.index_offset >= sb.segments_offset) {
+    return Status::Corruption("the pool's superblock is inconsistent");
+  }
+  segment_bytes_ = sb.segment_bytes;
+  table_offset_ = kTableAt;
+  index_offset_ = sb.index_offset;
+  segments_offset_ = sb.segments_offset;
+  num_segments_ = sb.num_segments;
+  SLIP_ASSIGN_OR_RETURN(index_, PoolIndex::Open(region_, index_offset_, limits_));
+  segments_.assign(num_segments_, Segment{});
+  for (uint32_t s = 0; s < num_segments_; ++s) {
+    const std::byte* row = region_->at(table_offset_ + s * kRowBytes);
+    Segment& g = segments_[s];
+    g.state = static_cast<State>(static_cast<uint8_t>(row[0]));
+    if (g.state != State::kFree && g.state != State::kOpen && g.state != State::kMerged) {
+      return Status::Corruption("segment " + std::to_string(s) + " has state " +
+                                std::to_string(static_cast<int>(g.state)));
+    }
+    std::memcpy(&g.owner, row + 4, 4);
+    std::memcpy(&g.seq, row + 8, 8);
+    next_seq_ = std::max(next_seq_, g.seq + 1);
+  }
+  // Garbage counters: what each merged segment holds against what the index
+  // still points at in it. Open segments start over: their next merge walks
+  // them from the start (entries it already merged count as current).
+  std::vector<uint64_t> valid(num_segments_, 0);
+  index_->ForEachPointer([&](IndexPointer p) {
+    if (p.offset >= segments_offset_) {
+      const uint32_t s = SegmentOf(p.offset);
+      if (s < num_segments_) ++valid[s];
+    }
+  });
+  for (uint32_t s = 0; s < num_segments_; ++s) {
+    Segment& g = segments_[s];
+    if (g.state != State::kMerged) continue;
+    const uint64_t base = segments_offset_ + uint64_t{s} * segment_bytes_;
+    uint64_t pos = 0;
+    while (pos < segment_bytes_) {
+      auto d = log::DecodeBlock({region_->at(base + pos), segment_bytes_ - pos}, limits_);
+      if (!d.status.ok()) break;
+      ++g.entries;
+      pos += d.block.encoded_bytes;
+    }
+    g.merged_to = pos;
+    g.dead = g.entries - std::min(g.entries, valid[s]);
+    if (g.dead == g.entries) {
+      g = Segment{};
+      Persist(s);
+      ++freed_;
+    }
+  }
+  return Status::Ok();
+}
+
+void Pool::Persist(uint32_t s) {
+  std::byte* row = region_->at(table_offset_ + s * kRowBytes);
+  const Segment& g = segments_[s];
+  std::memset(row, 0, kRowBytes);
+  row[0] = static_cast<std::byte>(g.state);
+  std::memcpy(row + 4, &g.owner, 4);
+  std::memcpy(row + 8, &g.seq, 8);
+  region_->Persist(row, kRowBytes);
+}
+
+uint32_t Pool::SegmentOf(uint64_t offset) const {
+  return static_cast<uint32_t>((offset - segments_offset_) / segment_bytes_);
+}
+
+Result<uint64_t> Pool::Allocate(uint32_t node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (uint32_t s = 0; s < num_segments_; ++s) {
+    Segment& g = segments_[s];
+    if (g.state != State::kFree) continue;
+    // Zeroed first: the walk of a node's log ends at the first block that
+    // does not decode, and a reused segment's old blocks would decode.
+    std::byte* base = region_->at(segments_offset_ + uint64_t{s} * segment_bytes_);
+    std::memset(base, 0, segment_bytes_);
+    region_->Persist(base, segment_bytes_);
+    g = Segment{};
+    g.state = State::kOpen;
+    g.owner = node;
+    g.seq = next_seq_++;
+    Persist(s);
+    return segments_offset_ + uint64_t{s} * segment_bytes_;
+  }
+  return Status::NoSpace("the pool has no free segment");
+}
+
+Result<MergeResult> Pool::Seal(uint32_t node, uint64_t segment, uint64_t end) {
+  uint32_t s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (segment < segments_offset_ || (segment - segments_offset_) % segment_bytes_ != 0 ||
+        SegmentOf(segment) >= num_segments_) {
+      return Status::InvalidArgument("offset " + std::to_string(segment) + " is not a segment of the pool");
+    }
+    s = SegmentOf(segment);
+    const Segment& g = segments_[s];
+    if (g.state != State::kOpen || g.owner != node) {
+      return Status::InvalidArgument("segment at " + std::to_string(segment) + " is not an open segment of node " +
+                                     std::to_string(node));
+    }
+    if (end > segment_bytes_ || end % log::kAlign != 0) {
+      return Status::InvalidArgument("end " + std::to_string(end) + " is not inside the segment");
+    }
+    if (g.merging) return Status::Busy("the segment is being merged");
+    segments_[s].merging = true;
+  }
+  return MergeOpen(s, end);
+}
+
+Result<MergeResult> Pool::MergeOpen(uint32_t s, uint64_t end) {
+  uint64_t from;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    from = std::min(segments_[s].merged_to, end);
+  }
+  const uint64_t base = segments_offset_ + uint64_t{s} * segment_bytes_;
+  // Walk [from, end) only: what lands past `end` was never acknowledged.
+  auto r = MergeSegment(*region_, *index_, base, end, from, limits_);
+  std::lock_guard<std::mutex> lock(mu_);
+  Segment& g = segments_[s];
+  g.merging = false;
+  if (!r.ok()) return r.status();
+  g.entries += r->entries;
+  g.merged_to = r->end;
+  merged_entries_ += r->applied;
+  CountDead(r->garbage);
+  g.state = State::kMerged;
+  Persist(s);
+  if (g.dead == g.entries) {
+    g = Segment{};
+    Persist(s);
+    ++freed_;
+  }
+  return r;
+}
+
+void Pool::CountDead(const std::vector<IndexPointer>& garbage) {
+  for (const IndexPointer& p : garbage) {
+    if (p.offset < segments_offset_) continue;
+    const uint32_t s = SegmentOf(p.offset);
+    if (s >= num_segments_) continue;
+    Segment& g = segments_[s];
+    ++g.dead;
+    if (g.state == State::kMerged && g.dead >= g.entries) {
+      g = Segment{};
+      Persist(s);
+      ++freed_;
+    }
+  }
+}
+
+Result<uint64_t> Pool::MergeAll(uint32_t node) {
+  uint64_t merged = 0;
+  for (uint64_t segment : OpenSegments(node)) {
+    uint32_t s;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      s = SegmentOf(segment);
+      Segment& g = segments_[s];
+      if (g.state != State::kOpen || g.owner != node) continue;
+      if (g.merging) return Status::Busy("a segment of node " + std::to_string(node) + " is being merged");
+      g.merging = true;
+    }
+    SLIP_ASSIGN_OR_RETURN(MergeResult r, MergeOpen(s, segment_bytes_));
+    merged += r.applied;
+  }
+  return merged;
+}
+
+std::vector<uint64_t> Pool::OpenSegments(uint32_t node) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<uint64_t, uint64_t> by_seq;
+  for (uint32_t s = 0; s < num_segments_; ++s) {
+    const Segment& g = segments_[s];
+    if (g.state == State::kOpen && g.owner == node) by_seq[g.seq] = segments_offset_ + uint64_t{s} * segment_bytes_;
+  }
+  std::vector<uint64_t> out;
+  for (const auto& [seq, offset] : by_seq) out.push_back(offset);
+  return out;
+}
+
+PoolStats Pool::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  PoolStats st;
+  st.segments = num_segments_;
+  for (const Segment& g : segments_) {
+    if (g.state == State::kFree) ++st.free_segments;
+    if (g.state == State::kOpen) ++st.open_segments;
+  }
+  st.merged_entries = merged_entries_;
+  st.freed_segments = freed_;
+  return st;
+}
+
+}  // namespace slip::dinomo

@@ -1,0 +1,108 @@
+// Pool: DINOMO's disaggregated PM pool on one region (docs/papers/dinomo.md
+// §2; layout in docs/formats/dinomo_pool.md) — the ground truth a set of
+// KVS nodes shares: each node's log (segments it is given one at a time),
+// the index the pool's merge threads keep over all logs, and the segment
+// table saying whose log each segment is part of.
+//
+// A node's log is its segments in the order the pool handed them out. The
+// node writes a segment one-sidedly, then seals it (Seal: "I wrote up to
+// here"); the pool merges it into the index in log order and the segment is
+// merged. A node that died leaves open segments: MergeAll merges them, as a
+// reconfiguration must before another node serves the dead one's keys
+// (merge-before-serve, invariant D4). Merges are version-conditional, so
+// merging again after a crash changes nothing.
+//
+// Garbage: the pool counts, per segment, the entries merged from it and
+// how many of those the index no longer points at; a merged segment whose
+// every entry is dead is freed (reused by the next Allocate). A DEL's
+// tombstone stays indexed, so a segment holding one is never freed
+// (compaction is not built; the paper has none either).
+//
+// Thread-safe: Allocate, Seal and MergeAll may run concurrently (merges of
+// different nodes' segments in parallel, as the paper's merge threads do).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "common/status.h"
+#include "dinomo/merge.h"
+#include "dinomo/pool_index.h"
+#include "log/entry.h"
+#include "pm/region.h"
+
+namespace slip::dinomo {
+
+struct PoolOptions {
+  uint64_t segment_bytes = 8 << 20;  // the paper's 8 MB
+  uint32_t num_buckets = 1 << 16;    // home buckets of the index
+  uint64_t index_bytes = 0;          // 0: home buckets plus as many overflow ones
+  log::Limits limits;
+};
+
+struct PoolStats {
+  uint32_t segments = 0, free_segments = 0, open_segments = 0;
+  uint64_t merged_entries = 0, freed_segments = 0;
+};
+
+class Pool {
+ public:
+  // Formats a zeroed region, or opens one formatted before (then `options`
+  // other than the limits are read from it) and rebuilds the garbage
+  // counters from the segments and the index.
+  static Result<std::unique_ptr<Pool>> Open(pm::PmRegion* region, const PoolOptions& options);
+
+  // A free segment for `node`'s log: its region offset. NoSpace when none.
+  Result<uint64_t> Allocate(uint32_t node);
+  // `node` wrote [0, end) of its open segment at `segment` and will write no
+  // more there: merges it and marks it merged. InvalidArgument when the
+  // segment is not an open segment of `node`.
+  Result<MergeResult> Seal(uint32_t node, uint64_t segment, uint64_t end);
+  // Merges and closes every open segment of `node`, oldest first (the node
+  // is gone). Returns the entries merged.
+  Result<uint64_t> MergeAll(uint32_t node);
+  // Open segments of `node`, oldest first.
+  std::vector<uint64_t> OpenSegments(uint32_t node) const;
+
+  PoolIndex& index() { return *index_; }
+  const PoolIndex& index() const { return *index_; }
+  uint64_t segment_bytes() const { return segment_bytes_; }
+  uint64_t segments_offset() const { return segments_offset_; }
+  uint32_t num_segments() const { return num_segments_; }
+  PoolStats stats() const;
+
+ private:
+  enum class State : uint8_t { kFree = 0, kOpen = 1, kMerged = 2 };
+  struct Segment {
+    State state = State::kFree;
+    uint32_t owner = 0;
+    uint64_t seq = 0;  // allocation order: a node's log order
+    uint64_t merged_to = 0;  // segment-relative end of what was merged (DRAM)
+    uint64_t entries = 0, dead = 0;  // garbage counters (DRAM, rebuilt at open)
+    bool merging = false;
+  };
+
+  Pool(pm::PmRegion* region, const PoolOptions& options);
+  Status Format(const PoolOptions& options);
+  Status Load();
+  void Persist(uint32_t s);  // the table row of segment s
+  uint32_t SegmentOf(uint64_t offset) const;
+  // Merges open segment s of `node` up to `end`, counts garbage, marks it
+  // merged, frees what became all garbage.
+  Result<MergeResult> MergeOpen(uint32_t s, uint64_t end);
+  void CountDead(const std::vector<IndexPointer>& garbage);
+
+  pm::PmRegion* const region_;
+  const log::Limits limits_;
+  uint64_t segment_bytes_ = 0, table_offset_ = 0, index_offset_ = 0, segments_offset_ = 0;
+  uint32_t num_segments_ = 0;
+  uint64_t next_seq_ = 1;
+  std::unique_ptr<PoolIndex> index_;
+  mutable std::mutex mu_;  // the table and the counters
+  std::vector<Segment> segments_;
+  uint64_t merged_entries_ = 0, freed_ = 0;
+};
+
+}  // namespace slip::dinomo
