@@ -3,73 +3,14 @@
 #include <cstring>
 
 #include "common/coding.h"
+#include "proto/codec.h"
 
 namespace slip::proto {
 namespace {
 
-// Appends fixed-width little-endian integers and byte strings.
-class Writer {
- public:
-  explicit Writer(size_t reserve) { out_.reserve(reserve); }
-  template <typename T>
-  void Put(T v) {
-    char buf[sizeof(T)];
-    StoreLE<T>(reinterpret_cast<std::byte*>(buf), v);
-    out_.append(buf, sizeof(T));
-  }
-  void Bytes(std::string_view s) { out_.append(s); }
-  // key_len u32 | value_len u32 | key | value: every message ends this way.
-  void KeyValue(std::string_view key, std::string_view value) {
-    Put<uint32_t>(static_cast<uint32_t>(key.size()));
-    Put<uint32_t>(static_cast<uint32_t>(value.size()));
-    Bytes(key);
-    Bytes(value);
-  }
-  std::string Take() { return std::move(out_); }
-
- private:
-  std::string out_;
-};
-
-// Reads what Writer wrote; every read is bounds-checked and a failure is
-// sticky, so decoders check once at the end.
-class Reader {
- public:
-  explicit Reader(std::span<const std::byte> buf) : buf_(buf) {}
-  template <typename T>
-  T Get() {
-    if (!Need(sizeof(T))) return T{};
-    T v = LoadLE<T>(buf_.data() + pos_);
-    pos_ += sizeof(T);
-    return v;
-  }
-  std::string_view Bytes(size_t n) {
-    if (!Need(n)) return {};
-    std::string_view s(reinterpret_cast<const char*>(buf_.data() + pos_), n);
-    pos_ += n;
-    return s;
-  }
-  bool ok() const { return ok_; }
-  bool at_end() const { return pos_ == buf_.size(); }
-
- private:
-  bool Need(size_t n) {
-    if (!ok_ || buf_.size() - pos_ < n) {
-      ok_ = false;
-      return false;
-    }
-    return true;
-  }
-  std::span<const std::byte> buf_;
-  size_t pos_ = 0;
-  bool ok_ = true;
-};
-
-Status Finish(const Reader& r, const char* what) {
-  if (!r.ok()) return Status::Corruption(std::string(what) + ": message shorter than its fields");
-  if (!r.at_end()) return Status::Corruption(std::string(what) + ": trailing bytes");
-  return Status::Ok();
-}
+using internal::Finish;
+using internal::Reader;
+using internal::Writer;
 
 // Reads Writer::KeyValue's tail and requires the message to end there.
 Status ReadKeyValue(Reader& rd, const log::Limits& limits, const char* what,
@@ -140,6 +81,10 @@ const char* MethodName(uint16_t method) {
     case Method::kReplPersist: return "REPL_PERSIST";
     case Method::kGetConfig: return "GET_CONFIG";
     case Method::kStats: return "STATS";
+    case Method::kPoolLayout: return "POOL_LAYOUT";
+    case Method::kPoolAllocate: return "POOL_ALLOCATE";
+    case Method::kPoolSeal: return "POOL_SEAL";
+    case Method::kPoolMergeAll: return "POOL_MERGE_ALL";
   }
   return "UNKNOWN";
 }

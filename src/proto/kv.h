@@ -47,6 +47,11 @@ enum class Method : uint16_t {
   kReplPersist = 20,  // primary -> backup: make what landed persistent (file-backed backups)
   kGetConfig = 32,  // anyone -> node: the node's current configuration
   kStats = 33,      // anyone -> node: per-role CPU time and counters (JSON)
+  // DINOMO's pool (proto/pool.h)
+  kPoolLayout = 48,    // KVS node -> pool: where the index and segments are
+  kPoolAllocate = 49,  // KVS node -> pool: a segment for its log
+  kPoolSeal = 50,      // KVS node -> pool: merge my segment up to here
+  kPoolMergeAll = 51,  // anyone -> pool: merge a departed node's open segments
 };
 
 const char* MethodName(uint16_t method);

@@ -1,0 +1,353 @@
+#include "dinomo/kvs_node.h"
+
+#include "proto/kv.h"
+
+namespace slip::dinomo {
+
+struct KvsNode::Write {
+  std::string key, value;  // a DEL's value: its 8 zero bytes
+  log::EntryType type = log::EntryType::kPut;
+  std::function<void(Status)> done;
+  uint64_t at = 0;  // offset in the batch
+  uint32_t bytes = 0;
+};
+
+struct KvsNode::GetOp {
+  std::string key;
+  uint64_t hash = 0;
+  std::function<void(Result<std::string>)> done;
+  uint32_t rts = 0;
+  uint64_t acked_at_start = 0;  // writes acknowledged when the GET began
+  std::vector<std::byte> buf;
+  BucketView bucket;
+  IndexPointer found;
+  bool deleted = false;
+  std::string value;
+};
+
+KvsNode::KvsNode(runtime::Executor* exec, fabric::Endpoint* ep, rpc::PeerCaller* calls, rpc::NodeId pool,
+                 KvsNodeOptions options)
+    : exec_(exec), calls_(calls), pool_(pool), options_(options), ops_(ep), cache_(options.cache) {
+  next_version_ = options_.epoch << 32;
+}
+
+KvsNode::~KvsNode() {
+  if (batch_timer_ != 0) exec_->Cancel(batch_timer_);
+}
+
+void KvsNode::Start(std::function<void(Status)> ready) {
+  calls_->Call(pool_, static_cast<uint16_t>(proto::Method::kPoolLayout),
+               proto::Encode(proto::PoolNodeRequest{options_.node}),
+               [this, life = std::weak_ptr<int>(life_), ready = std::move(ready)](Result<rpc::PeerResponse> r) {
+                 if (life.expired()) return;
+                 if (!r.ok()) return ready(r.status());
+                 if (r->status != Code::kOk) return ready(Status(r->status, "pool layout: " + r->payload));
+                 auto l = proto::DecodePoolLayoutResponse(proto::AsBytes(r->payload));
+                 if (!l.ok()) return ready(l.status());
+                 auto peer = ops_.endpoint()->AddPeer(l->address);
+                 if (!peer.ok()) return ready(peer.status());
+                 peer_ = *peer;
+                 region_ = fabric::RemoteMemory{l->region_addr, l->region_key, l->region_len};
+                 table_offset_ = l->table_offset;
+                 overflow_offset_ = l->overflow_offset;
+                 num_buckets_ = l->num_buckets;
+                 segment_bytes_ = l->segment_bytes;
+                 started_ = true;
+                 ready(Status::Ok());
+               });
+}
+
+// ---------------------------------------------------------------------------
+// Writes
+
+void KvsNode::Put(std::string key, std::string value, std::function<void(Status)> done) {
+  Enqueue(std::move(key), std::move(value), log::EntryType::kPut, std::move(done));
+}
+
+void KvsNode::Delete(std::string key, std::function<void(Status)> done) {
+  Enqueue(std::move(key), std::string(8, '\0'), log::EntryType::kDel, std::move(done));
+}
+
+void KvsNode::Enqueue(std::string key, std::string value, log::EntryType type, std::function<void(Status)> done) {
+  auto refuse = [&](Status s) {
+    exec_->Post([life = std::weak_ptr<int>(life_), done = std::move(done), s] {
+      if (!life.expired()) done(s);
+    });
+  };
+  if (!started_) return refuse(Status::Unavailable("the node has no pool yet"));
+  if (Status s = log::Validate({type, 0, 1}, key.size(), value.size(), options_.limits); !s.ok()) return refuse(s);
+  auto layout = log::PlanEntry(key.size(), value.size(), segment_bytes_);
+  if (!layout.ok() || layout->cnt != 1 || layout->total_bytes > segment_bytes_ / 2) {
+    return refuse(Status::TooLarge("an entry of " + std::to_string(key.size() + value.size()) +
+                                   " bytes does not fit half a pool segment"));
+  }
+  auto w = std::make_unique<Write>();
+  w->key = std::move(key);
+  w->value = std::move(value);
+  w->type = type;
+  w->done = std::move(done);
+  w->bytes = static_cast<uint32_t>(layout->total_bytes);
+  pending_.push_back(std::move(w));
+  if (pending_.size() >= options_.batch_entries) return FlushBatch();
+  if (batch_timer_ == 0) {
+    batch_timer_ = exec_->After(options_.batch_wait, [this] {
+      batch_timer_ = 0;
+      FlushBatch();
+    });
+  }
+}
+
+void KvsNode::FlushBatch() {
+  if (in_flight_ || rolling_ || pending_.empty()) return;
+  if (segment_ == 0 || tail_ + pending_.front()->bytes > segment_bytes_) return RollSegment();
+  if (batch_timer_ != 0) {
+    exec_->Cancel(batch_timer_);
+    batch_timer_ = 0;
+  }
+  auto b = std::make_unique<Batch>();
+  b->segment = segment_;
+  b->at = tail_;
+  uint64_t bytes = 0;
+  size_t n = 0;
+  while (n < pending_.size() && n < options_.batch_entries && tail_ + bytes + pending_[n]->bytes <= segment_bytes_) {
+    bytes += pending_[n]->bytes;
+    ++n;
+  }
+  b->bytes.resize(bytes);
+  // Versions in log order: the index keeps the newest of a key.
+  for (size_t i = 0; i < n; ++i) {
+    Write& w = *pending_[i];
+    w.at = b->writes.empty() ? 0 : b->writes.back()->at + b->writes.back()->bytes;
+    auto layout = log::PlanEntry(w.key.size(), w.value.size(), segment_bytes_);
+    log::EncodeBlock({w.type, static_cast<uint16_t>(options_.node), ++next_version_}, w.key, w.value, *layout, 0,
+                     b->bytes.data() + w.at);
+    b->writes.push_back(std::move(pending_[i]));
+  }
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n));
+  tail_ += bytes;
+  ++stats_.batches;
+  stats_.written_bytes += bytes;
+  in_flight_ = std::move(b);
+  Batch* batch = in_flight_.get();
+  auto landed = [this](Code c) {
+    if (c != Code::kOk) in_flight_->failed = true;
+    if (--in_flight_->waiting == 0) BatchLanded(in_flight_->failed ? Code::kUnavailable : Code::kOk);
+  };
+  const uint64_t at = batch->segment + batch->at;
+  // The READ, on the same connection, completes once the WRITE is placed
+  // (and on hardware persistent).
+  int posted = 0;
+  Status s = ops_.Write(peer_, batch->bytes.data(), batch->bytes.size(), region_, at, landed);
+  if (s.ok()) {
+    ++posted;
+    s = ops_.Read(peer_, &batch->flush_word, sizeof batch->flush_word, region_, at, landed);
+    if (s.ok()) ++posted;
+  }
+  // Completions come only from Poll(), never inside the posting calls.
+  batch->waiting = posted;
+  if (!s.ok()) batch->failed = true;
+  if (posted == 0) BatchLanded(Code::kUnavailable);
+}
+
+void KvsNode::BatchLanded(Code status) {
+  std::unique_ptr<Batch> b = std::move(in_flight_);
+  if (status != Code::kOk) {
+    // Some of the batch may have landed; nothing after it in this segment
+    // can be trusted by the merge, so the segment ends where the batch began.
+    tail_ = b->at;
+    for (auto& w : b->writes) w->done(Status::Unavailable("the write to the pool failed; outcome unknown"));
+    return RollSegment();
+  }
+  for (auto& w : b->writes) {
+    const IndexPointer p{b->segment + b->at + w->at, w->bytes};
+    const bool deleted = w->type == log::EntryType::kDel;
+    if (deleted) {
+      cache_.Erase(w->key);
+    } else {
+      cache_.Wrote(w->key, PoolPointer{p.offset, p.bytes}, w->value);
+    }
+    Unmerged& u = unmerged_[w->key];
+    u = Unmerged{p, deleted, deleted ? std::string() : std::move(w->value), b->segment};
+    ++stats_.writes;
+    w->done(Status::Ok());
+  }
+  FlushBatch();
+}
+
+void KvsNode::RollSegment() {
+  if (rolling_) return;
+  if (segment_ != 0) {
+    const uint64_t seg = segment_, end = tail_;
+    segment_ = 0;
+    tail_ = 0;
+    sealing_.push_back(seg);
+    ++stats_.seals;
+    SendSeal(seg, end);
+  }
+  if (sealing_.size() + 1 > options_.max_unmerged) {
+    ++stats_.backpressure_waits;
+    return;  // Sealed() rolls on
+  }
+  if (pending_.empty() && !in_flight_) return;  // a segment is taken when writes need one
+  rolling_ = true;
+  calls_->Call(pool_, static_cast<uint16_t>(proto::Method::kPoolAllocate),
+               proto::Encode(proto::PoolNodeRequest{options_.node}),
+               [this, life = std::weak_ptr<int>(life_)](Result<rpc::PeerResponse> r) {
+                 if (life.expired()) return;
+                 rolling_ = false;
+                 Status s = !r.ok()                   ? r.status()
+                            : r->status != Code::kOk ? Status(r->status, "pool allocate: " + r->payload)
+                                                     : Status::Ok();
+                 auto a = s.ok() ? proto::DecodePoolAllocateResponse(proto::AsBytes(r->payload))
+                                 : Result<proto::PoolAllocateResponse>(s);
+                 if (!a.ok()) {
+                   Status f = a.status();
+                   if (f.Is(Code::kNoSpace)) f = Status::Busy("the pool is full: " + f.message());
+                   return FailPending(f);
+                 }
+                 segment_ = a->segment;
+                 tail_ = 0;
+                 ++stats_.segments;
+                 FlushBatch();
+               });
+}
+
+void KvsNode::SendSeal(uint64_t segment, uint64_t end) {
+  calls_->Call(pool_, static_cast<uint16_t>(proto::Method::kPoolSeal),
+               proto::Encode(proto::PoolSealRequest{options_.node, segment, end}),
+               [this, life = std::weak_ptr<int>(life_), segment, end](Result<rpc::PeerResponse> r) {
+                 if (life.expired()) return;
+                 // InvalidArgument: no longer an open segment of this node —
+                 // an earlier seal merged it and its answer was lost.
+                 if (r.ok() && (r->status == Code::kOk || r->status == Code::kInvalidArgument)) {
+                   return Sealed(segment);
+                 }
+                 // Until it is merged the node keeps the segment's writes in
+                 // DRAM; ask again.
+                 exec_->After(runtime::kMillisecond, [this, life, segment, end] {
+                   if (!life.expired()) SendSeal(segment, end);
+                 });
+               });
+}
+
+void KvsNode::Sealed(uint64_t segment) {
+  std::erase(sealing_, segment);
+  // Merged: the index now leads to these writes.
+  std::erase_if(unmerged_, [segment](const auto& kv) { return kv.second.segment == segment; });
+  if (segment_ == 0 && !pending_.empty()) RollSegment();
+}
+
+void KvsNode::FailPending(const Status& s) {
+  std::vector<std::unique_ptr<Write>> failed = std::move(pending_);
+  pending_.clear();
+  for (auto& w : failed) w->done(s);
+}
+
+// ---------------------------------------------------------------------------
+// Reads
+
+void KvsNode::Get(std::string key, std::function<void(Result<std::string>)> done) {
+  auto op = std::make_shared<GetOp>();
+  op->key = std::move(key);
+  op->done = std::move(done);
+  op->acked_at_start = stats_.writes;
+  if (!started_) return Answer(op, Status::Unavailable("the node has no pool yet"));
+  ++stats_.gets;
+  if (auto u = unmerged_.find(op->key); u != unmerged_.end()) {
+    ++stats_.unmerged_hits;
+    if (u->second.deleted) return Answer(op, Status::NotFound("no such key"));
+    return Answer(op, u->second.value);
+  }
+  const AdaptiveCache::Found f = cache_.Lookup(op->key);
+  if (f.kind == AdaptiveCache::Kind::kValue) {
+    ++stats_.value_hits;
+    return Answer(op, std::string(f.value));
+  }
+  op->hash = SlotHash(op->key);
+  auto through_index = [this, op] {
+    ReadBucket(op, table_offset_ + uint64_t{HomeBucket(op->hash, num_buckets_)} * kBucketBytes, 0);
+  };
+  if (f.kind == AdaptiveCache::Kind::kShortcut) {
+    ++stats_.shortcut_hits;
+    return ReadEntry(op, IndexPointer{f.pointer.offset, f.pointer.length}, [this, op, through_index](bool found) {
+      if (!found) {
+        ++stats_.stale_shortcuts;
+        cache_.Erase(op->key);
+        return through_index();
+      }
+      if (op->deleted) return Answer(op, Status::NotFound("no such key"));
+      if (stats_.writes == op->acked_at_start) cache_.ShortcutRead(op->key, op->value);
+      Answer(op, std::move(op->value));
+    });
+  }
+  ++stats_.misses;
+  through_index();
+}
+
+void KvsNode::ReadEntry(std::shared_ptr<GetOp> op, IndexPointer p, std::function<void(bool found)> next) {
+  if (p.bytes < log::kAlign || p.offset + p.bytes > region_.len) return next(false);
+  op->buf.assign(p.bytes, std::byte{0});
+  ++op->rts;
+  Status s = ops_.Read(peer_, op->buf.data(), p.bytes, region_, p.offset, [this, op, p, next](Code c) {
+    if (c != Code::kOk) return Answer(op, Status::Unavailable("reading the pool failed"));
+    auto d = log::DecodeBlock(op->buf, options_.limits);
+    // The key stored in the entry decides (docs/papers/dinomo.md §4).
+    if (!d.status.ok() || !d.block.single() || d.block.key() != op->key ||
+        (d.block.type != log::EntryType::kPut && d.block.type != log::EntryType::kDel)) {
+      return next(false);
+    }
+    op->found = p;
+    op->deleted = d.block.type == log::EntryType::kDel;
+    op->value.assign(d.block.value());
+    next(true);
+  });
+  if (!s.ok()) Answer(op, Status::Unavailable("reading the pool failed: " + s.ToString()));
+}
+
+void KvsNode::ReadBucket(std::shared_ptr<GetOp> op, uint64_t offset, int attempts) {
+  if (offset + kBucketBytes > region_.len) return Answer(op, Status::Corruption("a bucket outside the pool"));
+  op->buf.assign(kBucketBytes, std::byte{0});
+  ++op->rts;
+  Status s = ops_.Read(peer_, op->buf.data(), kBucketBytes, region_, offset, [this, op, offset, attempts](Code c) {
+    if (c != Code::kOk) return Answer(op, Status::Unavailable("reading the pool failed"));
+    op->bucket = ParseBucket(std::span<const std::byte, kBucketBytes>(op->buf.data(), kBucketBytes));
+    if (!op->bucket.consistent) {
+      ++stats_.torn_buckets;
+      if (attempts >= 16) return Answer(op, Status::Unavailable("a bucket kept changing"));
+      return ReadBucket(op, offset, attempts + 1);
+    }
+    NextSlot(op, 0);
+  });
+  if (!s.ok()) Answer(op, Status::Unavailable("reading the pool failed: " + s.ToString()));
+}
+
+void KvsNode::NextSlot(std::shared_ptr<GetOp> op, size_t slot) {
+  for (; slot < op->bucket.slots.size(); ++slot) {
+    const BucketView::Slot& s = op->bucket.slots[slot];
+    if (s.hash != op->hash) continue;
+    return ReadEntry(op, s.pointer, [this, op, slot](bool found) {
+      if (!found) return NextSlot(op, slot + 1);
+      if (op->deleted) return Answer(op, Status::NotFound("no such key"));
+      // Cached only if no write was acknowledged meanwhile: what this GET
+      // read may already be older than what the node wrote since.
+      if (stats_.writes == op->acked_at_start) {
+        cache_.Missed(op->key, PoolPointer{op->found.offset, op->found.bytes}, op->value, op->rts);
+      }
+      Answer(op, std::move(op->value));
+    });
+  }
+  if (op->bucket.next != 0) {
+    return ReadBucket(op, overflow_offset_ + uint64_t{op->bucket.next - 1} * kBucketBytes, 0);
+  }
+  Answer(op, Status::NotFound("no such key"));
+}
+
+void KvsNode::Answer(std::shared_ptr<GetOp> op, Result<std::string> r) {
+  stats_.get_round_trips += op->rts;
+  // Never inside the caller's call (and not after the node is gone).
+  exec_->Post([life = std::weak_ptr<int>(life_), op, r = std::move(r)]() mutable {
+    if (!life.expired()) op->done(std::move(r));
+  });
+}
+
+}  // namespace slip::dinomo

@@ -1,0 +1,150 @@
+// KvsNode: one DINOMO KVS node's data path over the pool (docs/papers/
+// dinomo.md §2) — what the node does for the keys it owns.
+//
+//   GET  its own unmerged writes (DRAM, 0 round trips); else DAC: a value
+//        (0), or a shortcut — READ the entry it names (1); else the index:
+//        READ the key's bucket, then the entry a slot names (2 when the
+//        bucket holds the key, one more per chain hop), and DAC caches it.
+//   PUT  appended to a batch; a batch is one one-sided WRITE into the
+//   DEL  node's open log segment plus a flush READ (1 round trip for the
+//        batch), and its writes are acknowledged when both complete — and
+//        only after every earlier batch completed (one batch in flight), so
+//        the pool may stop merging at the first torn block.
+//
+// When the open segment is full the node seals it (POOL_SEAL: the pool
+// merges it) and takes a new one (POOL_ALLOCATE). A node holds at most
+// `max_unmerged` segments the pool has not merged, the open one included
+// (back-pressure, the paper's 2): at the limit writes wait for a merge.
+//
+// Every entry a node writes carries a version above every earlier write of
+// its keys: (epoch << 32) | n, the epoch a configuration term in which this
+// node owns its keys, so a later owner's writes win in the index.
+//
+// Single-threaded: every call and every completion on `exec`; the caller
+// polls Poll() there (the endpoint's completions).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/status.h"
+#include "dinomo/adaptive_cache.h"
+#include "dinomo/pool_index.h"
+#include "fabric/fabric.h"
+#include "fabric/op_tracker.h"
+#include "log/entry.h"
+#include "proto/pool.h"
+#include "rpc/peer_caller.h"
+#include "runtime/runtime.h"
+
+namespace slip::dinomo {
+
+struct KvsNodeOptions {
+  uint32_t node = 0;
+  uint64_t epoch = 1;  // versions are (epoch << 32) | n
+  CacheOptions cache;
+  uint32_t batch_entries = 16;                         // a batch leaves when this full...
+  runtime::Nanos batch_wait = 5 * runtime::kMicrosecond;  // ...or this long after its first write
+  uint32_t max_unmerged = 2;
+  log::Limits limits;
+};
+
+struct KvsNodeStats {
+  uint64_t gets = 0, unmerged_hits = 0, value_hits = 0, shortcut_hits = 0, misses = 0;
+  uint64_t stale_shortcuts = 0;   // a shortcut led to another entry: read through the index
+  uint64_t torn_buckets = 0;      // a bucket read mid-update: read again
+  uint64_t get_round_trips = 0;   // READs of buckets and entries, over all GETs
+  uint64_t writes = 0, batches = 0, written_bytes = 0;
+  uint64_t segments = 0, seals = 0, backpressure_waits = 0;
+  // Round trips per operation: GETs' READs plus one per batch.
+  double round_trips_per_op() const {
+    const uint64_t ops = gets + writes;
+    return ops == 0 ? 0.0 : static_cast<double>(get_round_trips + batches) / static_cast<double>(ops);
+  }
+};
+
+class KvsNode {
+ public:
+  KvsNode(runtime::Executor* exec, fabric::Endpoint* ep, rpc::PeerCaller* calls, rpc::NodeId pool,
+          KvsNodeOptions options);
+  ~KvsNode();
+
+  // Asks the pool for its layout; `ready` runs once the node can serve.
+  void Start(std::function<void(Status)> ready);
+  // NotFound when the key has no value.
+  void Get(std::string key, std::function<void(Result<std::string>)> done);
+  void Put(std::string key, std::string value, std::function<void(Status)> done);
+  // Writes a tombstone (OK whether or not the key had a value).
+  void Delete(std::string key, std::function<void(Status)> done);
+  // The endpoint's completions; true if any.
+  bool Poll() { return ops_.Poll(); }
+
+  const KvsNodeStats& stats() const { return stats_; }
+  const AdaptiveCache& cache() const { return cache_; }
+  // Segments not merged by the pool yet, the open one included.
+  size_t unmerged_segments() const { return sealing_.size() + (segment_ != 0 ? 1 : 0); }
+
+ private:
+  struct Write;
+  struct GetOp;
+  struct Unmerged {
+    IndexPointer pointer;
+    bool deleted = false;
+    std::string value;
+    uint64_t segment = 0;
+  };
+
+  void Enqueue(std::string key, std::string value, log::EntryType type, std::function<void(Status)> done);
+  void FlushBatch();
+  void BatchLanded(Code status);
+  void RollSegment();
+  void SendSeal(uint64_t segment, uint64_t end);
+  void Sealed(uint64_t segment);
+  void FailPending(const Status& s);
+
+  void ReadEntry(std::shared_ptr<GetOp> op, IndexPointer p, std::function<void(bool found)> next);
+  void ReadBucket(std::shared_ptr<GetOp> op, uint64_t offset, int attempts);
+  void NextSlot(std::shared_ptr<GetOp> op, size_t slot);
+  void Answer(std::shared_ptr<GetOp> op, Result<std::string> r);
+
+  runtime::Executor* const exec_;
+  rpc::PeerCaller* const calls_;
+  const rpc::NodeId pool_;
+  const KvsNodeOptions options_;
+  fabric::OpTracker ops_;
+  AdaptiveCache cache_;
+
+  bool started_ = false;
+  fabric::PeerId peer_ = 0;
+  fabric::RemoteMemory region_;
+  uint64_t table_offset_ = 0, overflow_offset_ = 0, segment_bytes_ = 0;
+  uint32_t num_buckets_ = 0;
+
+  uint64_t next_version_ = 0;
+  uint64_t segment_ = 0, tail_ = 0;  // the open segment (0: none yet)
+  std::deque<uint64_t> sealing_;     // sealed, merge not confirmed
+  bool rolling_ = false;             // waiting for a segment (or for a merge)
+  std::vector<std::unique_ptr<Write>> pending_;  // the next batch
+  runtime::TimerId batch_timer_ = 0;
+  struct Batch {
+    std::vector<std::unique_ptr<Write>> writes;
+    std::vector<std::byte> bytes;
+    uint64_t segment = 0, at = 0;
+    uint64_t flush_word = 0;
+    int waiting = 0;
+    bool failed = false;
+  };
+  std::unique_ptr<Batch> in_flight_;
+  std::unordered_map<std::string, Unmerged> unmerged_;
+  KvsNodeStats stats_;
+  // Callbacks that may outlive the node (calls to the pool, timers) hold a
+  // weak reference and do nothing once it is gone.
+  std::shared_ptr<int> life_ = std::make_shared<int>(0);
+};
+
+}  // namespace slip::dinomo

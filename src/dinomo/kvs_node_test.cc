@@ -1,0 +1,260 @@
+// A DINOMO KVS node against the pool over the simulated fabric
+// (dinomo/kvs_node.h, pool_server.h): the round trips of invariant D12
+// exactly (unmerged hit 0, value hit 0, shortcut hit 1, miss 2, a write
+// 1/B), segments sealed and merged under back-pressure (D9), a node that
+// dies with open segments whose keys another node serves after the pool
+// merged them (D4), and bad input refused.
+#include "dinomo/kvs_node.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <optional>
+
+#include "dinomo/pool.h"
+#include "dinomo/pool_server.h"
+#include "fabric/sim/sim_fabric.h"
+#include "proto/kv.h"
+#include "runtime/sim_runtime.h"
+
+namespace slip::dinomo {
+namespace {
+
+using runtime::kMillisecond;
+
+constexpr rpc::NodeId kPool = 100;
+
+// Two-sided calls from a node's executor to the pool's, and back.
+class ToPool final : public rpc::PeerCaller {
+ public:
+  ToPool(runtime::Executor* node, runtime::Executor* pool, PoolServer* server)
+      : node_(node), pool_(pool), server_(server) {}
+  void Call(rpc::NodeId, uint16_t method, std::string payload,
+            std::function<void(Result<rpc::PeerResponse>)> done) override {
+    ++calls[static_cast<proto::Method>(method)];
+    pool_->Post([this, method, payload = std::move(payload), done = std::move(done)]() mutable {
+      server_->Handle(method, proto::AsBytes(payload), [this, done](Code c, std::string p) {
+        node_->Post([done, c, p = std::move(p)] { done(rpc::PeerResponse{c, p}); });
+      });
+    });
+  }
+  std::map<proto::Method, int> calls;
+
+ private:
+  runtime::Executor* node_;
+  runtime::Executor* pool_;
+  PoolServer* server_;
+};
+
+class KvsNodeTest : public ::testing::Test {
+ protected:
+  struct Kn {
+    runtime::Executor* exec = nullptr;
+    std::unique_ptr<fabric::Endpoint> ep;
+    std::unique_ptr<ToPool> calls;
+    std::unique_ptr<KvsNode> node;
+    runtime::PollerId poller = 0;
+  };
+
+  void SetUp() override {
+    region_ = std::move(pm::PmRegion::Anonymous(4 << 20, {})).value();
+    PoolOptions po;
+    po.segment_bytes = 64 << 10;
+    po.num_buckets = 1024;
+    pool_ = std::move(Pool::Open(region_.get(), po)).value();
+    fabric_ = std::make_unique<fabric::SimFabric>(rt_, fabric::SimFabricOptions{});
+    pool_exec_ = rt_.CreateExecutor("pool");
+    pool_ep_ = std::move(fabric_->CreateEndpoint(kPool, pool_exec_, {})).value();
+    server_ = std::move(PoolServer::Create(pool_.get(), region_.get(), pool_ep_.get())).value();
+    pool_exec_->AddPoller([this] {
+      fabric::Completion c[8];
+      return pool_ep_->Poll(c) > 0;  // the pool's side of one-sided ops
+    });
+  }
+
+  Kn& AddNode(uint32_t id, KvsNodeOptions o = {}) {
+    o.node = id;
+    auto kn = std::make_unique<Kn>();
+    kn->exec = rt_.CreateExecutor("kn" + std::to_string(id));
+    kn->ep = std::move(fabric_->CreateEndpoint(id, kn->exec, {})).value();
+    kn->calls = std::make_unique<ToPool>(kn->exec, pool_exec_, server_.get());
+    kn->node = std::make_unique<KvsNode>(kn->exec, kn->ep.get(), kn->calls.get(), kPool, o);
+    KvsNode* n = kn->node.get();
+    kn->poller = kn->exec->AddPoller([n] { return n->Poll(); });
+    std::optional<Status> ready;
+    kn->exec->Post([&] { n->Start([&](Status s) { ready = s; }); });
+    EXPECT_TRUE(rt_.RunUntil([&] { return ready.has_value(); }, rt_.Now() + 100 * kMillisecond));
+    EXPECT_TRUE(ready && ready->ok()) << (ready ? ready->ToString() : "no answer");
+    nodes_.push_back(std::move(kn));
+    return *nodes_.back();
+  }
+
+  Status Put(Kn& kn, const std::string& key, const std::string& value) {
+    std::optional<Status> got;
+    kn.exec->Post([&] { kn.node->Put(key, value, [&](Status s) { got = s; }); });
+    EXPECT_TRUE(rt_.RunUntil([&] { return got.has_value(); }, rt_.Now() + 100 * kMillisecond));
+    return got.value_or(Status::Aborted("no answer"));
+  }
+  // Many writes at once: they share batches.
+  void PutAll(Kn& kn, const std::map<std::string, std::string>& kvs) {
+    PutAll(kn, std::vector<std::pair<std::string, std::string>>(kvs.begin(), kvs.end()));
+  }
+  void PutAll(Kn& kn, const std::vector<std::pair<std::string, std::string>>& kvs) {
+    int left = static_cast<int>(kvs.size());
+    kn.exec->Post([&] {
+      for (const auto& [k, v] : kvs) kn.node->Put(k, v, [&](Status s) {
+        EXPECT_TRUE(s.ok()) << s.ToString();
+        --left;
+      });
+    });
+    ASSERT_TRUE(rt_.RunUntil([&] { return left == 0; }, rt_.Now() + 1000 * kMillisecond));
+  }
+  // The node is gone (its DRAM with it); the pool keeps its open segments.
+  void Kill(Kn& kn) {
+    kn.exec->RemovePoller(kn.poller);
+    kn.node.reset();
+  }
+  Result<std::string> Get(Kn& kn, const std::string& key) {
+    std::optional<Result<std::string>> got;
+    kn.exec->Post([&] { kn.node->Get(key, [&](Result<std::string> r) { got = std::move(r); }); });
+    EXPECT_TRUE(rt_.RunUntil([&] { return got.has_value(); }, rt_.Now() + 100 * kMillisecond));
+    return got.value_or(Status::Aborted("no answer"));
+  }
+  // The round trips the node's next GET of `key` costs.
+  uint64_t RoundTripsOf(Kn& kn, const std::string& key, std::string* value = nullptr) {
+    const uint64_t before = kn.node->stats().get_round_trips;
+    auto r = Get(kn, key);
+    if (value) *value = r.ok() ? *r : r.status().ToString();
+    return kn.node->stats().get_round_trips - before;
+  }
+  // Seals the node's open segment by filling it (small segments): its
+  // writes become merged, no longer in the node's DRAM.
+  void Settle(Kn& kn) {
+    std::map<std::string, std::string> filler;
+    for (int i = 0; i < 2000; ++i) filler["filler" + std::to_string(i)] = std::string(100, 'f');
+    PutAll(kn, filler);
+    rt_.RunUntil(rt_.Now() + 10 * kMillisecond);
+  }
+
+  runtime::SimRuntime rt_{runtime::SimRuntimeOptions{.seed = 5}};
+  std::unique_ptr<pm::PmRegion> region_;
+  std::unique_ptr<Pool> pool_;
+  std::unique_ptr<fabric::SimFabric> fabric_;
+  runtime::Executor* pool_exec_ = nullptr;
+  std::unique_ptr<fabric::Endpoint> pool_ep_;
+  std::unique_ptr<PoolServer> server_;
+  std::vector<std::unique_ptr<Kn>> nodes_;
+};
+
+TEST_F(KvsNodeTest, RoundTripsAreThoseOfD12) {
+  KvsNodeOptions o;
+  o.cache.capacity_bytes = 1 << 20;
+  Kn& a = AddNode(1, o);
+  ASSERT_TRUE(Put(a, "apple", "red").ok());
+  std::string v;
+  EXPECT_EQ(RoundTripsOf(a, "apple", &v), 0u) << "in the node's unmerged segment";
+  EXPECT_EQ(v, "red");
+  Settle(a);
+  ASSERT_LT(a.node->unmerged_segments(), 2u);
+  // Merged now; the node cached it when it wrote it (a value: spare space).
+  EXPECT_EQ(RoundTripsOf(a, "apple", &v), 0u) << "value hit";
+  EXPECT_EQ(v, "red");
+
+  // Another node (the key's next owner) has an empty cache: a miss reads
+  // the bucket, then the entry; then its cache has it.
+  KvsNodeOptions tiny;
+  tiny.cache.capacity_bytes = 22;  // room for one shortcut (5 + 16 B), never a value (+3)
+  Kn& b = AddNode(2, tiny);
+  EXPECT_EQ(RoundTripsOf(b, "apple", &v), 2u) << "miss: bucket + entry";
+  EXPECT_EQ(v, "red");
+  EXPECT_EQ(RoundTripsOf(b, "apple", &v), 1u) << "shortcut hit: the entry";
+  EXPECT_EQ(v, "red");
+  EXPECT_EQ(RoundTripsOf(b, "pear", &v), 1u) << "an absent key: its (empty) bucket";
+  EXPECT_NE(v.find("NotFound"), std::string::npos) << v;
+  EXPECT_EQ(b.node->stats().misses, 2u);
+  EXPECT_EQ(b.node->stats().shortcut_hits, 1u);
+}
+
+TEST_F(KvsNodeTest, WritesShareBatchesOfOneRoundTrip) {
+  KvsNodeOptions o;
+  o.batch_entries = 8;
+  Kn& a = AddNode(1, o);
+  std::map<std::string, std::string> kvs;
+  for (int i = 0; i < 64; ++i) kvs["k" + std::to_string(i)] = "v" + std::to_string(i);
+  PutAll(a, kvs);
+  EXPECT_EQ(a.node->stats().writes, 64u);
+  EXPECT_EQ(a.node->stats().batches, 8u) << "D12: a write costs 1/B round trips";
+  for (const auto& [k, v] : kvs) EXPECT_EQ(*Get(a, k), v);
+}
+
+TEST_F(KvsNodeTest, SegmentsAreSealedMergedAndNeverMoreThanTwoUnmerged) {
+  Kn& a = AddNode(1);
+  std::vector<std::pair<std::string, std::string>> writes;
+  std::map<std::string, std::string> kvs;  // the last value of each key
+  for (int i = 0; i < 3000; ++i) {
+    writes.emplace_back("key" + std::to_string(i % 700), std::string(80, static_cast<char>('a' + i % 26)));
+    kvs[writes.back().first] = writes.back().second;
+  }
+  size_t most = 0;
+  a.exec->AddPoller([&] {
+    if (a.node) most = std::max(most, a.node->unmerged_segments());
+    return false;
+  });
+  PutAll(a, writes);
+  rt_.RunUntil(rt_.Now() + 10 * kMillisecond);
+  EXPECT_GT(a.node->stats().seals, 1u) << "writes " << a.node->stats().writes << " batches " << a.node->stats().batches
+                                       << " bytes " << a.node->stats().written_bytes << " segments "
+                                       << a.node->stats().segments;
+  EXPECT_LE(most, 2u) << "D9";
+  for (const auto& [k, v] : kvs) ASSERT_EQ(*Get(a, k), v) << k;
+  // The pool holds what the node wrote: once every segment is merged, the
+  // index has each key's last value.
+  Kill(a);
+  ASSERT_TRUE(pool_->MergeAll(1).ok());
+  for (const auto& [k, v] : kvs) {
+    auto p = pool_->index().Find(k);
+    ASSERT_TRUE(p.has_value()) << k;
+    auto d = log::DecodeBlock({region_->at(p->offset), p->bytes}, {});
+    ASSERT_TRUE(d.status.ok());
+    EXPECT_EQ(d.block.value(), v) << k;
+  }
+}
+
+// D4: node 1 dies with writes in open segments; once the pool merged them,
+// node 2 — the keys' new owner — serves every acknowledged value.
+TEST_F(KvsNodeTest, ADeadNodesWritesAreServedByTheNextOwnerAfterMergeAll) {
+  Kn& a = AddNode(1);
+  std::map<std::string, std::string> kvs;
+  for (int i = 0; i < 50; ++i) kvs["k" + std::to_string(i)] = "v" + std::to_string(i);
+  PutAll(a, kvs);
+  ASSERT_TRUE(Put(a, "k7", "latest").ok());
+  kvs["k7"] = "latest";
+  Kill(a);
+  ASSERT_FALSE(pool_->OpenSegments(1).empty());
+  ASSERT_TRUE(pool_->MergeAll(1).ok());
+  KvsNodeOptions later;
+  later.epoch = 2;  // a later configuration: its writes win
+  Kn& b = AddNode(2, later);
+  for (const auto& [k, v] : kvs) EXPECT_EQ(*Get(b, k), v) << k;
+  ASSERT_TRUE(Put(b, "k7", "from the new owner").ok());
+  Settle(b);
+  EXPECT_EQ(*Get(b, "k7"), "from the new owner");
+}
+
+TEST_F(KvsNodeTest, DeletesAndBadInput) {
+  Kn& a = AddNode(1);
+  ASSERT_TRUE(Put(a, "k", "v").ok());
+  std::optional<Status> del;
+  a.exec->Post([&] { a.node->Delete("k", [&](Status s) { del = s; }); });
+  rt_.RunUntil([&] { return del.has_value(); }, rt_.Now() + 100 * kMillisecond);
+  ASSERT_TRUE(del && del->ok());
+  EXPECT_TRUE(Get(a, "k").status().Is(Code::kNotFound));
+  Settle(a);
+  EXPECT_TRUE(Get(a, "k").status().Is(Code::kNotFound)) << "the merged tombstone";
+  EXPECT_TRUE(Put(a, "", "v").Is(Code::kInvalidArgument));
+  EXPECT_TRUE(Put(a, "big", std::string(40 << 10, 'x')).Is(Code::kTooLarge)) << "over half a segment";
+  EXPECT_TRUE(Put(a, std::string(70 << 10, 'k'), "v").Is(Code::kTooLarge));
+}
+
+}  // namespace
+}  // namespace slip::dinomo

@@ -1,0 +1,118 @@
+#include "proto/pool.h"
+
+#include "proto/codec.h"
+
+namespace slip::proto {
+
+using internal::Finish;
+using internal::Reader;
+using internal::Writer;
+
+// PoolNodeRequest: node u32
+std::string Encode(const PoolNodeRequest& r) {
+  Writer w(4);
+  w.Put<uint32_t>(r.node);
+  return w.Take();
+}
+
+Result<PoolNodeRequest> DecodePoolNodeRequest(std::span<const std::byte> buf) {
+  Reader rd(buf);
+  PoolNodeRequest r;
+  r.node = rd.Get<uint32_t>();
+  SLIP_RETURN_IF_ERROR(Finish(rd, "pool request"));
+  return r;
+}
+
+// PoolLayoutResponse: region_addr u64 | region_key u64 | region_len u64 |
+//   table_offset u64 | overflow_offset u64 | num_buckets u32 |
+//   segment_bytes u64 | address_len u32 | address
+std::string Encode(const PoolLayoutResponse& r) {
+  Writer w(64 + r.address.size());
+  w.Put<uint64_t>(r.region_addr);
+  w.Put<uint64_t>(r.region_key);
+  w.Put<uint64_t>(r.region_len);
+  w.Put<uint64_t>(r.table_offset);
+  w.Put<uint64_t>(r.overflow_offset);
+  w.Put<uint32_t>(r.num_buckets);
+  w.Put<uint64_t>(r.segment_bytes);
+  w.Put<uint32_t>(static_cast<uint32_t>(r.address.size()));
+  w.Bytes(r.address);
+  return w.Take();
+}
+
+Result<PoolLayoutResponse> DecodePoolLayoutResponse(std::span<const std::byte> buf) {
+  Reader rd(buf);
+  PoolLayoutResponse r;
+  r.region_addr = rd.Get<uint64_t>();
+  r.region_key = rd.Get<uint64_t>();
+  r.region_len = rd.Get<uint64_t>();
+  r.table_offset = rd.Get<uint64_t>();
+  r.overflow_offset = rd.Get<uint64_t>();
+  r.num_buckets = rd.Get<uint32_t>();
+  r.segment_bytes = rd.Get<uint64_t>();
+  const uint32_t address_len = rd.Get<uint32_t>();
+  if (!rd.ok()) return Status::Corruption("pool layout response shorter than its header");
+  if (address_len > 1024) return Status::Corruption("pool layout response: address too long");
+  r.address = rd.Bytes(address_len);
+  SLIP_RETURN_IF_ERROR(Finish(rd, "pool layout response"));
+  if (r.num_buckets == 0 || (r.num_buckets & (r.num_buckets - 1)) != 0 || r.table_offset % 64 != 0 ||
+      r.table_offset > r.region_len || r.num_buckets > (r.region_len - r.table_offset) / 64 ||
+      r.overflow_offset > r.region_len || r.segment_bytes == 0) {
+    return Status::Corruption("pool layout response: the index does not fit the pool's region");
+  }
+  return r;
+}
+
+// PoolAllocateResponse: segment u64
+std::string Encode(const PoolAllocateResponse& r) {
+  Writer w(8);
+  w.Put<uint64_t>(r.segment);
+  return w.Take();
+}
+
+Result<PoolAllocateResponse> DecodePoolAllocateResponse(std::span<const std::byte> buf) {
+  Reader rd(buf);
+  PoolAllocateResponse r;
+  r.segment = rd.Get<uint64_t>();
+  SLIP_RETURN_IF_ERROR(Finish(rd, "pool allocate response"));
+  return r;
+}
+
+// PoolSealRequest: node u32 | segment u64 | end u64
+std::string Encode(const PoolSealRequest& r) {
+  Writer w(20);
+  w.Put<uint32_t>(r.node);
+  w.Put<uint64_t>(r.segment);
+  w.Put<uint64_t>(r.end);
+  return w.Take();
+}
+
+Result<PoolSealRequest> DecodePoolSealRequest(std::span<const std::byte> buf) {
+  Reader rd(buf);
+  PoolSealRequest r;
+  r.node = rd.Get<uint32_t>();
+  r.segment = rd.Get<uint64_t>();
+  r.end = rd.Get<uint64_t>();
+  SLIP_RETURN_IF_ERROR(Finish(rd, "pool seal request"));
+  return r;
+}
+
+// PoolMergedResponse: entries u64 | applied u64
+std::string Encode(const PoolMergedResponse& r) {
+  Writer w(16);
+  w.Put<uint64_t>(r.entries);
+  w.Put<uint64_t>(r.applied);
+  return w.Take();
+}
+
+Result<PoolMergedResponse> DecodePoolMergedResponse(std::span<const std::byte> buf) {
+  Reader rd(buf);
+  PoolMergedResponse r;
+  r.entries = rd.Get<uint64_t>();
+  r.applied = rd.Get<uint64_t>();
+  SLIP_RETURN_IF_ERROR(Finish(rd, "pool merged response"));
+  if (r.applied > r.entries) return Status::Corruption("pool merged response: more applied than walked");
+  return r;
+}
+
+}  // namespace slip::proto

@@ -1,0 +1,60 @@
+// DINOMO's pool messages (docs/formats/kv_messages.md "The pool"): a KVS
+// node asks the pool, two-sidedly, where things are and for segments of
+// its log, and tells it when a segment is done; everything else — index
+// reads, entry reads, log writes — is one-sided.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace slip::proto {
+
+// POOL_LAYOUT, POOL_ALLOCATE, POOL_MERGE_ALL: the node asking or named.
+struct PoolNodeRequest {
+  uint32_t node = 0;
+};
+
+struct PoolLayoutResponse {
+  // The pool's region as registered for one-sided READ and WRITE.
+  uint64_t region_addr = 0, region_key = 0, region_len = 0;
+  // The index (dinomo/pool_index.h): home bucket b at table_offset + 64 b,
+  // overflow bucket k at overflow_offset + 64 k (region offsets).
+  uint64_t table_offset = 0, overflow_offset = 0;
+  uint32_t num_buckets = 0;
+  uint64_t segment_bytes = 0;
+  std::string_view address;  // the pool's endpoint for one-sided access
+};
+
+struct PoolAllocateResponse {
+  uint64_t segment = 0;  // region offset of the node's new segment
+};
+
+struct PoolSealRequest {
+  uint32_t node = 0;
+  uint64_t segment = 0;
+  uint64_t end = 0;  // bytes written from the segment's start
+};
+
+// POOL_SEAL and POOL_MERGE_ALL, once merged.
+struct PoolMergedResponse {
+  uint64_t entries = 0;  // entries walked
+  uint64_t applied = 0;  // of which the index now points at
+};
+
+std::string Encode(const PoolNodeRequest& r);
+std::string Encode(const PoolLayoutResponse& r);
+std::string Encode(const PoolAllocateResponse& r);
+std::string Encode(const PoolSealRequest& r);
+std::string Encode(const PoolMergedResponse& r);
+Result<PoolNodeRequest> DecodePoolNodeRequest(std::span<const std::byte> buf);
+// Corruption when the index does not fit the registered region.
+Result<PoolLayoutResponse> DecodePoolLayoutResponse(std::span<const std::byte> buf);
+Result<PoolAllocateResponse> DecodePoolAllocateResponse(std::span<const std::byte> buf);
+Result<PoolSealRequest> DecodePoolSealRequest(std::span<const std::byte> buf);
+Result<PoolMergedResponse> DecodePoolMergedResponse(std::span<const std::byte> buf);
+
+}  // namespace slip::proto
