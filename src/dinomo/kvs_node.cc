@@ -17,7 +17,7 @@ struct KvsNode::GetOp {
   uint64_t hash = 0;
   std::function<void(Result<std::string>)> done;
   uint32_t rts = 0;
-  uint64_t acked_at_start = 0;  // writes acknowledged when the GET began
+  uint64_t merges_at_start = 0;  // merges confirmed when the GET began
   std::vector<std::byte> buf;
   BucketView bucket;
   IndexPointer found;
@@ -230,7 +230,15 @@ void KvsNode::SendSeal(uint64_t segment, uint64_t end) {
                });
 }
 
+bool KvsNode::MayCache(const GetOp& op) const {
+  // What this GET read may be older than a write of the key acknowledged
+  // while it ran: such a write is in unmerged_ — or was, if a merge was
+  // confirmed meanwhile.
+  return !unmerged_.contains(op.key) && merges_confirmed_ == op.merges_at_start;
+}
+
 void KvsNode::Sealed(uint64_t segment) {
+  ++merges_confirmed_;
   std::erase(sealing_, segment);
   // Merged: the index now leads to these writes.
   std::erase_if(unmerged_, [segment](const auto& kv) { return kv.second.segment == segment; });
@@ -250,7 +258,7 @@ void KvsNode::Get(std::string key, std::function<void(Result<std::string>)> done
   auto op = std::make_shared<GetOp>();
   op->key = std::move(key);
   op->done = std::move(done);
-  op->acked_at_start = stats_.writes;
+  op->merges_at_start = merges_confirmed_;
   if (!started_) return Answer(op, Status::Unavailable("the node has no pool yet"));
   ++stats_.gets;
   if (auto u = unmerged_.find(op->key); u != unmerged_.end()) {
@@ -276,7 +284,7 @@ void KvsNode::Get(std::string key, std::function<void(Result<std::string>)> done
         return through_index();
       }
       if (op->deleted) return Answer(op, Status::NotFound("no such key"));
-      if (stats_.writes == op->acked_at_start) cache_.ShortcutRead(op->key, op->value);
+      if (MayCache(*op)) cache_.ShortcutRead(op->key, op->value);
       Answer(op, std::move(op->value));
     });
   }
@@ -328,9 +336,7 @@ void KvsNode::NextSlot(std::shared_ptr<GetOp> op, size_t slot) {
     return ReadEntry(op, s.pointer, [this, op, slot](bool found) {
       if (!found) return NextSlot(op, slot + 1);
       if (op->deleted) return Answer(op, Status::NotFound("no such key"));
-      // Cached only if no write was acknowledged meanwhile: what this GET
-      // read may already be older than what the node wrote since.
-      if (stats_.writes == op->acked_at_start) {
+      if (MayCache(*op)) {
         cache_.Missed(op->key, PoolPointer{op->found.offset, op->found.bytes}, op->value, op->rts);
       }
       Answer(op, std::move(op->value));

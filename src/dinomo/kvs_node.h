@@ -111,6 +111,7 @@ class KvsNode {
   void ReadBucket(std::shared_ptr<GetOp> op, uint64_t offset, int attempts);
   void NextSlot(std::shared_ptr<GetOp> op, size_t slot);
   void Answer(std::shared_ptr<GetOp> op, Result<std::string> r);
+  bool MayCache(const GetOp& op) const;
 
   runtime::Executor* const exec_;
   rpc::PeerCaller* const calls_;
@@ -128,6 +129,7 @@ class KvsNode {
   uint64_t next_version_ = 0;
   uint64_t segment_ = 0, tail_ = 0;  // the open segment (0: none yet)
   std::deque<uint64_t> sealing_;     // sealed, merge not confirmed
+  uint64_t merges_confirmed_ = 0;
   bool rolling_ = false;             // waiting for a segment (or for a merge)
   std::vector<std::unique_ptr<Write>> pending_;  // the next batch
   runtime::TimerId batch_timer_ = 0;

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 
+#include "dinomo/local_pool_caller.h"
 #include "dinomo/pool.h"
 #include "dinomo/pool_server.h"
 #include "fabric/sim/sim_fabric.h"
@@ -24,34 +25,12 @@ using runtime::kMillisecond;
 
 constexpr rpc::NodeId kPool = 100;
 
-// Two-sided calls from a node's executor to the pool's, and back.
-class ToPool final : public rpc::PeerCaller {
- public:
-  ToPool(runtime::Executor* node, runtime::Executor* pool, PoolServer* server)
-      : node_(node), pool_(pool), server_(server) {}
-  void Call(rpc::NodeId, uint16_t method, std::string payload,
-            std::function<void(Result<rpc::PeerResponse>)> done) override {
-    ++calls[static_cast<proto::Method>(method)];
-    pool_->Post([this, method, payload = std::move(payload), done = std::move(done)]() mutable {
-      server_->Handle(method, proto::AsBytes(payload), [this, done](Code c, std::string p) {
-        node_->Post([done, c, p = std::move(p)] { done(rpc::PeerResponse{c, p}); });
-      });
-    });
-  }
-  std::map<proto::Method, int> calls;
-
- private:
-  runtime::Executor* node_;
-  runtime::Executor* pool_;
-  PoolServer* server_;
-};
-
 class KvsNodeTest : public ::testing::Test {
  protected:
   struct Kn {
     runtime::Executor* exec = nullptr;
     std::unique_ptr<fabric::Endpoint> ep;
-    std::unique_ptr<ToPool> calls;
+    std::unique_ptr<LocalPoolCaller> calls;
     std::unique_ptr<KvsNode> node;
     runtime::PollerId poller = 0;
   };
@@ -77,7 +56,7 @@ class KvsNodeTest : public ::testing::Test {
     auto kn = std::make_unique<Kn>();
     kn->exec = rt_.CreateExecutor("kn" + std::to_string(id));
     kn->ep = std::move(fabric_->CreateEndpoint(id, kn->exec, {})).value();
-    kn->calls = std::make_unique<ToPool>(kn->exec, pool_exec_, server_.get());
+    kn->calls = std::make_unique<LocalPoolCaller>(kn->exec, pool_exec_, server_.get());
     kn->node = std::make_unique<KvsNode>(kn->exec, kn->ep.get(), kn->calls.get(), kPool, o);
     KvsNode* n = kn->node.get();
     kn->poller = kn->exec->AddPoller([n] { return n->Poll(); });
