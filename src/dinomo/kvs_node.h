@@ -21,7 +21,9 @@
 // node owns its keys, so a later owner's writes win in the index.
 //
 // Single-threaded: every call and every completion on `exec`; the caller
-// polls Poll() there (the endpoint's completions).
+// polls Poll() there (the endpoint's completions). Operations in flight
+// read into and write from the node's buffers: destroy the endpoint before
+// the node (as a process's death does).
 #pragma once
 
 #include <cstdint>

@@ -91,6 +91,7 @@ class KvsNodeTest : public ::testing::Test {
   // The node is gone (its DRAM with it); the pool keeps its open segments.
   void Kill(Kn& kn) {
     kn.exec->RemovePoller(kn.poller);
+    kn.ep.reset();  // operations in flight read into and write from the node's buffers
     kn.node.reset();
   }
   Result<std::string> Get(Kn& kn, const std::string& key) {

@@ -63,7 +63,8 @@ struct Design {
     bool writes_one_sided = false;  // PUT: RESERVE, WRITE the entry (+ flush READ), COMMIT
     bool copies_puts = false;       // a PUT's entry is staged, checked, then copied into the log
     bool any() const { return reads_one_sided || writes_one_sided || copies_puts; }
-  } clients;
+  };
+  ClientAccess clients = {};
 
   bool one_sided() const { return receive != BackupReceive::kWorker; }
 };
