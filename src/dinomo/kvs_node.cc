@@ -20,6 +20,8 @@ struct KvsNode::GetOp {
   uint64_t merges_at_start = 0;  // merges confirmed when the GET began
   std::vector<std::byte> buf;
   BucketView bucket;
+  uint64_t bucket_offset = 0;  // where `bucket` was read
+  uint32_t rechecks = 0;
   IndexPointer found;
   bool deleted = false;
   std::string value;
@@ -324,6 +326,33 @@ void KvsNode::ReadBucket(std::shared_ptr<GetOp> op, uint64_t offset, int attempt
       if (attempts >= 16) return Answer(op, Status::Unavailable("a bucket kept changing"));
       return ReadBucket(op, offset, attempts + 1);
     }
+    op->bucket_offset = offset;
+    NextSlot(op, 0);
+  });
+  if (!s.ok()) Answer(op, Status::Unavailable("reading the pool failed: " + s.ToString()));
+}
+
+void KvsNode::Recheck(std::shared_ptr<GetOp> op, size_t slot) {
+  // A slot of the key's hash led to no entry of the key: another key with
+  // the same hash — or the slot moved on while this GET was reading, and
+  // the entry it named was freed (its segment all garbage) and reused. Read
+  // the bucket again: if the slot still says the same, it is a collision;
+  // if not, start over from what it says now.
+  const BucketView::Slot seen = op->bucket.slots[slot];
+  if (++op->rechecks > 16) return Answer(op, Status::Unavailable("the key's bucket kept changing"));
+  op->buf.assign(kBucketBytes, std::byte{0});
+  ++op->rts;
+  Status s = ops_.Read(peer_, op->buf.data(), kBucketBytes, region_, op->bucket_offset, [this, op, slot, seen](Code c) {
+    if (c != Code::kOk) return Answer(op, Status::Unavailable("reading the pool failed"));
+    const BucketView now = ParseBucket(std::span<const std::byte, kBucketBytes>(op->buf.data(), kBucketBytes));
+    if (!now.consistent) {
+      ++stats_.torn_buckets;
+      return ReadBucket(op, op->bucket_offset, 0);
+    }
+    const bool same = now.slots[slot].hash == seen.hash && now.slots[slot].pointer == seen.pointer;
+    op->bucket = now;
+    if (same) return NextSlot(op, slot + 1);
+    ++stats_.moved_slots;
     NextSlot(op, 0);
   });
   if (!s.ok()) Answer(op, Status::Unavailable("reading the pool failed: " + s.ToString()));
@@ -334,7 +363,7 @@ void KvsNode::NextSlot(std::shared_ptr<GetOp> op, size_t slot) {
     const BucketView::Slot& s = op->bucket.slots[slot];
     if (s.hash != op->hash) continue;
     return ReadEntry(op, s.pointer, [this, op, slot](bool found) {
-      if (!found) return NextSlot(op, slot + 1);
+      if (!found) return Recheck(op, slot);
       if (op->deleted) return Answer(op, Status::NotFound("no such key"));
       if (MayCache(*op)) {
         cache_.Missed(op->key, PoolPointer{op->found.offset, op->found.bytes}, op->value, op->rts);
