@@ -20,7 +20,8 @@ struct RoutingTable {
     bool gets = false;  // READ the bucket word and the entry
     bool puts = false;  // RESERVE, WRITE the entry, COMMIT
     bool any() const { return gets || puts; }
-  } direct;
+  };
+  Direct direct = {};
   // The shard a key hash belongs to (common/hash.h ShardOfHash, as the
   // store and the configuration compute it). REQUIRES: primaries non-empty.
   uint32_t ShardOf(uint64_t hash) const;
