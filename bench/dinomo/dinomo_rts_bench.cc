@@ -30,12 +30,7 @@
 
 #include "bench/workload/ycsb.h"
 #include "common/hash.h"
-#include "dinomo/kvs_node.h"
-#include "dinomo/local_pool_caller.h"
-#include "dinomo/pool.h"
-#include "dinomo/pool_server.h"
-#include "fabric/sim/sim_fabric.h"
-#include "runtime/sim_runtime.h"
+#include "dinomo/testing/sim_pool.h"
 
 namespace {
 
@@ -64,44 +59,22 @@ Row Run(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops, uint64_t se
   runtime::SimRuntime rt(runtime::SimRuntimeOptions{.seed = 1});
   const uint64_t value_bytes = 1024;
   const uint64_t data = keys * (8 + value_bytes);
-  auto region = std::move(pm::PmRegion::Anonymous(static_cast<size_t>(data * 3 + (64 << 20)), {})).value();
   dinomo::PoolOptions po;
   po.segment_bytes = segment_bytes;
   po.num_buckets = 1u << 15;
   while (po.num_buckets < keys / 2) po.num_buckets <<= 1;
-  auto pool = std::move(dinomo::Pool::Open(region.get(), po)).value();
-  fabric::SimFabric fab(rt, fabric::SimFabricOptions{});
-  runtime::Executor* pool_exec = rt.CreateExecutor("pool");
-  auto pool_ep = std::move(fab.CreateEndpoint(1000, pool_exec, {})).value();
-  auto server = std::move(dinomo::PoolServer::Create(pool.get(), region.get(), pool_ep.get())).value();
-  pool_exec->AddPoller([&] {
-    fabric::Completion c[8];
-    return pool_ep->Poll(c) > 0;
-  });
-  struct Kn {
-    runtime::Executor* exec;
-    std::unique_ptr<fabric::Endpoint> ep;
-    std::unique_ptr<dinomo::LocalPoolCaller> calls;
-    std::unique_ptr<KvsNode> node;
-  };
-  std::vector<Kn> kns(nodes);
+  dinomo::testing::SimPool world(rt, data * 3 + (64 << 20), po);
+  std::vector<dinomo::testing::SimPool::Node*> kns;
   int ready = 0;
   for (uint32_t i = 0; i < nodes; ++i) {
-    Kn& k = kns[i];
-    k.exec = rt.CreateExecutor("kn" + std::to_string(i));
-    k.ep = std::move(fab.CreateEndpoint(i, k.exec, {})).value();
-    k.calls = std::make_unique<dinomo::LocalPoolCaller>(k.exec, pool_exec, server.get());
     dinomo::KvsNodeOptions o;
-    o.node = i;
+    o.node = i + 1;
     o.cache.capacity_bytes = data / 32;
     if (shortcut_only) {
       o.cache.policy = dinomo::CacheOptions::Policy::kStatic;
       o.cache.value_share = 0;
     }
-    k.node = std::make_unique<KvsNode>(k.exec, k.ep.get(), k.calls.get(), 1000, o);
-    KvsNode* n = k.node.get();
-    k.exec->AddPoller([n] { return n->Poll(); });
-    k.exec->Post([n, &ready] { n->Start([&ready](Status s) { ready += s.ok(); }); });
+    kns.push_back(&world.AddNode(o, [&ready](Status s) { ready += s.ok(); }));
   }
   rt.RunUntil([&] { return ready == static_cast<int>(nodes); }, rt.Now() + runtime::kSecond);
   auto owner = [&](const std::string& key) { return static_cast<uint32_t>(HashKey(key) % nodes); };
@@ -110,7 +83,7 @@ Row Run(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops, uint64_t se
   int left = 0;
   for (uint64_t i = 0; i < keys; ++i) {
     const std::string key = Key(i);
-    Kn& k = kns[owner(key)];
+    auto& k = *kns[owner(key)];
     ++left;
     k.exec->Post([&k, key, &value, &left] { k.node->Put(key, value, [&left](Status) { --left; }); });
     if (left >= 512 || i + 1 == keys) rt.RunUntil([&] { return left == 0; }, rt.Now() + 10 * runtime::kSecond);
@@ -121,14 +94,14 @@ Row Run(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops, uint64_t se
   std::vector<KvsNodeStats> before(nodes);
   for (int phase = 0; phase < 2; ++phase) {
     if (phase == 1) {
-      for (uint32_t i = 0; i < nodes; ++i) before[i] = kns[i].node->stats();
+      for (uint32_t i = 0; i < nodes; ++i) before[i] = kns[i]->node->stats();
     }
     for (uint64_t done = 0; done < ops;) {
       const uint64_t wave = std::min<uint64_t>(256, ops - done);
       left = static_cast<int>(wave);
       for (uint64_t j = 0; j < wave; ++j) {
         const std::string key = Key(zipf.Next(rng));
-        Kn& k = kns[owner(key)];
+        auto& k = *kns[owner(key)];
         if (rng.NextDouble() < mix.reads) {
           k.exec->Post([&k, key, &left] { k.node->Get(key, [&left](Result<std::string>) { --left; }); });
         } else {
@@ -142,7 +115,7 @@ Row Run(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops, uint64_t se
   uint64_t gets = 0, writes = 0, rts = 0, unmerged = 0, value_hits = 0, shortcut = 0, miss = 0;
   for (uint32_t i = 0; i < nodes; ++i) {
     const KvsNodeStats& a = before[i];
-    const KvsNodeStats& b = kns[i].node->stats();
+    const KvsNodeStats& b = kns[i]->node->stats();
     gets += b.gets - a.gets;
     writes += b.writes - a.writes;
     rts += (b.get_round_trips - a.get_round_trips) + (b.batches - a.batches);
@@ -158,7 +131,7 @@ Row Run(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops, uint64_t se
   r.value = value_hits / g;
   r.shortcut = shortcut / g;
   r.miss = miss / g;
-  for (Kn& k : kns) k.node.reset();
+  for (auto* k : kns) world.Kill(*k);
   return r;
 }
 

@@ -11,62 +11,35 @@
 #include <map>
 #include <optional>
 
-#include "dinomo/local_pool_caller.h"
-#include "dinomo/pool.h"
-#include "dinomo/pool_server.h"
-#include "fabric/sim/sim_fabric.h"
+#include "dinomo/testing/sim_pool.h"
 #include "proto/kv.h"
-#include "runtime/sim_runtime.h"
 
 namespace slip::dinomo {
 namespace {
 
 using runtime::kMillisecond;
 
-constexpr rpc::NodeId kPool = 100;
-
 class KvsNodeTest : public ::testing::Test {
  protected:
-  struct Kn {
-    runtime::Executor* exec = nullptr;
-    std::unique_ptr<fabric::Endpoint> ep;
-    std::unique_ptr<LocalPoolCaller> calls;
-    std::unique_ptr<KvsNode> node;
-    runtime::PollerId poller = 0;
-  };
+  using Kn = testing::SimPool::Node;
 
   void SetUp() override {
-    region_ = std::move(pm::PmRegion::Anonymous(4 << 20, {})).value();
     PoolOptions po;
     po.segment_bytes = 64 << 10;
     po.num_buckets = 1024;
-    pool_ = std::move(Pool::Open(region_.get(), po)).value();
-    fabric_ = std::make_unique<fabric::SimFabric>(rt_, fabric::SimFabricOptions{});
-    pool_exec_ = rt_.CreateExecutor("pool");
-    pool_ep_ = std::move(fabric_->CreateEndpoint(kPool, pool_exec_, {})).value();
-    server_ = std::move(PoolServer::Create(pool_.get(), region_.get(), pool_ep_.get())).value();
-    pool_exec_->AddPoller([this] {
-      fabric::Completion c[8];
-      return pool_ep_->Poll(c) > 0;  // the pool's side of one-sided ops
-    });
+    world_ = std::make_unique<testing::SimPool>(rt_, 4 << 20, po);
   }
 
   Kn& AddNode(uint32_t id, KvsNodeOptions o = {}) {
     o.node = id;
-    auto kn = std::make_unique<Kn>();
-    kn->exec = rt_.CreateExecutor("kn" + std::to_string(id));
-    kn->ep = std::move(fabric_->CreateEndpoint(id, kn->exec, {})).value();
-    kn->calls = std::make_unique<LocalPoolCaller>(kn->exec, pool_exec_, server_.get());
-    kn->node = std::make_unique<KvsNode>(kn->exec, kn->ep.get(), kn->calls.get(), kPool, o);
-    KvsNode* n = kn->node.get();
-    kn->poller = kn->exec->AddPoller([n] { return n->Poll(); });
     std::optional<Status> ready;
-    kn->exec->Post([&] { n->Start([&](Status s) { ready = s; }); });
+    Kn& kn = world_->AddNode(o, [&](Status s) { ready = s; });
     EXPECT_TRUE(rt_.RunUntil([&] { return ready.has_value(); }, rt_.Now() + 100 * kMillisecond));
     EXPECT_TRUE(ready && ready->ok()) << (ready ? ready->ToString() : "no answer");
-    nodes_.push_back(std::move(kn));
-    return *nodes_.back();
+    return kn;
   }
+  Pool& pool() { return world_->pool(); }
+  const std::byte* at(uint64_t offset) { return world_->region().at(offset); }
 
   Status Put(Kn& kn, const std::string& key, const std::string& value) {
     std::optional<Status> got;
@@ -89,11 +62,7 @@ class KvsNodeTest : public ::testing::Test {
     ASSERT_TRUE(rt_.RunUntil([&] { return left == 0; }, rt_.Now() + 1000 * kMillisecond));
   }
   // The node is gone (its DRAM with it); the pool keeps its open segments.
-  void Kill(Kn& kn) {
-    kn.exec->RemovePoller(kn.poller);
-    kn.ep.reset();  // operations in flight read into and write from the node's buffers
-    kn.node.reset();
-  }
+  void Kill(Kn& kn) { world_->Kill(kn); }
   Result<std::string> Get(Kn& kn, const std::string& key) {
     std::optional<Result<std::string>> got;
     kn.exec->Post([&] { kn.node->Get(key, [&](Result<std::string> r) { got = std::move(r); }); });
@@ -117,13 +86,7 @@ class KvsNodeTest : public ::testing::Test {
   }
 
   runtime::SimRuntime rt_{runtime::SimRuntimeOptions{.seed = 5}};
-  std::unique_ptr<pm::PmRegion> region_;
-  std::unique_ptr<Pool> pool_;
-  std::unique_ptr<fabric::SimFabric> fabric_;
-  runtime::Executor* pool_exec_ = nullptr;
-  std::unique_ptr<fabric::Endpoint> pool_ep_;
-  std::unique_ptr<PoolServer> server_;
-  std::vector<std::unique_ptr<Kn>> nodes_;
+  std::unique_ptr<testing::SimPool> world_;
 };
 
 TEST_F(KvsNodeTest, RoundTripsAreThoseOfD12) {
@@ -190,11 +153,11 @@ TEST_F(KvsNodeTest, SegmentsAreSealedMergedAndNeverMoreThanTwoUnmerged) {
   // The pool holds what the node wrote: once every segment is merged, the
   // index has each key's last value.
   Kill(a);
-  ASSERT_TRUE(pool_->MergeAll(1).ok());
+  ASSERT_TRUE(pool().MergeAll(1).ok());
   for (const auto& [k, v] : kvs) {
-    auto p = pool_->index().Find(k);
+    auto p = pool().index().Find(k);
     ASSERT_TRUE(p.has_value()) << k;
-    auto d = log::DecodeBlock({region_->at(p->offset), p->bytes}, {});
+    auto d = log::DecodeBlock({at(p->offset), p->bytes}, {});
     ASSERT_TRUE(d.status.ok());
     EXPECT_EQ(d.block.value(), v) << k;
   }
@@ -210,8 +173,8 @@ TEST_F(KvsNodeTest, ADeadNodesWritesAreServedByTheNextOwnerAfterMergeAll) {
   ASSERT_TRUE(Put(a, "k7", "latest").ok());
   kvs["k7"] = "latest";
   Kill(a);
-  ASSERT_FALSE(pool_->OpenSegments(1).empty());
-  ASSERT_TRUE(pool_->MergeAll(1).ok());
+  ASSERT_FALSE(pool().OpenSegments(1).empty());
+  ASSERT_TRUE(pool().MergeAll(1).ok());
   KvsNodeOptions later;
   later.epoch = 2;  // a later configuration: its writes win
   Kn& b = AddNode(2, later);

@@ -13,12 +13,7 @@
 #include <map>
 #include <optional>
 
-#include "dinomo/kvs_node.h"
-#include "dinomo/local_pool_caller.h"
-#include "dinomo/pool.h"
-#include "dinomo/pool_server.h"
-#include "fabric/sim/sim_fabric.h"
-#include "runtime/sim_runtime.h"
+#include "dinomo/testing/sim_pool.h"
 #include "sim/linearizability.h"
 
 namespace slip::dinomo {
@@ -26,8 +21,6 @@ namespace {
 
 using runtime::kMicrosecond;
 using runtime::kMillisecond;
-
-constexpr rpc::NodeId kPool = 100;
 
 struct Outcome {
   bool ok = false;
@@ -44,37 +37,20 @@ struct Bugs {
 
 Outcome RunCampaign(uint64_t seed, Bugs bugs = {}) {
   runtime::SimRuntime rt(runtime::SimRuntimeOptions{.seed = seed});
-  auto region = std::move(pm::PmRegion::Anonymous(8 << 20, {})).value();
   PoolOptions po;
   po.segment_bytes = 64 << 10;
   po.num_buckets = 256;
-  auto pool = std::move(Pool::Open(region.get(), po)).value();
-  fabric::SimFabric fab(rt, fabric::SimFabricOptions{});
+  testing::SimPool world(rt, 8 << 20, po);
   fabric::LinkFaults jitter;
   jitter.jitter = 20 * kMicrosecond;
-  fab.SetDefaultFaults(jitter);
-  runtime::Executor* pool_exec = rt.CreateExecutor("pool");
-  auto pool_ep = std::move(fab.CreateEndpoint(kPool, pool_exec, {})).value();
-  auto server = std::move(PoolServer::Create(pool.get(), region.get(), pool_ep.get())).value();
-  pool_exec->AddPoller([&] {
-    fabric::Completion c[8];
-    return pool_ep->Poll(c) > 0;
-  });
+  world.fabric().SetDefaultFaults(jitter);
+  runtime::Executor* pool_exec = world.pool_exec();
+  Pool* pool = &world.pool();
 
-  struct Kn {
-    runtime::Executor* exec = nullptr;
-    std::unique_ptr<fabric::Endpoint> ep;
-    std::unique_ptr<LocalPoolCaller> calls;
-    std::unique_ptr<KvsNode> node;
-    runtime::PollerId poller = 0;
-  };
-  Kn kns[2];
+  using Kn = testing::SimPool::Node;
+  Kn* kns[2] = {nullptr, nullptr};
   KvsNode* owner = nullptr;  // where clients send their operations
   auto start = [&](int i, uint64_t epoch) {
-    Kn& k = kns[i];
-    k.exec = rt.CreateExecutor("kn" + std::to_string(i));
-    k.ep = std::move(fab.CreateEndpoint(static_cast<fabric::PeerId>(i + 1), k.exec, {})).value();
-    k.calls = std::make_unique<LocalPoolCaller>(k.exec, pool_exec, server.get());
     KvsNodeOptions o;
     o.node = static_cast<uint32_t>(i + 1);
     o.epoch = epoch;
@@ -83,10 +59,9 @@ Outcome RunCampaign(uint64_t seed, Bugs bugs = {}) {
     // for shortcuts only, a few values, most of the keys as values.
     static constexpr uint64_t kCaches[] = {0, 100, 600, 4096};
     o.cache.capacity_bytes = kCaches[seed % 4];
-    k.node = std::make_unique<KvsNode>(k.exec, k.ep.get(), k.calls.get(), kPool, o);
-    KvsNode* n = k.node.get();
-    k.poller = k.exec->AddPoller([n] { return n->Poll(); });
-    k.exec->Post([&owner, n] { n->Start([&owner, n](Status s) { if (s.ok()) owner = n; }); });
+    kns[i] = &world.AddNode(o, [&owner, &kns, i](Status s) {
+      if (s.ok()) owner = kns[i]->node.get();
+    });
   };
   start(0, 1);
 
@@ -105,7 +80,7 @@ Outcome RunCampaign(uint64_t seed, Bugs bugs = {}) {
       if (n == kOpsPerClient) return void(++clients_done);
       if (owner == nullptr) return void(ce->After(100 * kMicrosecond, [next, n] { (*next)(n); }));
       KvsNode* target = owner;
-      Kn& k = target == kns[0].node.get() ? kns[0] : kns[1];
+      Kn& k = target == kns[0]->node.get() ? *kns[0] : *kns[1];
       const std::string key = "key" + std::to_string(ce->Rng().Uniform(kKeys));
       const bool put = ce->Rng().Uniform(2) == 0;
       // Padded: 30 writes fill a 64 KB segment.
@@ -160,13 +135,10 @@ Outcome RunCampaign(uint64_t seed, Bugs bugs = {}) {
   // The takeover: node 1 dies, the pool merges its open segments, node 2
   // (a later epoch) serves the keys.
   pool_exec->After(takeover_at, [&] {
-    kns[0].exec->Post([&] {
+    kns[0]->exec->Post([&] {
       owner = nullptr;
-      out.seals += kns[0].node->stats().seals;
-      kns[0].exec->RemovePoller(kns[0].poller);
-      // As a process dies: its endpoint (and whatever it had in flight) first.
-      kns[0].ep.reset();
-      kns[0].node.reset();
+      out.seals += kns[0]->node->stats().seals;
+      world.Kill(*kns[0]);
       pool_exec->After(200 * kMicrosecond, [&] {
         if (!bugs.serve_before_merge) {
           auto m = pool->MergeAll(1);
@@ -182,7 +154,7 @@ Outcome RunCampaign(uint64_t seed, Bugs bugs = {}) {
     out.failure = clients_done != kClients ? "clients did not finish" : "the clients finished before the takeover";
     return out;
   }
-  if (kns[1].node) out.seals += kns[1].node->stats().seals;
+  if (kns[1] != nullptr && kns[1]->node) out.seals += kns[1]->node->stats().seals;
   std::vector<sim::Operation> checked;
   for (sim::Operation& op : history) {
     if (op.ret == -1) continue;  // a GET that got no answer

@@ -1,0 +1,44 @@
+#include "dinomo/testing/sim_pool.h"
+
+namespace slip::dinomo::testing {
+
+SimPool::SimPool(runtime::SimRuntime& rt, uint64_t region_bytes, const PoolOptions& options,
+                 const fabric::SimFabricOptions& fabric)
+    : rt_(rt) {
+  region_ = std::move(pm::PmRegion::Anonymous(static_cast<size_t>(region_bytes), {})).value();
+  pool_ = std::move(Pool::Open(region_.get(), options)).value();
+  fabric_ = std::make_unique<fabric::SimFabric>(rt_, fabric);
+  pool_exec_ = rt_.CreateExecutor("pool");
+  pool_ep_ = std::move(fabric_->CreateEndpoint(kPoolId, pool_exec_, {})).value();
+  server_ = std::move(PoolServer::Create(pool_.get(), region_.get(), pool_ep_.get())).value();
+  // The pool's side of the nodes' one-sided operations.
+  pool_exec_->AddPoller([ep = pool_ep_.get()] {
+    fabric::Completion c[8];
+    return ep->Poll(c) > 0;
+  });
+}
+
+SimPool::Node& SimPool::AddNode(const KvsNodeOptions& options, std::function<void(Status)> started) {
+  Node& n = nodes_.emplace_back();
+  n.exec = rt_.CreateExecutor("kn" + std::to_string(options.node));
+  n.ep = std::move(fabric_->CreateEndpoint(options.node, n.exec, {})).value();
+  n.calls = std::make_unique<LocalPoolCaller>(n.exec, pool_exec_, server_.get());
+  n.node = std::make_unique<KvsNode>(n.exec, n.ep.get(), n.calls.get(), kPoolId, options);
+  KvsNode* node = n.node.get();
+  n.poller = n.exec->AddPoller([node] { return node->Poll(); });
+  n.exec->Post([node, started = std::move(started)]() mutable {
+    node->Start([started = std::move(started)](Status s) {
+      if (started) started(s);
+    });
+  });
+  return n;
+}
+
+void SimPool::Kill(Node& n) {
+  if (!n.node) return;
+  n.exec->RemovePoller(n.poller);
+  n.ep.reset();
+  n.node.reset();
+}
+
+}  // namespace slip::dinomo::testing

@@ -1,0 +1,58 @@
+// SimPool: a DINOMO pool and its KVS nodes over the simulated fabric, all
+// on one simulated runtime — the world the node tests, the takeover
+// campaign and the round-trip benchmarks share.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+
+#include "dinomo/kvs_node.h"
+#include "dinomo/local_pool_caller.h"
+#include "dinomo/pool.h"
+#include "dinomo/pool_server.h"
+#include "fabric/sim/sim_fabric.h"
+#include "runtime/sim_runtime.h"
+
+namespace slip::dinomo::testing {
+
+class SimPool {
+ public:
+  static constexpr rpc::NodeId kPoolId = 1000;
+
+  // A pool on an anonymous region of `region_bytes`.
+  SimPool(runtime::SimRuntime& rt, uint64_t region_bytes, const PoolOptions& options,
+          const fabric::SimFabricOptions& fabric = {});
+
+  struct Node {
+    runtime::Executor* exec = nullptr;
+    std::unique_ptr<fabric::Endpoint> ep;
+    std::unique_ptr<LocalPoolCaller> calls;
+    std::unique_ptr<KvsNode> node;
+    runtime::PollerId poller = 0;
+  };
+  // A KVS node (`options.node` is its id, also its fabric address), started
+  // on its own executor; `started` runs there once it can serve.
+  Node& AddNode(const KvsNodeOptions& options, std::function<void(Status)> started = nullptr);
+  // The node is gone as a process goes: its endpoint first (operations in
+  // flight read into and write from its buffers), then its DRAM.
+  void Kill(Node& n);
+
+  Pool& pool() { return *pool_; }
+  pm::PmRegion& region() { return *region_; }
+  fabric::SimFabric& fabric() { return *fabric_; }
+  runtime::Executor* pool_exec() const { return pool_exec_; }
+
+ private:
+  runtime::SimRuntime& rt_;
+  std::unique_ptr<pm::PmRegion> region_;
+  std::unique_ptr<Pool> pool_;
+  std::unique_ptr<fabric::SimFabric> fabric_;
+  runtime::Executor* pool_exec_ = nullptr;
+  std::unique_ptr<fabric::Endpoint> pool_ep_;
+  std::unique_ptr<PoolServer> server_;
+  std::deque<Node> nodes_;
+};
+
+}  // namespace slip::dinomo::testing
