@@ -39,7 +39,7 @@ KvsNode::~KvsNode() {
 
 void KvsNode::Start(std::function<void(Status)> ready) {
   calls_->Call(pool_, static_cast<uint16_t>(proto::Method::kPoolLayout),
-               proto::Encode(proto::PoolNodeRequest{options_.node}),
+               proto::Encode(proto::PoolNodeRequest{options_.node, options_.epoch}),
                [this, life = std::weak_ptr<int>(life_), ready = std::move(ready)](Result<rpc::PeerResponse> r) {
                  if (life.expired()) return;
                  if (!r.ok()) return ready(r.status());
@@ -77,6 +77,7 @@ void KvsNode::Enqueue(std::string key, std::string value, log::EntryType type, s
     });
   };
   if (!started_) return refuse(Status::Unavailable("the node has no pool yet"));
+  if (fenced_) return refuse(Status::StaleTerm("the pool fenced this node"));
   if (Status s = log::Validate({type, 0, 1}, key.size(), value.size(), options_.limits); !s.ok()) return refuse(s);
   auto layout = log::PlanEntry(key.size(), value.size(), segment_bytes_);
   if (!layout.ok() || layout->cnt != 1 || layout->total_bytes > segment_bytes_ / 2) {
@@ -101,6 +102,7 @@ void KvsNode::Enqueue(std::string key, std::string value, log::EntryType type, s
 
 void KvsNode::FlushBatch() {
   if (in_flight_ || rolling_ || pending_.empty()) return;
+  if (fenced_) return FailPending(Status::StaleTerm("the pool fenced this node"));
   if (segment_ == 0 || tail_ + pending_.front()->bytes > segment_bytes_) return RollSegment();
   if (batch_timer_ != 0) {
     exec_->Cancel(batch_timer_);
@@ -193,10 +195,11 @@ void KvsNode::RollSegment() {
   if (pending_.empty() && !in_flight_) return;  // a segment is taken when writes need one
   rolling_ = true;
   calls_->Call(pool_, static_cast<uint16_t>(proto::Method::kPoolAllocate),
-               proto::Encode(proto::PoolNodeRequest{options_.node}),
+               proto::Encode(proto::PoolNodeRequest{options_.node, options_.epoch}),
                [this, life = std::weak_ptr<int>(life_)](Result<rpc::PeerResponse> r) {
                  if (life.expired()) return;
                  rolling_ = false;
+                 if (r.ok() && r->status == Code::kStaleTerm) return Fenced(r->payload);
                  Status s = !r.ok()                   ? r.status()
                             : r->status != Code::kOk ? Status(r->status, "pool allocate: " + r->payload)
                                                      : Status::Ok();
@@ -216,9 +219,12 @@ void KvsNode::RollSegment() {
 
 void KvsNode::SendSeal(uint64_t segment, uint64_t end) {
   calls_->Call(pool_, static_cast<uint16_t>(proto::Method::kPoolSeal),
-               proto::Encode(proto::PoolSealRequest{options_.node, segment, end}),
+               proto::Encode(proto::PoolSealRequest{options_.node, options_.epoch, segment, end}),
                [this, life = std::weak_ptr<int>(life_), segment, end](Result<rpc::PeerResponse> r) {
                  if (life.expired()) return;
+                 // Fenced: the pool merged (or will merge) this segment for
+                 // whoever owns its keys now; it is not this node's any more.
+                 if (r.ok() && r->status == Code::kStaleTerm) return Fenced(r->payload);
                  // InvalidArgument: no longer an open segment of this node —
                  // an earlier seal merged it and its answer was lost.
                  if (r.ok() && (r->status == Code::kOk || r->status == Code::kInvalidArgument)) {
@@ -247,6 +253,18 @@ void KvsNode::Sealed(uint64_t segment) {
   if (segment_ == 0 && !pending_.empty()) RollSegment();
 }
 
+void KvsNode::Fenced(const std::string& why) {
+  if (!fenced_) ++stats_.fenced;
+  fenced_ = true;
+  // Nothing more of this node's is ever merged or acknowledged; its DRAM is
+  // no one's truth any more.
+  sealing_.clear();
+  unmerged_.clear();
+  cache_.Clear();
+  segment_ = 0;
+  FailPending(Status::StaleTerm("the pool fenced this node: " + why));
+}
+
 void KvsNode::FailPending(const Status& s) {
   std::vector<std::unique_ptr<Write>> failed = std::move(pending_);
   pending_.clear();
@@ -262,6 +280,7 @@ void KvsNode::Get(std::string key, std::function<void(Result<std::string>)> done
   op->done = std::move(done);
   op->merges_at_start = merges_confirmed_;
   if (!started_) return Answer(op, Status::Unavailable("the node has no pool yet"));
+  if (fenced_) return Answer(op, Status::StaleTerm("the pool fenced this node"));
   ++stats_.gets;
   if (auto u = unmerged_.find(op->key); u != unmerged_.end()) {
     ++stats_.unmerged_hits;

@@ -12,7 +12,9 @@
 //        the pool may stop merging at the first torn block.
 //
 // When the open segment is full the node seals it (POOL_SEAL: the pool
-// merges it) and takes a new one (POOL_ALLOCATE). A node holds at most
+// merges it) and takes a new one (POOL_ALLOCATE). Every call carries the
+// node's token, its epoch: once the pool fenced the node (its keys went to
+// another) the node fails every operation with StaleTerm. A node holds at most
 // `max_unmerged` segments the pool has not merged, the open one included
 // (back-pressure, the paper's 2): at the limit writes wait for a merge.
 //
@@ -64,6 +66,7 @@ struct KvsNodeStats {
   uint64_t get_round_trips = 0;   // READs of buckets and entries, over all GETs
   uint64_t writes = 0, batches = 0, written_bytes = 0;
   uint64_t segments = 0, seals = 0, backpressure_waits = 0;
+  uint64_t fenced = 0;  // 1 once the pool refused this node's token
   // Round trips per operation: GETs' READs plus one per batch.
   double round_trips_per_op() const {
     const uint64_t ops = gets + writes;
@@ -109,6 +112,8 @@ class KvsNode {
   void SendSeal(uint64_t segment, uint64_t end);
   void Sealed(uint64_t segment);
   void FailPending(const Status& s);
+  // The pool refused this node's token: it serves nothing from now on.
+  void Fenced(const std::string& why);
 
   void ReadEntry(std::shared_ptr<GetOp> op, IndexPointer p, std::function<void(bool found)> next);
   void ReadBucket(std::shared_ptr<GetOp> op, uint64_t offset, int attempts);
@@ -125,6 +130,7 @@ class KvsNode {
   AdaptiveCache cache_;
 
   bool started_ = false;
+  bool fenced_ = false;
   fabric::PeerId peer_ = 0;
   fabric::RemoteMemory region_;
   uint64_t table_offset_ = 0, overflow_offset_ = 0, segment_bytes_ = 0;

@@ -153,7 +153,7 @@ TEST_F(KvsNodeTest, SegmentsAreSealedMergedAndNeverMoreThanTwoUnmerged) {
   // The pool holds what the node wrote: once every segment is merged, the
   // index has each key's last value.
   Kill(a);
-  ASSERT_TRUE(pool().MergeAll(1).ok());
+  ASSERT_TRUE(world_->FenceAndMerge(1, 2).ok());
   for (const auto& [k, v] : kvs) {
     auto p = pool().index().Find(k);
     ASSERT_TRUE(p.has_value()) << k;
@@ -174,7 +174,7 @@ TEST_F(KvsNodeTest, ADeadNodesWritesAreServedByTheNextOwnerAfterMergeAll) {
   kvs["k7"] = "latest";
   Kill(a);
   ASSERT_FALSE(pool().OpenSegments(1).empty());
-  ASSERT_TRUE(pool().MergeAll(1).ok());
+  ASSERT_TRUE(world_->FenceAndMerge(1, 2).ok());
   KvsNodeOptions later;
   later.epoch = 2;  // a later configuration: its writes win
   Kn& b = AddNode(2, later);
@@ -182,6 +182,38 @@ TEST_F(KvsNodeTest, ADeadNodesWritesAreServedByTheNextOwnerAfterMergeAll) {
   ASSERT_TRUE(Put(b, "k7", "from the new owner").ok());
   Settle(b);
   EXPECT_EQ(*Get(b, "k7"), "from the new owner");
+}
+
+// Scenario 4: a node that lost its keys but still runs (a zombie). Once the
+// pool fenced it, its one-sided writes fail, the pool refuses its calls,
+// and it answers everything with StaleTerm — none of its later writes is
+// acknowledged or ever merged.
+TEST_F(KvsNodeTest, AFencedZombieCanNeitherWriteNorServe) {
+  Kn& a = AddNode(1);
+  ASSERT_TRUE(Put(a, "k", "before").ok());
+  ASSERT_TRUE(world_->FenceAndMerge(1, 2).ok());
+  Status s = Put(a, "k", "zombie write");
+  EXPECT_FALSE(s.ok()) << "a fenced node acknowledged a write";
+  // The failed batch ended its segment; the seal was refused: fenced.
+  rt_.RunUntil(rt_.Now() + 10 * kMillisecond);
+  EXPECT_EQ(a.node->stats().fenced, 1u);
+  EXPECT_TRUE(Put(a, "k", "again").Is(Code::kStaleTerm));
+  EXPECT_TRUE(Get(a, "k").status().Is(Code::kStaleTerm));
+  // The next owner sees the last acknowledged value, never the zombie's.
+  KvsNodeOptions later;
+  later.epoch = 2;
+  Kn& b = AddNode(2, later);
+  EXPECT_EQ(*Get(b, "k"), "before");
+  ASSERT_TRUE(pool().MergeAll(1).ok());
+  EXPECT_EQ(*Get(b, "k"), "before");
+  // A restarted node 1 may come back only under a token at least the fence.
+  std::optional<Status> stale;
+  KvsNodeOptions old;
+  old.node = 1;
+  old.epoch = 1;
+  world_->AddNode(old, [&](Status st) { stale = st; });
+  rt_.RunUntil([&] { return stale.has_value(); }, rt_.Now() + 100 * kMillisecond);
+  EXPECT_TRUE(stale && stale->Is(Code::kStaleTerm)) << (stale ? stale->ToString() : "no answer");
 }
 
 TEST_F(KvsNodeTest, DeletesAndBadInput) {

@@ -11,6 +11,9 @@ namespace {
 constexpr uint64_t kMagic = 0x4c4f4f5050494c53ull;  // "SLIPPOOL"
 constexpr uint64_t kTableAt = 4096;
 constexpr uint64_t kRowBytes = 16;  // state u8 | 3 zero | owner u32 | seq u64
+// Fence per node (u64), after the superblock in its page.
+constexpr uint64_t kFencesAt = 64;
+static_assert(kFencesAt + 8 * Pool::kMaxNodes <= kTableAt);
 
 // Superblock: magic | segment_bytes u64 | num_segments u32 | 0 u32 |
 // index_offset u64 | index_bytes u64 | segments_offset u64.
@@ -24,7 +27,8 @@ uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 }  // namespace
 
-Pool::Pool(pm::PmRegion* region, const PoolOptions& options) : region_(region), limits_(options.limits) {}
+Pool::Pool(pm::PmRegion* region, const PoolOptions& options)
+    : region_(region), limits_(options.limits), admitted_(kMaxNodes, 0), fence_(kMaxNodes, 0) {}
 
 Result<std::unique_ptr<Pool>> Pool::Open(pm::PmRegion* region, const PoolOptions& options) {
   std::unique_ptr<Pool> p(new Pool(region, options));
@@ -84,6 +88,7 @@ Status Pool::Load() {
   segments_offset_ = sb.segments_offset;
   num_segments_ = sb.num_segments;
   SLIP_ASSIGN_OR_RETURN(index_, PoolIndex::Open(region_, index_offset_, limits_));
+  for (uint32_t n = 0; n < kMaxNodes; ++n) std::memcpy(&fence_[n], region_->at(kFencesAt + 8 * n), 8);
   segments_.assign(num_segments_, Segment{});
   for (uint32_t s = 0; s < num_segments_; ++s) {
     const std::byte* row = region_->at(table_offset_ + s * kRowBytes);
@@ -127,6 +132,47 @@ Status Pool::Load() {
     }
   }
   return Status::Ok();
+}
+
+Status Pool::Admit(uint32_t node, uint64_t epoch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (node >= kMaxNodes) return Status::InvalidArgument("node " + std::to_string(node) + " is past the token table");
+  if (epoch == 0 || epoch < fence_[node]) {
+    return Status::StaleTerm("node " + std::to_string(node) + " is fenced below epoch " + std::to_string(fence_[node]) +
+                             "; it asked with " + std::to_string(epoch));
+  }
+  admitted_[node] = epoch;
+  if (fence_[node] < epoch) {
+    // Earlier tokens of the node are void from now on, too.
+    fence_[node] = epoch;
+    PersistToken(node);
+  }
+  return Status::Ok();
+}
+
+Status Pool::CheckToken(uint32_t node, uint64_t epoch) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (node >= kMaxNodes) return Status::InvalidArgument("node " + std::to_string(node) + " is past the token table");
+  if (epoch == 0 || epoch != admitted_[node] || epoch < fence_[node]) {
+    return Status::StaleTerm("node " + std::to_string(node) + " has no valid token for epoch " + std::to_string(epoch));
+  }
+  return Status::Ok();
+}
+
+Status Pool::Fence(uint32_t node, uint64_t epoch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (node >= kMaxNodes) return Status::InvalidArgument("node " + std::to_string(node) + " is past the token table");
+  if (epoch > fence_[node]) {
+    fence_[node] = epoch;
+    PersistToken(node);
+  }
+  if (admitted_[node] < fence_[node]) admitted_[node] = 0;
+  return Status::Ok();
+}
+
+void Pool::PersistToken(uint32_t node) {
+  std::memcpy(region_->at(kFencesAt + 8 * node), &fence_[node], 8);
+  region_->Persist(region_->at(kFencesAt + 8 * node), 8);
 }
 
 void Pool::Persist(uint32_t s) {

@@ -66,6 +66,23 @@ class Pool {
   // Open segments of `node`, oldest first.
   std::vector<uint64_t> OpenSegments(uint32_t node) const;
 
+  // --- access tokens (fencing; the pool's server enforces them) ---
+  //
+  // A node works with the pool under a token: the epoch (configuration
+  // term) in which it owns its keys, also the high half of its entries'
+  // versions. The pool keeps, persistently, the lowest token it accepts per
+  // node; fencing a node raises it, so a node cut off by a reconfiguration
+  // — alive or not — can never allocate, seal or (the server revokes its
+  // registration) write again.
+
+  // `node` starts working under `epoch`: StaleTerm below the node's fence.
+  Status Admit(uint32_t node, uint64_t epoch);
+  // StaleTerm unless `epoch` is the token `node` was admitted with.
+  Status CheckToken(uint32_t node, uint64_t epoch) const;
+  // No work of `node` under a token below `epoch` from now on.
+  Status Fence(uint32_t node, uint64_t epoch);
+  static constexpr uint32_t kMaxNodes = 500;  // node ids the token table holds
+
   PoolIndex& index() { return *index_; }
   const PoolIndex& index() const { return *index_; }
   uint64_t segment_bytes() const { return segment_bytes_; }
@@ -103,6 +120,10 @@ class Pool {
   mutable std::mutex mu_;  // the table and the counters
   std::vector<Segment> segments_;
   uint64_t merged_entries_ = 0, freed_ = 0;
+  // Per node: the token admitted (0: none) and the fence (the lowest token
+  // accepted), persisted in the superblock's page.
+  std::vector<uint64_t> admitted_, fence_;
+  void PersistToken(uint32_t node);
 };
 
 }  // namespace slip::dinomo

@@ -8,14 +8,20 @@ namespace slip::dinomo {
 Result<std::unique_ptr<PoolServer>> PoolServer::Create(Pool* pool, pm::PmRegion* region, fabric::Endpoint* ep) {
   std::unique_ptr<PoolServer> s(new PoolServer());
   s->pool_ = pool;
+  s->region_ = region;
   s->ep_ = ep;
-  SLIP_ASSIGN_OR_RETURN(s->mr_, ep->Register(region->base(), region->size(),
-                                             fabric::Endpoint::kRemoteRead | fabric::Endpoint::kRemoteWrite));
   return s;
 }
 
 PoolServer::~PoolServer() {
-  if (ep_ && mr_.base) (void)ep_->Deregister(mr_);
+  for (auto& [node, mr] : registrations_) (void)ep_->Deregister(mr);
+}
+
+void PoolServer::Revoke(uint32_t node) {
+  auto it = registrations_.find(node);
+  if (it == registrations_.end()) return;
+  (void)ep_->Deregister(it->second);
+  registrations_.erase(it);
 }
 
 void PoolServer::Handle(uint16_t method, std::span<const std::byte> payload, const Reply& reply) {
@@ -24,16 +30,25 @@ void PoolServer::Handle(uint16_t method, std::span<const std::byte> payload, con
     case proto::Method::kPoolLayout: {
       auto r = proto::DecodePoolNodeRequest(payload);
       if (!r.ok()) return fail(r.status());
+      if (Status s = pool_->Admit(r->node, r->epoch); !s.ok()) return fail(s);
+      // A fresh registration per admission: whatever key an earlier
+      // incarnation of the node held stops working.
+      Revoke(r->node);
+      auto mr = ep_->Register(region_->base(), region_->size(),
+                              fabric::Endpoint::kRemoteRead | fabric::Endpoint::kRemoteWrite);
+      if (!mr.ok()) return fail(mr.status());
+      registrations_[r->node] = *mr;
       const PoolIndex& index = pool_->index();
       const std::string address = ep_->address();
-      proto::PoolLayoutResponse l{mr_.remote.addr,       mr_.remote.key,       mr_.remote.len,
-                                  index.table_offset(),  index.overflow_offset(), index.num_buckets(),
+      proto::PoolLayoutResponse l{mr->remote.addr,        mr->remote.key,          mr->remote.len,
+                                  index.table_offset(),   index.overflow_offset(), index.num_buckets(),
                                   pool_->segment_bytes(), address};
       return reply(Code::kOk, proto::Encode(l));
     }
     case proto::Method::kPoolAllocate: {
       auto r = proto::DecodePoolNodeRequest(payload);
       if (!r.ok()) return fail(r.status());
+      if (Status s = pool_->CheckToken(r->node, r->epoch); !s.ok()) return fail(s);
       auto s = pool_->Allocate(r->node);
       if (!s.ok()) return fail(s.status());
       return reply(Code::kOk, proto::Encode(proto::PoolAllocateResponse{*s}));
@@ -41,13 +56,17 @@ void PoolServer::Handle(uint16_t method, std::span<const std::byte> payload, con
     case proto::Method::kPoolSeal: {
       auto r = proto::DecodePoolSealRequest(payload);
       if (!r.ok()) return fail(r.status());
+      if (Status s = pool_->CheckToken(r->node, r->epoch); !s.ok()) return fail(s);
       auto m = pool_->Seal(r->node, r->segment, r->end);
       if (!m.ok()) return fail(m.status());
       return reply(Code::kOk, proto::Encode(proto::PoolMergedResponse{m->entries, m->applied}));
     }
     case proto::Method::kPoolMergeAll: {
+      // `epoch`: the configuration in which the node no longer works.
       auto r = proto::DecodePoolNodeRequest(payload);
       if (!r.ok()) return fail(r.status());
+      if (Status s = pool_->Fence(r->node, r->epoch); !s.ok()) return fail(s);
+      Revoke(r->node);
       auto m = pool_->MergeAll(r->node);
       if (!m.ok()) return fail(m.status());
       return reply(Code::kOk, proto::Encode(proto::PoolMergedResponse{*m, *m}));

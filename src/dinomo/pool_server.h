@@ -5,13 +5,19 @@
 //
 // A seal is merged inside its call, on the calling executor (the paper's
 // merge threads are the pool's executors; back-pressure keeps a node from
-// sealing faster than that). Not built yet: fencing — a node the manager
-// declared gone can still write one-sidedly until its registration key is
-// revoked.
+// sealing faster than that).
+//
+// Fencing: every call carries the node's token (Pool::Admit). Each node
+// reaches the region through a registration of its own, made when it is
+// admitted (POOL_LAYOUT); POOL_MERGE_ALL fences the node and revokes that
+// registration before it merges, so a node cut off by a reconfiguration —
+// even one still running — can neither write one-sidedly nor allocate or
+// seal again, and nothing it writes afterwards is ever merged.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -26,8 +32,8 @@ namespace slip::dinomo {
 class PoolServer {
  public:
   using Reply = std::function<void(Code, std::string)>;
-  // Registers `region` (which `pool` lives in) on `ep` before anything
-  // polls `ep` for peers' one-sided operations.
+  // `region` (which `pool` lives in) is registered on `ep` per node, as
+  // nodes are admitted.
   static Result<std::unique_ptr<PoolServer>> Create(Pool* pool, pm::PmRegion* region, fabric::Endpoint* ep);
   ~PoolServer();
 
@@ -37,9 +43,13 @@ class PoolServer {
  private:
   PoolServer() = default;
 
+  // Revokes `node`'s registration (if any).
+  void Revoke(uint32_t node);
+
   Pool* pool_ = nullptr;
+  pm::PmRegion* region_ = nullptr;
   fabric::Endpoint* ep_ = nullptr;
-  fabric::MemoryRegion mr_;
+  std::map<uint32_t, fabric::MemoryRegion> registrations_;  // per admitted node
 };
 
 }  // namespace slip::dinomo

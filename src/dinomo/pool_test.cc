@@ -172,6 +172,25 @@ TEST(PoolTest, ARestartedPoolRebuildsItsCountersAndMergesWhatWasLeftOpen) {
   EXPECT_EQ(f.pool->stats().freed_segments, 1u);
 }
 
+TEST(PoolTest, TokensAdmitFenceAndSurviveARestart) {
+  Fixture f;
+  EXPECT_TRUE(f.pool->CheckToken(1, 1).Is(Code::kStaleTerm)) << "not admitted";
+  ASSERT_TRUE(f.pool->Admit(1, 1).ok());
+  EXPECT_TRUE(f.pool->CheckToken(1, 1).ok());
+  EXPECT_TRUE(f.pool->CheckToken(1, 2).Is(Code::kStaleTerm));
+  ASSERT_TRUE(f.pool->Fence(1, 2).ok());
+  EXPECT_TRUE(f.pool->CheckToken(1, 1).Is(Code::kStaleTerm)) << "fenced";
+  EXPECT_TRUE(f.pool->Admit(1, 1).Is(Code::kStaleTerm));
+  EXPECT_TRUE(f.pool->Admit(7, 1).ok()) << "fences are per node";
+  EXPECT_TRUE(f.pool->Admit(Pool::kMaxNodes, 1).Is(Code::kInvalidArgument));
+  // The fence is persistent: a restarted pool still refuses epoch 1.
+  f.pool.reset();
+  f.pool = std::move(Pool::Open(f.region.get(), Small())).value();
+  EXPECT_TRUE(f.pool->Admit(1, 1).Is(Code::kStaleTerm));
+  EXPECT_TRUE(f.pool->Admit(1, 2).ok());
+  EXPECT_TRUE(f.pool->CheckToken(1, 2).ok());
+}
+
 TEST(PoolTest, AFullPoolSaysSo) {
   Fixture f;
   std::vector<uint64_t> got;

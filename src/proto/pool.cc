@@ -8,10 +8,11 @@ using internal::Finish;
 using internal::Reader;
 using internal::Writer;
 
-// PoolNodeRequest: node u32
+// PoolNodeRequest: node u32 | epoch u64
 std::string Encode(const PoolNodeRequest& r) {
-  Writer w(4);
+  Writer w(12);
   w.Put<uint32_t>(r.node);
+  w.Put<uint64_t>(r.epoch);
   return w.Take();
 }
 
@@ -19,6 +20,7 @@ Result<PoolNodeRequest> DecodePoolNodeRequest(std::span<const std::byte> buf) {
   Reader rd(buf);
   PoolNodeRequest r;
   r.node = rd.Get<uint32_t>();
+  r.epoch = rd.Get<uint64_t>();
   SLIP_RETURN_IF_ERROR(Finish(rd, "pool request"));
   return r;
 }
@@ -78,10 +80,11 @@ Result<PoolAllocateResponse> DecodePoolAllocateResponse(std::span<const std::byt
   return r;
 }
 
-// PoolSealRequest: node u32 | segment u64 | end u64
+// PoolSealRequest: node u32 | epoch u64 | segment u64 | end u64
 std::string Encode(const PoolSealRequest& r) {
-  Writer w(20);
+  Writer w(28);
   w.Put<uint32_t>(r.node);
+  w.Put<uint64_t>(r.epoch);
   w.Put<uint64_t>(r.segment);
   w.Put<uint64_t>(r.end);
   return w.Take();
@@ -91,6 +94,7 @@ Result<PoolSealRequest> DecodePoolSealRequest(std::span<const std::byte> buf) {
   Reader rd(buf);
   PoolSealRequest r;
   r.node = rd.Get<uint32_t>();
+  r.epoch = rd.Get<uint64_t>();
   r.segment = rd.Get<uint64_t>();
   r.end = rd.Get<uint64_t>();
   SLIP_RETURN_IF_ERROR(Finish(rd, "pool seal request"));

@@ -13,9 +13,12 @@
 
 namespace slip::proto {
 
-// POOL_LAYOUT, POOL_ALLOCATE, POOL_MERGE_ALL: the node asking or named.
+// POOL_LAYOUT, POOL_ALLOCATE: the node asking and its token (the epoch it
+// works in). POOL_MERGE_ALL: the node that is gone and the epoch from which
+// it is fenced.
 struct PoolNodeRequest {
   uint32_t node = 0;
+  uint64_t epoch = 0;
 };
 
 struct PoolLayoutResponse {
@@ -35,6 +38,7 @@ struct PoolAllocateResponse {
 
 struct PoolSealRequest {
   uint32_t node = 0;
+  uint64_t epoch = 0;  // the node's token
   uint64_t segment = 0;
   uint64_t end = 0;  // bytes written from the segment's start
 };

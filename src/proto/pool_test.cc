@@ -16,8 +16,9 @@ void EveryPrefixFails(const std::string& bytes, Decode decode) {
 }
 
 TEST(PoolMessagesTest, RoundTripAndRefuseWhatDoesNotParse) {
-  const std::string nb = Encode(PoolNodeRequest{7});
+  const std::string nb = Encode(PoolNodeRequest{7, 3});
   EXPECT_EQ(DecodePoolNodeRequest(AsBytes(nb))->node, 7u);
+  EXPECT_EQ(DecodePoolNodeRequest(AsBytes(nb))->epoch, 3u);
   EveryPrefixFails(nb, DecodePoolNodeRequest);
 
   PoolLayoutResponse l{0x1000, 9, 1 << 20, 4160, 4160 + 64 * 64, 64, 64 << 10, "pool-address"};
@@ -37,10 +38,11 @@ TEST(PoolMessagesTest, RoundTripAndRefuseWhatDoesNotParse) {
   EXPECT_EQ(DecodePoolAllocateResponse(AsBytes(ab))->segment, 1u << 16);
   EveryPrefixFails(ab, DecodePoolAllocateResponse);
 
-  const std::string sb = Encode(PoolSealRequest{3, 65536, 4096});
+  const std::string sb = Encode(PoolSealRequest{3, 2, 65536, 4096});
   auto sd = DecodePoolSealRequest(AsBytes(sb));
   ASSERT_TRUE(sd.ok());
   EXPECT_EQ(sd->node, 3u);
+  EXPECT_EQ(sd->epoch, 2u);
   EXPECT_EQ(sd->segment, 65536u);
   EXPECT_EQ(sd->end, 4096u);
   EveryPrefixFails(sb, DecodePoolSealRequest);

@@ -1,8 +1,10 @@
 // A seeded campaign on virtual time: clients read and write through a KVS
 // node that owns their keys; mid-run the node dies (its DRAM — cache and
-// unmerged writes — gone, its last batch perhaps still on the wire), the
-// pool merges its open segments, and a second node with a later epoch takes
-// the keys over (docs/papers/dinomo.md §2.8, invariants D2–D4). Small
+// unmerged writes — gone, its last batch perhaps still on the wire) or,
+// for a third of the seeds, is cut off but keeps running while clients with
+// a stale map still send it writes (a zombie, scenario 4); the pool fences
+// it and merges its open segments, and a second node with a later epoch
+// takes the keys over (docs/papers/dinomo.md §2.8, invariants D2–D4). Small
 // segments force seals and back-pressure throughout; the fabric jitters.
 // Every history is checked for linearizability.
 //
@@ -26,6 +28,7 @@ struct Outcome {
   bool ok = false;
   std::string failure;
   uint64_t ops = 0, unknown = 0, seals = 0;
+  uint64_t refused = 0;  // writes a fenced node refused (StaleTerm)
   bool took_over = false;
 };
 
@@ -33,6 +36,7 @@ struct Outcome {
 struct Bugs {
   bool serve_before_merge = false;  // the new owner skips MergeAll (D4)
   bool reuse_epoch = false;         // the new owner numbers its writes like the old one
+  bool no_fence = false;            // the pool merges the old owner's log without fencing it
 };
 
 Outcome RunCampaign(uint64_t seed, Bugs bugs = {}) {
@@ -45,11 +49,12 @@ Outcome RunCampaign(uint64_t seed, Bugs bugs = {}) {
   jitter.jitter = 20 * kMicrosecond;
   world.fabric().SetDefaultFaults(jitter);
   runtime::Executor* pool_exec = world.pool_exec();
-  Pool* pool = &world.pool();
 
   using Kn = testing::SimPool::Node;
   Kn* kns[2] = {nullptr, nullptr};
   KvsNode* owner = nullptr;  // where clients send their operations
+  const bool zombie = seed % 3 == 1 || bugs.no_fence;
+  runtime::Nanos stale_until = 0;
   auto start = [&](int i, uint64_t epoch) {
     KvsNodeOptions o;
     o.node = static_cast<uint32_t>(i + 1);
@@ -78,11 +83,14 @@ Outcome RunCampaign(uint64_t seed, Bugs bugs = {}) {
     std::function<void(int)>* next = loops.emplace_back(std::make_unique<std::function<void(int)>>()).get();
     *next = [&, c, ce, next](int n) {
       if (n == kOpsPerClient) return void(++clients_done);
-      if (owner == nullptr) return void(ce->After(100 * kMicrosecond, [next, n] { (*next)(n); }));
+      const bool put = ce->Rng().Uniform(2) == 0;
+      // A zombie takeover: clients with a stale map (the even ones) keep
+      // sending their writes to the old owner for a while.
       KvsNode* target = owner;
+      if (zombie && put && c % 2 == 0 && ce->Now() < stale_until && kns[0]->node) target = kns[0]->node.get();
+      if (target == nullptr) return void(ce->After(100 * kMicrosecond, [next, n] { (*next)(n); }));
       Kn& k = target == kns[0]->node.get() ? *kns[0] : *kns[1];
       const std::string key = "key" + std::to_string(ce->Rng().Uniform(kKeys));
-      const bool put = ce->Rng().Uniform(2) == 0;
       // Padded: 30 writes fill a 64 KB segment.
       const std::string value = "c" + std::to_string(c) + "-" + std::to_string(n) + std::string(2000, '.');
       const size_t slot = history.size();
@@ -114,6 +122,9 @@ Outcome RunCampaign(uint64_t seed, Bugs bugs = {}) {
             } else {
               op.ret = -1;
             }
+          } else if (s.Is(Code::kStaleTerm)) {
+            op.ret = -1;  // refused outright: nothing was written (dropped below)
+            ++out.refused;
           } else if (!s.ok()) {
             op.unknown = true;
           }
@@ -132,17 +143,25 @@ Outcome RunCampaign(uint64_t seed, Bugs bugs = {}) {
     ce->Post([next] { (*next)(0); });
   }
 
-  // The takeover: node 1 dies, the pool merges its open segments, node 2
-  // (a later epoch) serves the keys.
+  // The takeover: node 1 dies — or, for a third of the seeds, is cut off
+  // but keeps running (a zombie) — the pool fences it and merges its open
+  // segments, node 2 (a later epoch) serves the keys.
   pool_exec->After(takeover_at, [&] {
     kns[0]->exec->Post([&] {
       owner = nullptr;
       out.seals += kns[0]->node->stats().seals;
-      world.Kill(*kns[0]);
+      if (zombie) {
+        stale_until = kns[0]->exec->Now() + 2 * kMillisecond;
+      } else {
+        world.Kill(*kns[0]);
+      }
       pool_exec->After(200 * kMicrosecond, [&] {
-        if (!bugs.serve_before_merge) {
-          auto m = pool->MergeAll(1);
-          if (!m.ok()) out.failure = "MergeAll: " + m.status().ToString();
+        if (bugs.no_fence) {
+          auto m = world.pool().MergeAll(1);
+          if (!m.ok()) out.failure = "merge: " + m.status().ToString();
+        } else if (!bugs.serve_before_merge) {
+          Status m = world.FenceAndMerge(1, 2);
+          if (!m.ok()) out.failure = "fence and merge: " + m.ToString();
         }
         out.took_over = true;
         start(1, bugs.reuse_epoch ? 1 : 2);
@@ -182,7 +201,7 @@ Outcome RunCampaign(uint64_t seed, Bugs bugs = {}) {
 TEST(DinomoSimTest, TakeoverAfterANodeDiesIsLinearizable) {
   uint64_t first = 1, last = 200;
   if (const char* s = std::getenv("SLIP_DINOMO_SEED")) first = last = std::strtoull(s, nullptr, 10);
-  uint64_t ops = 0, unknown = 0, seals = 0;
+  uint64_t ops = 0, unknown = 0, seals = 0, refused = 0;
   for (uint64_t seed = first; seed <= last; ++seed) {
     const Outcome o = RunCampaign(seed);
     ASSERT_TRUE(o.ok) << "seed " << seed << ": " << o.failure
@@ -190,19 +209,27 @@ TEST(DinomoSimTest, TakeoverAfterANodeDiesIsLinearizable) {
     ops += o.ops;
     unknown += o.unknown;
     seals += o.seals;
+    refused += o.refused;
   }
-  std::printf("%llu seeds: %llu operations checked, %llu with unknown outcome, %llu segments sealed\n",
+  std::printf("%llu seeds: %llu operations checked, %llu with unknown outcome, %llu segments sealed, %llu writes "
+              "refused by fenced zombies\n",
               static_cast<unsigned long long>(last - first + 1), static_cast<unsigned long long>(ops),
-              static_cast<unsigned long long>(unknown), static_cast<unsigned long long>(seals));
+              static_cast<unsigned long long>(unknown), static_cast<unsigned long long>(seals),
+              static_cast<unsigned long long>(refused));
   EXPECT_GT(seals, 0u) << "the campaign should seal segments";
+  if (last - first > 10) {
+    EXPECT_GT(refused, 0u) << "zombies should have been sent writes";
+  }
 }
 
 // The campaign has teeth: each deliberate bug is caught within the seeds.
 TEST(DinomoSimTest, ServingBeforeTheMergeOrReusingAnEpochIsCaught) {
-  for (Bugs bugs : {Bugs{.serve_before_merge = true}, Bugs{.reuse_epoch = true}}) {
+  for (Bugs bugs : {Bugs{.serve_before_merge = true}, Bugs{.reuse_epoch = true}, Bugs{.no_fence = true}}) {
     bool caught = false;
     for (uint64_t seed = 1; seed <= 40 && !caught; ++seed) caught = !RunCampaign(seed, bugs).ok;
-    EXPECT_TRUE(caught) << (bugs.serve_before_merge ? "serving before the merge" : "reusing an epoch")
+    EXPECT_TRUE(caught) << (bugs.serve_before_merge ? "serving before the merge"
+                            : bugs.reuse_epoch      ? "reusing an epoch"
+                                                    : "merging a zombie's log without fencing it")
                         << " went unnoticed";
   }
 }

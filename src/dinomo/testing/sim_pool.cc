@@ -1,5 +1,8 @@
 #include "dinomo/testing/sim_pool.h"
 
+#include "proto/kv.h"
+#include "proto/pool.h"
+
 namespace slip::dinomo::testing {
 
 SimPool::SimPool(runtime::SimRuntime& rt, uint64_t region_bytes, const PoolOptions& options,
@@ -39,6 +42,14 @@ void SimPool::Kill(Node& n) {
   n.exec->RemovePoller(n.poller);
   n.ep.reset();
   n.node.reset();
+}
+
+Status SimPool::FenceAndMerge(uint32_t node, uint64_t epoch) {
+  Status result = Status::Aborted("no answer");
+  server_->Handle(static_cast<uint16_t>(proto::Method::kPoolMergeAll), proto::AsBytes(proto::Encode(
+                                                                           proto::PoolNodeRequest{node, epoch})),
+                  [&](Code c, std::string p) { result = c == Code::kOk ? Status::Ok() : Status(c, p); });
+  return result;
 }
 
 }  // namespace slip::dinomo::testing

@@ -38,6 +38,11 @@ class SimPool {
   // The node is gone as a process goes: its endpoint first (operations in
   // flight read into and write from its buffers), then its DRAM.
   void Kill(Node& n);
+  // What a reconfiguration asks of the pool once `node` no longer owns its
+  // keys (POOL_MERGE_ALL): fence it from `epoch` on, revoke its
+  // registration, merge its open segments. Call on the pool's executor (or
+  // between runs of the runtime).
+  Status FenceAndMerge(uint32_t node, uint64_t epoch);
 
   Pool& pool() { return *pool_; }
   pm::PmRegion& region() { return *region_; }
