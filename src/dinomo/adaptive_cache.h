@@ -1,5 +1,5 @@
 // AdaptiveCache: a DINOMO KVS node's cache over the disaggregated pool —
-// DAC, "disaggregated adaptive caching" (docs/papers/dinomo.md §2.4).
+// DAC, "disaggregated adaptive caching" (docs/papers/dinomo.md §3).
 //
 // A cached key is either a *value* (the key's bytes in DRAM: a hit costs 0
 // round trips to the pool) or a *shortcut* (the pool address of the key's

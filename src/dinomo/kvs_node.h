@@ -1,5 +1,5 @@
 // KvsNode: one DINOMO KVS node's data path over the pool (docs/papers/
-// dinomo.md §2) — what the node does for the keys it owns.
+// dinomo.md §5) — what the node does for the keys it owns.
 //
 //   GET  its own unmerged writes (DRAM, 0 round trips); else DAC: a value
 //        (0), or a shortcut — READ the entry it names (1); else the index:

@@ -1,5 +1,5 @@
 // Merging a KVS node's log segment into the pool index (docs/papers/
-// dinomo.md §2): the pool's merge threads apply each segment's entries in
+// dinomo.md §4): the pool's merge threads apply each segment's entries in
 // log order, so the index ends pointing at the newest entry of every key.
 //
 // A node writes its log sequentially and acknowledges a batch only once

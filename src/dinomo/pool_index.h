@@ -1,5 +1,5 @@
 // PoolIndex: DINOMO's shared hash index in the PM pool (docs/papers/
-// dinomo.md §2; layout in docs/formats/dinomo_pool.md). Written only by the
+// dinomo.md §4; layout in docs/formats/dinomo_pool.md). Written only by the
 // pool's merge threads; read by KVS nodes one-sidedly, bucket by bucket.
 //
 // Buckets are one 64-byte line: a begin version, three slots of (key hash,

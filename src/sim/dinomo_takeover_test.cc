@@ -4,7 +4,7 @@
 // for a third of the seeds, is cut off but keeps running while clients with
 // a stale map still send it writes (a zombie, scenario 4); the pool fences
 // it and merges its open segments, and a second node with a later epoch
-// takes the keys over (docs/papers/dinomo.md §2.8, invariants D2–D4). Small
+// takes the keys over (docs/papers/dinomo.md §2, §4, §5; invariants D2–D4). Small
 // segments force seals and back-pressure throughout; the fabric jitters.
 // Every history is checked for linearizability.
 //
