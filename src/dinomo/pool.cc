@@ -125,11 +125,7 @@ Status Pool::Load() {
     }
     g.merged_to = pos;
     g.dead = g.entries - std::min(g.entries, valid[s]);
-    if (g.dead == g.entries) {
-      g = Segment{};
-      Persist(s);
-      ++freed_;
-    }
+    if (g.dead == g.entries) Free(s);
   }
   return Status::Ok();
 }
@@ -248,14 +244,11 @@ Result<MergeResult> Pool::MergeOpen(uint32_t s, uint64_t end) {
   g.entries += r->entries;
   g.merged_to = r->end;
   merged_entries_ += r->applied;
-  CountDead(r->garbage);
   g.state = State::kMerged;
   Persist(s);
-  if (g.dead == g.entries) {
-    g = Segment{};
-    Persist(s);
-    ++freed_;
-  }
+  // After the state: the walk's garbage includes this segment's own entries.
+  CountDead(r->garbage);
+  if (g.state == State::kMerged && g.dead >= g.entries) Free(s);
   return r;
 }
 
@@ -265,13 +258,21 @@ void Pool::CountDead(const std::vector<IndexPointer>& garbage) {
     const uint32_t s = SegmentOf(p.offset);
     if (s >= num_segments_) continue;
     Segment& g = segments_[s];
+    // Only a merged segment's entries are counted. An open segment can hold
+    // indexed entries only when the pool died part-way through merging it;
+    // its next merge walks them all again and counts each once (a displaced
+    // one as garbage then). Counting it here too would count it twice, and
+    // free the segment under a live entry.
+    if (g.state != State::kMerged) continue;
     ++g.dead;
-    if (g.state == State::kMerged && g.dead >= g.entries) {
-      g = Segment{};
-      Persist(s);
-      ++freed_;
-    }
+    if (g.dead >= g.entries) Free(s);
   }
+}
+
+void Pool::Free(uint32_t s) {
+  segments_[s] = Segment{};
+  Persist(s);
+  ++freed_;
 }
 
 Result<uint64_t> Pool::MergeAll(uint32_t node) {

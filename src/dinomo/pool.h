@@ -110,6 +110,7 @@ class Pool {
   // merged, frees what became all garbage.
   Result<MergeResult> MergeOpen(uint32_t s, uint64_t end);
   void CountDead(const std::vector<IndexPointer>& garbage);
+  void Free(uint32_t s);  // REQUIRES: mu_ held
 
   pm::PmRegion* const region_;
   const log::Limits limits_;

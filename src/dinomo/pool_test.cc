@@ -191,6 +191,34 @@ TEST(PoolTest, TokensAdmitFenceAndSurviveARestart) {
   EXPECT_TRUE(f.pool->CheckToken(1, 2).ok());
 }
 
+// The pool died part-way through merging an open segment S: some of its
+// entries are indexed, S is still open. After the restart a later segment
+// displaces one of them before S is merged again. S must not be freed while
+// its other entry is live (that entry would be counted dead twice).
+TEST(PoolTest, ASegmentMergedHalfBeforeACrashIsCountedOnce) {
+  Fixture f;
+  Writer s = f.Start(1);
+  const uint64_t e1 = s.Append("a", "a1", 1);
+  const uint64_t e2 = s.Append("b", "b1", 2);
+  ASSERT_TRUE(f.pool->index().Apply(IndexPointer{e1, 64}).ok());  // the merge that was cut short
+  ASSERT_TRUE(f.pool->index().Apply(IndexPointer{e2, 64}).ok());
+  f.pool.reset();
+  f.pool = std::move(Pool::Open(f.region.get(), Small())).value();
+  Writer t = f.Start(1);
+  t.Append("a", "a2", 3);
+  ASSERT_TRUE(f.pool->Seal(1, t.segment, t.tail).ok());
+  ASSERT_TRUE(f.pool->Seal(1, s.segment, s.tail).ok());
+  EXPECT_EQ(f.pool->stats().freed_segments, 0u) << "b1 is still live in S";
+  EXPECT_EQ(f.Get("b"), "b1");
+  EXPECT_EQ(f.Get("a"), "a2");
+  // Once b is overwritten too, S goes.
+  Writer u = f.Start(1);
+  u.Append("b", "b2", 4);
+  ASSERT_TRUE(f.pool->Seal(1, u.segment, u.tail).ok());
+  EXPECT_EQ(f.pool->stats().freed_segments, 1u);
+  EXPECT_EQ(f.Get("b"), "b2");
+}
+
 TEST(PoolTest, AFullPoolSaysSo) {
   Fixture f;
   std::vector<uint64_t> got;
