@@ -8,7 +8,8 @@ struct KvsNode::Write {
   std::string key, value;  // a DEL's value: its 8 zero bytes
   log::EntryType type = log::EntryType::kPut;
   std::function<void(Status)> done;
-  uint64_t at = 0;  // offset in the batch
+  log::Layout layout;  // one block
+  uint64_t at = 0;     // offset in the batch
   uint32_t bytes = 0;
 };
 
@@ -89,6 +90,7 @@ void KvsNode::Enqueue(std::string key, std::string value, log::EntryType type, s
   w->value = std::move(value);
   w->type = type;
   w->done = std::move(done);
+  w->layout = *layout;
   w->bytes = static_cast<uint32_t>(layout->total_bytes);
   pending_.push_back(std::move(w));
   if (pending_.size() >= options_.batch_entries) return FlushBatch();
@@ -122,8 +124,7 @@ void KvsNode::FlushBatch() {
   for (size_t i = 0; i < n; ++i) {
     Write& w = *pending_[i];
     w.at = b->writes.empty() ? 0 : b->writes.back()->at + b->writes.back()->bytes;
-    auto layout = log::PlanEntry(w.key.size(), w.value.size(), segment_bytes_);
-    log::EncodeBlock({w.type, static_cast<uint16_t>(options_.node), ++next_version_}, w.key, w.value, *layout, 0,
+    log::EncodeBlock({w.type, static_cast<uint16_t>(options_.node), ++next_version_}, w.key, w.value, w.layout, 0,
                      b->bytes.data() + w.at);
     b->writes.push_back(std::move(pending_[i]));
   }

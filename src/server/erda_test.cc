@@ -13,6 +13,7 @@
 #include "common/hash.h"
 #include "fabric/sim/sim_fabric.h"
 #include "replication/backup_log.h"
+#include "rpc/local_caller.h"
 #include "runtime/sim_runtime.h"
 #include "server/erda_node.h"
 #include "server/node_core.h"
@@ -25,27 +26,6 @@ using runtime::kMillisecond;
 
 constexpr uint32_t kShards = 4;
 constexpr uint64_t kTerm = 3;
-
-// Two-sided calls from the client's executor to the node's worker and back,
-// counted per method.
-class ToCore final : public rpc::PeerCaller {
- public:
-  ToCore(runtime::Executor* client, runtime::Executor* server) : client_(client), server_(server) {}
-  void Call(NodeId, uint16_t method, std::string payload, std::function<void(Result<rpc::PeerResponse>)> done) override {
-    ++calls[static_cast<proto::Method>(method)];
-    server_->Post([this, method, payload = std::move(payload), done = std::move(done)]() mutable {
-      core->Handle(method, proto::AsBytes(payload), [this, done](Code c, std::string p) {
-        client_->Post([done, c, p = std::move(p)] { done(rpc::PeerResponse{c, p}); });
-      });
-    });
-  }
-  NodeCore* core = nullptr;
-  std::map<proto::Method, int> calls;
-
- private:
-  runtime::Executor* client_;
-  runtime::Executor* server_;
-};
 
 class ErdaNodeTest : public ::testing::Test {
  protected:
@@ -84,9 +64,13 @@ class ErdaNodeTest : public ::testing::Test {
     co.erda_heads = heads_.get();
     co.erda_exec = worker_;
     co.erda_layout = erda_->layout();
-    peers_ = std::make_unique<ToCore>(client_, worker_);
     core_ = std::make_unique<NodeCore>(0, store_.get(), 0, nullptr, &views_, nullptr, co);
-    peers_->core = core_.get();
+    // Two-sided calls from the client's executor to the node's worker and back.
+    peers_ = std::make_unique<rpc::LocalCaller>(
+        client_, worker_, [core = core_.get()](uint16_t method, std::span<const std::byte> payload,
+                                               rpc::LocalCaller::Reply reply) {
+          core->Handle(method, payload, std::move(reply));
+        });
     client::ErdaPathOptions po;
     po.limits = so.limits;
     path_ = std::make_unique<client::ErdaPath>(peers_.get(), client_ep_.get(), client_, po);
@@ -131,7 +115,7 @@ class ErdaNodeTest : public ::testing::Test {
   std::unique_ptr<ErdaNode> erda_;
   std::unique_ptr<ErdaHeads> heads_;
   ViewHolder views_;
-  std::unique_ptr<ToCore> peers_;
+  std::unique_ptr<rpc::LocalCaller> peers_;
   std::unique_ptr<NodeCore> core_;
   std::unique_ptr<client::ErdaPath> path_;
 };
@@ -139,18 +123,18 @@ class ErdaNodeTest : public ::testing::Test {
 TEST_F(ErdaNodeTest, PutWritesTheEntryItselfAndGetNeverCallsTheServer) {
   Start();
   ASSERT_EQ(Put("apple", "red"), Code::kOk);
-  EXPECT_EQ(peers_->calls[proto::Method::kErdaReserve], 1);
-  EXPECT_EQ(peers_->calls[proto::Method::kErdaCommit], 1);
-  EXPECT_EQ(peers_->calls[proto::Method::kPut], 0);
+  EXPECT_EQ(peers_->calls(proto::Method::kErdaReserve), 1);
+  EXPECT_EQ(peers_->calls(proto::Method::kErdaCommit), 1);
+  EXPECT_EQ(peers_->calls(proto::Method::kPut), 0);
   EXPECT_EQ(core_->counters().erda_commits, 1u);
   EXPECT_EQ(*store_->Get("apple"), "red");
 
-  const int before = static_cast<int>(peers_->calls.size() ? peers_->calls[proto::Method::kGet] : 0);
+  const int before = peers_->calls(proto::Method::kGet);
   EXPECT_EQ(Get("apple"), "red");
   Code c;
   Get("pear", &c);
   EXPECT_EQ(c, Code::kNotFound);
-  EXPECT_EQ(peers_->calls[proto::Method::kGet], before) << "both GETs one-sided";
+  EXPECT_EQ(peers_->calls(proto::Method::kGet), before) << "both GETs one-sided";
   EXPECT_EQ(path_->stats().one_sided_gets, 2u);
   EXPECT_EQ(path_->stats().fallback_gets, 0u);
 }
@@ -258,12 +242,12 @@ TEST_F(ErdaNodeTest, GrantsRunOutAndAreAskedForAgain) {
   eo.max_grant = 2 * kMillisecond;
   Start(eo);
   ASSERT_EQ(Put("k", "v"), Code::kOk);
-  const int grants = peers_->calls[proto::Method::kErdaGrant];
+  const int grants = peers_->calls(proto::Method::kErdaGrant);
   EXPECT_EQ(Get("k"), "v");
-  EXPECT_EQ(peers_->calls[proto::Method::kErdaGrant], grants) << "still granted";
+  EXPECT_EQ(peers_->calls(proto::Method::kErdaGrant), grants) << "still granted";
   rt_.RunUntil(rt_.Now() + 5 * kMillisecond);
   EXPECT_EQ(Get("k"), "v");
-  EXPECT_EQ(peers_->calls[proto::Method::kErdaGrant], grants + 1);
+  EXPECT_EQ(peers_->calls(proto::Method::kErdaGrant), grants + 1);
 }
 
 // erda-raw, the paper's "read after write": the client writes its entry
@@ -277,8 +261,8 @@ TEST_F(ErdaNodeTest, ReadAfterWriteCopiesTheClientsEntryAndReadsTwoSided) {
   EXPECT_EQ(erda_->mirror(), nullptr);
   EXPECT_EQ(erda_->layout()->grant.num_buckets, 0u);
   ASSERT_EQ(Put("apple", "red"), Code::kOk);
-  EXPECT_EQ(peers_->calls[proto::Method::kErdaReserve], 1);
-  EXPECT_EQ(peers_->calls[proto::Method::kErdaCommit], 1);
+  EXPECT_EQ(peers_->calls(proto::Method::kErdaReserve), 1);
+  EXPECT_EQ(peers_->calls(proto::Method::kErdaCommit), 1);
   EXPECT_EQ(path_->stats().one_sided_puts, 1u);
   EXPECT_EQ(core_->counters().erda_copies, 1u);
   EXPECT_EQ(core_->counters().erda_commits, 0u);
@@ -288,7 +272,7 @@ TEST_F(ErdaNodeTest, ReadAfterWriteCopiesTheClientsEntryAndReadsTwoSided) {
   ASSERT_TRUE(at.has_value());
   EXPECT_EQ(store_->segments().meta(store_->segments().SegmentOf(*at)).owner, log::SegmentOwner::kWorker);
   EXPECT_EQ(Get("apple"), "red");
-  EXPECT_EQ(peers_->calls[proto::Method::kGet], 1) << "no table: the GET asked the node";
+  EXPECT_EQ(peers_->calls(proto::Method::kGet), 1) << "no table: the GET asked the node";
   EXPECT_EQ(path_->stats().one_sided_gets, 0u);
 }
 

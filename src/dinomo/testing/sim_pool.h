@@ -9,10 +9,10 @@
 #include <memory>
 
 #include "dinomo/kvs_node.h"
-#include "dinomo/local_pool_caller.h"
 #include "dinomo/pool.h"
 #include "dinomo/pool_server.h"
 #include "fabric/sim/sim_fabric.h"
+#include "rpc/local_caller.h"
 #include "runtime/sim_runtime.h"
 
 namespace slip::dinomo::testing {
@@ -28,7 +28,7 @@ class SimPool {
   struct Node {
     runtime::Executor* exec = nullptr;
     std::unique_ptr<fabric::Endpoint> ep;
-    std::unique_ptr<LocalPoolCaller> calls;
+    std::unique_ptr<rpc::LocalCaller> calls;  // to the pool's server
     std::unique_ptr<KvsNode> node;
     runtime::PollerId poller = 0;
   };
