@@ -199,7 +199,7 @@ TEST_F(EmbeddedStoreTest, LeaseExpiryAndSteal) {
   EXPECT_GT(lb2->epoch, lb->epoch);
 
   // A clock that went back (a reboot with CLOCK_MONOTONIC): an expiry more
-  // than a ttl ahead cannot be real, so the lease is free.
+  // than two ttls ahead cannot be real, so the lease is free.
   Result<Lease> after_reboot = a->AcquireLease("cm", "alpha", 100, 5);
   ASSERT_TRUE(after_reboot.ok()) << after_reboot.status().ToString();
   EXPECT_GT(after_reboot->epoch, lb2->epoch);

@@ -31,10 +31,14 @@ inline Status CheckLeaseArgs(const std::string& name, const std::string& holder,
   return Status::Ok();
 }
 
-// An expiry more than a ttl ahead of `now` was granted by a clock that has
-// since gone back (a reboot, for CLOCK_MONOTONIC): the holder is gone with it.
+// An expiry far ahead of `now` was granted by a clock that has since gone
+// back (a reboot, for CLOCK_MONOTONIC): the holder is gone with it. "Far" is
+// two ttls, not one: callers read `now` before they wait for the store, so a
+// manager probing with a `now` a few milliseconds old meets leases granted
+// after it, up to a ttl ahead plus that lag — live leases, which one ttl of
+// tolerance would have voided (a node lost its lease right after taking it).
 inline bool LeaseExpired(runtime::Nanos expiry, runtime::Nanos ttl, runtime::Nanos now) {
-  return now >= expiry || expiry - now > ttl;
+  return now >= expiry || expiry - now > 2 * ttl;
 }
 
 }  // namespace slip::cluster::internal

@@ -65,21 +65,30 @@ void Manager::Tick() {
   if (!vc.ok()) return;
   for (const auto& [id, info] : vc->config.nodes) {
     if (info.state != NodeState::kUp) continue;
-    auto probe = store_->AcquireLease(NodeLeaseName(id), o_.holder, 1, Now());
+    // The probe holds the node's lease (for a whole ttl, in case we stall)
+    // until the verdict is written: a node that takes its lease and then
+    // reads the configuration can trust what it reads about itself. With
+    // the probe let go at once, a booting node took the lease between probe
+    // and write, found itself up, served — and was listed down a moment later.
+    auto probe = store_->AcquireLease(NodeLeaseName(id), o_.holder, o_.lease, Now());
     if (!probe.ok()) {
       if (probe.status().Is(Code::kBusy)) seen_alive_[id] = true;
       continue;
     }
-    (void)store_->ReleaseLease(*probe);
     const bool grace_over = Now() - started_ > 3 * o_.lease;
-    if (!seen_alive_[id] && !grace_over) continue;  // still booting
+    if (!seen_alive_[id] && !grace_over) {  // still booting
+      (void)store_->ReleaseLease(*probe);
+      continue;
+    }
     // Its lease expired: replace it.
     auto next = Reassign(vc->config, id);
     if (!next.ok()) {
+      (void)store_->ReleaseLease(*probe);
       if (o_.log) logging::Warn("cannot reassign node {}: {}", id, next.status().ToString());
       continue;
     }
     auto w = store_->CompareAndSwap(vc->version, *next);
+    (void)store_->ReleaseLease(*probe);
     if (w.ok()) {
       if (o_.log) logging::Info("node {} failed: term {}", id, next->term);
       seen_alive_[id] = false;

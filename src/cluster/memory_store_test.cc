@@ -24,7 +24,7 @@ TEST_F(MemoryStoreTest, LeasesFollowTheCallersClock) {
   auto b = s->AcquireLease("node-1", "b", 100, 1100);  // expired at 1100
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_EQ(b->expiry, 1200);
-  // A lease from a clock that went back (expiry more than a ttl ahead) is void.
+  // A lease from a clock that went back (expiry more than two ttls ahead) is void.
   EXPECT_TRUE(s->AcquireLease("node-1", "c", 100, 50).ok());
 }
 

@@ -293,6 +293,16 @@ Status Node::Boot() {
   }
 
   SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig now, config_store_->Load());
+  // The manager may have declared us failed between publishing the address
+  // and taking the lease (it saw a lease, an earlier incarnation's, run
+  // out). Holding the lease now, the configuration cannot change that under
+  // us any more: if it lists us down, nothing has been served yet, and a
+  // fresh boot takes the path of a replaced node.
+  const auto listed = now.config.nodes.find(o_.id);
+  if (listed == now.config.nodes.end()) {
+    return Status::InvalidArgument("node " + std::to_string(o_.id) + " is no longer a member of the cluster");
+  }
+  if (listed->second.state == cluster::NodeState::kDown) return Status::Aborted(kReplacedWhileStarting);
   SLIP_RETURN_IF_ERROR(rt_.Start());
   node_ex_->Post([this, c = now.config] {
     SetPeerAddresses(c);
@@ -339,6 +349,13 @@ void Node::WatchLoop(uint64_t known_version) {
       if (!c.ok()) {
         control_ex_->After(100 * runtime::kMillisecond, [this] { WatchLoop(0); });
         return;
+      }
+      // Listed down: the manager took our lease and replaced us (renewing
+      // would fail next). Stop serving now rather than at the next renewal.
+      const auto me = c->config.nodes.find(o_.id);
+      if (me == c->config.nodes.end() || me->second.state == cluster::NodeState::kDown) {
+        logging::Warn("{}", "declared failed in term " + std::to_string(c->config.term) + ": stopping");
+        return Finish(Status::Aborted("declared failed by the manager"));
       }
       node_ex_->Post([this, cfg = c->config] { AdoptOnNode(cfg); });
       WatchLoop(c->version);
@@ -552,9 +569,10 @@ void Node::Stats(rpc::RpcChannel::Reply reply) {
 Result<std::unique_ptr<NodeProcess>> NodeProcess::Start(const NodeOptions& options) {
   auto n = std::make_unique<Node>(options);
   Status s = n->Boot();
-  if (s.Is(Code::kAborted) && s.message() == kReplacedWhileStarting) {
-    // Nothing was served yet: boot again, now as a replaced node (empty).
-    logging::Warn("{}", std::string(kReplacedWhileStarting) + "; booting again to rejoin empty");
+  // Nothing was served yet: boot again, now as a replaced node (empty). A
+  // slow machine can lose the race with the manager more than once.
+  for (int again = 0; again < 5 && s.Is(Code::kAborted) && s.message() == kReplacedWhileStarting; ++again) {
+    logging::Warn("{}", std::string(kReplacedWhileStarting) + "; booting again to rejoin");
     n.reset();
     n = std::make_unique<Node>(options);
     s = n->Boot();
