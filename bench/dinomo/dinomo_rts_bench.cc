@@ -20,7 +20,10 @@
 // defaults: 64 KB segments, 100 K keys: 128 KB of 6 MB per node at 16),
 // or "unmerged" answers take over.
 //
-//   build/bench/dinomo/dinomo_rts_bench [--keys N] [--ops N] [--segment-kb N]
+// --batch-sweep prints B8 instead: round trips per op and per write for
+// batches of 1 to 64 writes, write-heavy against read-mostly.
+//
+//   build/bench/dinomo/dinomo_rts_bench [--keys N] [--ops N] [--segment-kb N] [--batch-sweep]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -45,6 +48,7 @@ struct Mix {
 
 struct Row {
   double rts_per_op = 0, unmerged = 0, value = 0, shortcut = 0, miss = 0;
+  double rts_per_write = 0;  // batches per write
 };
 
 std::string Key(uint64_t i) {
@@ -55,7 +59,8 @@ std::string Key(uint64_t i) {
 
 // DINOMO, or DINOMO-S (the paper's baseline: the same nodes with a
 // shortcut-only cache).
-Row Run(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops, uint64_t segment_bytes, bool shortcut_only) {
+Row Run(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops, uint64_t segment_bytes, bool shortcut_only,
+        uint32_t batch_entries = 16) {
   runtime::SimRuntime rt(runtime::SimRuntimeOptions{.seed = 1});
   const uint64_t value_bytes = 1024;
   const uint64_t data = keys * (8 + value_bytes);
@@ -70,6 +75,7 @@ Row Run(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops, uint64_t se
     dinomo::KvsNodeOptions o;
     o.node = i + 1;
     o.cache.capacity_bytes = data / 32;
+    o.batch_entries = batch_entries;
     if (shortcut_only) {
       o.cache.policy = dinomo::CacheOptions::Policy::kStatic;
       o.cache.value_share = 0;
@@ -127,6 +133,9 @@ Row Run(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops, uint64_t se
   Row r;
   const double g = gets ? static_cast<double>(gets) : 1.0;
   r.rts_per_op = static_cast<double>(rts) / static_cast<double>(gets + writes);
+  uint64_t batches = 0;
+  for (uint32_t i = 0; i < nodes; ++i) batches += kns[i]->node->stats().batches - before[i].batches;
+  r.rts_per_write = writes ? static_cast<double>(batches) / static_cast<double>(writes) : 0.0;
   r.unmerged = unmerged / g;
   r.value = value_hits / g;
   r.shortcut = shortcut / g;
@@ -143,6 +152,25 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--segment-kb") == 0) segment_kb = std::strtoull(argv[i + 1], nullptr, 10);
     if (std::strcmp(argv[i], "--keys") == 0) keys = std::strtoull(argv[i + 1], nullptr, 10);
     if (std::strcmp(argv[i], "--ops") == 0) ops = std::strtoull(argv[i + 1], nullptr, 10);
+  }
+  bool batch_sweep = false;
+  for (int i = 1; i < argc; ++i) batch_sweep |= std::strcmp(argv[i], "--batch-sweep") == 0;
+  if (batch_sweep) {
+    // B8: a write costs 1/B round trips (one WRITE per batch of B); with
+    // more writes in the mix a batch fills sooner, so the write-heavy mix
+    // needs fewer round trips per op than the read-mostly one.
+    const uint32_t nodes = 4;
+    std::printf("B8: batching, %u nodes, %llu keys of 8 B + 1 KB, zipfian 0.99, %llu ops measured, up to 256 operations "
+                "outstanding over all nodes\n",
+                nodes, static_cast<unsigned long long>(keys), static_cast<unsigned long long>(ops));
+    std::printf("%6s %22s %22s %22s %22s\n", "B", "50/50 rts/op", "50/50 rts/write", "95/5 rts/op", "95/5 rts/write");
+    for (uint32_t b : {1u, 2u, 4u, 8u, 16u, 32u, 64u}) {
+      const Row w = Run(nodes, Mix{"50/50", 0.5}, keys, ops, segment_kb << 10, false, b);
+      const Row r = Run(nodes, Mix{"95/5", 0.95}, keys, ops, segment_kb << 10, false, b);
+      std::printf("%6u %22.3f %22.3f %22.3f %22.3f\n", b, w.rts_per_op, w.rts_per_write, r.rts_per_op, r.rts_per_write);
+      std::fflush(stdout);
+    }
+    return 0;
   }
   std::printf("B2: DINOMO round trips to the pool per op and GET answers by where they came from\n");
   std::printf("%llu keys of 8 B + 1 KB, cache per node = data/32, %llu KB segments, zipfian 0.99, %llu ops measured "

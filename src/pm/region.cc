@@ -193,7 +193,8 @@ Result<std::unique_ptr<PmRegion>> PmRegion::OpenFile(const std::string& path, si
 
 Result<std::unique_ptr<PmRegion>> PmRegion::Anonymous(size_t size, const RegionOptions& options) {
   if (size == 0) return Status::InvalidArgument("anonymous PM region of size 0");
-  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  const int populate = options.populate ? MAP_POPULATE : 0;
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | populate, -1, 0);
   if (p == MAP_FAILED) {
     return Status::IoError("cannot mmap " + std::to_string(size) +
                            " anonymous bytes: " + ErrnoText(errno));

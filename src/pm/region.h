@@ -41,7 +41,7 @@ struct RegionOptions {
   PersistMode mode = PersistMode::kAuto;
   // Keep a shadow durable image for SimulateCrash(). Doubles memory; tests only.
   bool crash_model = false;
-  // OpenFile: fault the whole mapping in now (MAP_POPULATE) rather than on
+  // Fault the whole mapping in now (MAP_POPULATE) rather than on
   // first touch in the write path. A node's log writes fresh pages at the
   // rate it takes data; with 1 MiB values page faults were a third of its
   // time (perf, bench/results/2026-11-25-datapath-large-values.md).
