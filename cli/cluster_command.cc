@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include "pm/region.h"
 #include "node/manager.h"
 #include "node/node_process.h"
+#include "node/pool_process.h"
 #include "slip/client.h"
 
 namespace slip::cli {
@@ -72,6 +74,24 @@ int RunServer(const ClusterCommandOptions& o) {
   return 0;
 }
 
+int RunPool(const ClusterCommandOptions& o) {
+  node::PoolProcessOptions po;
+  po.dir = o.dir;
+  po.zookeeper = o.zookeeper;
+  po.bind_address = o.bind;
+  po.pool_mb = o.pool_mb;
+  po.segment_mb = o.segment_mb;
+  po.lease = static_cast<runtime::Nanos>(o.lease_ms) * runtime::kMillisecond;
+  auto p = node::PoolProcess::Start(po);
+  if (!p.ok()) return Fail("pool", p.status());
+  std::thread watcher = StopOnSignal([&] { (*p)->Stop(); });
+  Status s = (*p)->Wait();
+  g_stop = 1;
+  watcher.join();
+  if (!s.ok()) return Fail("pool", s);
+  return 0;
+}
+
 int RunManagerCommand(const ClusterCommandOptions& o) {
   node::ManagerOptions mo;
   mo.dir = o.dir;
@@ -89,8 +109,11 @@ namespace {
 Status WriteFirstConfig(cluster::ConfigStore& store, const ClusterCommandOptions& o) {
   std::map<cluster::NodeId, std::string> members;
   for (uint32_t i = 0; i < o.nodes; ++i) members[i] = "pending";
-  SLIP_RETURN_IF_ERROR(replication::ParseDesign(o.design).status());
-  SLIP_ASSIGN_OR_RETURN(cluster::ClusterConfig placed, cluster::Place(members, o.shards, o.replication));
+  // A pool design's nodes own shards and hold no data: no replicas (the
+  // pool keeps the data).
+  const bool pool = cluster::UsesPool(o.design);
+  if (!pool) SLIP_RETURN_IF_ERROR(replication::ParseDesign(o.design).status());
+  SLIP_ASSIGN_OR_RETURN(cluster::ClusterConfig placed, cluster::Place(members, o.shards, pool ? 1 : o.replication));
   placed.design = o.design;
   placed.provider = o.provider;
   // The class the nodes will run (and its checks), as they will decide it.
@@ -135,7 +158,7 @@ int ClusterInit(const ClusterCommandOptions& o) {
   Status s = WriteFirstConfig(**store, o);
   if (!s.ok()) return Fail("cluster init", s);
   std::printf("slip cluster: %u nodes, %u shards, RF %u, %s configured in %s\n", o.nodes, o.shards,
-              o.replication, o.design.c_str(), o.dir.c_str());
+              cluster::UsesPool(o.design) ? 1u : o.replication, o.design.c_str(), o.dir.c_str());
   return 0;
 }
 
@@ -162,6 +185,13 @@ int ClusterUp(const ClusterCommandOptions& o) {
   };
   auto m = SpawnDetached(o.dir, "manager", common({self, "manager"}));
   if (!m.ok() && !m.status().Is(Code::kInvalidArgument)) return Fail("cluster up", m.status());
+  const std::string design = existing.ok() ? existing->config.design : o.design;
+  if (cluster::UsesPool(design)) {
+    // The pool holds every node's share: room for each node's PM share.
+    auto p = SpawnDetached(o.dir, "pool",
+                           common({self, "pool", "--pool-mb", std::to_string(o.pm_mb * std::max(nodes, 1u))}));
+    if (!p.ok() && !p.status().Is(Code::kInvalidArgument)) return Fail("cluster up", p.status());
+  }
   for (uint32_t i = 0; i < nodes; ++i) {
     auto p = SpawnDetached(o.dir, NodeName(i),
                            common({self, "server", "--node", std::to_string(i),
@@ -176,8 +206,16 @@ int ClusterUp(const ClusterCommandOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   for (uint32_t k = 0; k < 64; ++k) {
     const std::string key = "__slip_ready_" + std::to_string(k);
-    Status s = (*client)->Put(key, "1");
-    if (s.ok()) s = (*client)->Delete(key);
+    Status s;
+    // A write whose outcome is unknown (the node or the pool it wrote to
+    // went away meanwhile: processes of a running cluster may be restarting)
+    // says nothing about readiness: probe again, within the minute.
+    for (int attempt = 0; attempt < 600; ++attempt) {
+      s = (*client)->Put(key, "1");
+      if (s.ok()) s = (*client)->Delete(key);
+      if (!s.Is(Code::kUnavailable) && !s.Is(Code::kTimeout)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
     if (!s.ok() && !s.Is(Code::kNotFound)) {
       return Fail("cluster up", Status(s.code(), "cluster did not become ready: " + s.message() +
                                                      " (see " + o.dir + "/logs)"));
@@ -216,19 +254,30 @@ int ClusterStatus(const ClusterCommandOptions& o) {
               c->config.replication_factor);
   // The class of an acknowledged write (older configurations: inferred from
   // where the nodes' PM files live, DIR/node-<id>/pm).
-  auto place = node::PlacePm(c->config.pm, o.dir, c->config.nodes.empty() ? 0 : c->config.nodes.begin()->first);
+  const bool pool = cluster::UsesPool(c->config.design);
+  auto place = pool ? node::PlacePm(c->config.pm, o.dir, std::string("pool"))
+                    : node::PlacePm(c->config.pm, o.dir, c->config.nodes.empty() ? 0 : c->config.nodes.begin()->first);
   if (!place.ok()) return Fail("cluster status", place.status());
   std::printf("provider %s, durability %s\n", c->config.provider.c_str(),
-              place->pm_class == "dram"  ? "dram (PM emulated in memory: survives process crashes, not power loss)"
-              : place->pm_class == "dax" ? "dax (real PM: cache-line write-back + fence on every replica)"
-                                         : "file (PM files msync'd on every replica before an acknowledgement)");
-  std::printf("pm files like %s\n", place->path.c_str());
+              pool ? (place->pm_class == "dram" ? "dram (the pool's region in memory: survives process crashes, not "
+                                                  "power loss)"
+                                                : "pool region in a file: survives process crashes; one-sided writes "
+                                                  "are not msync'd (power loss may lose acknowledged writes)")
+              : place->pm_class == "dram" ? "dram (PM emulated in memory: survives process crashes, not power loss)"
+              : place->pm_class == "dax"  ? "dax (real PM: cache-line write-back + fence on every replica)"
+                                          : "file (PM files msync'd on every replica before an acknowledgement)");
+  std::printf("%s %s\n", pool ? "pool region" : "pm files like", place->path.c_str());
+  if (pool) std::printf("pool at %s\n", c->config.pool.empty() ? "(not started yet)" : c->config.pool.c_str());
   auto prim = c->config.PrimaryCounts();
   auto back = c->config.BackupCounts();
   for (const auto& [id, info] : c->config.nodes) {
-    std::printf("node %-3u %-4s %-24s primary of %u, backup of %u\n", id,
-                std::string(cluster::NodeStateName(info.state)).c_str(), info.address.c_str(), prim[id],
-                back[id]);
+    const std::string state(cluster::NodeStateName(info.state));
+    if (pool) {
+      std::printf("node %-3u %-4s %-24s owner of %u shards\n", id, state.c_str(), info.address.c_str(), prim[id]);
+    } else {
+      std::printf("node %-3u %-4s %-24s primary of %u, backup of %u\n", id, state.c_str(), info.address.c_str(),
+                  prim[id], back[id]);
+    }
   }
   return 0;
 }

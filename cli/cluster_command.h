@@ -26,10 +26,14 @@ struct ClusterCommandOptions {
   uint32_t commit_interval_ms = 15;  // servers: CommitVer records (0: none)
   uint32_t workers = 1;              // servers: request worker threads
   std::string log_level = "info";    // passed on to the processes `cluster up` starts
+  uint64_t pool_mb = 1024;           // `slip pool`: region size when creating it
+  uint64_t segment_mb = 8;           // `slip pool`: log segment size when creating it
 };
 
 int RunServer(const ClusterCommandOptions& o);
 int RunManagerCommand(const ClusterCommandOptions& o);
+// `slip pool`: the PM pool of a cluster whose design keeps its data in one (dinomo).
+int RunPool(const ClusterCommandOptions& o);
 // Writes the first configuration (nodes, shards, replication, design) to the
 // configuration store and starts nothing: for clusters whose servers are
 // started one by one (`slip server --bind` on each host). Fails if one exists.

@@ -6,6 +6,7 @@
 //   slip cluster init --dir DIR [--nodes N]        configure only; start servers one by one
 //   slip server --dir DIR --node I [--bind IP]     one storage node
 //   slip manager --dir DIR                         the configuration manager
+//   slip pool --dir DIR                            the PM pool of a dinomo cluster
 //   slip put --dir DIR KEY VALUE|-|--value-file F  store a value (- : from stdin)
 //   slip get --dir DIR KEY                         the value's bytes alone on stdout
 //   slip del --dir DIR KEY                         delete a key
@@ -196,6 +197,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   server->add_option("--bind", co.bind, "tcp/verbs: the local IP to serve on (peers and clients must reach it)")
       ->capture_default_str();
+  auto* pool = app.add_subcommand("pool", "run the PM pool of a dinomo cluster in DIR");
+  cluster_opts(pool);
+  pool->add_option("--pool-mb", co.pool_mb, "pool size when creating it")->capture_default_str();
+  pool->add_option("--segment-mb", co.segment_mb, "log segment size when creating it")->capture_default_str();
+  pool->add_option("--bind", co.bind, "tcp/verbs: the local IP to serve on (KVS nodes must reach it)")
+      ->capture_default_str();
   auto* manager = app.add_subcommand("manager", "run the configuration manager of the cluster in DIR");
   cluster_opts(manager);
   auto* cluster = app.add_subcommand("cluster", "a local cluster of slip processes");
@@ -205,7 +212,8 @@ int main(int argc, char** argv) {
     c->add_option("--shards", co.shards, "shards (first start)")->capture_default_str();
     c->add_option("--rf", co.replication, "replication factor (first start)")->capture_default_str();
     c->add_option("--design", co.design,
-                  "design (first start): rpc-kv | rowan-kv | rwrite-kv | batch-kv | share-kv | tailwind | erda")
+                  "design (first start): rpc-kv | rowan-kv | rwrite-kv | batch-kv | share-kv | tailwind | erda | "
+                  "erda-raw | erda-redo | dinomo (KVS nodes over a PM pool; --rf does not apply)")
         ->capture_default_str();
     c->add_option("--provider", co.provider, "libfabric provider of every process (first start): tcp | shm | verbs")
         ->capture_default_str();
@@ -244,6 +252,7 @@ int main(int argc, char** argv) {
     std::string name = "slip";
     if (*server) name = "server-" + std::to_string(co.node);
     if (*manager) name = "manager";
+    if (*pool) name = "pool";
     Status s = slip::logging::Configure({.name = name, .file = log_file, .level = *level});
     if (!s.ok()) return Fail("--log-file", s);
     co.log_level = log_level;
@@ -251,6 +260,7 @@ int main(int argc, char** argv) {
 
   if (*server) return slip::cli::RunServer(co);
   if (*manager) return slip::cli::RunManagerCommand(co);
+  if (*pool) return slip::cli::RunPool(co);
   if (*init) return slip::cli::ClusterInit(co);
   if (*up) return slip::cli::ClusterUp(co);
   if (*down) return slip::cli::ClusterDown(co);

@@ -10,6 +10,7 @@
 
 #include "cluster/config_access.h"
 #include "cluster/routing.h"
+#include "cluster/cluster_config.h"
 #include "replication/design.h"
 #include "slip/client.h"
 
@@ -137,7 +138,7 @@ class ClusterTarget final : public KvTarget {
 }  // namespace
 
 Result<std::unique_ptr<KvTarget>> MakeClusterTarget(const ClusterTargetConfig& config) {
-  SLIP_RETURN_IF_ERROR(replication::ParseDesign(config.design).status());
+  if (!cluster::UsesPool(config.design)) SLIP_RETURN_IF_ERROR(replication::ParseDesign(config.design).status());
   ClusterTargetConfig c = config;
   const bool own = c.dir.empty();
   // $TMPDIR picks the medium: the PM regions are files there, persisted

@@ -4,6 +4,7 @@
 
 #include "bench/driver/local_target.h"
 #include "bench/peers/peers.h"
+#include "cluster/cluster_config.h"
 #include "replication/design.h"
 
 #include <algorithm>
@@ -28,17 +29,22 @@ std::pair<std::string, uint32_t> SplitWorkers(const std::string& name) {
   return {name.substr(0, slash), static_cast<uint32_t>(std::stoul(n))};
 }
 
+// A replication design, or one that keeps its data in a pool (dinomo).
+bool IsDesign(const std::string& design) {
+  return replication::ParseDesign(design).ok() || cluster::UsesPool(design);
+}
+
 }  // namespace
 
 bool IsTargetName(const std::string& name) {
   if (std::find(TargetNames().begin(), TargetNames().end(), name) != TargetNames().end()) return true;
   auto [design, workers] = SplitWorkers(name);
-  return workers >= 1 && workers <= 32 && replication::ParseDesign(design).ok();
+  return workers >= 1 && workers <= 32 && IsDesign(design);
 }
 
 Result<std::unique_ptr<KvTarget>> MakeTarget(const TargetConfig& c) {
   // The replicated designs: the cluster running in c.dir, or a private one.
-  if (auto [design, workers] = SplitWorkers(c.name); workers >= 1 && workers <= 32 && replication::ParseDesign(design).ok()) {
+  if (auto [design, workers] = SplitWorkers(c.name); workers >= 1 && workers <= 32 && IsDesign(design)) {
     return MakeClusterTarget(
         {.design = design, .dir = c.dir, .slip_binary = "", .nodes = 3, .replication = 3, .workers = workers,
          .provider = c.provider, .pm_mb = c.pm_mb});

@@ -287,6 +287,41 @@ Result<ClusterConfig> Reassign(const ClusterConfig& config, NodeId failed) {
   return next;
 }
 
+bool UsesPool(std::string_view design) { return design == "dinomo"; }
+
+Result<ClusterConfig> ReassignOwners(const ClusterConfig& config, NodeId failed) {
+  SLIP_RETURN_IF_ERROR(config.Validate());
+  auto it = config.nodes.find(failed);
+  if (it == config.nodes.end()) return Status::InvalidArgument("ReassignOwners: node " + N(failed) + " is not a member");
+  if (it->second.state != NodeState::kUp) {
+    return Status::InvalidArgument("ReassignOwners: node " + N(failed) + " is already down");
+  }
+  if (config.term == std::numeric_limits<uint64_t>::max()) {
+    return Status::InvalidArgument("ReassignOwners: term exhausted");
+  }
+  ClusterConfig next = config;
+  next.term = config.term + 1;
+  next.nodes[failed].state = NodeState::kDown;
+  std::map<NodeId, uint32_t> owned;
+  for (const auto& [id, info] : next.nodes) {
+    if (info.state == NodeState::kUp) owned[id] = 0;
+  }
+  for (const ShardReplicas& s : next.shards) {
+    if (owned.contains(s.primary)) ++owned[s.primary];
+  }
+  for (ShardReplicas& s : next.shards) {
+    if (s.primary != failed || owned.empty()) continue;
+    auto heir = std::min_element(owned.begin(), owned.end(),
+                                 [](const auto& a, const auto& b) { return a.second < b.second; });
+    s.primary = heir->first;
+    ++heir->second;
+    s.backups.clear();
+    s.syncing.clear();
+  }
+  SLIP_RETURN_IF_ERROR(next.Validate());
+  return next;
+}
+
 // Down member `node` comes back: up in a new term, under-replicated shards
 // topped up. `with_data`: it must hold a stranded shard's last copy
 // (ReturnWithData); without: it must hold none, since it returns empty (Rejoin).
@@ -422,7 +457,7 @@ json ToJson(const ClusterConfig& c) {
                           {"to", m.to},
                           {"state", MigrationStateName(m.state)}});
   }
-  return json{{"format", "slipstream.cluster_config"},
+  json doc{{"format", "slipstream.cluster_config"},
               {"format_version", kConfigFormatVersion},
               {"term", c.term},
               {"replication_factor", c.replication_factor},
@@ -432,6 +467,8 @@ json ToJson(const ClusterConfig& c) {
               {"nodes", std::move(nodes)},
               {"shards", std::move(shards)},
               {"migrations", std::move(migrations)}};
+  if (!c.pool.empty()) doc["pool"] = c.pool;  // pool designs only
+  return doc;
 }
 
 namespace {
@@ -455,7 +492,7 @@ Result<ClusterConfig> FromJsonUnchecked(const json& j) {
   }
   SLIP_RETURN_IF_ERROR(OnlyFields(j,
                                   {"format", "format_version", "term", "replication_factor",
-                                   "design", "provider", "pm", "nodes", "shards", "migrations"},
+                                   "design", "provider", "pm", "pool", "nodes", "shards", "migrations"},
                                   "config"));
   ClusterConfig c;
   SLIP_ASSIGN_OR_RETURN(c.term, GetUint(j, "term", std::numeric_limits<uint64_t>::max()));
@@ -476,6 +513,11 @@ Result<ClusterConfig> FromJsonUnchecked(const json& j) {
     if (!c.pm.empty() && c.pm != "dram" && c.pm != "dax" && c.pm != "file") {
       return Bad("pm is \"" + c.pm + "\" (dram, dax or file)");
     }
+  }
+
+  // Absent before pool designs existed.
+  if (j.contains("pool")) {
+    SLIP_ASSIGN_OR_RETURN(c.pool, GetString(j, "pool"));
   }
 
   SLIP_ASSIGN_OR_RETURN(const json* nodes, GetArray(j, "nodes"));

@@ -89,6 +89,10 @@ struct ClusterConfig {
   // configurations written before it was recorded: nodes infer it from
   // where their PM files live. Fixed at creation.
   std::string pm;
+  // Designs whose data lives in a shared pool (UsesPool: dinomo): the pool
+  // process's fabric address, hex-encoded; empty until it has published
+  // one, and always for the other designs.
+  std::string pool;
   std::map<NodeId, NodeInfo> nodes;  // membership, ordered by id
   std::vector<ShardReplicas> shards;  // index = shard id
   std::vector<Migration> migrations;
@@ -148,6 +152,18 @@ Result<ClusterConfig> Place(const std::map<NodeId, std::string>& nodes, uint32_t
 //     the node returns.
 // InvalidArgument if `config` is invalid or `failed` is not an up member.
 Result<ClusterConfig> Reassign(const ClusterConfig& config, NodeId failed);
+
+// Whether `design` keeps its data in a shared pool rather than on its nodes
+// (dinomo, docs/papers/dinomo.md): a shard's "primary" is then the node
+// that owns its keys, it has no backups (replication_factor 1), and a
+// failed owner's shards move to live nodes with no data copied.
+bool UsesPool(std::string_view design);
+
+// Reassign for UsesPool designs: term + 1, `failed` down, and each shard it
+// owned given to the live node owning the fewest shards (then lowest id).
+// With no live node left a shard stays with `failed` (stranded) until it
+// returns (ReturnWithData). InvalidArgument as Reassign.
+Result<ClusterConfig> ReassignOwners(const ClusterConfig& config, NodeId failed);
 
 // The configuration after `backup` finished being seeded with `shard`
 // (its primary reported so): term + 1, `backup` no longer syncing.

@@ -204,6 +204,42 @@ TEST(ReassignTest, EachNodeFailingForThreeToEightNodes) {
   }
 }
 
+// Pool designs (dinomo): a failed owner's shards go to the live nodes
+// owning the fewest, nothing is replicated, and with no live node left a
+// shard stays stranded on its owner until it returns.
+TEST(ReassignOwnersTest, SpreadsAFailedOwnersShardsAndStrandsOnlyWithNoLiveNode) {
+  ClusterConfig c = MustPlace(3, 6, 1);
+  c.design = "dinomo";
+  c.pool = "0a0b";
+  ASSERT_TRUE(UsesPool(c.design));
+  EXPECT_FALSE(UsesPool("rowan-kv"));
+  auto a = ReassignOwners(c, 2);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->term, c.term + 1);
+  EXPECT_EQ(a->nodes.at(2).state, NodeState::kDown);
+  std::map<NodeId, uint32_t> owned;
+  for (const ShardReplicas& s : a->shards) {
+    ++owned[s.primary];
+    EXPECT_TRUE(s.backups.empty());
+  }
+  EXPECT_EQ(owned, (std::map<NodeId, uint32_t>{{1, 3}, {3, 3}}));
+  auto b = ReassignOwners(*a, 1);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  for (const ShardReplicas& s : b->shards) EXPECT_EQ(s.primary, 3u);
+  auto stranded = ReassignOwners(*b, 3);
+  ASSERT_TRUE(stranded.ok()) << stranded.status().ToString();
+  for (const ShardReplicas& s : stranded->shards) EXPECT_EQ(s.primary, 3u) << "no live node: it keeps them";
+  auto back = ReturnWithData(*stranded, 3);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(ReassignOwners(*stranded, 3).status().Is(Code::kInvalidArgument)) << "down already";
+  EXPECT_TRUE(ReassignOwners(c, 9).status().Is(Code::kInvalidArgument)) << "not a member";
+  // The pool's address travels with the configuration; other designs write none.
+  auto decoded = DecodeJson(EncodeJson(*a));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_EQ(*decoded, *a);
+  EXPECT_EQ(EncodeJson(MustPlace(3, 6, 1)).find("\"pool\""), std::string::npos);
+}
+
 TEST(ReassignTest, RejectsUnknownOrDownNode) {
   ClusterConfig c = MustPlace(4, 8, 2);
   EXPECT_TRUE(Reassign(c, 99).status().Is(Code::kInvalidArgument));

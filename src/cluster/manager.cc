@@ -81,7 +81,7 @@ void Manager::Tick() {
       continue;
     }
     // Its lease expired: replace it.
-    auto next = Reassign(vc->config, id);
+    auto next = UsesPool(vc->config.design) ? ReassignOwners(vc->config, id) : Reassign(vc->config, id);
     if (!next.ok()) {
       (void)store_->ReleaseLease(*probe);
       if (o_.log) logging::Warn("cannot reassign node {}: {}", id, next.status().ToString());

@@ -1,5 +1,8 @@
 #include "node/node_process.h"
 
+#include "node/kvs_node_process.h"
+#include "node/membership.h"
+
 #include <time.h>
 #include <unistd.h>
 
@@ -40,8 +43,6 @@ runtime::Nanos MachineNow() {
 
 namespace {
 
-constexpr const char* kReplacedWhileStarting =
-    "declared failed while starting, with data that may be stale by now";
 
 namespace fs = std::filesystem;
 using cluster::ClusterConfig;
@@ -74,11 +75,6 @@ class Node final : public NodeProcess {
     result_ = std::move(s);
     cv_.notify_all();
   }
-  // Writes `next` over the stored configuration, recomputing from the newest
-  // one on a conflict. `change` maps the current configuration to the next.
-  Status Update(const std::function<Result<ClusterConfig>(const ClusterConfig&)>& change);
-  void RenewLoop();
-  void WatchLoop(uint64_t known_version);
   void AdoptOnNode(const ClusterConfig& c);
   Status StartOneSided();
   Status StartWorkers(const log::Limits& limits);
@@ -133,8 +129,9 @@ class Node final : public NodeProcess {
   server::ViewHolder views_;
   // Workers' replicators and cores, the pool, the promoter and the agent.
   std::unique_ptr<server::NodeParts> parts_;
-  cluster::Lease lease_;
-  std::atomic<runtime::Nanos> lease_expiry_{0};
+  // The configuration store's side of this process: its lease, its
+  // configuration changes and watch (on control_ex_).
+  std::unique_ptr<Membership> membership_;
   uint64_t adopted_term_ = 0;                 // node executor only
   std::atomic<uint64_t> replication_term_{0};  // adopted_term_, for the workers' replicators
 
@@ -143,17 +140,6 @@ class Node final : public NodeProcess {
   bool stopped_ = false;
   Status result_;
 };
-
-Status Node::Update(const std::function<Result<ClusterConfig>(const ClusterConfig&)>& change) {
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig cur, config_store_->Load());
-    SLIP_ASSIGN_OR_RETURN(ClusterConfig next, change(cur.config));
-    auto w = config_store_->CompareAndSwap(cur.version, next);
-    if (w.ok()) return Status::Ok();
-    if (!w.status().Is(Code::kAborted)) return w.status();
-  }
-  return Status::Aborted("configuration kept changing under us");
-}
 
 Status Node::Boot() {
   SLIP_ASSIGN_OR_RETURN(config_store_, cluster::OpenConfigStore(o_.dir, o_.zookeeper));
@@ -229,6 +215,7 @@ Status Node::Boot() {
                                      fabric::OfiOptions{.max_multi_recv_message = proto::kMaxMessage}));
   node_ex_ = rt_.CreateExecutor("node" + std::to_string(o_.id));
   control_ex_ = rt_.CreateExecutor("node" + std::to_string(o_.id) + "/control");
+  membership_ = std::make_unique<Membership>(config_store_.get(), control_ex_, o_.lease);
   // The digest role also runs the cleaner, for every design.
   digest_ex_ = rt_.CreateExecutor("node" + std::to_string(o_.id) + "/digest");
   SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = "node" + std::to_string(o_.id)}));
@@ -251,7 +238,7 @@ Status Node::Boot() {
   });
 
   // Publish our address (and come back, if we were replaced) in a new term.
-  SLIP_RETURN_IF_ERROR(Update([&](const ClusterConfig& c) -> Result<ClusterConfig> {
+  SLIP_RETURN_IF_ERROR(membership_->Update([&](const ClusterConfig& c) -> Result<ClusterConfig> {
     ClusterConfig next = c;
     bool sole_copy_now = false;
     for (const auto& s : c.shards) sole_copy_now |= s.primary == o_.id;
@@ -279,18 +266,8 @@ Status Node::Boot() {
   }));
 
   // The lease: nobody else may think we are alive without it.
-  const std::string holder = "node-" + std::to_string(o_.id) + "-pid" + std::to_string(getpid());
-  for (int i = 0;; ++i) {
-    auto l = config_store_->AcquireLease(cluster::NodeLeaseName(o_.id), holder, o_.lease, MachineNow());
-    if (l.ok()) {
-      lease_ = *l;
-      lease_expiry_ = l->expiry;
-      break;
-    }
-    // An earlier incarnation's lease runs out, or the manager is probing it.
-    if (!l.status().Is(Code::kBusy) || i > 200) return l.status();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  SLIP_RETURN_IF_ERROR(
+      membership_->Acquire(cluster::NodeLeaseName(o_.id), "node-" + std::to_string(o_.id) + "-pid" + std::to_string(getpid())));
 
   SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig now, config_store_->Load());
   // The manager may have declared us failed between publishing the address
@@ -310,58 +287,25 @@ Status Node::Boot() {
     replication_term_ = c.term;
     parts_->agent->ColdStart(server::ViewFromConfig(c));
   });
-  control_ex_->Post([this] { RenewLoop(); });
+  membership_->KeepAlive([this](Status) { Finish(Status::Aborted("lost the node lease")); });
   digest_ex_->Post([this] { DigestLoop(); });
   if (o_.commit_interval > 0) {
     for (size_t i = 0; i < workers_.size(); ++i) {
       workers_[i].ex->After(o_.commit_interval, [this, i] { CommitLoop(i); });
     }
   }
-  control_ex_->Post([this, v = now.version] { WatchLoop(v); });
+  membership_->Watch(now.version, [this](const cluster::VersionedConfig& newer) {
+    // Listed down: the manager took our lease and replaced us (renewing
+    // would fail next). Stop serving now rather than at the next renewal.
+    const auto self = newer.config.nodes.find(o_.id);
+    if (self == newer.config.nodes.end() || self->second.state == cluster::NodeState::kDown) {
+      logging::Warn("{}", "declared failed in term " + std::to_string(newer.config.term) + ": stopping");
+      return Finish(Status::Aborted("declared failed by the manager"));
+    }
+    node_ex_->Post([this, cfg = newer.config] { AdoptOnNode(cfg); });
+  });
   logging::Info("{}", "serving at " + rpc::RpcPeers::HexEncode(address) + " (" + o_.provider + "), term " + std::to_string(now.config.term));
   return Status::Ok();
-}
-
-void Node::RenewLoop() {
-  const runtime::Nanos t0 = MachineNow();
-  auto l = config_store_->RenewLease(lease_, o_.lease, t0);
-  const runtime::Nanos took = MachineNow() - t0;
-  if (took > o_.lease / 4) logging::Warn("{}", "slow lease renewal: " + std::to_string(took / 1000000) + " ms");
-  if (!l.ok() && !l.status().Is(Code::kAborted)) logging::Warn("{}", "lease renewal failed: " + l.status().ToString());
-  if (!l.ok()) {
-    if (l.status().Is(Code::kAborted) || MachineNow() >= lease_expiry_.load()) {
-      lease_expiry_ = 0;
-      logging::Warn("{}", "lost the node lease: stopping (" + l.status().ToString() + ")");
-      return Finish(Status::Aborted("lost the node lease"));
-    }
-    // A transient store error: keep trying while the lease lasts.
-  } else {
-    lease_ = *l;
-    lease_expiry_ = l->expiry;
-  }
-  control_ex_->After(o_.lease / 4, [this] { RenewLoop(); });
-}
-
-void Node::WatchLoop(uint64_t known_version) {
-  Status s = config_store_->Watch(known_version, [this] {
-    control_ex_->Post([this] {
-      auto c = config_store_->Load();
-      if (!c.ok()) {
-        control_ex_->After(100 * runtime::kMillisecond, [this] { WatchLoop(0); });
-        return;
-      }
-      // Listed down: the manager took our lease and replaced us (renewing
-      // would fail next). Stop serving now rather than at the next renewal.
-      const auto me = c->config.nodes.find(o_.id);
-      if (me == c->config.nodes.end() || me->second.state == cluster::NodeState::kDown) {
-        logging::Warn("{}", "declared failed in term " + std::to_string(c->config.term) + ": stopping");
-        return Finish(Status::Aborted("declared failed by the manager"));
-      }
-      node_ex_->Post([this, cfg = c->config] { AdoptOnNode(cfg); });
-      WatchLoop(c->version);
-    });
-  });
-  if (!s.ok()) control_ex_->After(100 * runtime::kMillisecond, [this, known_version] { WatchLoop(known_version); });
 }
 
 void Node::AdoptOnNode(const ClusterConfig& c) {
@@ -472,11 +416,11 @@ Status Node::StartWorkers(const log::Limits& limits) {
     return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
   };
   env.core.tail_page_bytes = proto::kMaxMessage * 3 / 4;  // a promotion page fits one frame
-  env.core.lease_left = [this] { return lease_expiry_.load() - MachineNow(); };
+  env.core.lease_left = [this] { return membership_->lease_expiry() - MachineNow(); };
   if (erda_) env.erda_layout = erda_->layout();
   env.on_seeded = [this](uint32_t shard, uint32_t backup, uint64_t term) {
     control_ex_->Post([this, shard, backup, term] {
-      Status s = Update([&](const ClusterConfig& c) -> Result<ClusterConfig> {
+      Status s = membership_->Update([&](const ClusterConfig& c) -> Result<ClusterConfig> {
         const auto& sync = c.shards[shard].syncing;
         if (c.term < term || std::find(sync.begin(), sync.end(), backup) == sync.end()) {
           return Status::Aborted("already synced or replica set changed");
@@ -567,6 +511,12 @@ void Node::Stats(rpc::RpcChannel::Reply reply) {
 }  // namespace
 
 Result<std::unique_ptr<NodeProcess>> NodeProcess::Start(const NodeOptions& options) {
+  {
+    // A cluster whose data lives in a pool runs KVS nodes instead.
+    SLIP_ASSIGN_OR_RETURN(auto store, cluster::OpenConfigStore(options.dir, options.zookeeper));
+    SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig vc, cluster::LoadWhenPresent(store.get(), 60 * runtime::kSecond));
+    if (cluster::UsesPool(vc.config.design)) return StartKvsNode(options);
+  }
   auto n = std::make_unique<Node>(options);
   Status s = n->Boot();
   // Nothing was served yet: boot again, now as a replaced node (empty). A
@@ -593,7 +543,11 @@ std::string DataDir(const std::string& cluster_dir, uint32_t id) {
 // machine reboots: that is the class). An empty class (older configurations) is
 // inferred from the data directory.
 Result<PmPlace> PlacePm(const std::string& configured, const std::string& cluster_dir, uint32_t id) {
-  const std::string data = DataDir(cluster_dir, id);
+  return PlacePm(configured, cluster_dir, "node-" + std::to_string(id));
+}
+
+Result<PmPlace> PlacePm(const std::string& configured, const std::string& cluster_dir, const std::string& name) {
+  const std::string data = cluster_dir.empty() ? name : cluster_dir + "/" + name;
   const bool in_memory = pm::OnMemoryFilesystem(data);
   const std::string pm_class = !configured.empty() ? configured : in_memory ? "dram" : "file";
   if (pm_class != "dram" && pm_class != "dax" && pm_class != "file") {
@@ -608,7 +562,7 @@ Result<PmPlace> PlacePm(const std::string& configured, const std::string& cluste
   const std::string abs = fs::absolute(cluster_dir.empty() ? "." : cluster_dir).lexically_normal().string();
   char tag[17];
   std::snprintf(tag, sizeof(tag), "%016llx", static_cast<unsigned long long>(HashKey(abs)));
-  return PmPlace{std::string("/dev/shm/slip-") + tag + "/node-" + std::to_string(id) + "/pm", pm_class};
+  return PmPlace{std::string("/dev/shm/slip-") + tag + "/" + name + "/pm", pm_class};
 }
 
 }  // namespace slip::node

@@ -61,6 +61,11 @@ class NodeProcess {
   virtual void Stop() = 0;
 };
 
+// Why Boot gave up when the manager declared the node failed while it was
+// starting (nothing served yet): Start boots it again, as a replaced node.
+inline constexpr const char* kReplacedWhileStarting =
+    "declared failed while starting, with data that may be stale by now";
+
 // Node `id`'s data directory in the cluster directory.
 std::string DataDir(const std::string& cluster_dir, uint32_t id);
 
@@ -72,6 +77,9 @@ struct PmPlace {
   std::string pm_class;  // dram | dax | file
 };
 Result<PmPlace> PlacePm(const std::string& configured, const std::string& cluster_dir, uint32_t id);
+// The same for the process whose data directory is DIR/`name` (the DINOMO
+// pool's is DIR/pool).
+Result<PmPlace> PlacePm(const std::string& configured, const std::string& cluster_dir, const std::string& name);
 
 // Nanoseconds on the machine-wide monotonic clock: what every process that
 // shares an embedded ConfigStore passes as `now`.

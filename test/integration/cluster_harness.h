@@ -79,6 +79,7 @@ struct AckedWrites {
   std::map<std::string, std::optional<std::string>> acked;            // nullopt: deleted
   std::map<std::string, std::set<std::optional<std::string>>> maybe;  // unknown outcomes
   std::atomic<int> ops{0}, unknown{0};
+  std::atomic<int> rounds{0};  // RunLoadWithFault calls so far
 
   void Record(const std::string& key, std::optional<std::string> value, const Status& s, bool del) {
     std::lock_guard<std::mutex> lock(mu);
@@ -112,15 +113,24 @@ struct AckedWrites {
 
 // Puts and deletes (one in five) from `threads` threads over 300 keys until
 // `stop`; `fault` runs once `fault_after` operations were done, and the load
-// goes on for `after_fault` more operations.
+// goes on for `after_fault` more operations. Each thread writes keys of its
+// own: AckedWrites learns the order of a key's writes from the order they
+// are recorded, which for two threads' overlapping writes of one key need
+// not be the order the node applied them (a DINOMO node batched
+// "t1-325, t0-368" while the threads recorded t0's first: a false "lost
+// write").
 inline void RunLoadWithFault(Client& c, AckedWrites& m, int fault_after, int after_fault,
                              const std::function<void()>& fault, int threads = 2) {
   std::atomic<bool> stop{false};
+  // Values unique over every load a test runs: an old value coming back is
+  // never mistaken for a new write of the same bytes.
+  const int round = m.rounds++;
   auto load = [&](int t) {
     for (int i = 0; !stop; ++i) {
-      const std::string key = "key" + std::to_string((i * 7 + t) % 300);
+      const int per_thread = 300 / threads;
+      const std::string key = "key" + std::to_string((i * 7) % per_thread * threads + t);
       const bool del = i % 5 == 4;
-      const std::string value = "t" + std::to_string(t) + "-" + std::to_string(i);
+      const std::string value = "r" + std::to_string(round) + "t" + std::to_string(t) + "-" + std::to_string(i);
       Status s = del ? c.Delete(key) : c.Put(key, value);
       m.Record(key, del ? std::nullopt : std::optional<std::string>(value), s, del);
     }

@@ -218,6 +218,83 @@ TEST(ClusterStartTest, ANodeDeclaredFailedWhileStartingRejoinsItsShards) {
   if (!HasFailure()) fs::remove_all(dir);
 }
 
+// DINOMO (docs/papers/dinomo.md, "In the cluster"): KVS nodes over a
+// `slip pool` process. A KVS node is killed under a write load — its shards
+// go to the others, which merge its log before they serve them — and comes
+// back owning nothing; the pool itself is killed and restarted (its index
+// and every node's open segments are in its region), the nodes finding it
+// at its new address; then a whole-cluster cold start. No acknowledged
+// write is lost, and a client with a stale map is redirected.
+TEST(DinomoClusterTest, KillAKvsNodeThePoolAndEverythingLoseNothingAcknowledged) {
+  const fs::path dir = fs::temp_directory_path() / ("slip_cluster_" + std::to_string(getpid()) + "_dinomo");
+  fs::remove_all(dir);
+  const std::string d = dir.string();
+  const std::string up = "cluster up --lease-ms 1000 --pm-mb 64 --dir " + d;
+  ASSERT_EQ(Slip(up + " --nodes 3 --shards 12 --design dinomo"), 0) << "see " << d << "/logs";
+  auto open = [&] {
+    return Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
+                                      .deadline = std::chrono::seconds(20), .bind_address = ""});
+  };
+  auto client = open();
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto stale = open();
+  ASSERT_TRUE(stale.ok());
+  ASSERT_TRUE((*stale)->Put("stale-probe", "before").ok());
+  // Values up to half a segment (8 MB segments) travel in one batch; more
+  // is refused with the reason.
+  std::map<std::string, std::string> sized;
+  for (size_t n : {size_t{0}, size_t{65537}, size_t{1} << 20, size_t{3} << 20}) {
+    std::string v(n, '\0');
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<char>((i * 131 + n) >> 3);
+    const std::string key = "sized-" + std::to_string(n);
+    Status s = (*client)->Put(key, v);
+    ASSERT_TRUE(s.ok()) << key << ": " << s.ToString();
+    sized[key] = std::move(v);
+  }
+  EXPECT_TRUE((*client)->Put("sized-over", std::string(5 << 20, 'x')).Is(Code::kTooLarge));
+  auto check_sized = [&](Client& c, const char* when) {
+    for (const auto& [key, v] : sized) {
+      auto got = c.Get(key);
+      ASSERT_TRUE(got.ok()) << key << " " << when << ": " << got.status().ToString();
+      EXPECT_TRUE(*got == v) << key << " changed " << when;
+    }
+  };
+
+  AckedWrites m;
+  integration::RunLoadWithFault(**client, m, 400, 600,
+                                [&] { ASSERT_EQ(Slip("cluster kill --node 1 --dir " + d), 0); });
+  m.Check(**client, "after a KVS node's failure");
+  check_sized(**client, "after a KVS node's failure");
+  auto probe = (*stale)->Get("stale-probe");
+  ASSERT_TRUE(probe.ok()) << "stale-map client not redirected: " << probe.status().ToString();
+  EXPECT_EQ(*probe, "before");
+  stale->reset();
+
+  // The killed node rejoins; then the pool dies under a write load and
+  // `cluster up` restarts it.
+  ASSERT_EQ(Slip(up), 0) << "see " << d << "/logs";
+  m.Check(**client, "after the node rejoined");
+  integration::RunLoadWithFault(**client, m, m.ops + 200, 300, [&] {
+    ASSERT_TRUE(cli::KillProcess(d, "pool").ok());
+    ASSERT_EQ(Slip(up), 0) << "see " << d << "/logs";
+  });
+  m.Check(**client, "after the pool restarted");
+  check_sized(**client, "after the pool restarted");
+
+  client->reset();
+  ASSERT_EQ(Slip("cluster down --dir " + d), 0);
+  ASSERT_EQ(Slip(up), 0) << "see " << d << "/logs";
+  auto again = open();
+  ASSERT_TRUE(again.ok());
+  m.Check(**again, "after cold start");
+  check_sized(**again, "after cold start");
+  std::printf("  %d operations, %d with unknown outcome, %zu keys checked\n", m.ops.load(), m.unknown.load(),
+              m.acked.size());
+  again->reset();
+  EXPECT_EQ(Slip("cluster down --dir " + d), 0);
+  if (!HasFailure()) fs::remove_all(dir);  // else keep the logs
+}
+
 // `slip put` takes a value from stdin or a file, `slip get` gives its bytes
 // back unchanged, and a value over the store's limit is refused at once
 // with the reason (not after a deadline of retries).

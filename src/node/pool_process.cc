@@ -1,0 +1,149 @@
+#include "node/pool_process.h"
+
+#include <unistd.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+
+#include "cluster/config_access.h"
+#include "common/log.h"
+#include "dinomo/pool.h"
+#include "dinomo/pool_server.h"
+#include "fabric/ofi/ofi_fabric.h"
+#include "node/membership.h"
+#include "node/node_process.h"
+#include "pm/region.h"
+#include "proto/kv.h"
+#include "rpc/channel.h"
+#include "rpc/rpc_peers.h"
+#include "runtime/thread_runtime.h"
+
+namespace slip::node {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Pool final : public PoolProcess {
+ public:
+  explicit Pool(PoolProcessOptions o) : o_(std::move(o)) {}
+  ~Pool() override {
+    Stop();
+    rt_.Stop();
+    config_store_.reset();  // its watcher thread posts to control_ex_
+  }
+
+  Status Boot();
+  Status Wait() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return stopped_; });
+    return result_;
+  }
+  void Stop() override { Finish(Status::Ok()); }
+
+ private:
+  void Finish(Status s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    result_ = std::move(s);
+    cv_.notify_all();
+  }
+
+  PoolProcessOptions o_;
+  std::unique_ptr<cluster::ConfigStore> config_store_;
+  std::unique_ptr<pm::PmRegion> region_;
+  std::unique_ptr<dinomo::Pool> pool_;
+  std::unique_ptr<fabric::Fabric> fabric_;
+  runtime::ThreadRuntime rt_{runtime::ThreadRuntimeOptions{.seed = 1, .spin_turns = 8, .max_park = runtime::kMillisecond}};
+  runtime::Executor* pool_ex_ = nullptr;
+  runtime::Executor* control_ex_ = nullptr;
+  std::unique_ptr<rpc::RpcChannel> channel_;
+  std::unique_ptr<dinomo::PoolServer> server_;
+  std::unique_ptr<Membership> membership_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopped_ = false;
+  Status result_;
+};
+
+Status Pool::Boot() {
+  SLIP_ASSIGN_OR_RETURN(config_store_, cluster::OpenConfigStore(o_.dir, o_.zookeeper));
+  SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig vc, cluster::LoadWhenPresent(config_store_.get(), 60 * runtime::kSecond));
+  if (!cluster::UsesPool(vc.config.design)) {
+    return Status::InvalidArgument("the cluster's design " + vc.config.design + " keeps no data in a pool");
+  }
+  if (o_.segment_mb == 0 || o_.pool_mb < 4 * o_.segment_mb) {
+    return Status::InvalidArgument("the pool needs room for at least 4 segments: --pool-mb " + std::to_string(o_.pool_mb) +
+                                   ", --segment-mb " + std::to_string(o_.segment_mb));
+  }
+  // The lease first: one pool process at a time may touch the region (a
+  // second one opening it would rebuild and free segments under the first).
+  control_ex_ = rt_.CreateExecutor("pool/control");
+  membership_ = std::make_unique<Membership>(config_store_.get(), control_ex_, o_.lease);
+  SLIP_RETURN_IF_ERROR(membership_->Acquire(kPoolLease, "pool-pid" + std::to_string(getpid())));
+  SLIP_ASSIGN_OR_RETURN(const PmPlace place, PlacePm(vc.config.pm, o_.dir, std::string("pool")));
+  std::error_code ec;
+  fs::create_directories(fs::path(place.path).parent_path(), ec);
+  if (ec) return Status::IoError("cannot create the directory of " + place.path + ": " + ec.message());
+  const bool exists = fs::exists(place.path);
+  pm::RegionOptions ro;
+  ro.populate = true;
+  ro.mode = place.pm_class == "dram" ? pm::PersistMode::kNone
+            : place.pm_class == "dax" ? pm::PersistMode::kFlush
+                                      : pm::PersistMode::kMsync;
+  SLIP_ASSIGN_OR_RETURN(region_, pm::PmRegion::OpenFile(place.path, exists ? 0 : o_.pool_mb << 20, ro));
+  dinomo::PoolOptions po;
+  po.segment_bytes = o_.segment_mb << 20;
+  // About one home bucket per 2 KB of region: buckets hold 3 keys, so a
+  // region full of ~1 KB entries loads the index to two thirds.
+  po.num_buckets = 1024;
+  while (po.num_buckets < (o_.pool_mb << 20) / 2048 && po.num_buckets < (1u << 30)) po.num_buckets <<= 1;
+  SLIP_ASSIGN_OR_RETURN(pool_, dinomo::Pool::Open(region_.get(), po));
+  const dinomo::PoolStats st = pool_->stats();
+  logging::Info("pool: {} class, {} ({} segments of {} MB, {} open)", place.pm_class, place.path, st.segments,
+                pool_->segment_bytes() >> 20, st.open_segments);
+
+  SLIP_ASSIGN_OR_RETURN(fabric_, fabric::OpenOfiFabric(
+                                     fabric::FabricOptions{.provider = vc.config.provider, .node_address = o_.bind_address},
+                                     fabric::OfiOptions{.max_multi_recv_message = proto::kMaxMessage}));
+  pool_ex_ = rt_.CreateExecutor("pool");
+  SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = "pool"}));
+  fabric::Endpoint* raw = ep.get();
+  SLIP_ASSIGN_OR_RETURN(server_, dinomo::PoolServer::Create(pool_.get(), region_.get(), raw));
+  rpc::ChannelOptions co;
+  co.max_payload = proto::kMaxMessage - 64;
+  co.max_call_payload = proto::kMaxCallPayload;
+  co.recv_buffer_bytes = 1 << 20;
+  SLIP_ASSIGN_OR_RETURN(channel_, rpc::RpcChannel::Open(pool_ex_, std::move(ep), co));
+  if (raw->wait_fd() >= 0) pool_ex_->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
+  channel_->SetHandler([this](uint16_t method, std::span<const std::byte> payload, rpc::RpcChannel::Reply reply) {
+    server_->Handle(method, payload, reply);
+  });
+
+  const std::string address = rpc::RpcPeers::HexEncode(channel_->address());
+  SLIP_RETURN_IF_ERROR(membership_->Update([&](const cluster::ClusterConfig& c) -> Result<cluster::ClusterConfig> {
+    cluster::ClusterConfig next = c;
+    next.pool = address;
+    ++next.term;
+    return next;
+  }));
+  // Opening a large region takes a while: renew (same holder) before the
+  // renewals start, so they do not find it expired.
+  SLIP_RETURN_IF_ERROR(membership_->Acquire(kPoolLease, "pool-pid" + std::to_string(getpid())));
+  SLIP_RETURN_IF_ERROR(rt_.Start());
+  membership_->KeepAlive([this](Status s) { Finish(std::move(s)); });
+  logging::Info("{}", "pool serving at " + address + " (" + vc.config.provider + ")");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PoolProcess>> PoolProcess::Start(const PoolProcessOptions& options) {
+  auto p = std::make_unique<Pool>(options);
+  SLIP_RETURN_IF_ERROR(p->Boot());
+  return std::unique_ptr<PoolProcess>(std::move(p));
+}
+
+}  // namespace slip::node
