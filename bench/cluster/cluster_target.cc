@@ -91,9 +91,14 @@ class ClusterTarget final : public KvTarget {
     return DurabilityOfPath(c_.dir);
   }
   std::string Describe() const override {
-    return c_.design + ": " + std::to_string(c_.nodes) + " slip server processes on this host (" + running_provider_ +
-           (running_provider_ == "tcp" ? " loopback), " : "), ") +
-           "RF " + std::to_string(c_.replication) + "; a write is acknowledged once persistent on every replica";
+    const std::string where = " on this host (" + running_provider_ + (running_provider_ == "tcp" ? " loopback), " : "), ");
+    if (cluster::UsesPool(c_.design)) {
+      return c_.design + ": " + std::to_string(c_.nodes) + " KVS node processes and one pool process" + where +
+             "no replicas; a write is acknowledged once it is in the pool's region (batched one-sided WRITE + flush "
+             "READ)";
+    }
+    return c_.design + ": " + std::to_string(c_.nodes) + " slip server processes" + where + "RF " +
+           std::to_string(c_.replication) + "; a write is acknowledged once persistent on every replica";
   }
   Result<std::unique_ptr<KvSession>> Connect(uint32_t) override {
     return std::unique_ptr<KvSession>(new ClusterSession(client_.get()));
