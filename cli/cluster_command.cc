@@ -50,6 +50,17 @@ int Fail(const char* what, const Status& s) {
 
 std::string NodeName(uint32_t i) { return "node-" + std::to_string(i); }
 
+// Runs a started process until a fatal error or a signal's Stop().
+template <typename P>
+int ServeUntilStopped(const char* what, Result<std::unique_ptr<P>> p) {
+  if (!p.ok()) return Fail(what, p.status());
+  std::thread watcher = StopOnSignal([&] { (*p)->Stop(); });
+  Status s = (*p)->Wait();
+  g_stop = 1;
+  watcher.join();
+  return s.ok() ? 0 : Fail(what, s);
+}
+
 }  // namespace
 
 int RunServer(const ClusterCommandOptions& o) {
@@ -63,15 +74,7 @@ int RunServer(const ClusterCommandOptions& o) {
   no.lease = static_cast<runtime::Nanos>(o.lease_ms) * runtime::kMillisecond;
   no.commit_interval = static_cast<runtime::Nanos>(o.commit_interval_ms) * runtime::kMillisecond;
   no.workers = o.workers;
-  auto n = node::NodeProcess::Start(no);
-  if (!n.ok()) return Fail("server", n.status());
-  // Wait() returns on a fatal error or after a signal's Stop().
-  std::thread watcher = StopOnSignal([&] { (*n)->Stop(); });
-  Status s = (*n)->Wait();
-  g_stop = 1;
-  watcher.join();
-  if (!s.ok()) return Fail("server", s);
-  return 0;
+  return ServeUntilStopped("server", node::NodeProcess::Start(no));
 }
 
 int RunPool(const ClusterCommandOptions& o) {
@@ -82,14 +85,7 @@ int RunPool(const ClusterCommandOptions& o) {
   po.pool_mb = o.pool_mb;
   po.segment_mb = o.segment_mb;
   po.lease = static_cast<runtime::Nanos>(o.lease_ms) * runtime::kMillisecond;
-  auto p = node::PoolProcess::Start(po);
-  if (!p.ok()) return Fail("pool", p.status());
-  std::thread watcher = StopOnSignal([&] { (*p)->Stop(); });
-  Status s = (*p)->Wait();
-  g_stop = 1;
-  watcher.join();
-  if (!s.ok()) return Fail("pool", s);
-  return 0;
+  return ServeUntilStopped("pool", node::PoolProcess::Start(po));
 }
 
 int RunManagerCommand(const ClusterCommandOptions& o) {

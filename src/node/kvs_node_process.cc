@@ -5,8 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <condition_variable>
-#include <mutex>
 #include <set>
 #include <vector>
 
@@ -16,6 +14,7 @@
 #include "dinomo/kvs_node.h"
 #include "fabric/ofi/ofi_fabric.h"
 #include "node/membership.h"
+#include "node/outcome.h"
 #include "proto/kv.h"
 #include "proto/pool.h"
 #include "rpc/channel.h"
@@ -46,21 +45,11 @@ class KvsNodeServer final : public NodeProcess {
   }
 
   Status Boot();
-  Status Wait() override {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return stopped_; });
-    return result_;
-  }
+  Status Wait() override { return outcome_.Wait(); }
   void Stop() override { Finish(Status::Ok()); }
 
  private:
-  void Finish(Status s) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopped_) return;
-    stopped_ = true;
-    result_ = std::move(s);
-    cv_.notify_all();
-  }
+  void Finish(Status s) { outcome_.Finish(std::move(s)); }
 
   // Node executor only from here on.
   void Adopt(const ClusterConfig& c);
@@ -95,10 +84,7 @@ class KvsNodeServer final : public NodeProcess {
   bool reconfiguring_ = false;
   int64_t retry_ms_ = 50;  // Retry's pause, doubling up to 2 s while the pool does not answer
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopped_ = false;
-  Status result_;
+  Outcome outcome_;
 };
 
 std::set<uint32_t> OwnedBy(const ClusterConfig& c, uint32_t id) {
@@ -127,13 +113,7 @@ Status KvsNodeServer::Boot() {
   node_ex_ = rt_.CreateExecutor(name);
   control_ex_ = rt_.CreateExecutor(name + "/control");
   SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = name}));
-  fabric::Endpoint* raw = ep.get();
-  rpc::ChannelOptions co;
-  co.max_payload = proto::kMaxMessage - 64;
-  co.max_call_payload = proto::kMaxCallPayload;
-  co.recv_buffer_bytes = 1 << 20;
-  SLIP_ASSIGN_OR_RETURN(channel_, rpc::RpcChannel::Open(node_ex_, std::move(ep), co));
-  if (raw->wait_fd() >= 0) node_ex_->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
+  SLIP_ASSIGN_OR_RETURN(channel_, OpenServingChannel(node_ex_, std::move(ep)));
   SLIP_ASSIGN_OR_RETURN(data_ep_, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = name + "/data"}));
   fabric::Endpoint* data = data_ep_.get();
   if (data->wait_fd() >= 0) node_ex_->AddWaitFd(data->wait_fd(), [data] { return data->CanBlock(); });

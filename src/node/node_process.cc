@@ -2,6 +2,7 @@
 
 #include "node/kvs_node_process.h"
 #include "node/membership.h"
+#include "node/outcome.h"
 
 #include <time.h>
 #include <unistd.h>
@@ -10,10 +11,8 @@
 #include <random>
 
 #include <nlohmann/json.hpp>
-#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
-#include <mutex>
 
 #include "cluster/cluster_config.h"
 #include "common/hash.h"
@@ -60,21 +59,11 @@ class Node final : public NodeProcess {
   }
 
   Status Boot();
-  Status Wait() override {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return stopped_; });
-    return result_;
-  }
+  Status Wait() override { return outcome_.Wait(); }
   void Stop() override { Finish(Status::Ok()); }
 
  private:
-  void Finish(Status s) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopped_) return;
-    stopped_ = true;
-    result_ = std::move(s);
-    cv_.notify_all();
-  }
+  void Finish(Status s) { outcome_.Finish(std::move(s)); }
   void AdoptOnNode(const ClusterConfig& c);
   Status StartOneSided();
   Status StartWorkers(const log::Limits& limits);
@@ -135,10 +124,7 @@ class Node final : public NodeProcess {
   uint64_t adopted_term_ = 0;                 // node executor only
   std::atomic<uint64_t> replication_term_{0};  // adopted_term_, for the workers' replicators
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopped_ = false;
-  Status result_;
+  Outcome outcome_;
 };
 
 Status Node::Boot() {
@@ -219,14 +205,7 @@ Status Node::Boot() {
   // The digest role also runs the cleaner, for every design.
   digest_ex_ = rt_.CreateExecutor("node" + std::to_string(o_.id) + "/digest");
   SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = "node" + std::to_string(o_.id)}));
-  fabric::Endpoint* raw = ep.get();
-  rpc::ChannelOptions co;
-  co.max_payload = proto::kMaxMessage - 64;
-  co.max_call_payload = proto::kMaxCallPayload;
-  co.recv_buffer_bytes = 1 << 20;
-  SLIP_ASSIGN_OR_RETURN(channel_, rpc::RpcChannel::Open(node_ex_, std::move(ep), co));
-  // Park on the provider's wait object when idle instead of sleeping (tcp).
-  if (raw->wait_fd() >= 0) node_ex_->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
+  SLIP_ASSIGN_OR_RETURN(channel_, OpenServingChannel(node_ex_, std::move(ep)));
   const std::string address = channel_->address();
 
   peers_ = std::make_unique<rpc::RpcPeers>(channel_.get(), node_ex_, rpc::RpcChannel::CallOptions{.timeout = o_.lease / 2});
@@ -388,13 +367,7 @@ Status Node::StartWorkers(const log::Limits& limits) {
     } else {
       w.ex = rt_.CreateExecutor(wname);
       SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = wname}));
-      fabric::Endpoint* raw = ep.get();
-      rpc::ChannelOptions co;
-      co.max_payload = proto::kMaxMessage - 64;
-      co.max_call_payload = proto::kMaxCallPayload;
-      co.recv_buffer_bytes = 1 << 20;
-      SLIP_ASSIGN_OR_RETURN(w.channel, rpc::RpcChannel::Open(w.ex, std::move(ep), co));
-      if (raw->wait_fd() >= 0) w.ex->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
+      SLIP_ASSIGN_OR_RETURN(w.channel, OpenServingChannel(w.ex, std::move(ep)));
       w.own_peers = std::make_unique<rpc::RpcPeers>(w.channel.get(), w.ex, rpc::RpcChannel::CallOptions{.timeout = o_.lease / 2});
       w.peers = w.own_peers.get();
     }
@@ -529,6 +502,19 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::Start(const NodeOptions& optio
   }
   SLIP_RETURN_IF_ERROR(s);
   return std::unique_ptr<NodeProcess>(std::move(n));
+}
+
+Result<std::unique_ptr<rpc::RpcChannel>> OpenServingChannel(runtime::Executor* ex,
+                                                           std::unique_ptr<fabric::Endpoint> ep) {
+  fabric::Endpoint* raw = ep.get();
+  rpc::ChannelOptions co;
+  co.max_payload = proto::kMaxMessage - 64;
+  co.max_call_payload = proto::kMaxCallPayload;
+  co.recv_buffer_bytes = 1 << 20;
+  SLIP_ASSIGN_OR_RETURN(auto channel, rpc::RpcChannel::Open(ex, std::move(ep), co));
+  // Park on the provider's wait object when idle instead of sleeping (tcp).
+  if (raw->wait_fd() >= 0) ex->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
+  return channel;
 }
 
 std::string DataDir(const std::string& cluster_dir, uint32_t id) {

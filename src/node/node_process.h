@@ -31,6 +31,8 @@
 #include <string>
 
 #include "common/status.h"
+#include "fabric/fabric.h"
+#include "rpc/channel.h"
 #include "runtime/runtime.h"
 
 namespace slip::node {
@@ -80,6 +82,12 @@ Result<PmPlace> PlacePm(const std::string& configured, const std::string& cluste
 // The same for the process whose data directory is DIR/`name` (the DINOMO
 // pool's is DIR/pool).
 Result<PmPlace> PlacePm(const std::string& configured, const std::string& cluster_dir, const std::string& name);
+
+// An RPC channel on `ep` with the settings every process of a cluster uses
+// (frames up to proto::kMaxMessage), polled on `ex`, which parks on the
+// endpoint's wait object when idle.
+Result<std::unique_ptr<rpc::RpcChannel>> OpenServingChannel(runtime::Executor* ex,
+                                                           std::unique_ptr<fabric::Endpoint> ep);
 
 // Nanoseconds on the machine-wide monotonic clock: what every process that
 // shares an embedded ConfigStore passes as `now`.

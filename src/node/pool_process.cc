@@ -2,9 +2,7 @@
 
 #include <unistd.h>
 
-#include <condition_variable>
 #include <filesystem>
-#include <mutex>
 
 #include "cluster/config_access.h"
 #include "common/log.h"
@@ -12,6 +10,7 @@
 #include "dinomo/pool_server.h"
 #include "fabric/ofi/ofi_fabric.h"
 #include "node/membership.h"
+#include "node/outcome.h"
 #include "node/node_process.h"
 #include "pm/region.h"
 #include "proto/kv.h"
@@ -34,21 +33,11 @@ class Pool final : public PoolProcess {
   }
 
   Status Boot();
-  Status Wait() override {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return stopped_; });
-    return result_;
-  }
+  Status Wait() override { return outcome_.Wait(); }
   void Stop() override { Finish(Status::Ok()); }
 
  private:
-  void Finish(Status s) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopped_) return;
-    stopped_ = true;
-    result_ = std::move(s);
-    cv_.notify_all();
-  }
+  void Finish(Status s) { outcome_.Finish(std::move(s)); }
 
   PoolProcessOptions o_;
   std::unique_ptr<cluster::ConfigStore> config_store_;
@@ -62,10 +51,7 @@ class Pool final : public PoolProcess {
   std::unique_ptr<dinomo::PoolServer> server_;
   std::unique_ptr<Membership> membership_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopped_ = false;
-  Status result_;
+  Outcome outcome_;
 };
 
 Status Pool::Boot() {
@@ -112,12 +98,7 @@ Status Pool::Boot() {
   SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = "pool"}));
   fabric::Endpoint* raw = ep.get();
   SLIP_ASSIGN_OR_RETURN(server_, dinomo::PoolServer::Create(pool_.get(), region_.get(), raw));
-  rpc::ChannelOptions co;
-  co.max_payload = proto::kMaxMessage - 64;
-  co.max_call_payload = proto::kMaxCallPayload;
-  co.recv_buffer_bytes = 1 << 20;
-  SLIP_ASSIGN_OR_RETURN(channel_, rpc::RpcChannel::Open(pool_ex_, std::move(ep), co));
-  if (raw->wait_fd() >= 0) pool_ex_->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
+  SLIP_ASSIGN_OR_RETURN(channel_, OpenServingChannel(pool_ex_, std::move(ep)));
   channel_->SetHandler([this](uint16_t method, std::span<const std::byte> payload, rpc::RpcChannel::Reply reply) {
     server_->Handle(method, payload, reply);
   });

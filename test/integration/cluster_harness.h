@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -107,6 +108,30 @@ struct AckedWrites {
                                            << ", acknowledged " << (want ? *want : "absent");
       want = state;
       maybe[key].clear();
+    }
+  }
+};
+
+// Values of given sizes under "sized-<n>" (fragments, pieces, the limits):
+// written once, read back after every fault.
+struct SizedValues {
+  std::map<std::string, std::string> values;
+
+  void Write(Client& c, std::initializer_list<size_t> sizes) {
+    for (size_t n : sizes) {
+      std::string v(n, '\0');
+      for (size_t i = 0; i < n; ++i) v[i] = static_cast<char>((i * 131 + n) >> 3);
+      const std::string key = "sized-" + std::to_string(n);
+      Status s = c.Put(key, v);
+      ASSERT_TRUE(s.ok()) << key << ": " << s.ToString();
+      values[key] = std::move(v);
+    }
+  }
+  void Check(Client& c, const char* when) const {
+    for (const auto& [key, v] : values) {
+      auto got = c.Get(key);
+      ASSERT_TRUE(got.ok()) << key << " " << when << ": " << got.status().ToString();
+      EXPECT_TRUE(*got == v) << key << " changed " << when;
     }
   }
 };

@@ -71,23 +71,9 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
   // Values at the frame and store limits, which travel in fragments (RPC)
   // or in pieces (one-sided designs): they must survive everything below
   // too — failover, re-replication to the rejoined node, cold start.
-  std::map<std::string, std::string> sized;
-  for (size_t n : {size_t{0}, size_t{65535}, size_t{65536}, size_t{65537}, size_t{1} << 20, size_t{16} << 20}) {
-    std::string v(n, '\0');
-    for (size_t i = 0; i < n; ++i) v[i] = static_cast<char>((i * 131 + n) >> 3);
-    const std::string key = "sized-" + std::to_string(n);
-    Status s = (*client)->Put(key, v);
-    ASSERT_TRUE(s.ok()) << key << ": " << s.ToString();
-    sized[key] = std::move(v);
-  }
+  integration::SizedValues sized;
+  ASSERT_NO_FATAL_FAILURE(sized.Write(**client, {0, 65535, 65536, 65537, size_t{1} << 20, size_t{16} << 20}));
   EXPECT_TRUE((*client)->Put("sized-over", std::string((16 << 20) + 1, 'x')).Is(Code::kTooLarge));
-  auto check_sized = [&](Client& c, const char* when) {
-    for (const auto& [key, v] : sized) {
-      auto got = c.Get(key);
-      ASSERT_TRUE(got.ok()) << key << " " << when << ": " << got.status().ToString();
-      EXPECT_TRUE(*got == v) << key << " changed " << when;
-    }
-  };
   AckedWrites m;
   const std::string unhealthy = integration::WaitFullyReplicated(d);
   ASSERT_EQ(unhealthy, "") << "the cluster never became fully replicated; see " << d << "/logs";
@@ -96,7 +82,7 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
   integration::RunLoadWithFault(**client, m, 400, 600,
                                 [&] { ASSERT_EQ(Slip("cluster kill --node 1 --dir " + d), 0); });
   m.Check(**client, "after failover");
-  check_sized(**client, "after failover");
+  sized.Check(**client, "after failover");
   auto probe = (*stale)->Get("stale-probe");
   ASSERT_TRUE(probe.ok()) << "stale-term client not redirected: " << probe.status().ToString();
   EXPECT_EQ(*probe, "before");
@@ -122,7 +108,7 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
   // The killed node comes back (empty) and is re-replicated.
   ASSERT_EQ(Slip(up), 0);
   m.Check(**client, "after rejoin");
-  check_sized(**client, "after rejoin");
+  sized.Check(**client, "after rejoin");
 
   // Whole-cluster stop and cold start.
   client->reset();
@@ -132,7 +118,7 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
                                           .deadline = std::chrono::seconds(20), .bind_address = ""});
   ASSERT_TRUE(again.ok());
   m.Check(**again, "after cold start");
-  check_sized(**again, "after cold start");
+  sized.Check(**again, "after cold start");
   std::printf("  %d operations, %d with unknown outcome, %zu keys checked\n", m.ops.load(), m.unknown.load(),
               m.acked.size());
   again->reset();
@@ -242,29 +228,15 @@ TEST(DinomoClusterTest, KillAKvsNodeThePoolAndEverythingLoseNothingAcknowledged)
   ASSERT_TRUE((*stale)->Put("stale-probe", "before").ok());
   // Values up to half a segment (8 MB segments) travel in one batch; more
   // is refused with the reason.
-  std::map<std::string, std::string> sized;
-  for (size_t n : {size_t{0}, size_t{65537}, size_t{1} << 20, size_t{3} << 20}) {
-    std::string v(n, '\0');
-    for (size_t i = 0; i < n; ++i) v[i] = static_cast<char>((i * 131 + n) >> 3);
-    const std::string key = "sized-" + std::to_string(n);
-    Status s = (*client)->Put(key, v);
-    ASSERT_TRUE(s.ok()) << key << ": " << s.ToString();
-    sized[key] = std::move(v);
-  }
+  integration::SizedValues sized;
+  ASSERT_NO_FATAL_FAILURE(sized.Write(**client, {0, 65537, size_t{1} << 20, size_t{3} << 20}));
   EXPECT_TRUE((*client)->Put("sized-over", std::string(5 << 20, 'x')).Is(Code::kTooLarge));
-  auto check_sized = [&](Client& c, const char* when) {
-    for (const auto& [key, v] : sized) {
-      auto got = c.Get(key);
-      ASSERT_TRUE(got.ok()) << key << " " << when << ": " << got.status().ToString();
-      EXPECT_TRUE(*got == v) << key << " changed " << when;
-    }
-  };
 
   AckedWrites m;
   integration::RunLoadWithFault(**client, m, 400, 600,
                                 [&] { ASSERT_EQ(Slip("cluster kill --node 1 --dir " + d), 0); });
   m.Check(**client, "after a KVS node's failure");
-  check_sized(**client, "after a KVS node's failure");
+  sized.Check(**client, "after a KVS node's failure");
   auto probe = (*stale)->Get("stale-probe");
   ASSERT_TRUE(probe.ok()) << "stale-map client not redirected: " << probe.status().ToString();
   EXPECT_EQ(*probe, "before");
@@ -279,7 +251,7 @@ TEST(DinomoClusterTest, KillAKvsNodeThePoolAndEverythingLoseNothingAcknowledged)
     ASSERT_EQ(Slip(up), 0) << "see " << d << "/logs";
   });
   m.Check(**client, "after the pool restarted");
-  check_sized(**client, "after the pool restarted");
+  sized.Check(**client, "after the pool restarted");
 
   client->reset();
   ASSERT_EQ(Slip("cluster down --dir " + d), 0);
@@ -287,7 +259,7 @@ TEST(DinomoClusterTest, KillAKvsNodeThePoolAndEverythingLoseNothingAcknowledged)
   auto again = open();
   ASSERT_TRUE(again.ok());
   m.Check(**again, "after cold start");
-  check_sized(**again, "after cold start");
+  sized.Check(**again, "after cold start");
   std::printf("  %d operations, %d with unknown outcome, %zu keys checked\n", m.ops.load(), m.unknown.load(),
               m.acked.size());
   again->reset();
