@@ -25,11 +25,7 @@ SimPool::Node& SimPool::AddNode(const KvsNodeOptions& options, std::function<voi
   Node& n = nodes_.emplace_back();
   n.exec = rt_.CreateExecutor("kn" + std::to_string(options.node));
   n.ep = std::move(fabric_->CreateEndpoint(options.node, n.exec, {})).value();
-  n.calls = std::make_unique<rpc::LocalCaller>(
-      n.exec, pool_exec_, [server = server_.get()](uint16_t method, std::span<const std::byte> payload,
-                                                   rpc::LocalCaller::Reply reply) {
-        server->Handle(method, payload, reply);
-      });
+  n.calls = CallerFor(n.exec);
   n.node = std::make_unique<KvsNode>(n.exec, n.ep.get(), n.calls.get(), kPoolId, options);
   KvsNode* node = n.node.get();
   n.poller = n.exec->AddPoller([node] { return node->Poll(); });
@@ -39,6 +35,12 @@ SimPool::Node& SimPool::AddNode(const KvsNodeOptions& options, std::function<voi
     });
   });
   return n;
+}
+
+std::unique_ptr<rpc::LocalCaller> SimPool::CallerFor(runtime::Executor* exec) {
+  return std::make_unique<rpc::LocalCaller>(
+      exec, pool_exec_, [server = server_.get()](uint16_t method, std::span<const std::byte> payload,
+                                                 rpc::LocalCaller::Reply reply) { server->Handle(method, payload, reply); });
 }
 
 void SimPool::Kill(Node& n) {

@@ -35,6 +35,9 @@ class SimPool {
   // A KVS node (`options.node` is its id, also its fabric address), started
   // on its own executor; `started` runs there once it can serve.
   Node& AddNode(const KvsNodeOptions& options, std::function<void(Status)> started = nullptr);
+  // A caller from `exec` to the pool's server (POOL_* calls), for KVS
+  // nodes built outside AddNode.
+  std::unique_ptr<rpc::LocalCaller> CallerFor(runtime::Executor* exec);
   // The node is gone as a process goes: its endpoint first (operations in
   // flight read into and write from its buffers), then its DRAM.
   void Kill(Node& n);

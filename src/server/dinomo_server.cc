@@ -1,0 +1,167 @@
+#include "server/dinomo_server.h"
+
+#include <algorithm>
+
+#include "common/hash.h"
+#include "common/log.h"
+#include "proto/kv.h"
+#include "proto/pool.h"
+#include "server/commit_tracker.h"
+
+namespace slip::server {
+
+std::set<uint32_t> OwnedBy(const cluster::ClusterConfig& config, uint32_t node) {
+  std::set<uint32_t> owned;
+  for (uint32_t s = 0; s < config.num_shards(); ++s) {
+    if (config.shards[s].primary == node) owned.insert(s);
+  }
+  return owned;
+}
+
+DinomoServer::DinomoServer(DinomoServerEnv env) : env_(std::move(env)) {}
+
+DinomoServer::~DinomoServer() = default;
+
+void DinomoServer::Adopt(const cluster::ClusterConfig& config) {
+  if (config.term <= config_.term) return;
+  config_ = config;
+  // A reconfiguration under way looks at config_ again when it ends.
+  if (!reconfiguring_) Consider();
+}
+
+void DinomoServer::Consider() {
+  if (serving_ && OwnedBy(config_, env_.self) == owned_ && config_.pool == serving_config_.pool) {
+    serving_config_ = config_;
+    return;
+  }
+  Reconfigure();
+}
+
+void DinomoServer::Reconfigure() {
+  reconfiguring_ = true;
+  serving_ = false;
+  target_ = config_;
+  if (target_.term > kMaxEpoch) {
+    logging::Error("{}", "term " + std::to_string(target_.term) + " is past the largest epoch versions can hold");
+    return env_.fatal(Status::InvalidArgument("configuration term past the largest epoch"));
+  }
+  if (target_.pool.empty()) {
+    // The pool has not published its address yet: a later configuration will.
+    reconfiguring_ = false;
+    return;
+  }
+  ++reconfigurations_;
+  WaitIdle(0);
+}
+
+void DinomoServer::WaitIdle(int waited_ms) {
+  if (node_ != nullptr && !node_->Idle()) {
+    // Operations on the wire complete or fail within the fabric's timeouts;
+    // one that never did would mix its completion with the next node's.
+    if (waited_ms > 10000) return env_.fatal(Status::Aborted("the data path did not drain in 10 s"));
+    env_.exec->After(runtime::kMillisecond, [this, life = std::weak_ptr<int>(life_), waited_ms] {
+      if (!life.expired()) WaitIdle(waited_ms + 1);
+    });
+    return;
+  }
+  node_.reset();
+  env_.set_pool_address(target_.pool);
+  // Merge before serve: its own log (fencing what it ran before) and every
+  // down node's, whose keys may be among those it now owns.
+  std::vector<uint32_t> merge = {env_.self};
+  for (const auto& [id, info] : target_.nodes) {
+    if (info.state == cluster::NodeState::kDown) merge.push_back(id);
+  }
+  MergeNext(std::move(merge));
+}
+
+void DinomoServer::MergeNext(std::vector<uint32_t> left) {
+  const cluster::ClusterConfig& c = target_;
+  if (left.empty()) {
+    dinomo::KvsNodeOptions ko = env_.node;
+    ko.node = env_.self;
+    ko.epoch = c.term;
+    node_ = std::make_unique<dinomo::KvsNode>(env_.exec, env_.data, env_.calls, env_.pool_peer, ko);
+    node_->Start([this, life = std::weak_ptr<int>(life_), c](Status s) {
+      if (life.expired()) return;
+      if (!s.ok()) {
+        logging::Warn("{}", "the pool refused to start the node in term " + std::to_string(c.term) + ": " + s.ToString());
+        node_.reset();
+        return Retry();
+      }
+      reconfiguring_ = false;
+      retry_ms_ = 50;
+      serving_config_ = c;
+      owned_ = OwnedBy(c, env_.self);
+      serving_ = true;
+      logging::Info("{}", "serving " + std::to_string(owned_.size()) + " shards in term " + std::to_string(c.term));
+      if (config_.term != c.term) Consider();  // a newer one came meanwhile
+    });
+    return;
+  }
+  const uint32_t node = left.back();
+  left.pop_back();
+  env_.calls->Call(env_.pool_peer, static_cast<uint16_t>(proto::Method::kPoolMergeAll),
+                   proto::Encode(proto::PoolNodeRequest{node, c.term}),
+                   [this, life = std::weak_ptr<int>(life_), node, left = std::move(left)](Result<rpc::PeerResponse> r) mutable {
+                     if (life.expired()) return;
+                     if (!r.ok() || r->status != Code::kOk) {
+                       logging::Warn("{}", "merging node " + std::to_string(node) + "'s log failed (" +
+                                               (r.ok() ? Status(r->status, r->payload).ToString() : r.status().ToString()) +
+                                               "): trying again");
+                       return Retry();
+                     }
+                     MergeNext(std::move(left));
+                   });
+}
+
+void DinomoServer::Retry() {
+  // From the start, with the newest configuration: the pool may have moved
+  // (a restarted pool publishes a new address), or more nodes gone down.
+  env_.exec->After(retry_ms_ * runtime::kMillisecond, [this, life = std::weak_ptr<int>(life_)] {
+    if (!life.expired()) Reconfigure();
+  });
+  retry_ms_ = std::min<int64_t>(2 * retry_ms_, 2000);
+}
+
+void DinomoServer::Refuse(const Reply& reply, const Status& s) const {
+  reply(s.code(), proto::Encode(proto::KvResponse{config_.term, 0, s.message()}));
+}
+
+void DinomoServer::Handle(uint16_t method, std::span<const std::byte> payload, Reply reply) {
+  const auto m = static_cast<proto::Method>(method);
+  if (m != proto::Method::kPut && m != proto::Method::kGet && m != proto::Method::kDel) {
+    return Refuse(reply, Status::InvalidArgument("a KVS node does not serve method " + std::to_string(method)));
+  }
+  auto req = proto::DecodeKvRequest(payload, env_.node.limits);
+  if (!req.ok()) return Refuse(reply, req.status());
+  if (IsReservedKey(req->key)) return Refuse(reply, Status::InvalidArgument("keys beginning with \\0slip: are reserved"));
+  const cluster::ClusterConfig& c = serving_config_;
+  if (!serving_ || req->term != c.term) {
+    return Refuse(reply, Status::StaleTerm("request term " + std::to_string(req->term) + ", node term " +
+                                           std::to_string(serving_ ? c.term : config_.term) +
+                                           (serving_ ? "" : " (reconfiguring)")));
+  }
+  const uint32_t shard = c.ShardOf(HashKey(req->key));
+  if (shard != req->shard || !owned_.contains(shard)) {
+    return Refuse(reply, Status::StaleTerm("node " + std::to_string(env_.self) + " does not own shard " +
+                                           std::to_string(req->shard) + " in term " + std::to_string(c.term)));
+  }
+  if (env_.lease_left() <= 0) {
+    return Refuse(reply, Status::Unavailable("node " + std::to_string(env_.self) + " has no valid lease"));
+  }
+  const uint64_t term = c.term;
+  if (m == proto::Method::kGet) {
+    return node_->Get(std::string(req->key), [reply, term](Result<std::string> v) {
+      if (!v.ok()) return reply(v.status().code(), proto::Encode(proto::KvResponse{term, 0, v.status().message()}));
+      reply(Code::kOk, proto::Encode(proto::KvResponse{term, 0, *v}));
+    });
+  }
+  auto done = [reply, term](Status s) {
+    reply(s.code(), proto::Encode(proto::KvResponse{term, 0, s.ok() ? std::string_view() : s.message()}));
+  };
+  if (m == proto::Method::kPut) return node_->Put(std::string(req->key), std::string(req->value), done);
+  node_->Delete(std::string(req->key), done);
+}
+
+}  // namespace slip::server

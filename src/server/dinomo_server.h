@@ -1,0 +1,106 @@
+// DinomoServer: what a DINOMO KVS node does in a cluster (docs/papers/
+// dinomo.md §5a) — which keys it serves and when, and the KV requests on
+// top of a dinomo::KvsNode. Runtime-agnostic: the process (node/
+// kvs_node_process.h) and the tests build it the same way.
+//
+// It owns the keys of the shards the configuration makes it primary of.
+// When that set or the pool's address changes it reconfigures, as the
+// paper's affected nodes do: stop serving, let its data path drain, ask the
+// pool to POOL_MERGE_ALL its own log and every down node's at the new term
+// (which fences them: nothing they write later is merged — merge before
+// serve, D4), then serve with a new KvsNode whose epoch is the term, so its
+// versions beat every earlier owner's. Its cache starts empty. A change
+// that leaves its ownership and the pool alone is adopted in place.
+//
+// Requests: StaleTerm for another term, a shard it does not own, or while
+// reconfiguring (the client refreshes its map and retries); Unavailable
+// once the lease has run out, so a node cut off never answers from a cache
+// someone else's writes have made stale.
+//
+// Single-threaded: every call on `exec`.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cluster/cluster_config.h"
+#include "common/status.h"
+#include "dinomo/kvs_node.h"
+#include "fabric/fabric.h"
+#include "rpc/peer_caller.h"
+#include "runtime/runtime.h"
+
+namespace slip::server {
+
+struct DinomoServerEnv {
+  uint32_t self = 0;
+  runtime::Executor* exec = nullptr;
+  fabric::Endpoint* data = nullptr;  // the KvsNode's one-sided operations (Poll drives it)
+  rpc::PeerCaller* calls = nullptr;  // reaches the pool as `pool_peer`
+  rpc::NodeId pool_peer = 0;
+  // Points `calls`' `pool_peer` at the pool's hex address from a configuration.
+  std::function<void(const std::string& hex)> set_pool_address;
+  // Time left on this node's lease (<= 0: none).
+  std::function<runtime::Nanos()> lease_left;
+  // The node cannot go on (a term past what versions can hold, a data path
+  // that never drains): the process must stop.
+  std::function<void(Status)> fatal;
+  // Cache and batching for every KvsNode it runs (node and epoch are its own).
+  dinomo::KvsNodeOptions node;
+};
+
+class DinomoServer {
+ public:
+  using Reply = std::function<void(Code, std::string)>;
+  // Versions are (epoch << 32) | n in 48 bits: terms above this cannot be epochs.
+  static constexpr uint64_t kMaxEpoch = (uint64_t{1} << 16) - 1;
+
+  explicit DinomoServer(DinomoServerEnv env);
+  ~DinomoServer();
+
+  // A configuration newer than any adopted so far (older ones are ignored).
+  void Adopt(const cluster::ClusterConfig& config);
+  // PUT, GET, DEL (proto/kv.h). Anything else: InvalidArgument.
+  void Handle(uint16_t method, std::span<const std::byte> payload, Reply reply);
+  // The data path's completions; true if any.
+  bool Poll() { return node_ != nullptr && node_->Poll(); }
+
+  bool serving() const { return serving_; }
+  // The term it serves in (its KvsNode's epoch is the term it last reconfigured in).
+  uint64_t serving_term() const { return serving_ ? serving_config_.term : 0; }
+  const std::set<uint32_t>& owned() const { return owned_; }
+  // Counters of the KvsNode serving now (zeros when none).
+  dinomo::KvsNodeStats stats() const { return node_ ? node_->stats() : dinomo::KvsNodeStats{}; }
+  uint64_t reconfigurations() const { return reconfigurations_; }
+
+ private:
+  void Consider();  // serve config_ as it is, or reconfigure for it
+  void Reconfigure();
+  void WaitIdle(int waited_ms);
+  void MergeNext(std::vector<uint32_t> left);
+  void Retry();
+  void Refuse(const Reply& reply, const Status& s) const;
+
+  DinomoServerEnv env_;
+  cluster::ClusterConfig config_;          // the newest adopted
+  cluster::ClusterConfig target_;          // what the reconfiguration under way is for
+  cluster::ClusterConfig serving_config_;  // what node_ serves
+  std::set<uint32_t> owned_;               // shards node_ serves
+  std::unique_ptr<dinomo::KvsNode> node_;
+  bool serving_ = false;
+  bool reconfiguring_ = false;
+  int64_t retry_ms_ = 50;  // Retry's pause, doubling up to 2 s while the pool does not answer
+  uint64_t reconfigurations_ = 0;
+  // Timers may outlive the server.
+  std::shared_ptr<int> life_ = std::make_shared<int>(0);
+};
+
+// The shards `node` owns (is primary of) in `config`.
+std::set<uint32_t> OwnedBy(const cluster::ClusterConfig& config, uint32_t node);
+
+}  // namespace slip::server

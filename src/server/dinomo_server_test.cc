@@ -1,0 +1,220 @@
+// DinomoServer (server/dinomo_server.h) over the real pool on the simulated
+// fabric: a node serves exactly the shards it owns in exactly its term; a
+// failed owner's keys are served by the node that takes them over only
+// after the pool merged its log, with every write it acknowledged (D4); the
+// old owner, cut off but running, can no longer write or read (fenced;
+// no lease); a pool that moved makes every node reconfigure without losing
+// anything; a term past what versions can hold stops the node.
+#include "server/dinomo_server.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <optional>
+
+#include "common/hash.h"
+#include "dinomo/testing/sim_pool.h"
+#include "proto/kv.h"
+
+namespace slip::server {
+namespace {
+
+using runtime::kMillisecond;
+
+constexpr rpc::NodeId kPool = dinomo::testing::SimPool::kPoolId;
+
+struct Answer {
+  Code code = Code::kAborted;
+  std::string value;
+};
+
+class DinomoServerTest : public ::testing::Test {
+ protected:
+  struct Kn {
+    runtime::Executor* exec = nullptr;
+    std::unique_ptr<fabric::Endpoint> ep;
+    std::unique_ptr<rpc::LocalCaller> calls;
+    std::unique_ptr<DinomoServer> server;
+    runtime::Nanos lease = 1 << 30;  // time left on its lease
+    std::optional<Status> fatal;
+    std::string pool_address;
+  };
+
+  void SetUp() override {
+    dinomo::PoolOptions po;
+    po.segment_bytes = 64 << 10;  // small: seals and back-pressure happen
+    po.num_buckets = 1024;
+    world_ = std::make_unique<dinomo::testing::SimPool>(rt_, 8 << 20, po);
+    auto placed = cluster::Place({{1, "a"}, {2, "b"}}, 8, 1);
+    ASSERT_TRUE(placed.ok());
+    config_ = *placed;
+    config_.design = "dinomo";
+    config_.pool = "00";
+    config_.term = 5;
+  }
+  void TearDown() override {
+    for (auto& [id, kn] : kns_) {
+      kn.ep.reset();  // the endpoint before the node whose buffers it uses
+      kn.server.reset();
+    }
+  }
+
+  Kn& Add(uint32_t id) {
+    Kn& kn = kns_[id];
+    kn.exec = rt_.CreateExecutor("kn" + std::to_string(id));
+    kn.ep = std::move(world_->fabric().CreateEndpoint(id, kn.exec, {})).value();
+    kn.calls = world_->CallerFor(kn.exec);
+    Kn* k = &kn;
+    kn.server = std::make_unique<DinomoServer>(DinomoServerEnv{
+        .self = id,
+        .exec = kn.exec,
+        .data = kn.ep.get(),
+        .calls = kn.calls.get(),
+        .pool_peer = kPool,
+        .set_pool_address = [k](const std::string& hex) { k->pool_address = hex; },
+        .lease_left = [k] { return k->lease; },
+        .fatal = [k](Status s) { k->fatal = s; },
+        .node = {},
+    });
+    kn.exec->AddPoller([k] { return k->server && k->server->Poll(); });
+    return kn;
+  }
+  void Adopt(Kn& kn, const cluster::ClusterConfig& c) {
+    kn.exec->Post([&kn, c] { kn.server->Adopt(c); });
+    EXPECT_TRUE(rt_.RunUntil([&] { return kn.server->serving() && kn.server->serving_term() == c.term; },
+                             rt_.Now() + 500 * kMillisecond))
+        << "not serving term " << c.term;
+  }
+  // A request as a client sends it: the term it knows, the key's shard.
+  Answer Call(Kn& kn, proto::Method m, uint64_t term, const std::string& key, const std::string& value = "") {
+    const uint32_t shard = config_.ShardOf(HashKey(key));
+    const std::string payload = proto::Encode(proto::KvRequest{term, shard, key, value});
+    std::optional<Answer> got;
+    kn.exec->Post([&] {
+      kn.server->Handle(static_cast<uint16_t>(m), proto::AsBytes(payload), [&](Code c, std::string p) {
+        auto r = proto::DecodeKvResponse(proto::AsBytes(p), {});
+        got = Answer{c, r.ok() ? std::string(r->value) : ""};
+      });
+    });
+    EXPECT_TRUE(rt_.RunUntil([&] { return got.has_value(); }, rt_.Now() + 200 * kMillisecond));
+    return got.value_or(Answer{});
+  }
+  uint32_t Owner(const cluster::ClusterConfig& c, const std::string& key) const {
+    return c.shards[c.ShardOf(HashKey(key))].primary;
+  }
+
+  runtime::SimRuntime rt_{runtime::SimRuntimeOptions{.seed = 3}};
+  std::unique_ptr<dinomo::testing::SimPool> world_;
+  cluster::ClusterConfig config_;
+  std::map<uint32_t, Kn> kns_;
+};
+
+TEST_F(DinomoServerTest, ServesItsOwnShardsInItsTermOnly) {
+  Kn& a = Add(1);
+  Kn& b = Add(2);
+  Adopt(a, config_);
+  Adopt(b, config_);
+  EXPECT_EQ(a.pool_address, "00");
+  for (int i = 0; i < 40; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    Kn& owner = Owner(config_, key) == 1 ? a : b;
+    Kn& other = Owner(config_, key) == 1 ? b : a;
+    EXPECT_EQ(Call(owner, proto::Method::kPut, 5, key, "v" + std::to_string(i)).code, Code::kOk);
+    EXPECT_EQ(Call(other, proto::Method::kPut, 5, key, "x").code, Code::kStaleTerm) << "not its shard";
+    EXPECT_EQ(Call(owner, proto::Method::kPut, 4, key, "x").code, Code::kStaleTerm) << "an older term";
+    const Answer got = Call(owner, proto::Method::kGet, 5, key);
+    EXPECT_EQ(got.code, Code::kOk);
+    EXPECT_EQ(got.value, "v" + std::to_string(i));
+  }
+  // A delete writes its tombstone whether or not the key had a value.
+  Kn& owner = Owner(config_, "absent-key") == 1 ? a : b;
+  EXPECT_EQ(Call(owner, proto::Method::kDel, 5, "absent-key").code, Code::kOk);
+  EXPECT_EQ(Call(owner, proto::Method::kGet, 5, "absent-key").code, Code::kNotFound);
+  // Bad input changes nothing.
+  std::optional<Code> bad;
+  a.exec->Post([&] {
+    const std::string junk = "not a request";
+    a.server->Handle(static_cast<uint16_t>(proto::Method::kPut), proto::AsBytes(junk),
+                     [&](Code c, std::string) { bad = c; });
+  });
+  ASSERT_TRUE(rt_.RunUntil([&] { return bad.has_value(); }, rt_.Now() + 100 * kMillisecond));
+  EXPECT_NE(*bad, Code::kOk);
+  // A term with no change of ownership is adopted in place (no merge, cache kept).
+  cluster::ClusterConfig next = config_;
+  next.term = 6;
+  const uint64_t before = a.server->reconfigurations();
+  Adopt(a, next);
+  EXPECT_EQ(a.server->reconfigurations(), before);
+}
+
+TEST_F(DinomoServerTest, ATakeoverServesEveryAcknowledgedWriteAndFencesTheOldOwner) {
+  Kn& a = Add(1);
+  Kn& b = Add(2);
+  Adopt(a, config_);
+  Adopt(b, config_);
+  // Node 1 acknowledges writes (several versions of some keys), which stay
+  // in its open segments: nothing sealed them.
+  std::map<std::string, std::string> want;
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 30; ++i) {
+      const std::string key = "k" + std::to_string(i);
+      if (Owner(config_, key) != 1) continue;
+      const std::string v = "r" + std::to_string(round) + "-" + std::to_string(i);
+      ASSERT_EQ(Call(a, proto::Method::kPut, 5, key, v).code, Code::kOk);
+      want[key] = v;
+    }
+  }
+  ASSERT_FALSE(want.empty());
+  // The manager gives node 1's shards to node 2; node 1 does not hear of it
+  // and keeps running (a zombie).
+  auto failed = cluster::ReassignOwners(config_, 1);
+  ASSERT_TRUE(failed.ok());
+  Adopt(b, *failed);
+  for (const auto& [key, v] : want) {
+    const Answer got = Call(b, proto::Method::kGet, failed->term, key);
+    EXPECT_EQ(got.code, Code::kOk) << key;
+    EXPECT_EQ(got.value, v) << key << ": the new owner must see what the old one acknowledged";
+  }
+  // The zombie's writes are refused by the pool, and never show up.
+  const std::string key = want.begin()->first;
+  const Answer z = Call(a, proto::Method::kPut, 5, key, "zombie");
+  EXPECT_NE(z.code, Code::kOk);
+  EXPECT_EQ(Call(b, proto::Method::kGet, failed->term, key).value, want[key]);
+  // New writes on the new owner win over everything the old one wrote.
+  ASSERT_EQ(Call(b, proto::Method::kPut, failed->term, key, "after").code, Code::kOk);
+  EXPECT_EQ(Call(b, proto::Method::kGet, failed->term, key).value, "after");
+  // Its lease gone, the zombie does not even read (its cache may be stale).
+  a.lease = 0;
+  EXPECT_EQ(Call(a, proto::Method::kGet, 5, key).code, Code::kUnavailable);
+}
+
+TEST_F(DinomoServerTest, APoolThatMovedIsFollowedAndATermPastTheEpochsStopsTheNode) {
+  Kn& a = Add(1);
+  Adopt(a, config_);
+  std::map<std::string, std::string> want;
+  for (int i = 0; i < 30; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    if (Owner(config_, key) != 1) continue;
+    ASSERT_EQ(Call(a, proto::Method::kPut, 5, key, "v" + std::to_string(i)).code, Code::kOk);
+    want[key] = "v" + std::to_string(i);
+  }
+  cluster::ClusterConfig moved = config_;
+  moved.term = 7;
+  moved.pool = "01";
+  const uint64_t before = a.server->reconfigurations();
+  Adopt(a, moved);
+  EXPECT_EQ(a.server->reconfigurations(), before + 1);
+  EXPECT_EQ(a.pool_address, "01");
+  for (const auto& [key, v] : want) EXPECT_EQ(Call(a, proto::Method::kGet, 7, key).value, v) << key;
+
+  cluster::ClusterConfig too_far = moved;
+  too_far.term = DinomoServer::kMaxEpoch + 1;
+  too_far.pool = "02";
+  a.exec->Post([&] { a.server->Adopt(too_far); });
+  ASSERT_TRUE(rt_.RunUntil([&] { return a.fatal.has_value(); }, rt_.Now() + 100 * kMillisecond));
+  EXPECT_TRUE(a.fatal->Is(Code::kInvalidArgument)) << a.fatal->ToString();
+  EXPECT_FALSE(a.server->serving());
+}
+
+}  // namespace
+}  // namespace slip::server
