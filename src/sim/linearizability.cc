@@ -48,7 +48,7 @@ class KeyChecker {
         if (value != value_id_[i]) return std::nullopt;
         return value;
       case Operation::Kind::kDel:
-        if (!op.unknown && op.found != (value != kAbsent)) return std::nullopt;
+        if (!op.unknown && !op.found_unknown && op.found != (value != kAbsent)) return std::nullopt;
         return kAbsent;
     }
     return std::nullopt;
@@ -101,7 +101,10 @@ std::string Describe(const std::vector<const Operation*>& ops) {
       case Operation::Kind::kPut: out += "put " + op->value.value_or("") + (op->unknown ? " (unknown)" : " ok"); break;
       case Operation::Kind::kGet: out += "get -> " + (op->value ? *op->value : std::string("absent")); break;
       case Operation::Kind::kDel:
-        out += std::string("del -> ") + (op->unknown ? "unknown" : op->found ? "found" : "not found");
+        out += std::string("del -> ") + (op->unknown         ? "unknown"
+                                         : op->found_unknown ? "done"
+                                         : op->found         ? "found"
+                                                             : "not found");
         break;
     }
     out += "\n";

@@ -40,6 +40,9 @@ struct Operation {
   int64_t invoke = 0;
   int64_t ret = 0;       // ignored when unknown
   uint32_t client = 0;
+  // DEL: done, but it did not say whether the key had a value (DINOMO's
+  // blind tombstone). Last, so that positional initialisers stay valid.
+  bool found_unknown = false;
 };
 
 struct CheckResult {
