@@ -187,7 +187,7 @@ CampaignResult RunCampaign(uint64_t seed) {
         if (*answered) return;
         *answered = true;
         if (k == Operation::Kind::kGet) {
-          history[slot].ret = -1;
+          history[slot].ret = kLeftOut;
         } else {
           history[slot].unknown = true;
         }
@@ -207,7 +207,7 @@ CampaignResult RunCampaign(uint64_t seed) {
           if (code == Code::kStaleTerm || (k == Operation::Kind::kGet && code != Code::kOk && code != Code::kNotFound)) {
             // Refused outright (a StaleTerm wrote nothing), or a read that
             // told nothing: not in the history; try again with a fresh map.
-            op.ret = -1;
+            op.ret = kLeftOut;
             if (code == Code::kStaleTerm) ++out.refused;
             return refresh_and_go_on(n);
           }
@@ -251,19 +251,8 @@ CampaignResult RunCampaign(uint64_t seed) {
   if (!out.failure.empty()) return out;
   if (clients_done != kClients) return CampaignResult{false, "clients did not finish"};
   if (!out.replaced) return CampaignResult{false, "the manager never replaced node " + std::to_string(victim)};
-  std::vector<Operation> checked;
-  for (Operation& op : history) {
-    if (op.ret == -1) continue;
-    if (op.unknown) {
-      op.ret = Operation::kNever;
-      ++out.unknown;
-    }
-    checked.push_back(op);
-  }
-  out.ops = checked.size();
-  const CheckResult r = CheckLinearizable(checked);
-  if (!r.linearizable) return CampaignResult{false, "not linearizable: " + r.violation};
-  if (r.unchecked_keys != 0) return CampaignResult{false, std::to_string(r.unchecked_keys) + " keys unchecked"};
+  out.failure = Verdict(history, &out.ops, &out.unknown);
+  if (!out.failure.empty()) return out;
   out.ok = true;
   return out;
 }

@@ -106,7 +106,7 @@ Outcome RunCampaign(uint64_t seed, Bugs bugs = {}) {
         if (put) {
           history[slot].unknown = true;
         } else {
-          history[slot].ret = -1;  // dropped below
+          history[slot].ret = sim::kLeftOut;  // dropped below
         }
         (*next)(n + 1);
       });
@@ -120,10 +120,10 @@ Outcome RunCampaign(uint64_t seed, Bugs bugs = {}) {
             if (s.ok() || s.Is(Code::kNotFound)) {
               op.value = read;
             } else {
-              op.ret = -1;
+              op.ret = sim::kLeftOut;
             }
           } else if (s.Is(Code::kStaleTerm)) {
-            op.ret = -1;  // refused outright: nothing was written (dropped below)
+            op.ret = sim::kLeftOut;  // refused outright: nothing was written (dropped below)
             ++out.refused;
           } else if (!s.ok()) {
             op.unknown = true;
@@ -174,26 +174,9 @@ Outcome RunCampaign(uint64_t seed, Bugs bugs = {}) {
     return out;
   }
   if (kns[1] != nullptr && kns[1]->node) out.seals += kns[1]->node->stats().seals;
-  std::vector<sim::Operation> checked;
-  for (sim::Operation& op : history) {
-    if (op.ret == -1) continue;  // a GET that got no answer
-    if (op.unknown) {
-      op.ret = 0;
-      ++out.unknown;
-    }
-    checked.push_back(op);
-  }
-  out.ops = checked.size();
   if (!out.failure.empty()) return out;
-  const sim::CheckResult r = sim::CheckLinearizable(checked);
-  if (!r.linearizable) {
-    out.failure = "not linearizable: " + r.violation;
-    return out;
-  }
-  if (r.unchecked_keys != 0) {
-    out.failure = std::to_string(r.unchecked_keys) + " keys unchecked";
-    return out;
-  }
+  out.failure = sim::Verdict(history, &out.ops, &out.unknown);
+  if (!out.failure.empty()) return out;
   out.ok = true;
   return out;
 }

@@ -134,4 +134,18 @@ CheckResult CheckLinearizable(const std::vector<Operation>& history, uint64_t st
   return result;
 }
 
+std::string Verdict(const std::vector<Operation>& recorded, uint64_t* checked, uint64_t* unknown) {
+  std::vector<Operation> kept;
+  for (const Operation& op : recorded) {
+    if (op.ret == kLeftOut) continue;
+    kept.push_back(op);
+    if (op.unknown) ++*unknown;
+  }
+  *checked = kept.size();
+  const CheckResult r = CheckLinearizable(kept);
+  if (!r.linearizable) return "not linearizable: " + r.violation;
+  if (r.unchecked_keys != 0) return std::to_string(r.unchecked_keys) + " keys unchecked";
+  return "";
+}
+
 }  // namespace slip::sim

@@ -56,4 +56,11 @@ struct CheckResult {
 CheckResult CheckLinearizable(const std::vector<Operation>& history,
                               uint64_t state_budget_per_key = 2'000'000);
 
+// A campaign's verdict on what its clients recorded: operations whose `ret`
+// is kLeftOut (refused outright, or a read that got no answer) are dropped,
+// the rest checked. "" when linearizable with every key checked, else why
+// not. `checked` and `unknown` count what was checked.
+inline constexpr int64_t kLeftOut = -1;
+std::string Verdict(const std::vector<Operation>& recorded, uint64_t* checked, uint64_t* unknown);
+
 }  // namespace slip::sim
