@@ -159,24 +159,11 @@ Status Node::Boot() {
   const std::string& pm_path = place.path;
   pm_path_ = pm_path;
   pm_class_ = place.pm_class;
-  fs::create_directories(fs::path(pm_path).parent_path(), ec);
-  if (ec) return Status::IoError("cannot create the directory of " + pm_path + ": " + ec.message());
   if (replaced && fs::exists(pm_path)) {
     logging::Info("{}", "was replaced while away: rejoining empty");
     fs::remove(pm_path, ec);
   }
-  const bool exists = fs::exists(pm_path);
-  pm::RegionOptions ro;
-  ro.populate = true;
-  ro.mode = place.pm_class == "dram" ? pm::PersistMode::kNone
-            : place.pm_class == "dax" ? pm::PersistMode::kFlush
-                                      : pm::PersistMode::kMsync;
-  SLIP_ASSIGN_OR_RETURN(region_, pm::PmRegion::OpenFile(pm_path, exists ? 0 : o_.pm_mb << 20, ro));
-  if (place.pm_class == "dax" && !region_->is_dax()) {
-    return Status::InvalidArgument("the cluster's PM class is dax, but " + pm_path +
-                                   " is not DAX-mapped (MAP_SYNC refused): it needs a filesystem on real PM "
-                                   "mounted with -o dax");
-  }
+  SLIP_ASSIGN_OR_RETURN(region_, OpenPm(place, o_.pm_mb << 20));
   logging::Info("PM: {} class, {} ({})", place.pm_class, pm_path,
                 place.pm_class == "dram"  ? "in memory: survives process crashes, not power loss"
                 : place.pm_class == "dax" ? std::string("real PM, ") + pm::PmRegion::FlushInstruction() + " + sfence"
@@ -502,6 +489,24 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::Start(const NodeOptions& optio
   }
   SLIP_RETURN_IF_ERROR(s);
   return std::unique_ptr<NodeProcess>(std::move(n));
+}
+
+Result<std::unique_ptr<pm::PmRegion>> OpenPm(const PmPlace& place, uint64_t create_bytes) {
+  std::error_code ec;
+  fs::create_directories(fs::path(place.path).parent_path(), ec);
+  if (ec) return Status::IoError("cannot create the directory of " + place.path + ": " + ec.message());
+  pm::RegionOptions ro;
+  ro.populate = true;
+  ro.mode = place.pm_class == "dram" ? pm::PersistMode::kNone
+            : place.pm_class == "dax" ? pm::PersistMode::kFlush
+                                      : pm::PersistMode::kMsync;
+  SLIP_ASSIGN_OR_RETURN(auto region, pm::PmRegion::OpenFile(place.path, fs::exists(place.path) ? 0 : create_bytes, ro));
+  if (place.pm_class == "dax" && !region->is_dax()) {
+    return Status::InvalidArgument("the cluster's PM class is dax, but " + place.path +
+                                   " is not DAX-mapped (MAP_SYNC refused): it needs a filesystem on real PM "
+                                   "mounted with -o dax");
+  }
+  return region;
 }
 
 Result<std::unique_ptr<rpc::RpcChannel>> OpenServingChannel(runtime::Executor* ex,

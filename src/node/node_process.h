@@ -32,6 +32,7 @@
 
 #include "common/status.h"
 #include "fabric/fabric.h"
+#include "pm/region.h"
 #include "rpc/channel.h"
 #include "runtime/runtime.h"
 
@@ -82,6 +83,12 @@ Result<PmPlace> PlacePm(const std::string& configured, const std::string& cluste
 // The same for the process whose data directory is DIR/`name` (the DINOMO
 // pool's is DIR/pool).
 Result<PmPlace> PlacePm(const std::string& configured, const std::string& cluster_dir, const std::string& name);
+
+// Opens the PM file at `place` (created with `create_bytes` if missing, its
+// directory too), persisted the way its class is: dram not at all, dax by
+// cache-line write-back, file by msync. InvalidArgument when the class is
+// dax and the file is not DAX-mapped.
+Result<std::unique_ptr<pm::PmRegion>> OpenPm(const PmPlace& place, uint64_t create_bytes);
 
 // An RPC channel on `ep` with the settings every process of a cluster uses
 // (frames up to proto::kMaxMessage), polled on `ex`, which parks on the

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <filesystem>
 
 #include "cluster/config_access.h"
 #include "common/log.h"
@@ -21,7 +20,6 @@
 namespace slip::node {
 namespace {
 
-namespace fs = std::filesystem;
 
 class Pool final : public PoolProcess {
  public:
@@ -70,16 +68,7 @@ Status Pool::Boot() {
   membership_ = std::make_unique<Membership>(config_store_.get(), control_ex_, o_.lease);
   SLIP_RETURN_IF_ERROR(membership_->Acquire(kPoolLease, "pool-pid" + std::to_string(getpid())));
   SLIP_ASSIGN_OR_RETURN(const PmPlace place, PlacePm(vc.config.pm, o_.dir, std::string("pool")));
-  std::error_code ec;
-  fs::create_directories(fs::path(place.path).parent_path(), ec);
-  if (ec) return Status::IoError("cannot create the directory of " + place.path + ": " + ec.message());
-  const bool exists = fs::exists(place.path);
-  pm::RegionOptions ro;
-  ro.populate = true;
-  ro.mode = place.pm_class == "dram" ? pm::PersistMode::kNone
-            : place.pm_class == "dax" ? pm::PersistMode::kFlush
-                                      : pm::PersistMode::kMsync;
-  SLIP_ASSIGN_OR_RETURN(region_, pm::PmRegion::OpenFile(place.path, exists ? 0 : o_.pool_mb << 20, ro));
+  SLIP_ASSIGN_OR_RETURN(region_, OpenPm(place, o_.pool_mb << 20));
   dinomo::PoolOptions po;
   po.segment_bytes = o_.segment_mb << 20;
   // About one home bucket per 2 KB of region: buckets hold 3 keys, so a

@@ -73,7 +73,6 @@ class DinomoServer {
   bool serving() const { return serving_; }
   // The term it serves in (its KvsNode's epoch is the term it last reconfigured in).
   uint64_t serving_term() const { return serving_ ? serving_config_.term : 0; }
-  const std::set<uint32_t>& owned() const { return owned_; }
   // Counters of the KvsNode serving now (zeros when none).
   dinomo::KvsNodeStats stats() const { return node_ ? node_->stats() : dinomo::KvsNodeStats{}; }
   uint64_t reconfigurations() const { return reconfigurations_; }
