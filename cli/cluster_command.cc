@@ -134,6 +134,21 @@ Status WriteFirstConfig(cluster::ConfigStore& store, const ClusterCommandOptions
   return store.CompareAndSwap(cluster::kNoVersion, placed).status();
 }
 
+// A `slip` command line for a process of the cluster: global options first;
+// each process's stderr is DIR/logs/<name>.log.
+std::vector<std::string> CommonArgs(const ClusterCommandOptions& o, std::vector<std::string> args) {
+  args.insert(args.begin() + 1, {"--log-level", o.log_level});
+  args.insert(args.end(), {"--dir", o.dir, "--lease-ms", std::to_string(o.lease_ms)});
+  if (!o.zookeeper.empty()) args.insert(args.end(), {"--zookeeper", o.zookeeper});
+  return args;
+}
+
+std::vector<std::string> ServerArgs(const ClusterCommandOptions& o, uint32_t id) {
+  return CommonArgs(o, {SelfExecutable(), "server", "--node", std::to_string(id), "--pm-mb", std::to_string(o.pm_mb),
+                        "--commit-interval-ms", std::to_string(o.commit_interval_ms), "--workers",
+                        std::to_string(o.workers)});
+}
+
 // The configuration store of the cluster in o.dir (created if missing).
 Result<std::unique_ptr<cluster::ConfigStore>> OpenStore(const ClusterCommandOptions& o) {
   if (o.dir.empty()) return Status::InvalidArgument("--dir is required");
@@ -162,23 +177,20 @@ int ClusterUp(const ClusterCommandOptions& o) {
   auto store = OpenStore(o);
   if (!store.ok()) return Fail("cluster up", store.status());
   auto existing = (*store)->Load();
-  uint32_t nodes = o.nodes;
+  std::vector<uint32_t> ids;
   if (existing.status().Is(Code::kNotFound)) {
     Status s = WriteFirstConfig(**store, o);
     if (!s.ok()) return Fail("cluster up", s);
+    for (uint32_t i = 0; i < o.nodes; ++i) ids.push_back(i);
   } else if (!existing.ok()) {
     return Fail("cluster up", existing.status());
   } else {
-    nodes = static_cast<uint32_t>(existing->config.nodes.size());  // a cold start of what exists
+    // A cold start of what exists (members may have joined and left).
+    for (const auto& [id, info] : existing->config.nodes) ids.push_back(id);
   }
+  const uint32_t nodes = static_cast<uint32_t>(ids.size());
   const std::string self = SelfExecutable();
-  auto common = [&](std::vector<std::string> args) {
-    // Global options go first; each process's stderr is DIR/logs/<name>.log.
-    args.insert(args.begin() + 1, {"--log-level", o.log_level});
-    args.insert(args.end(), {"--dir", o.dir, "--lease-ms", std::to_string(o.lease_ms)});
-    if (!o.zookeeper.empty()) args.insert(args.end(), {"--zookeeper", o.zookeeper});
-    return args;
-  };
+  auto common = [&](std::vector<std::string> args) { return CommonArgs(o, std::move(args)); };
   auto m = SpawnDetached(o.dir, "manager", common({self, "manager"}));
   if (!m.ok() && !m.status().Is(Code::kInvalidArgument)) return Fail("cluster up", m.status());
   const std::string design = existing.ok() ? existing->config.design : o.design;
@@ -188,11 +200,8 @@ int ClusterUp(const ClusterCommandOptions& o) {
                            common({self, "pool", "--pool-mb", std::to_string(o.pm_mb * std::max(nodes, 1u))}));
     if (!p.ok() && !p.status().Is(Code::kInvalidArgument)) return Fail("cluster up", p.status());
   }
-  for (uint32_t i = 0; i < nodes; ++i) {
-    auto p = SpawnDetached(o.dir, NodeName(i),
-                           common({self, "server", "--node", std::to_string(i),
-                                   "--pm-mb", std::to_string(o.pm_mb), "--commit-interval-ms",
-                                   std::to_string(o.commit_interval_ms), "--workers", std::to_string(o.workers)}));
+  for (uint32_t i : ids) {
+    auto p = SpawnDetached(o.dir, NodeName(i), ServerArgs(o, i));
     if (!p.ok() && !p.status().Is(Code::kInvalidArgument)) return Fail("cluster up", p.status());
   }
   // Ready when a write and a read go through (every shard's primary serves).
@@ -232,6 +241,112 @@ int ClusterDown(const ClusterCommandOptions& o) {
   return 0;
 }
 
+namespace {
+// The configuration of the cluster in o.dir, for a command that changes its
+// membership: only designs whose data lives in a pool move no data to do so.
+Result<cluster::VersionedConfig> LoadForMembership(cluster::ConfigStore& store, const char* what) {
+  SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig vc, store.Load());
+  if (!cluster::UsesPool(vc.config.design)) {
+    return Status::NotSupported(std::string(what) + ": the " + vc.config.design +
+                                " design would have to copy shards to a new owner, which slip does not do yet; "
+                                "only dinomo clusters (data in the pool) add and remove nodes");
+  }
+  return vc;
+}
+
+std::map<cluster::NodeId, uint32_t> OwnedCounts(const cluster::ClusterConfig& c) {
+  std::map<cluster::NodeId, uint32_t> owned;
+  for (const auto& s : c.shards) ++owned[s.primary];
+  return owned;
+}
+}  // namespace
+
+int ClusterAddNode(const ClusterCommandOptions& o) {
+  auto store = cluster::OpenConfigStore(o.dir, o.zookeeper);
+  if (!store.ok()) return Fail("cluster add-node", store.status());
+  auto vc = LoadForMembership(**store, "cluster add-node");
+  if (!vc.ok()) return Fail("cluster add-node", vc.status());
+  uint32_t id = o.node;
+  if (!o.node_given) {
+    id = vc->config.nodes.empty() ? 0 : vc->config.nodes.rbegin()->first + 1;
+  } else if (vc->config.nodes.contains(id)) {
+    return Fail("cluster add-node", Status::InvalidArgument("node " + std::to_string(id) + " is a member already"));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  // The node lists itself once it holds its lease; the manager then hands
+  // it its share of the shards.
+  auto p = SpawnDetached(o.dir, NodeName(id), ServerArgs(o, id));
+  if (!p.ok()) return Fail("cluster add-node", p.status());
+  const uint32_t share = vc->config.num_shards() / static_cast<uint32_t>(vc->config.nodes.size() + 1);
+  double listed_s = -1;
+  for (;;) {
+    auto now = (*store)->Load();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (now.ok() && now->config.nodes.contains(id)) {
+      if (listed_s < 0) listed_s = secs;
+      const uint32_t owned = OwnedCounts(now->config)[id];
+      if (owned >= std::max(share, 1u)) {
+        std::printf("slip cluster: node %u joined %s: listed after %.2f s, owns %u shards after %.2f s (term %llu)\n",
+                    id, o.dir.c_str(), listed_s, owned, secs, static_cast<unsigned long long>(now->config.term));
+        return 0;
+      }
+    }
+    bool alive = false;
+    for (const auto& proc : ListProcesses(o.dir)) alive |= proc.name == NodeName(id) && proc.alive;
+    if (!alive) {
+      return Fail("cluster add-node", Status::Aborted("node " + std::to_string(id) + " stopped while joining (see " +
+                                                      o.dir + "/logs/" + NodeName(id) + ".log)"));
+    }
+    if (secs > 60) return Fail("cluster add-node", Status::Timeout("node " + std::to_string(id) + " got no shards in 60 s"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+int ClusterRemoveNode(const ClusterCommandOptions& o) {
+  auto store = cluster::OpenConfigStore(o.dir, o.zookeeper);
+  if (!store.ok()) return Fail("cluster remove-node", store.status());
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    auto vc = LoadForMembership(**store, "cluster remove-node");
+    if (!vc.ok()) return Fail("cluster remove-node", vc.status());
+    auto it = vc->config.nodes.find(o.node);
+    if (it == vc->config.nodes.end()) {
+      return Fail("cluster remove-node", Status::InvalidArgument("node " + std::to_string(o.node) + " is not a member"));
+    }
+    if (it->second.state == cluster::NodeState::kDown) {
+      // Its log may hold writes nobody merged yet (the next owner of its
+      // shards merges them when it takes over; dropping it could lose them).
+      return Fail("cluster remove-node",
+                  Status::InvalidArgument("node " + std::to_string(o.node) +
+                                          " is down: start it again (slip cluster up restarts it; it rejoins), then "
+                                          "remove it"));
+    }
+    if (it->second.state == cluster::NodeState::kLeaving) break;  // asked before: wait for it
+    auto next = cluster::RemoveOwner(vc->config, o.node);
+    if (!next.ok()) return Fail("cluster remove-node", next.status());
+    if ((*store)->CompareAndSwap(vc->version, *next).ok()) break;
+  }
+  // It hands its shards over, then drops itself from the membership.
+  for (;;) {
+    auto now = (*store)->Load();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (now.ok() && !now->config.nodes.contains(o.node)) {
+      (void)StopProcess(o.dir, NodeName(o.node));  // it stops by itself; the pid file goes
+      std::printf("slip cluster: node %u left %s after %.2f s (term %llu)\n", o.node, o.dir.c_str(), secs,
+                  static_cast<unsigned long long>(now->config.term));
+      return 0;
+    }
+    if (now.ok() && now->config.nodes.at(o.node).state == cluster::NodeState::kDown) {
+      return Fail("cluster remove-node", Status::Aborted("node " + std::to_string(o.node) +
+                                                         " failed while leaving; its shards went to the others"));
+    }
+    if (secs > 60) {
+      return Fail("cluster remove-node", Status::Timeout("node " + std::to_string(o.node) + " did not leave in 60 s"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 int ClusterKill(const ClusterCommandOptions& o) {
   Status s = KillProcess(o.dir, NodeName(o.node));
   return s.ok() ? 0 : Fail("cluster kill", s);
@@ -269,7 +384,7 @@ int ClusterStatus(const ClusterCommandOptions& o) {
   for (const auto& [id, info] : c->config.nodes) {
     const std::string state(cluster::NodeStateName(info.state));
     if (pool) {
-      std::printf("node %-3u %-4s %-24s owner of %u shards\n", id, state.c_str(), info.address.c_str(), prim[id]);
+      std::printf("node %-3u %-7s %-24s owner of %u shards\n", id, state.c_str(), info.address.c_str(), prim[id]);
     } else {
       std::printf("node %-3u %-4s %-24s primary of %u, backup of %u\n", id, state.c_str(), info.address.c_str(),
                   prim[id], back[id]);

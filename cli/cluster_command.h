@@ -15,6 +15,7 @@ struct ClusterCommandOptions {
   uint32_t replication = 3;
   std::string design = "rpc-kv";  // replication design (first start)
   uint32_t node = 0;  // `slip server`: which node
+  bool node_given = false;  // `cluster add-node`: --node was given
   std::string provider = "tcp";  // the cluster's, recorded in its first configuration
   std::string server_provider;   // slip server: empty = the configuration's
   // The PM durability class (first start): dram | dax | file; empty = file,
@@ -41,6 +42,13 @@ int ClusterInit(const ClusterCommandOptions& o);
 int ClusterUp(const ClusterCommandOptions& o);
 int ClusterDown(const ClusterCommandOptions& o);
 int ClusterStatus(const ClusterCommandOptions& o);
+// Starts a new node (id `node`, or one past the highest) that joins the
+// running cluster and waits until it owns its share of the shards. Only
+// designs whose data lives in a pool (dinomo): NotSupported otherwise.
+int ClusterAddNode(const ClusterCommandOptions& o);
+// Node `node` hands its shards to the others and leaves the membership;
+// waits for it. Only designs whose data lives in a pool (dinomo).
+int ClusterRemoveNode(const ClusterCommandOptions& o);
 // Kills node `node` with SIGKILL (fault injection for tests and demos).
 int ClusterKill(const ClusterCommandOptions& o);
 

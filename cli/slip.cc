@@ -240,6 +240,13 @@ int main(int argc, char** argv) {
   down->add_option("--dir", co.dir, "cluster directory")->required();
   auto* status = cluster->add_subcommand("status", "processes and configuration of the cluster in DIR");
   cluster_opts(status);
+  auto* addnode = cluster->add_subcommand("add-node", "start a node that joins the running cluster (dinomo)");
+  cluster_opts(addnode);
+  auto* addnode_id = addnode->add_option("--node", co.node, "its id (default: one past the highest)");
+  addnode->add_option("--pm-mb", co.pm_mb, "PM per node")->capture_default_str();
+  auto* removenode = cluster->add_subcommand("remove-node", "hand a node's shards to the others and stop it (dinomo)");
+  cluster_opts(removenode);
+  removenode->add_option("--node", co.node, "node id")->required();
   auto* killcmd = cluster->add_subcommand("kill", "SIGKILL one node (fault injection)");
   killcmd->add_option("--dir", co.dir, "cluster directory")->required();
   killcmd->add_option("--node", co.node, "node id")->required();
@@ -266,6 +273,11 @@ int main(int argc, char** argv) {
   if (*down) return slip::cli::ClusterDown(co);
   if (*status) return slip::cli::ClusterStatus(co);
   if (*killcmd) return slip::cli::ClusterKill(co);
+  if (*addnode) {
+    co.node_given = addnode_id->count() > 0;
+    return slip::cli::ClusterAddNode(co);
+  }
+  if (*removenode) return slip::cli::ClusterRemoveNode(co);
 
   if (*put) {
     auto v = ReadValue(value, value_file, value_opt->count() > 0);

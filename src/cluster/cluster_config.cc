@@ -66,6 +66,9 @@ Status ClusterConfig::Validate() const {
   }
   for (const auto& [id, info] : nodes) {
     if (info.address.empty()) return bad("node " + N(id) + " has no address");
+    if (info.state == NodeState::kLeaving && !UsesPool(design)) {
+      return bad("node " + N(id) + " is leaving, which only designs with a pool know");
+    }
   }
   for (ShardId s = 0; s < shards.size(); s++) {
     const std::vector<NodeId> r = Replicas(s);
@@ -81,6 +84,7 @@ Status ClusterConfig::Validate() const {
           r.begin() + static_cast<ptrdiff_t>(i)) {
         return bad(where + "node " + N(r[i]) + " holds two replicas");
       }
+      if (it->second.state == NodeState::kLeaving) return bad(where + "replica " + N(r[i]) + " is leaving");
       if (it->second.state == NodeState::kDown && r.size() > 1) {
         return bad(where + "replica " + N(r[i]) +
                    " is down (allowed only as a shard's sole, stranded replica)");
@@ -293,7 +297,7 @@ Result<ClusterConfig> ReassignOwners(const ClusterConfig& config, NodeId failed)
   SLIP_RETURN_IF_ERROR(config.Validate());
   auto it = config.nodes.find(failed);
   if (it == config.nodes.end()) return Status::InvalidArgument("ReassignOwners: node " + N(failed) + " is not a member");
-  if (it->second.state != NodeState::kUp) {
+  if (it->second.state == NodeState::kDown) {
     return Status::InvalidArgument("ReassignOwners: node " + N(failed) + " is already down");
   }
   if (config.term == std::numeric_limits<uint64_t>::max()) {
@@ -318,6 +322,112 @@ Result<ClusterConfig> ReassignOwners(const ClusterConfig& config, NodeId failed)
     s.backups.clear();
     s.syncing.clear();
   }
+  SLIP_RETURN_IF_ERROR(next.Validate());
+  return next;
+}
+
+std::optional<ClusterConfig> BalanceOwners(const ClusterConfig& config, const std::set<NodeId>& live) {
+  // Shards held by live nodes or leaving ones are dealt out again; each
+  // live node keeps what it has up to its quota (the largest holders get
+  // the quotas rounded up), the rest goes to those below theirs.
+  std::map<NodeId, std::vector<ShardId>> held;  // live node -> its shards
+  for (NodeId n : live) {
+    auto it = config.nodes.find(n);
+    if (it != config.nodes.end() && it->second.state == NodeState::kUp) held[n];
+  }
+  if (held.empty()) return std::nullopt;
+  std::vector<ShardId> loose;  // shards to hand out
+  uint32_t dealt = 0;
+  for (ShardId s = 0; s < config.num_shards(); ++s) {
+    const NodeId owner = config.shards[s].primary;
+    const auto info = config.nodes.find(owner);
+    if (auto h = held.find(owner); h != held.end()) {
+      h->second.push_back(s);
+      ++dealt;
+    } else if (info != config.nodes.end() && info->second.state == NodeState::kLeaving) {
+      loose.push_back(s);
+      ++dealt;
+    }
+  }
+  const uint32_t k = static_cast<uint32_t>(held.size());
+  std::vector<NodeId> by_load;
+  for (const auto& [n, shards] : held) by_load.push_back(n);
+  std::stable_sort(by_load.begin(), by_load.end(),
+                   [&](NodeId a, NodeId b) { return held[a].size() > held[b].size(); });
+  std::map<NodeId, uint32_t> quota;
+  for (uint32_t i = 0; i < k; ++i) quota[by_load[i]] = dealt / k + (i < dealt % k ? 1 : 0);
+  for (auto& [n, shards] : held) {
+    while (shards.size() > quota[n]) {
+      loose.push_back(shards.back());
+      shards.pop_back();
+    }
+  }
+  if (loose.empty()) return std::nullopt;
+  ClusterConfig next = config;
+  next.term = config.term + 1;
+  std::sort(loose.begin(), loose.end());
+  size_t i = 0;
+  for (auto& [n, shards] : held) {
+    while (shards.size() < quota[n] && i < loose.size()) {
+      next.shards[loose[i]].primary = n;
+      next.shards[loose[i]].backups.clear();
+      next.shards[loose[i]].syncing.clear();
+      shards.push_back(loose[i++]);
+    }
+  }
+  return next;
+}
+
+Result<ClusterConfig> JoinOwner(const ClusterConfig& config, NodeId node, const std::string& address) {
+  SLIP_RETURN_IF_ERROR(config.Validate());
+  if (!UsesPool(config.design)) {
+    return Status::InvalidArgument("JoinOwner: design " + config.design + " does not take new nodes this way");
+  }
+  if (config.nodes.contains(node)) return Status::InvalidArgument("JoinOwner: node " + N(node) + " is a member");
+  if (address.empty()) return Status::InvalidArgument("JoinOwner: no address");
+  if (config.term == std::numeric_limits<uint64_t>::max()) return Status::InvalidArgument("JoinOwner: term exhausted");
+  ClusterConfig next = config;
+  next.term++;
+  next.nodes[node] = NodeInfo{address, NodeState::kUp};
+  return next;
+}
+
+Result<ClusterConfig> RemoveOwner(const ClusterConfig& config, NodeId node) {
+  SLIP_RETURN_IF_ERROR(config.Validate());
+  if (!UsesPool(config.design)) {
+    return Status::InvalidArgument("RemoveOwner: design " + config.design + " does not remove nodes this way");
+  }
+  auto it = config.nodes.find(node);
+  if (it == config.nodes.end() || it->second.state != NodeState::kUp) {
+    return Status::InvalidArgument("RemoveOwner: node " + N(node) + " is not an up member");
+  }
+  std::set<NodeId> others;
+  for (const auto& [id, info] : config.nodes) {
+    if (id != node && info.state == NodeState::kUp) others.insert(id);
+  }
+  if (others.empty()) return Status::InvalidArgument("RemoveOwner: node " + N(node) + " is the last up node");
+  ClusterConfig marked = config;
+  marked.nodes[node].state = NodeState::kLeaving;
+  std::optional<ClusterConfig> next = BalanceOwners(marked, others);
+  if (!next) {  // it owned nothing
+    next = marked;
+    next->term++;
+  }
+  SLIP_RETURN_IF_ERROR(next->Validate());
+  return *next;
+}
+
+Result<ClusterConfig> DropLeaving(const ClusterConfig& config, NodeId node) {
+  SLIP_RETURN_IF_ERROR(config.Validate());
+  auto it = config.nodes.find(node);
+  if (it == config.nodes.end() || it->second.state != NodeState::kLeaving) {
+    return Status::InvalidArgument("DropLeaving: node " + N(node) + " is not leaving");
+  }
+  if (config.nodes.size() == 1) return Status::InvalidArgument("DropLeaving: the last member");
+  ClusterConfig next = config;
+  next.term++;
+  next.nodes.erase(node);
+  next.replication_factor = std::min<uint32_t>(next.replication_factor, static_cast<uint32_t>(next.nodes.size()));
   SLIP_RETURN_IF_ERROR(next.Validate());
   return next;
 }
@@ -380,6 +490,7 @@ std::string_view NodeStateName(NodeState s) {
   switch (s) {
     case NodeState::kUp: return "up";
     case NodeState::kDown: return "down";
+    case NodeState::kLeaving: return "leaving";
   }
   return "?";
 }
@@ -532,6 +643,8 @@ Result<ClusterConfig> FromJsonUnchecked(const json& j) {
       info.state = NodeState::kUp;
     } else if (state == "down") {
       info.state = NodeState::kDown;
+    } else if (state == "leaving") {
+      info.state = NodeState::kLeaving;
     } else {
       return Bad("node " + N(id) + ": unknown state \"" + state + "\"");
     }

@@ -18,6 +18,7 @@
 //   - a replica on a down node occurs only as a shard's *sole* replica: the
 //     shard's last copy is on that node and it is unavailable until the node
 //     returns (Reassign never discards the last copy of a shard);
+//   - a leaving node holds no replica, and only UsesPool designs have one;
 //   - a migration names an existing shard, `to` is one of its replicas and
 //     `from` is a member that is not (the map already shows the shard where
 //     it is going: `to` took `from`'s place); at most one per shard.
@@ -27,6 +28,8 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,7 +43,10 @@ using NodeId = uint32_t;   // same as replication::NodeId
 using ShardId = uint32_t;
 
 // Stored by name in the JSON format; the numbers are not persisted.
-enum class NodeState : uint8_t { kUp, kDown };
+// kLeaving: a node of a UsesPool design being removed (RemoveOwner): alive,
+// owns nothing, and leaves the membership once it has let go of everything
+// it served (docs/papers/dinomo.md §5b).
+enum class NodeState : uint8_t { kUp, kDown, kLeaving };
 
 struct NodeInfo {
   std::string address;  // how to reach the node, e.g. "10.0.0.7:7100" (opaque here)
@@ -164,6 +170,29 @@ bool UsesPool(std::string_view design);
 // With no live node left a shard stays with `failed` (stranded) until it
 // returns (ReturnWithData). InvalidArgument as Reassign.
 Result<ClusterConfig> ReassignOwners(const ClusterConfig& config, NodeId failed);
+
+// The rebalancing of a UsesPool design (docs/papers/dinomo.md §5b): term + 1
+// with the fewest shards moved so that every node of `live` (up members the
+// caller knows to be alive) owns as many as any other, give or take one, and
+// leaving nodes own none. Shards of up nodes outside `live` (booting, or
+// dead but not yet declared so) stay where they are. nullopt when nothing
+// has to move (also when `live` holds no up member).
+std::optional<ClusterConfig> BalanceOwners(const ClusterConfig& config, const std::set<NodeId>& live);
+
+// `node` joins a UsesPool design's cluster at `address`: term + 1, a new up
+// member owning nothing (BalanceOwners gives it shards). InvalidArgument if
+// it is a member already, or the design keeps no pool.
+Result<ClusterConfig> JoinOwner(const ClusterConfig& config, NodeId node, const std::string& address);
+
+// Up member `node` of a UsesPool design is to leave: term + 1, `node`
+// leaving, its shards spread over the other up members by BalanceOwners.
+// InvalidArgument if it is not an up member or no other up member is left
+// to take its shards.
+Result<ClusterConfig> RemoveOwner(const ClusterConfig& config, NodeId node);
+
+// A leaving `node` that has let go of everything is dropped from the
+// membership: term + 1. InvalidArgument unless it is leaving.
+Result<ClusterConfig> DropLeaving(const ClusterConfig& config, NodeId node);
 
 // The configuration after `backup` finished being seeded with `shard`
 // (its primary reported so): term + 1, `backup` no longer syncing.

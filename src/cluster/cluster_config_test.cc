@@ -240,6 +240,69 @@ TEST(ReassignOwnersTest, SpreadsAFailedOwnersShardsAndStrandsOnlyWithNoLiveNode)
   EXPECT_EQ(EncodeJson(MustPlace(3, 6, 1)).find("\"pool\""), std::string::npos);
 }
 
+std::map<NodeId, uint32_t> Owned(const ClusterConfig& c) {
+  std::map<NodeId, uint32_t> owned;
+  for (const ShardReplicas& s : c.shards) ++owned[s.primary];
+  return owned;
+}
+
+// Rebalancing a pool design (docs/papers/dinomo.md §5b) moves the fewest
+// shards: a joined node takes its share from the largest owners, a leaving
+// node gives all of its away, nodes not known to be alive keep theirs.
+TEST(BalanceOwnersTest, MovesTheFewestShardsToEvenOwnership) {
+  ClusterConfig c = MustPlace(3, 12, 1);
+  c.design = "dinomo";
+  c.pool = "0a";
+  EXPECT_FALSE(BalanceOwners(c, {1, 2, 3}).has_value()) << "balanced already";
+  auto joined = JoinOwner(c, 7, "addr7");
+  ASSERT_TRUE(joined.ok()) << joined.status().ToString();
+  EXPECT_EQ(joined->term, c.term + 1);
+  EXPECT_TRUE(Owned(*joined).count(7) == 0) << "a new member owns nothing";
+  EXPECT_FALSE(BalanceOwners(*joined, {1, 2, 3}).has_value()) << "node 7 not seen alive yet";
+  auto b = BalanceOwners(*joined, {1, 2, 3, 7});
+  ASSERT_TRUE(b.has_value());
+  EXPECT_EQ(b->term, joined->term + 1);
+  EXPECT_TRUE(b->Validate().ok());
+  EXPECT_EQ(Owned(*b), (std::map<NodeId, uint32_t>{{1, 3}, {2, 3}, {3, 3}, {7, 3}}));
+  int moved = 0;
+  for (ShardId s = 0; s < c.num_shards(); ++s) moved += b->shards[s].primary != c.shards[s].primary;
+  EXPECT_EQ(moved, 3) << "only node 7's share moves";
+  // Node 3 not seen alive: its shards stay, the rest is spread over 1, 2, 7.
+  auto partial = BalanceOwners(*joined, {1, 2, 7});
+  ASSERT_TRUE(partial.has_value());
+  EXPECT_EQ(Owned(*partial), (std::map<NodeId, uint32_t>{{1, 3}, {2, 3}, {3, 4}, {7, 2}}));
+
+  auto leaving = RemoveOwner(*b, 1);
+  ASSERT_TRUE(leaving.ok()) << leaving.status().ToString();
+  EXPECT_EQ(leaving->nodes.at(1).state, NodeState::kLeaving);
+  EXPECT_EQ(Owned(*leaving), (std::map<NodeId, uint32_t>{{2, 4}, {3, 4}, {7, 4}}));
+  EXPECT_FALSE(BalanceOwners(*leaving, {2, 3, 7}).has_value());
+  EXPECT_TRUE(RemoveOwner(*leaving, 1).status().Is(Code::kInvalidArgument)) << "leaving already";
+  auto json = DecodeJson(EncodeJson(*leaving));
+  ASSERT_TRUE(json.ok()) << json.status().ToString();
+  EXPECT_EQ(*json, *leaving);
+  auto dropped = DropLeaving(*leaving, 1);
+  ASSERT_TRUE(dropped.ok()) << dropped.status().ToString();
+  EXPECT_FALSE(dropped->nodes.contains(1));
+  EXPECT_TRUE(DropLeaving(*dropped, 2).status().Is(Code::kInvalidArgument)) << "not leaving";
+
+  // Bad requests change nothing.
+  EXPECT_TRUE(JoinOwner(c, 1, "x").status().Is(Code::kInvalidArgument)) << "a member already";
+  EXPECT_TRUE(JoinOwner(c, 9, "").status().Is(Code::kInvalidArgument));
+  EXPECT_TRUE(JoinOwner(MustPlace(3, 6, 1), 9, "x").status().Is(Code::kInvalidArgument)) << "no pool";
+  EXPECT_TRUE(RemoveOwner(MustPlace(3, 6, 1), 1).status().Is(Code::kInvalidArgument)) << "no pool";
+  ClusterConfig one = MustPlace(1, 4, 1);
+  one.design = "dinomo";
+  EXPECT_TRUE(RemoveOwner(one, 1).status().Is(Code::kInvalidArgument)) << "the last up node";
+  // A leaving node owns nothing, and only pool designs have one.
+  ClusterConfig bad = *leaving;
+  bad.shards[0].primary = 1;
+  EXPECT_FALSE(bad.Validate().ok());
+  bad = *leaving;
+  bad.design = "rowan-kv";
+  EXPECT_FALSE(bad.Validate().ok());
+}
+
 TEST(ReassignTest, RejectsUnknownOrDownNode) {
   ClusterConfig c = MustPlace(4, 8, 2);
   EXPECT_TRUE(Reassign(c, 99).status().Is(Code::kInvalidArgument));

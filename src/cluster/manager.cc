@@ -1,5 +1,8 @@
 #include "cluster/manager.h"
 
+#include <optional>
+#include <set>
+
 #include "common/log.h"
 
 namespace slip::cluster {
@@ -63,8 +66,9 @@ void Manager::Tick() {
 
   auto vc = store_->Load();
   if (!vc.ok()) return;
+  std::set<NodeId> live;  // up nodes seen holding their leases
   for (const auto& [id, info] : vc->config.nodes) {
-    if (info.state != NodeState::kUp) continue;
+    if (info.state == NodeState::kDown) continue;
     // The probe holds the node's lease (for a whole ttl, in case we stall)
     // until the verdict is written: a node that takes its lease and then
     // reads the configuration can trust what it reads about itself. With
@@ -73,6 +77,7 @@ void Manager::Tick() {
     auto probe = store_->AcquireLease(NodeLeaseName(id), o_.holder, o_.lease, Now());
     if (!probe.ok()) {
       if (probe.status().Is(Code::kBusy)) seen_alive_[id] = true;
+      if (seen_alive_[id] && info.state == NodeState::kUp) live.insert(id);
       continue;
     }
     const bool grace_over = Now() - started_ > 3 * o_.lease;
@@ -96,6 +101,14 @@ void Manager::Tick() {
     }
     return;  // the stored version moved on either way: Load again next tick
   }
+  // A pool design moves ownership, never data: spread the shards evenly
+  // over the live nodes (a node that joined or came back gets its share; a
+  // leaving one gives its away).
+  if (!UsesPool(vc->config.design)) return;
+  std::optional<ClusterConfig> balanced = BalanceOwners(vc->config, live);
+  if (!balanced) return;
+  auto w = store_->CompareAndSwap(vc->version, *balanced);
+  if (w.ok() && o_.log) logging::Info("shards rebalanced over {} nodes: term {}", live.size(), balanced->term);
 }
 
 }  // namespace slip::cluster

@@ -16,6 +16,11 @@
 // replaced by cluster::Reassign — one new term, one compare-and-swap; a
 // conflict (someone else wrote) is retried at the next tick.
 //
+// In a design whose data lives in a pool (UsesPool) the manager also keeps
+// ownership even: a tick with no failure to handle stores BalanceOwners over
+// the up nodes it has seen alive, so a node that joins or comes back gets
+// its share and a leaving node's shards move away (docs/papers/dinomo.md §5b).
+//
 // Store calls block (file locks, ZooKeeper round trips): give the manager
 // an executor of its own.
 #pragma once

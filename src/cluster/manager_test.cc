@@ -94,6 +94,43 @@ TEST_F(ManagerTest, ANodeNeverSeenIsReplacedOnlyAfterTheBootGrace) {
   EXPECT_EQ(reassigned_[0].failed, 3u);
 }
 
+// In a pool design the manager keeps ownership even: a node that joins gets
+// its share once it is seen holding its lease, and a failed node's shards
+// are spread at once.
+TEST_F(ManagerTest, APoolDesignsShardsFollowTheLiveNodes) {
+  ClusterConfig c = Stored();
+  for (auto& s : c.shards) s.backups.clear(), s.syncing.clear();
+  c.replication_factor = 1;
+  c.design = "dinomo";
+  c.pool = "00";
+  c.term = 2;
+  ASSERT_TRUE(store_->CompareAndSwap(store_->Load()->version, c).ok());
+  for (NodeId i = 0; i < 4; ++i) Hold(i, i == 3 ? 10 * kLease : 1'000 * kLease);
+  auto m = NewManager("cm");
+  rt_.RunUntil(5 * kLease);
+  EXPECT_EQ(Stored().term, 2u) << "balanced: nothing to do";
+  // Node 9 joins: it takes its lease, then lists itself.
+  Hold(9, 1'000 * kLease);
+  rt_.RunUntil(rt_.Now() + kLease / 8);
+  auto joined = JoinOwner(Stored(), 9, "node9");
+  ASSERT_TRUE(joined.ok());
+  ASSERT_TRUE(store_->CompareAndSwap(store_->Load()->version, *joined).ok());
+  rt_.RunUntil(rt_.Now() + kLease);
+  std::map<NodeId, uint32_t> owned;
+  for (const auto& s : Stored().shards) ++owned[s.primary];
+  EXPECT_EQ(owned.size(), 5u);
+  EXPECT_GE(owned[9], 1u);
+  for (const auto& [n, k] : owned) EXPECT_LE(k, 2u) << "node " << n;
+  // Node 3 stops renewing: declared failed, its shards go to the others.
+  rt_.RunUntil(20 * kLease);
+  ASSERT_EQ(reassigned_.size(), 1u);
+  EXPECT_EQ(reassigned_[0].failed, 3u);
+  owned.clear();
+  for (const auto& s : Stored().shards) ++owned[s.primary];
+  EXPECT_EQ(owned.count(3), 0u);
+  for (const auto& [n, k] : owned) EXPECT_EQ(k, 2u) << "node " << n;
+}
+
 TEST_F(ManagerTest, AStandbyTakesOverWhenTheActiveManagerGoesAway) {
   for (NodeId i = 0; i < 4; ++i) Hold(i, i == 1 ? 30 * kLease : 1'000 * kLease);
   auto a = NewManager("cm-a");

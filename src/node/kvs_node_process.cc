@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 
@@ -43,6 +46,8 @@ class KvsNodeServer final : public NodeProcess {
  private:
   void Finish(Status s) { outcome_.Finish(std::move(s)); }
   void Stats(rpc::RpcChannel::Reply reply);
+  void Settled(const ClusterConfig& c);
+  std::atomic<bool> leaving_{false};  // it asked to be dropped from the membership
 
   NodeOptions o_;
   std::unique_ptr<cluster::ConfigStore> config_store_;
@@ -63,9 +68,9 @@ class KvsNodeServer final : public NodeProcess {
 Status KvsNodeServer::Boot() {
   SLIP_ASSIGN_OR_RETURN(config_store_, cluster::OpenConfigStore(o_.dir, o_.zookeeper));
   SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig vc, cluster::LoadWhenPresent(config_store_.get(), 60 * runtime::kSecond));
-  if (!vc.config.nodes.contains(o_.id)) {
-    return Status::InvalidArgument("node " + std::to_string(o_.id) + " is not a member of the cluster");
-  }
+  // A node that is not a member joins (docs/papers/dinomo.md §5b): the
+  // manager gives it its share of the shards once it holds its lease.
+  const bool joining = !vc.config.nodes.contains(o_.id);
   if (o_.provider.empty()) {
     o_.provider = vc.config.provider;
   } else if (o_.provider != vc.config.provider) {
@@ -90,7 +95,13 @@ Status KvsNodeServer::Boot() {
       .data = data,
       .calls = peers_.get(),
       .pool_peer = kPoolPeer,
-      .set_pool_address = [this](const std::string& hex) { peers_->SetAddresses({{kPoolPeer, hex}}); },
+      .set_peers =
+          [this](const ClusterConfig& c) {
+            std::map<rpc::NodeId, std::string> hex = {{kPoolPeer, c.pool}};
+            for (const auto& [id, info] : c.nodes) hex[id] = info.address;
+            peers_->SetAddresses(hex);
+          },
+      .settled = [this](const ClusterConfig& c) { Settled(c); },
       .lease_left = [this] { return membership_->lease_expiry() - MachineNow(); },
       .fatal = [this](Status s) { Finish(std::move(s)); },
       .node = {},
@@ -106,7 +117,18 @@ Status KvsNodeServer::Boot() {
   // data to wipe: its log is in the pool, merged before anyone serves it.
   membership_ = std::make_unique<Membership>(config_store_.get(), control_ex_, o_.lease);
   const std::string address = rpc::RpcPeers::HexEncode(channel_->address());
+  const std::string holder = "node-" + std::to_string(o_.id) + "-pid" + std::to_string(getpid());
+  // A joining node holds its lease before it is listed: the manager, which
+  // probes every listed node's lease, then never finds a new member dead.
+  if (joining) SLIP_RETURN_IF_ERROR(membership_->Acquire(cluster::NodeLeaseName(o_.id), holder));
   SLIP_RETURN_IF_ERROR(membership_->Update([&](const ClusterConfig& c) -> Result<ClusterConfig> {
+    if (!c.nodes.contains(o_.id)) {
+      if (!joining) return Status::InvalidArgument("node " + std::to_string(o_.id) + " was removed while starting");
+      return cluster::JoinOwner(c, o_.id, address);
+    }
+    if (c.nodes.at(o_.id).state == cluster::NodeState::kLeaving) {
+      return Status::InvalidArgument("node " + std::to_string(o_.id) + " is leaving the cluster");
+    }
     ClusterConfig next = c;
     if (c.nodes.at(o_.id).state == cluster::NodeState::kDown) {
       SLIP_ASSIGN_OR_RETURN(next, server::OwnedBy(c, o_.id).empty() ? cluster::Rejoin(c, o_.id)
@@ -117,16 +139,21 @@ Status KvsNodeServer::Boot() {
     next.nodes[o_.id].address = address;
     return next;
   }));
-  SLIP_RETURN_IF_ERROR(
-      membership_->Acquire(cluster::NodeLeaseName(o_.id), "node-" + std::to_string(o_.id) + "-pid" + std::to_string(getpid())));
+  if (!joining) SLIP_RETURN_IF_ERROR(membership_->Acquire(cluster::NodeLeaseName(o_.id), holder));
   SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig now, config_store_->Load());
+  if (!now.config.nodes.contains(o_.id)) return Status::Aborted("removed from the cluster while starting");
   if (now.config.nodes.at(o_.id).state == cluster::NodeState::kDown) return Status::Aborted(kReplacedWhileStarting);
   SLIP_RETURN_IF_ERROR(rt_.Start());
   node_ex_->Post([this, c = now.config] { server_->Adopt(c); });
   membership_->KeepAlive([this](Status s) { Finish(std::move(s)); });
   membership_->Watch(now.version, [this](const cluster::VersionedConfig& newer) {
     const auto self = newer.config.nodes.find(o_.id);
-    if (self == newer.config.nodes.end() || self->second.state == cluster::NodeState::kDown) {
+    if (self == newer.config.nodes.end()) {
+      if (leaving_) return;  // Settled stops it
+      logging::Info("{}", "removed from the cluster in term " + std::to_string(newer.config.term) + ": stopping");
+      return Finish(Status::Ok());
+    }
+    if (self->second.state == cluster::NodeState::kDown) {
       logging::Warn("{}", "declared failed in term " + std::to_string(newer.config.term) + ": stopping");
       return Finish(Status::Aborted("declared failed by the manager"));
     }
@@ -134,6 +161,21 @@ Status KvsNodeServer::Boot() {
   });
   logging::Info("{}", "KVS node serving at " + address + " (" + o_.provider + "), term " + std::to_string(now.config.term));
   return Status::Ok();
+}
+
+void KvsNodeServer::Settled(const ClusterConfig& c) {
+  // A leaving node that has let go of everything (it owns nothing and is
+  // settled, so the nodes taking its shards may serve them) leaves.
+  const auto self = c.nodes.find(o_.id);
+  if (self == c.nodes.end() || self->second.state != cluster::NodeState::kLeaving || leaving_.exchange(true)) return;
+  control_ex_->Post([this] {
+    Status s = membership_->Update([&](const ClusterConfig& now) { return cluster::DropLeaving(now, o_.id); });
+    if (!s.ok()) return Finish(Status(s.code(), "leaving the cluster: " + s.message()));
+    // Linger a moment: nodes that took our shards and have not asked yet
+    // whether we let go get their answer instead of a timeout.
+    logging::Info("{}", "left the cluster");
+    control_ex_->After(o_.lease / 4, [this] { Finish(Status::Ok()); });
+  });
 }
 
 void KvsNodeServer::Stats(rpc::RpcChannel::Reply reply) {

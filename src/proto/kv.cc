@@ -85,6 +85,7 @@ const char* MethodName(uint16_t method) {
     case Method::kPoolAllocate: return "POOL_ALLOCATE";
     case Method::kPoolSeal: return "POOL_SEAL";
     case Method::kPoolMergeAll: return "POOL_MERGE_ALL";
+    case Method::kKnRelease: return "KN_RELEASE";
   }
   return "UNKNOWN";
 }

@@ -52,6 +52,9 @@ enum class Method : uint16_t {
   kPoolAllocate = 49,  // KVS node -> pool: a segment for its log
   kPoolSeal = 50,      // KVS node -> pool: merge my segment up to here
   kPoolMergeAll = 51,  // anyone -> pool: merge a departed node's open segments
+  // DINOMO's KVS nodes among themselves: answered once the node serves
+  // nothing of a term before the one asked about (PoolNodeRequest: asker, term).
+  kKnRelease = 52,
 };
 
 const char* MethodName(uint16_t method);

@@ -15,7 +15,8 @@ namespace slip::proto {
 
 // POOL_LAYOUT, POOL_ALLOCATE: the node asking and its token (the epoch it
 // works in). POOL_MERGE_ALL: the node that is gone and the epoch from which
-// it is fenced.
+// it is fenced. KN_RELEASE (proto/kv.h): the node asking and the term it
+// is to serve.
 struct PoolNodeRequest {
   uint32_t node = 0;
   uint64_t epoch = 0;

@@ -32,12 +32,13 @@ void DinomoServer::Adopt(const cluster::ClusterConfig& config) {
 void DinomoServer::Consider() {
   if (serving_ && OwnedBy(config_, env_.self) == owned_ && config_.pool == serving_config_.pool) {
     serving_config_ = config_;
-    return;
+    return Settle(config_);
   }
   Reconfigure();
 }
 
 void DinomoServer::Reconfigure() {
+  if (!reconfiguring_) stopped_at_ = env_.exec->Now();
   reconfiguring_ = true;
   serving_ = false;
   target_ = config_;
@@ -65,40 +66,96 @@ void DinomoServer::WaitIdle(int waited_ms) {
     return;
   }
   node_.reset();
-  env_.set_pool_address(target_.pool);
-  // Merge before serve: its own log (fencing what it ran before) and every
-  // down node's, whose keys may be among those it now owns.
-  std::vector<uint32_t> merge = {env_.self};
-  for (const auto& [id, info] : target_.nodes) {
-    if (info.state == cluster::NodeState::kDown) merge.push_back(id);
+  env_.set_peers(target_);
+  MergeSelf();
+}
+
+void DinomoServer::MergeSelf() {
+  const cluster::ClusterConfig c = target_;
+  env_.calls->Call(env_.pool_peer, static_cast<uint16_t>(proto::Method::kPoolMergeAll),
+                   proto::Encode(proto::PoolNodeRequest{env_.self, c.term}),
+                   [this, life = std::weak_ptr<int>(life_), c](Result<rpc::PeerResponse> r) {
+                     if (life.expired()) return;
+                     if (!r.ok() || r->status != Code::kOk) {
+                       logging::Warn("{}", "merging its own log failed (" +
+                                               (r.ok() ? Status(r->status, r->payload).ToString() : r.status().ToString()) +
+                                               "): trying again");
+                       return Retry();
+                     }
+                     Settle(c);
+                     AwaitOthers();
+                   });
+}
+
+void DinomoServer::Settle(const cluster::ClusterConfig& c) {
+  if (c.term <= settled_term_) return;
+  settled_term_ = c.term;
+  std::vector<std::pair<uint64_t, Reply>> waiting;
+  waiting.swap(releases_);
+  for (auto& [term, reply] : waiting) {
+    if (term <= settled_term_) {
+      reply(Code::kOk, {});
+    } else {
+      releases_.emplace_back(term, std::move(reply));
+    }
   }
-  MergeNext(std::move(merge));
+  if (env_.settled) env_.settled(c);
+}
+
+void DinomoServer::Release(std::span<const std::byte> payload, Reply reply) {
+  auto req = proto::DecodePoolNodeRequest(payload);
+  if (!req.ok()) return reply(req.status().code(), req.status().message());
+  if (req->epoch <= settled_term_) return reply(Code::kOk, {});
+  // Bounded: askers retry on a timeout, so a node that never settles (cut
+  // off) would otherwise pile their calls up.
+  if (releases_.size() >= 256) {
+    releases_.front().second(Code::kUnavailable, "too many waiting releases");
+    releases_.erase(releases_.begin());
+  }
+  releases_.emplace_back(req->epoch, std::move(reply));
+}
+
+void DinomoServer::AwaitOthers() {
+  const cluster::ClusterConfig& c = target_;
+  auto waiting = std::make_shared<size_t>(0);
+  auto failed = std::make_shared<bool>(false);
+  std::vector<uint32_t> ask;
+  for (const auto& [id, info] : c.nodes) {
+    if (id != env_.self && info.state != cluster::NodeState::kDown) ask.push_back(id);
+  }
+  *waiting = ask.size();
+  auto then = [this, c] {
+    std::vector<uint32_t> merge;
+    for (const auto& [id, info] : c.nodes) {
+      if (info.state == cluster::NodeState::kDown) merge.push_back(id);
+    }
+    MergeNext(std::move(merge));
+  };
+  if (ask.empty()) return then();
+  for (uint32_t id : ask) {
+    env_.calls->Call(id, static_cast<uint16_t>(proto::Method::kKnRelease),
+                     proto::Encode(proto::PoolNodeRequest{env_.self, c.term}),
+                     [this, life = std::weak_ptr<int>(life_), id, waiting, failed, then](Result<rpc::PeerResponse> r) {
+                       if (life.expired() || *failed) return;
+                       if (!r.ok() || r->status != Code::kOk) {
+                         // Dead, cut off or slow: its lease will run out and
+                         // a newer configuration list it down (then merged).
+                         *failed = true;
+                         logging::Warn("{}", "node " + std::to_string(id) + " did not release term " +
+                                                 std::to_string(target_.term) + " (" +
+                                                 (r.ok() ? Status(r->status, r->payload).ToString()
+                                                         : r.status().ToString()) +
+                                                 "): trying again");
+                         return Retry();
+                       }
+                       if (--*waiting == 0) then();
+                     });
+  }
 }
 
 void DinomoServer::MergeNext(std::vector<uint32_t> left) {
   const cluster::ClusterConfig& c = target_;
-  if (left.empty()) {
-    dinomo::KvsNodeOptions ko = env_.node;
-    ko.node = env_.self;
-    ko.epoch = c.term;
-    node_ = std::make_unique<dinomo::KvsNode>(env_.exec, env_.data, env_.calls, env_.pool_peer, ko);
-    node_->Start([this, life = std::weak_ptr<int>(life_), c](Status s) {
-      if (life.expired()) return;
-      if (!s.ok()) {
-        logging::Warn("{}", "the pool refused to start the node in term " + std::to_string(c.term) + ": " + s.ToString());
-        node_.reset();
-        return Retry();
-      }
-      reconfiguring_ = false;
-      retry_ms_ = 50;
-      serving_config_ = c;
-      owned_ = OwnedBy(c, env_.self);
-      serving_ = true;
-      logging::Info("{}", "serving " + std::to_string(owned_.size()) + " shards in term " + std::to_string(c.term));
-      if (config_.term != c.term) Consider();  // a newer one came meanwhile
-    });
-    return;
-  }
+  if (left.empty()) return StartNode();
   const uint32_t node = left.back();
   left.pop_back();
   env_.calls->Call(env_.pool_peer, static_cast<uint16_t>(proto::Method::kPoolMergeAll),
@@ -113,6 +170,30 @@ void DinomoServer::MergeNext(std::vector<uint32_t> left) {
                      }
                      MergeNext(std::move(left));
                    });
+}
+
+void DinomoServer::StartNode() {
+  const cluster::ClusterConfig c = target_;
+  dinomo::KvsNodeOptions ko = env_.node;
+  ko.node = env_.self;
+  ko.epoch = c.term;
+  node_ = std::make_unique<dinomo::KvsNode>(env_.exec, env_.data, env_.calls, env_.pool_peer, ko);
+  node_->Start([this, life = std::weak_ptr<int>(life_), c](Status s) {
+    if (life.expired()) return;
+    if (!s.ok()) {
+      logging::Warn("{}", "the pool refused to start the node in term " + std::to_string(c.term) + ": " + s.ToString());
+      node_.reset();
+      return Retry();
+    }
+    reconfiguring_ = false;
+    retry_ms_ = 50;
+    serving_config_ = c;
+    owned_ = OwnedBy(c, env_.self);
+    serving_ = true;
+    const double paused_ms = static_cast<double>(env_.exec->Now() - stopped_at_) / 1e6;
+    logging::Info("serving {} shards in term {} (reconfigured in {:.1f} ms)", owned_.size(), c.term, paused_ms);
+    if (config_.term != c.term) Consider();  // a newer one came meanwhile
+  });
 }
 
 void DinomoServer::Retry() {
@@ -130,6 +211,7 @@ void DinomoServer::Refuse(const Reply& reply, const Status& s) const {
 
 void DinomoServer::Handle(uint16_t method, std::span<const std::byte> payload, Reply reply) {
   const auto m = static_cast<proto::Method>(method);
+  if (m == proto::Method::kKnRelease) return Release(payload, std::move(reply));
   if (m != proto::Method::kPut && m != proto::Method::kGet && m != proto::Method::kDel) {
     return Refuse(reply, Status::InvalidArgument("a KVS node does not serve method " + std::to_string(method)));
   }

@@ -5,12 +5,23 @@
 //
 // It owns the keys of the shards the configuration makes it primary of.
 // When that set or the pool's address changes it reconfigures, as the
-// paper's affected nodes do: stop serving, let its data path drain, ask the
-// pool to POOL_MERGE_ALL its own log and every down node's at the new term
-// (which fences them: nothing they write later is merged — merge before
-// serve, D4), then serve with a new KvsNode whose epoch is the term, so its
-// versions beat every earlier owner's. Its cache starts empty. A change
-// that leaves its ownership and the pool alone is adopted in place.
+// paper's affected nodes do:
+//   1. stop serving and let its data path drain;
+//   2. POOL_MERGE_ALL its own log at the new term T (fencing what it ran
+//      before) — it is now *settled* at T: it serves nothing of a term
+//      below T and everything it wrote is merged;
+//   3. wait until every other live member is settled at T too (KN_RELEASE:
+//      a node whose shards move to us may still serve them until then);
+//   4. POOL_MERGE_ALL every down node's log at T (fencing them: nothing they
+//      write later is merged — merge before serve, D4);
+//   5. serve with a new KvsNode whose epoch is T, so its versions beat every
+//      earlier owner's. Its cache starts empty.
+// A change that leaves its ownership and the pool alone is adopted in place
+// (and settles it at once). Steps 2 and 3 make two nodes never serve a key
+// at once: each serves a term only after every other settled at it, and
+// settling means leaving every earlier term. Settling needs nothing of
+// other nodes, so nodes reconfiguring together cannot wait on each other.
+// docs/papers/dinomo.md §5b.
 //
 // Requests: StaleTerm for another term, a shard it does not own, or while
 // reconfiguring (the client refreshes its map and retries); Unavailable
@@ -26,6 +37,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cluster/cluster_config.h"
@@ -41,10 +53,13 @@ struct DinomoServerEnv {
   uint32_t self = 0;
   runtime::Executor* exec = nullptr;
   fabric::Endpoint* data = nullptr;  // the KvsNode's one-sided operations (Poll drives it)
-  rpc::PeerCaller* calls = nullptr;  // reaches the pool as `pool_peer`
+  rpc::PeerCaller* calls = nullptr;  // reaches the pool as `pool_peer`, other nodes by id
   rpc::NodeId pool_peer = 0;
-  // Points `calls`' `pool_peer` at the pool's hex address from a configuration.
-  std::function<void(const std::string& hex)> set_pool_address;
+  // Points `calls` at a configuration's pool (as `pool_peer`) and members.
+  std::function<void(const cluster::ClusterConfig&)> set_peers;
+  // Runs when the node has settled at a configuration's term (step 2, or a
+  // change adopted in place); may be empty.
+  std::function<void(const cluster::ClusterConfig&)> settled;
   // Time left on this node's lease (<= 0: none).
   std::function<runtime::Nanos()> lease_left;
   // The node cannot go on (a term past what versions can hold, a data path
@@ -65,7 +80,7 @@ class DinomoServer {
 
   // A configuration newer than any adopted so far (older ones are ignored).
   void Adopt(const cluster::ClusterConfig& config);
-  // PUT, GET, DEL (proto/kv.h). Anything else: InvalidArgument.
+  // PUT, GET, DEL and KN_RELEASE (proto/kv.h). Anything else: InvalidArgument.
   void Handle(uint16_t method, std::span<const std::byte> payload, Reply reply);
   // The data path's completions; true if any.
   bool Poll() { return node_ != nullptr && node_->Poll(); }
@@ -76,12 +91,19 @@ class DinomoServer {
   // Counters of the KvsNode serving now (zeros when none).
   dinomo::KvsNodeStats stats() const { return node_ ? node_->stats() : dinomo::KvsNodeStats{}; }
   uint64_t reconfigurations() const { return reconfigurations_; }
+  // The highest term it has settled at (step 2).
+  uint64_t settled_term() const { return settled_term_; }
 
  private:
   void Consider();  // serve config_ as it is, or reconfigure for it
   void Reconfigure();
   void WaitIdle(int waited_ms);
+  void MergeSelf();
+  void Settle(const cluster::ClusterConfig& c);
+  void AwaitOthers();
+  void Release(std::span<const std::byte> payload, Reply reply);
   void MergeNext(std::vector<uint32_t> left);
+  void StartNode();
   void Retry();
   void Refuse(const Reply& reply, const Status& s) const;
 
@@ -95,6 +117,9 @@ class DinomoServer {
   bool reconfiguring_ = false;
   int64_t retry_ms_ = 50;  // Retry's pause, doubling up to 2 s while the pool does not answer
   uint64_t reconfigurations_ = 0;
+  uint64_t settled_term_ = 0;
+  runtime::Nanos stopped_at_ = 0;  // when the reconfiguration under way stopped serving
+  std::vector<std::pair<uint64_t, Reply>> releases_;  // KN_RELEASE calls waiting for a settle
   // Timers may outlive the server.
   std::shared_ptr<int> life_ = std::make_shared<int>(0);
 };

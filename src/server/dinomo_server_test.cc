@@ -33,11 +33,12 @@ class DinomoServerTest : public ::testing::Test {
   struct Kn {
     runtime::Executor* exec = nullptr;
     std::unique_ptr<fabric::Endpoint> ep;
-    std::unique_ptr<rpc::LocalCaller> calls;
+    std::unique_ptr<rpc::PeerCaller> calls;
     std::unique_ptr<DinomoServer> server;
     runtime::Nanos lease = 1 << 30;  // time left on its lease
     std::optional<Status> fatal;
     std::string pool_address;
+    std::vector<uint64_t> settled;  // terms it settled at
   };
 
   void SetUp() override {
@@ -45,6 +46,7 @@ class DinomoServerTest : public ::testing::Test {
     po.segment_bytes = 64 << 10;  // small: seals and back-pressure happen
     po.num_buckets = 1024;
     world_ = std::make_unique<dinomo::testing::SimPool>(rt_, 8 << 20, po);
+    world_->AttachTo(net_);
     auto placed = cluster::Place({{1, "a"}, {2, "b"}}, 8, 1);
     ASSERT_TRUE(placed.ok());
     config_ = *placed;
@@ -63,7 +65,7 @@ class DinomoServerTest : public ::testing::Test {
     Kn& kn = kns_[id];
     kn.exec = rt_.CreateExecutor("kn" + std::to_string(id));
     kn.ep = std::move(world_->fabric().CreateEndpoint(id, kn.exec, {})).value();
-    kn.calls = world_->CallerFor(kn.exec);
+    kn.calls = net_.CallerFor(kn.exec, 20 * kMillisecond);
     Kn* k = &kn;
     kn.server = std::make_unique<DinomoServer>(DinomoServerEnv{
         .self = id,
@@ -71,12 +73,16 @@ class DinomoServerTest : public ::testing::Test {
         .data = kn.ep.get(),
         .calls = kn.calls.get(),
         .pool_peer = kPool,
-        .set_pool_address = [k](const std::string& hex) { k->pool_address = hex; },
+        .set_peers = [k](const cluster::ClusterConfig& c) { k->pool_address = c.pool; },
+        .settled = [k](const cluster::ClusterConfig& c) { k->settled.push_back(c.term); },
         .lease_left = [k] { return k->lease; },
         .fatal = [k](Status s) { k->fatal = s; },
         .node = {},
     });
     kn.exec->AddPoller([k] { return k->server && k->server->Poll(); });
+    net_.Attach(id, kn.exec, [k](uint16_t method, std::span<const std::byte> payload, rpc::LocalNetwork::Reply reply) {
+      if (k->server) k->server->Handle(method, payload, std::move(reply));
+    });
     return kn;
   }
   void Adopt(Kn& kn, const cluster::ClusterConfig& c) {
@@ -84,6 +90,21 @@ class DinomoServerTest : public ::testing::Test {
     EXPECT_TRUE(rt_.RunUntil([&] { return kn.server->serving() && kn.server->serving_term() == c.term; },
                              rt_.Now() + 500 * kMillisecond))
         << "not serving term " << c.term;
+  }
+  // Every node adopts `c` (each waits for the others to settle at its term).
+  void AdoptAll(const cluster::ClusterConfig& c) {
+    for (auto& [id, kn] : kns_) {
+      if (kn.server) kn.exec->Post([&kn, c] { kn.server->Adopt(c); });
+    }
+    EXPECT_TRUE(rt_.RunUntil(
+        [&] {
+          for (auto& [id, kn] : kns_) {
+            if (kn.server && (!kn.server->serving() || kn.server->serving_term() != c.term)) return false;
+          }
+          return true;
+        },
+        rt_.Now() + 500 * kMillisecond))
+        << "not all serving term " << c.term;
   }
   // A request as a client sends it: the term it knows, the key's shard.
   Answer Call(Kn& kn, proto::Method m, uint64_t term, const std::string& key, const std::string& value = "") {
@@ -104,6 +125,7 @@ class DinomoServerTest : public ::testing::Test {
   }
 
   runtime::SimRuntime rt_{runtime::SimRuntimeOptions{.seed = 3}};
+  rpc::LocalNetwork net_;
   std::unique_ptr<dinomo::testing::SimPool> world_;
   cluster::ClusterConfig config_;
   std::map<uint32_t, Kn> kns_;
@@ -112,8 +134,7 @@ class DinomoServerTest : public ::testing::Test {
 TEST_F(DinomoServerTest, ServesItsOwnShardsInItsTermOnly) {
   Kn& a = Add(1);
   Kn& b = Add(2);
-  Adopt(a, config_);
-  Adopt(b, config_);
+  AdoptAll(config_);
   EXPECT_EQ(a.pool_address, "00");
   for (int i = 0; i < 40; ++i) {
     const std::string key = "k" + std::to_string(i);
@@ -150,8 +171,7 @@ TEST_F(DinomoServerTest, ServesItsOwnShardsInItsTermOnly) {
 TEST_F(DinomoServerTest, ATakeoverServesEveryAcknowledgedWriteAndFencesTheOldOwner) {
   Kn& a = Add(1);
   Kn& b = Add(2);
-  Adopt(a, config_);
-  Adopt(b, config_);
+  AdoptAll(config_);
   // Node 1 acknowledges writes (several versions of some keys), which stay
   // in its open segments: nothing sealed them.
   std::map<std::string, std::string> want;
@@ -190,7 +210,8 @@ TEST_F(DinomoServerTest, ATakeoverServesEveryAcknowledgedWriteAndFencesTheOldOwn
 
 TEST_F(DinomoServerTest, APoolThatMovedIsFollowedAndATermPastTheEpochsStopsTheNode) {
   Kn& a = Add(1);
-  Adopt(a, config_);
+  Add(2);
+  AdoptAll(config_);
   std::map<std::string, std::string> want;
   for (int i = 0; i < 30; ++i) {
     const std::string key = "k" + std::to_string(i);
@@ -202,7 +223,7 @@ TEST_F(DinomoServerTest, APoolThatMovedIsFollowedAndATermPastTheEpochsStopsTheNo
   moved.term = 7;
   moved.pool = "01";
   const uint64_t before = a.server->reconfigurations();
-  Adopt(a, moved);
+  AdoptAll(moved);
   EXPECT_EQ(a.server->reconfigurations(), before + 1);
   EXPECT_EQ(a.pool_address, "01");
   for (const auto& [key, v] : want) EXPECT_EQ(Call(a, proto::Method::kGet, 7, key).value, v) << key;
@@ -214,6 +235,64 @@ TEST_F(DinomoServerTest, APoolThatMovedIsFollowedAndATermPastTheEpochsStopsTheNo
   ASSERT_TRUE(rt_.RunUntil([&] { return a.fatal.has_value(); }, rt_.Now() + 100 * kMillisecond));
   EXPECT_TRUE(a.fatal->Is(Code::kInvalidArgument)) << a.fatal->ToString();
   EXPECT_FALSE(a.server->serving());
+}
+
+// A live rebalancing (docs/papers/dinomo.md §5b): shards move from a
+// running node to another. The gainer must not serve them while the loser
+// may still answer from its cache, and must then see every write the loser
+// acknowledged; a leaving node hands everything over the same way.
+TEST_F(DinomoServerTest, ShardsMoveBetweenLiveNodesOnlyOnceTheLoserLetGo) {
+  Kn& a = Add(1);
+  Kn& b = Add(2);
+  AdoptAll(config_);
+  std::map<std::string, std::string> want;
+  for (int i = 0; i < 40; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    if (Owner(config_, key) != 1) continue;
+    ASSERT_EQ(Call(a, proto::Method::kPut, 5, key, "v" + std::to_string(i)).code, Code::kOk);
+    ASSERT_EQ(Call(a, proto::Method::kGet, 5, key).value, "v" + std::to_string(i));  // cached
+    want[key] = "v" + std::to_string(i);
+  }
+  ASSERT_FALSE(want.empty());
+  // Node 1 leaves: its shards go to node 2. Node 2 hears of it first.
+  auto leaving = cluster::RemoveOwner(config_, 1);
+  ASSERT_TRUE(leaving.ok()) << leaving.status().ToString();
+  EXPECT_TRUE(OwnedBy(*leaving, 1).empty());
+  b.exec->Post([&b, c = *leaving] { b.server->Adopt(c); });
+  rt_.RunUntil([] { return false; }, rt_.Now() + 100 * kMillisecond);
+  EXPECT_FALSE(b.server->serving()) << "node 2 serves while node 1 may still answer from its cache";
+  EXPECT_EQ(b.server->settled_term(), leaving->term) << "settling waits for nobody";
+  const std::string key = want.begin()->first;
+  EXPECT_EQ(Call(a, proto::Method::kGet, 5, key).value, want[key]) << "node 1 still serves its old term";
+  // Node 1 hears of it: it lets go, node 2 serves everything it wrote.
+  Adopt(a, *leaving);
+  ASSERT_TRUE(rt_.RunUntil([&] { return b.server->serving() && b.server->serving_term() == leaving->term; },
+                           rt_.Now() + 500 * kMillisecond));
+  EXPECT_EQ(a.settled, (std::vector<uint64_t>{5, leaving->term}));
+  for (const auto& [k, v] : want) {
+    EXPECT_EQ(Call(b, proto::Method::kGet, leaving->term, k).value, v) << k;
+    EXPECT_EQ(Call(a, proto::Method::kGet, leaving->term, k).code, Code::kStaleTerm) << k;
+  }
+  ASSERT_EQ(Call(b, proto::Method::kPut, leaving->term, key, "after").code, Code::kOk);
+  EXPECT_EQ(Call(b, proto::Method::kGet, leaving->term, key).value, "after");
+  // Node 1 is dropped; node 2 comes back to a balanced map with node 3.
+  auto dropped = cluster::DropLeaving(*leaving, 1);
+  ASSERT_TRUE(dropped.ok()) << dropped.status().ToString();
+  Kn& c = Add(3);
+  auto joined = cluster::JoinOwner(*dropped, 3, "c");
+  ASSERT_TRUE(joined.ok());
+  auto balanced = cluster::BalanceOwners(*joined, {2, 3});
+  ASSERT_TRUE(balanced.has_value());
+  EXPECT_EQ(OwnedBy(*balanced, 2).size(), 4u);
+  EXPECT_EQ(OwnedBy(*balanced, 3).size(), 4u);
+  a.ep.reset();  // gone: not asked any more, not adopting
+  a.server.reset();
+  net_.Detach(1);
+  AdoptAll(*balanced);
+  for (const auto& [k, v] : want) {
+    Kn& owner = Owner(*balanced, k) == 2 ? b : c;
+    EXPECT_EQ(Call(owner, proto::Method::kGet, balanced->term, k).value, k == key ? "after" : v) << k;
+  }
 }
 
 }  // namespace

@@ -11,6 +11,11 @@
 // writes are fenced and its reads refused once its lease ran out. Every
 // history is checked for linearizability (D2, D3).
 //
+// On even seeds a fourth node joins mid-run and the manager hands it
+// shards from the live nodes; on every fourth a live node also leaves (its
+// shards move away, then it drops out of the membership) — each handover
+// waits for the losing node to let go (docs/papers/dinomo.md §5b).
+//
 // One seed: SLIP_DINOMO_CLUSTER_SEED=17 build/src/sim/dinomo_cluster_sim_test
 #include <gtest/gtest.h>
 
@@ -23,6 +28,7 @@
 #include "common/hash.h"
 #include "dinomo/testing/sim_pool.h"
 #include "proto/kv.h"
+#include "rpc/local_network.h"
 #include "server/dinomo_server.h"
 #include "sim/linearizability.h"
 
@@ -37,6 +43,9 @@ struct CampaignResult {
   std::string failure;
   uint64_t ops = 0, unknown = 0, refused = 0, reconfigurations = 0;
   bool replaced = false;  // the manager declared the victim failed
+  bool leaving = false;   // a node was told to leave
+  uint64_t left = 0;      // nodes that left
+  bool grew = false;      // the node that joined came to own shards
 };
 
 constexpr runtime::Nanos kLease = 2 * kMillisecond;
@@ -66,7 +75,7 @@ CampaignResult RunCampaign(uint64_t seed) {
     uint32_t id = 0;
     runtime::Executor* exec = nullptr;
     std::unique_ptr<fabric::Endpoint> ep;
-    std::unique_ptr<rpc::LocalCaller> calls;
+    std::unique_ptr<rpc::PeerCaller> calls;
     std::unique_ptr<server::DinomoServer> server;
     cluster::Lease lease;
     runtime::Nanos expiry = 0;
@@ -75,13 +84,24 @@ CampaignResult RunCampaign(uint64_t seed) {
   };
   std::map<uint32_t, Kn> kns;
   CampaignResult out;
+  rpc::LocalNetwork net;
+  world.AttachTo(net);
   static constexpr uint64_t kCaches[] = {0, 600, 4096};
-  for (uint32_t id = 1; id <= 3; ++id) {
+  // A node as `slip server` runs one: gone when its endpoint, its server
+  // and its place on the network are.
+  auto stop = [&net](Kn* k) {
+    k->ep.reset();
+    k->server.reset();
+    net.Detach(k->id);
+  };
+  // Starts node `id` (which holds its lease from then on); `join`: it is
+  // not a member yet and adds itself, as a new `slip server` does.
+  auto start = [&](uint32_t id, bool join) -> Status {
     Kn& kn = kns[id];
     kn.id = id;
     kn.exec = rt.CreateExecutor("kn" + std::to_string(id));
     kn.ep = std::move(world.fabric().CreateEndpoint(id, kn.exec, {})).value();
-    kn.calls = world.CallerFor(kn.exec);
+    kn.calls = net.CallerFor(kn.exec, 10 * kMillisecond);
     Kn* k = &kn;
     dinomo::KvsNodeOptions ko;
     ko.batch_entries = 4;
@@ -92,45 +112,66 @@ CampaignResult RunCampaign(uint64_t seed) {
         .data = kn.ep.get(),
         .calls = kn.calls.get(),
         .pool_peer = dinomo::testing::SimPool::kPoolId,
-        .set_pool_address = [](const std::string&) {},
+        .set_peers = [](const cluster::ClusterConfig&) {},
+        // A leaving node that let go of everything leaves the membership.
+        .settled =
+            [k, &store, &stop, &out](const cluster::ClusterConfig& c) {
+              if (c.nodes.at(k->id).state != cluster::NodeState::kLeaving || k->cut_off) return;
+              for (;;) {
+                auto now = store->Load();
+                auto next = cluster::DropLeaving(now->config, k->id);
+                if (!next.ok()) return;
+                if (store->CompareAndSwap(now->version, *next).ok()) break;
+              }
+              ++out.left;
+              k->exec->After(kMillisecond, [k, &stop] { stop(k); });
+            },
         .lease_left = [k, &rt] { return k->expiry - rt.Now(); },
         .fatal = [&out](Status s) { out.failure = "fatal: " + s.ToString(); },
         .node = ko,
     });
     kn.exec->AddPoller([k] { return k->server && k->server->Poll(); });
+    net.Attach(id, kn.exec, [k](uint16_t method, std::span<const std::byte> payload, rpc::LocalNetwork::Reply reply) {
+      if (k->server) k->server->Handle(method, payload, std::move(reply));
+    });
     auto l = store->AcquireLease(cluster::NodeLeaseName(id), "kn" + std::to_string(id), kLease, rt.Now());
-    if (!l.ok()) return CampaignResult{false, "lease: " + l.status().ToString()};
+    if (!l.ok()) return l.status();
     kn.lease = *l;
     kn.expiry = l->expiry;
+    while (join) {
+      auto now = store->Load();
+      auto next = cluster::JoinOwner(now->config, id, "n" + std::to_string(id));
+      if (!next.ok()) return next.status();
+      if (store->CompareAndSwap(now->version, *next).ok()) break;
+    }
     // The node's control loop: renew the lease, adopt new configurations;
-    // listed down, it stops (as the process does).
+    // listed down or no longer listed, it stops (as the process does).
     auto loop = std::make_shared<std::function<void()>>();
-    *loop = [k, loop, &store, &rt] {
+    *loop = [k, loop, &store, &rt, &stop] {
       if (!k->server || k->cut_off) return;
       const runtime::Nanos now = rt.Now();
       if (now >= k->expiry - kLease / 2) {
         auto r = store->RenewLease(k->lease, kLease, now);
-        if (!r.ok()) {
-          k->ep.reset();
-          k->server.reset();
-          return;
-        }
+        if (!r.ok()) return stop(k);
         k->lease = *r;
         k->expiry = r->expiry;
       }
       auto c = store->Load();
       if (c.ok() && c->version != k->seen) {
         k->seen = c->version;
-        if (c->config.nodes.at(k->id).state == cluster::NodeState::kDown) {
-          k->ep.reset();
-          k->server.reset();
-          return;
-        }
+        auto self = c->config.nodes.find(k->id);
+        if (self == c->config.nodes.end()) return;  // left: its settle stops it
+        if (self->second.state == cluster::NodeState::kDown) return stop(k);
         k->server->Adopt(c->config);
       }
       k->exec->After(100 * kMicrosecond, [loop] { (*loop)(); });
     };
     kn.exec->Post([loop] { (*loop)(); });
+    return Status::Ok();
+  };
+  for (uint32_t id = 1; id <= 3; ++id) {
+    Status s = start(id, false);
+    if (!s.ok()) return CampaignResult{false, "node " + std::to_string(id) + ": " + s.ToString()};
   }
 
   // The fault, somewhere in the first half of the clients' run.
@@ -143,10 +184,34 @@ CampaignResult RunCampaign(uint64_t seed) {
     if (zombie) {
       v.cut_off = true;
     } else {
-      v.ep.reset();
-      v.server.reset();
+      stop(&v);
     }
   });
+  // Elasticity (docs/papers/dinomo.md §5b), on even seeds: node 4 joins and
+  // the manager hands it shards from the live nodes; on every fourth seed a
+  // live node also leaves. Both land before, during or after the fault.
+  const bool grow = seed % 2 == 0, shrink = seed % 4 == 0;
+  const runtime::Nanos join_at = (1 + static_cast<runtime::Nanos>(dice.Uniform(9))) * kMillisecond;
+  const runtime::Nanos leave_at = (1 + static_cast<runtime::Nanos>(dice.Uniform(9))) * kMillisecond;
+  const uint32_t leaver = victim % 3 + 1;
+  runtime::Executor* ops = rt.CreateExecutor("operator");
+  if (grow) {
+    ops->After(join_at, [&] {
+      Status s = start(4, true);
+      if (!s.ok()) out.failure = "node 4 did not join: " + s.ToString();
+    });
+  }
+  if (shrink) {
+    ops->After(leave_at, [&] {
+      for (;;) {
+        auto now = store->Load();
+        auto next = cluster::RemoveOwner(now->config, leaver);
+        if (!next.ok()) return;  // no up node left to take its shards: skipped
+        if (store->CompareAndSwap(now->version, *next).ok()) break;
+      }
+      out.leaving = true;
+    });
+  }
 
   // Clients: route by the map they hold, refresh it when refused.
   std::vector<Operation> history;
@@ -237,8 +302,22 @@ CampaignResult RunCampaign(uint64_t seed) {
   }
 
   rt.RunUntil([&] { return clients_done == kClients; }, rt.Now() + 20 * runtime::kSecond);
+  // The clients may finish before every event of the seed played out: let
+  // the cluster run on until the victim is replaced, the joined node owns
+  // shards and the leaving one is gone.
+  auto played_out = [&] {
+    auto c = store->Load();
+    if (!c.ok()) return false;
+    const auto& n = c->config.nodes;
+    if (!n.contains(victim) || n.at(victim).state != cluster::NodeState::kDown) return false;
+    if (grow && server::OwnedBy(c->config, 4).empty()) return false;
+    return !shrink || !out.leaving || !n.contains(leaver);
+  };
+  rt.RunUntil(played_out, rt.Now() + 200 * kMillisecond);
   auto final_config = store->Load();
-  out.replaced = final_config.ok() && final_config->config.nodes.at(victim).state == cluster::NodeState::kDown;
+  out.replaced = final_config.ok() && final_config->config.nodes.contains(victim) &&
+                 final_config->config.nodes.at(victim).state == cluster::NodeState::kDown;
+  out.grew = final_config.ok() && !server::OwnedBy(final_config->config, 4).empty();
   for (auto& [id, kn] : kns) {
     if (kn.server) out.reconfigurations += kn.server->reconfigurations();
   }
@@ -251,6 +330,8 @@ CampaignResult RunCampaign(uint64_t seed) {
   if (!out.failure.empty()) return out;
   if (clients_done != kClients) return CampaignResult{false, "clients did not finish"};
   if (!out.replaced) return CampaignResult{false, "the manager never replaced node " + std::to_string(victim)};
+  if (grow && !out.grew) return CampaignResult{false, "node 4 joined but owns nothing"};
+  if (out.leaving && out.left == 0) return CampaignResult{false, "node " + std::to_string(leaver) + " never left"};
   out.failure = Verdict(history, &out.ops, &out.unknown);
   if (!out.failure.empty()) return out;
   out.ok = true;
@@ -258,9 +339,9 @@ CampaignResult RunCampaign(uint64_t seed) {
 }
 
 TEST(DinomoClusterSim, KillsAndCutOffsUnderTheManagerStayLinearizable) {
-  uint64_t first = 1, last = 100;
+  uint64_t first = 1, last = 200;
   if (const char* one = std::getenv("SLIP_DINOMO_CLUSTER_SEED")) first = last = std::strtoull(one, nullptr, 10);
-  uint64_t ops = 0, unknown = 0, refused = 0, reconfigurations = 0;
+  uint64_t ops = 0, unknown = 0, refused = 0, reconfigurations = 0, grew = 0, left = 0;
   for (uint64_t seed = first; seed <= last; ++seed) {
     const CampaignResult r = RunCampaign(seed);
     ASSERT_TRUE(r.ok) << "seed " << seed << ": " << r.failure
@@ -269,12 +350,15 @@ TEST(DinomoClusterSim, KillsAndCutOffsUnderTheManagerStayLinearizable) {
     unknown += r.unknown;
     refused += r.refused;
     reconfigurations += r.reconfigurations;
+    grew += r.grew;
+    left += r.left;
   }
   std::printf("  %llu seeds: %llu operations checked (%llu with unknown outcome), %llu refused with StaleTerm, %llu "
-              "reconfigurations\n",
+              "reconfigurations; %llu joined nodes given shards, %llu nodes left\n",
               static_cast<unsigned long long>(last - first + 1), static_cast<unsigned long long>(ops),
               static_cast<unsigned long long>(unknown), static_cast<unsigned long long>(refused),
-              static_cast<unsigned long long>(reconfigurations));
+              static_cast<unsigned long long>(reconfigurations), static_cast<unsigned long long>(grew),
+              static_cast<unsigned long long>(left));
 }
 
 }  // namespace

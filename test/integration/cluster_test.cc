@@ -207,7 +207,7 @@ TEST(ClusterStartTest, ANodeDeclaredFailedWhileStartingRejoinsItsShards) {
 // DINOMO (docs/papers/dinomo.md, "In the cluster"): KVS nodes over a
 // `slip pool` process. A KVS node is killed under a write load — its shards
 // go to the others, which merge its log before they serve them — and comes
-// back owning nothing; the pool itself is killed and restarted (its index
+// back (the manager hands it its share again); the pool itself is killed and restarted (its index
 // and every node's open segments are in its region), the nodes finding it
 // at its new address; then a whole-cluster cold start. No acknowledged
 // write is lost, and a client with a stale map is redirected.
@@ -265,6 +265,68 @@ TEST(DinomoClusterTest, KillAKvsNodeThePoolAndEverythingLoseNothingAcknowledged)
   again->reset();
   EXPECT_EQ(Slip("cluster down --dir " + d), 0);
   if (!HasFailure()) fs::remove_all(dir);  // else keep the logs
+}
+
+// DINOMO's elasticity (docs/papers/dinomo.md §5b): `slip cluster add-node`
+// starts a node that joins and gets its share of the shards from the live
+// nodes, `slip cluster remove-node` makes one hand all of its shards over
+// and leave, both under a write load; nothing moves but ownership, no
+// acknowledged write is lost, and a cold start brings back exactly the
+// members left. A design that would have to copy data refuses at once.
+TEST(DinomoClusterTest, NodesJoinAndLeaveUnderLoadLosingNothing) {
+  const fs::path dir = fs::temp_directory_path() / ("slip_cluster_" + std::to_string(getpid()) + "_elastic");
+  fs::remove_all(dir);
+  const std::string d = dir.string();
+  const std::string up = "cluster up --lease-ms 1000 --pm-mb 64 --dir " + d;
+  ASSERT_EQ(Slip(up + " --nodes 3 --shards 12 --design dinomo"), 0) << "see " << d << "/logs";
+  auto client = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
+                                           .deadline = std::chrono::seconds(20), .bind_address = ""});
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto store = cluster::OpenConfigStore(d, "");
+  ASSERT_TRUE(store.ok());
+  auto owned = [&] {
+    std::map<uint32_t, uint32_t> o;
+    const cluster::ClusterConfig c = (*store)->Load()->config;
+    for (const auto& sh : c.shards) ++o[sh.primary];
+    return o;
+  };
+
+  AckedWrites m;
+  integration::RunLoadWithFault(**client, m, 300, 400,
+                                [&] { ASSERT_EQ(Slip("cluster add-node --lease-ms 1000 --dir " + d), 0); });
+  m.Check(**client, "after node 3 joined");
+  EXPECT_EQ(owned(), (std::map<uint32_t, uint32_t>{{0, 3}, {1, 3}, {2, 3}, {3, 3}}));
+
+  integration::RunLoadWithFault(**client, m, m.ops + 200, 400,
+                                [&] { ASSERT_EQ(Slip("cluster remove-node --node 0 --dir " + d), 0); });
+  m.Check(**client, "after node 0 left");
+  EXPECT_FALSE((*store)->Load()->config.nodes.contains(0));
+  EXPECT_EQ(owned(), (std::map<uint32_t, uint32_t>{{1, 4}, {2, 4}, {3, 4}}));
+  for (const auto& p : cli::ListProcesses(d)) EXPECT_NE(p.name, "node-0") << "its process is gone";
+
+  // Bad requests change nothing.
+  const uint64_t term = (*store)->Load()->config.term;
+  EXPECT_NE(Slip("cluster remove-node --node 0 --dir " + d), 0) << "not a member any more";
+  EXPECT_NE(Slip("cluster add-node --node 1 --dir " + d), 0) << "a member already";
+  EXPECT_EQ((*store)->Load()->config.term, term);
+  const std::string other = d + "-rpc";
+  ASSERT_EQ(Slip("cluster init --nodes 3 --rf 2 --shards 6 --dir " + other), 0);
+  EXPECT_NE(Slip("cluster add-node --dir " + other), 0) << "rpc-kv would have to copy data";
+  EXPECT_TRUE(cli::ListProcesses(other).empty());
+  fs::remove_all(other);
+
+  client->reset();
+  ASSERT_EQ(Slip("cluster down --dir " + d), 0);
+  ASSERT_EQ(Slip(up), 0) << "see " << d << "/logs";
+  auto again = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
+                                          .deadline = std::chrono::seconds(20), .bind_address = ""});
+  ASSERT_TRUE(again.ok());
+  m.Check(**again, "after cold start");
+  std::printf("  %d operations, %d with unknown outcome, %zu keys checked\n", m.ops.load(), m.unknown.load(),
+              m.acked.size());
+  again->reset();
+  EXPECT_EQ(Slip("cluster down --dir " + d), 0);
+  if (!HasFailure()) fs::remove_all(dir);
 }
 
 // `slip put` takes a value from stdin or a file, `slip get` gives its bytes

@@ -43,6 +43,13 @@ std::unique_ptr<rpc::LocalCaller> SimPool::CallerFor(runtime::Executor* exec) {
                                                  rpc::LocalCaller::Reply reply) { server->Handle(method, payload, reply); });
 }
 
+void SimPool::AttachTo(rpc::LocalNetwork& net) {
+  net.Attach(kPoolId, pool_exec_,
+             [server = server_.get()](uint16_t method, std::span<const std::byte> payload, rpc::LocalNetwork::Reply reply) {
+               server->Handle(method, payload, std::move(reply));
+             });
+}
+
 void SimPool::Kill(Node& n) {
   if (!n.node) return;
   n.exec->RemovePoller(n.poller);

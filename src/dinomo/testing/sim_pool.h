@@ -13,6 +13,7 @@
 #include "dinomo/pool_server.h"
 #include "fabric/sim/sim_fabric.h"
 #include "rpc/local_caller.h"
+#include "rpc/local_network.h"
 #include "runtime/sim_runtime.h"
 
 namespace slip::dinomo::testing {
@@ -38,6 +39,9 @@ class SimPool {
   // A caller from `exec` to the pool's server (POOL_* calls), for KVS
   // nodes built outside AddNode.
   std::unique_ptr<rpc::LocalCaller> CallerFor(runtime::Executor* exec);
+  // Makes the pool's server reachable on `net` as kPoolId (for nodes that
+  // also call each other).
+  void AttachTo(rpc::LocalNetwork& net);
   // The node is gone as a process goes: its endpoint first (operations in
   // flight read into and write from its buffers), then its DRAM.
   void Kill(Node& n);
