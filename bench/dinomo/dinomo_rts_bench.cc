@@ -33,6 +33,7 @@
 
 #include "bench/workload/ycsb.h"
 #include "common/hash.h"
+#include "dinomo/clover.h"
 #include "dinomo/testing/sim_pool.h"
 
 namespace {
@@ -49,7 +50,44 @@ struct Mix {
 struct Row {
   double rts_per_op = 0, unmerged = 0, value = 0, shortcut = 0, miss = 0;
   double rts_per_write = 0;  // batches per write
+  double bytes_per_op = 0;   // over the pool's NIC: READs and WRITEs
+  double writes_per_op = 0;  // entries the pool's merge threads apply
 };
+
+// B3's bottleneck model (notes §5 item 4): throughput of n KVS nodes is the
+// least of what their CPUs, the pool's NIC, the pool's merge threads and
+// Clover's metadata server allow, each from the hardware-independent counters
+// above. The inputs, [ours] unless marked:
+//   - a KVS node has 8 threads [paper]; a request costs a thread kOpUs of CPU
+//     plus kRtUs per one-sided operation it posts. kOpUs + kRtUs = 10 us is
+//     calibrated on the paper's "DINOMO-S flat beyond 8 nodes on reads"
+//     (1 round trip of ~1.1 KB per op against the NIC below); the split
+//     kOpUs = kRtUs is an assumption.
+//   - the pool's NIC: 56 Gb/s FDR = 7 GB/s [paper], shared by every node.
+//   - the pool's merge threads: 4 [paper], each applying kMergePerThread
+//     entries/s (Fig. 4: 4 threads keep up with the log-write maximum, so
+//     merging never binds in the paper; this keeps it so).
+//   - Clover's metadata server: 4 worker threads [paper] at kMdsUs per call;
+//     each write costs it one (its allocation and version GC), each
+//     CLOVER_INSERT another.
+constexpr double kKnThreads = 8, kOpUs = 5, kRtUs = 5, kNicBytesPerSec = 7e9;
+constexpr double kMergeThreads = 4, kMergePerThread = 10e6, kMdsThreads = 4, kMdsUs = 2;
+
+struct Modeled {
+  double ops = 0;
+  const char* bound = "";
+};
+
+Modeled Model(uint32_t nodes, double rts_per_op, double bytes_per_op, double merge_per_op, double mds_per_op) {
+  Modeled m{nodes * kKnThreads / ((kOpUs + kRtUs * rts_per_op) * 1e-6), "KN CPU"};
+  auto cap = [&](double limit, const char* what) {
+    if (limit < m.ops) m = Modeled{limit, what};
+  };
+  if (bytes_per_op > 0) cap(kNicBytesPerSec / bytes_per_op, "pool NIC");
+  if (merge_per_op > 0) cap(kMergeThreads * kMergePerThread / merge_per_op, "merge");
+  if (mds_per_op > 0) cap(kMdsThreads / (kMdsUs * 1e-6) / mds_per_op, "metadata server");
+  return m;
+}
 
 std::string Key(uint64_t i) {
   char k[32];
@@ -118,10 +156,11 @@ Row Run(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops, uint64_t se
       done += wave;
     }
   }
-  uint64_t gets = 0, writes = 0, rts = 0, unmerged = 0, value_hits = 0, shortcut = 0, miss = 0;
+  uint64_t gets = 0, writes = 0, rts = 0, unmerged = 0, value_hits = 0, shortcut = 0, miss = 0, bytes = 0;
   for (uint32_t i = 0; i < nodes; ++i) {
     const KvsNodeStats& a = before[i];
     const KvsNodeStats& b = kns[i]->node->stats();
+    bytes += (b.read_bytes - a.read_bytes) + (b.written_bytes - a.written_bytes);
     gets += b.gets - a.gets;
     writes += b.writes - a.writes;
     rts += (b.get_round_trips - a.get_round_trips) + (b.batches - a.batches);
@@ -133,6 +172,8 @@ Row Run(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops, uint64_t se
   Row r;
   const double g = gets ? static_cast<double>(gets) : 1.0;
   r.rts_per_op = static_cast<double>(rts) / static_cast<double>(gets + writes);
+  r.bytes_per_op = static_cast<double>(bytes) / static_cast<double>(gets + writes);
+  r.writes_per_op = static_cast<double>(writes) / static_cast<double>(gets + writes);
   uint64_t batches = 0;
   for (uint32_t i = 0; i < nodes; ++i) batches += kns[i]->node->stats().batches - before[i].batches;
   r.rts_per_write = writes ? static_cast<double>(batches) / static_cast<double>(writes) : 0.0;
@@ -141,6 +182,119 @@ Row Run(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops, uint64_t se
   r.shortcut = shortcut / g;
   r.miss = miss / g;
   for (auto* k : kns) world.Kill(*k);
+  return r;
+}
+
+// Clover (dinomo/clover.h): the same keys, values, cache size and operation
+// stream, but every operation goes to a random node (shared ownership), the
+// caches hold shortcuts only, and writes link versions out of place; the
+// metadata server's GC pass moves chain heads forward every 4,096 ops.
+struct CloverRow {
+  double rts_per_op = 0, hits = 0, hops_per_op = 0;
+  double bytes_per_op = 0, mds_per_op = 0;
+};
+
+CloverRow RunClover(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops, uint64_t segment_bytes) {
+  runtime::SimRuntime rt(runtime::SimRuntimeOptions{.seed = 1});
+  const uint64_t value_bytes = 1024;
+  const uint64_t data = keys * (8 + value_bytes);
+  dinomo::PoolOptions po;
+  po.segment_bytes = segment_bytes;
+  po.num_buckets = 1u << 15;
+  while (po.num_buckets < keys / 2) po.num_buckets <<= 1;
+  // Versions are never reclaimed: room for every write of the run.
+  const uint64_t versions = keys + static_cast<uint64_t>(2.0 * static_cast<double>(ops) * (1.0 - mix.reads)) + 1;
+  dinomo::testing::SimPool world(rt, versions * (64 + value_bytes + 128) + data + (64 << 20), po);
+  struct Cn {
+    runtime::Executor* exec;
+    std::unique_ptr<fabric::Endpoint> ep;
+    std::unique_ptr<rpc::LocalCaller> calls;
+    std::unique_ptr<dinomo::CloverNode> node;
+  };
+  std::vector<std::unique_ptr<Cn>> cns;
+  int ready = 0;
+  for (uint32_t i = 0; i < nodes; ++i) {
+    auto c = std::make_unique<Cn>();
+    c->exec = rt.CreateExecutor("cn" + std::to_string(i));
+    c->ep = std::move(world.fabric().CreateEndpoint(i + 1, c->exec, {})).value();
+    c->calls = world.CallerFor(c->exec);
+    c->node = std::make_unique<dinomo::CloverNode>(
+        c->exec, c->ep.get(), c->calls.get(), dinomo::testing::SimPool::kPoolId,
+        dinomo::CloverNodeOptions{.node = i + 1, .epoch = 1, .cache_bytes = data / 32});
+    dinomo::CloverNode* n = c->node.get();
+    c->exec->AddPoller([n] { return n->Poll(); });
+    c->exec->Post([n, &ready] { n->Start([&ready](Status s) { ready += s.ok(); }); });
+    cns.push_back(std::move(c));
+  }
+  rt.RunUntil([&] { return ready == static_cast<int>(nodes); }, rt.Now() + runtime::kSecond);
+  Random rng(7);
+  auto any = [&]() -> Cn& { return *cns[rng.Uniform(nodes)]; };
+  const std::string value(value_bytes, 'v');
+  int left = 0;
+  for (uint64_t i = 0; i < keys; ++i) {
+    Cn& c = any();
+    ++left;
+    c.exec->Post([&c, key = Key(i), &value, &left] { c.node->Put(key, value, [&left](Status) { --left; }); });
+    if (left >= 512 || i + 1 == keys) rt.RunUntil([&] { return left == 0; }, rt.Now() + 10 * runtime::kSecond);
+  }
+  auto gc = [&] {
+    bool done = false;
+    world.pool_exec()->Post([&] {
+      (void)dinomo::AdvanceChains(world.pool(), world.region());
+      done = true;
+    });
+    rt.RunUntil([&] { return done; }, rt.Now() + runtime::kSecond);
+  };
+  gc();
+  ycsb::ScrambledZipfian zipf(keys);
+  std::vector<dinomo::CloverNodeStats> before(nodes);
+  uint64_t since_gc = 0;
+  for (int phase = 0; phase < 2; ++phase) {
+    if (phase == 1) {
+      for (uint32_t i = 0; i < nodes; ++i) before[i] = cns[i]->node->stats();
+    }
+    for (uint64_t done = 0; done < ops;) {
+      const uint64_t wave = std::min<uint64_t>(256, ops - done);
+      left = static_cast<int>(wave);
+      for (uint64_t j = 0; j < wave; ++j) {
+        const std::string key = Key(zipf.Next(rng));
+        Cn& c = any();
+        if (rng.NextDouble() < mix.reads) {
+          c.exec->Post([&c, key, &left] { c.node->Get(key, [&left](Result<std::string>) { --left; }); });
+        } else {
+          c.exec->Post([&c, key, &value, &left] { c.node->Put(key, value, [&left](Status) { --left; }); });
+        }
+      }
+      rt.RunUntil([&] { return left == 0; }, rt.Now() + 10 * runtime::kSecond);
+      done += wave;
+      if ((since_gc += wave) >= 4096) {
+        gc();
+        since_gc = 0;
+      }
+    }
+  }
+  uint64_t gets = 0, writes = 0, rts = 0, hits = 0, hops = 0, bytes = 0, mds = 0;
+  for (uint32_t i = 0; i < nodes; ++i) {
+    const dinomo::CloverNodeStats& a = before[i];
+    const dinomo::CloverNodeStats& b = cns[i]->node->stats();
+    bytes += (b.read_bytes - a.read_bytes) + (b.written_bytes - a.written_bytes);
+    mds += (b.writes - a.writes) + (b.inserts - a.inserts);
+    gets += b.gets - a.gets;
+    writes += b.writes - a.writes;
+    rts += (b.get_round_trips - a.get_round_trips) + (b.write_round_trips - a.write_round_trips);
+    hits += b.shortcut_hits - a.shortcut_hits;
+    hops += b.hops - a.hops;
+  }
+  for (auto& c : cns) {
+    c->ep.reset();
+    c->node.reset();
+  }
+  CloverRow r;
+  r.rts_per_op = static_cast<double>(rts) / static_cast<double>(gets + writes);
+  r.hits = gets ? static_cast<double>(hits) / static_cast<double>(gets) : 0.0;
+  r.hops_per_op = static_cast<double>(hops) / static_cast<double>(gets + writes);
+  r.bytes_per_op = static_cast<double>(bytes) / static_cast<double>(gets + writes);
+  r.mds_per_op = static_cast<double>(mds) / static_cast<double>(gets + writes);
   return r;
 }
 
@@ -178,16 +332,43 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(keys), static_cast<unsigned long long>(segment_kb),
               static_cast<unsigned long long>(ops));
   const Mix mixes[] = {{"read-only", 1.0}, {"read-mostly 95/5", 0.95}, {"write-heavy 50/50", 0.5}};
+  struct Measured {
+    uint32_t n;
+    Row d, s;
+    CloverRow c;
+  };
+  std::vector<std::pair<const Mix*, std::vector<Measured>>> all;
   for (const Mix& m : mixes) {
-    std::printf("\n%s\n%6s %10s %10s %10s %10s %10s %14s %12s\n", m.name, "nodes", "rts/op", "unmerged", "value",
-                "shortcut", "miss", "dinomo-s rts", "s/dinomo");
+    std::printf("\n%s\n%6s %10s %10s %10s %10s %10s %14s %12s %12s %12s %12s %14s\n", m.name, "nodes", "rts/op",
+                "unmerged", "value", "shortcut", "miss", "dinomo-s rts", "s/dinomo", "clover rts", "clover hits",
+                "clover hops", "clover/dinomo");
+    auto& rows = all.emplace_back(&m, std::vector<Measured>{}).second;
     for (uint32_t n : {1u, 2u, 4u, 8u, 16u}) {
       const Row r = Run(n, m, keys, ops, segment_kb << 10, false);
       const Row s = Run(n, m, keys, ops, segment_kb << 10, true);
-      std::printf("%6u %10.3f %9.1f%% %9.1f%% %9.1f%% %9.1f%% %14.3f %11.1fx\n", n, r.rts_per_op, 100 * r.unmerged,
-                  100 * r.value, 100 * r.shortcut, 100 * r.miss, s.rts_per_op,
-                  r.rts_per_op > 0 ? s.rts_per_op / r.rts_per_op : 0.0);
+      const CloverRow c = RunClover(n, m, keys, ops, segment_kb << 10);
+      rows.push_back(Measured{n, r, s, c});
+      std::printf("%6u %10.3f %9.1f%% %9.1f%% %9.1f%% %9.1f%% %14.3f %11.1fx %12.3f %11.1f%% %12.3f %13.1fx\n", n,
+                  r.rts_per_op, 100 * r.unmerged, 100 * r.value, 100 * r.shortcut, 100 * r.miss, s.rts_per_op,
+                  r.rts_per_op > 0 ? s.rts_per_op / r.rts_per_op : 0.0, c.rts_per_op, 100 * c.hits, c.hops_per_op,
+                  r.rts_per_op > 0 ? c.rts_per_op / r.rts_per_op : 0.0);
       std::fflush(stdout);
+    }
+  }
+  std::printf("\nB3: modelled throughput (Mops/s) from the counters above; inputs: %g KN threads, %g us per request + "
+              "%g us per one-sided op, pool NIC %g GB/s, %g merge threads x %g M entries/s, Clover metadata server %g "
+              "threads x %g us per call\n",
+              kKnThreads, kOpUs, kRtUs, kNicBytesPerSec / 1e9, kMergeThreads, kMergePerThread / 1e6, kMdsThreads, kMdsUs);
+  for (const auto& [m, rows] : all) {
+    std::printf("\n%s\n%6s %12s %10s %12s %10s %12s %10s %10s %12s\n", m->name, "nodes", "dinomo", "B/op",
+                "dinomo-s", "B/op", "clover", "B/op", "d/clover", "bound d|s|c");
+    for (const Measured& x : rows) {
+      const Modeled d = Model(x.n, x.d.rts_per_op, x.d.bytes_per_op, x.d.writes_per_op, 0);
+      const Modeled s = Model(x.n, x.s.rts_per_op, x.s.bytes_per_op, x.s.writes_per_op, 0);
+      const Modeled c = Model(x.n, x.c.rts_per_op, x.c.bytes_per_op, 0, x.c.mds_per_op);
+      std::printf("%6u %12.2f %10.0f %12.2f %10.0f %12.2f %10.0f %9.1fx   %s | %s | %s\n", x.n, d.ops / 1e6,
+                  x.d.bytes_per_op, s.ops / 1e6, x.s.bytes_per_op, c.ops / 1e6, x.c.bytes_per_op,
+                  c.ops > 0 ? d.ops / c.ops : 0.0, d.bound, s.bound, c.bound);
     }
   }
   return 0;

@@ -318,6 +318,7 @@ void KvsNode::ReadEntry(std::shared_ptr<GetOp> op, IndexPointer p, std::function
   if (p.bytes < log::kAlign || p.offset + p.bytes > region_.len) return next(false);
   op->buf.assign(p.bytes, std::byte{0});
   ++op->rts;
+  stats_.read_bytes += p.bytes;
   Status s = ops_.Read(peer_, op->buf.data(), p.bytes, region_, p.offset, [this, op, p, next](Code c) {
     if (c != Code::kOk) return Answer(op, Status::Unavailable("reading the pool failed"));
     auto d = log::DecodeBlock(op->buf, options_.limits);
@@ -338,6 +339,7 @@ void KvsNode::ReadBucket(std::shared_ptr<GetOp> op, uint64_t offset, int attempt
   if (offset + kBucketBytes > region_.len) return Answer(op, Status::Corruption("a bucket outside the pool"));
   op->buf.assign(kBucketBytes, std::byte{0});
   ++op->rts;
+  stats_.read_bytes += kBucketBytes;
   Status s = ops_.Read(peer_, op->buf.data(), kBucketBytes, region_, offset, [this, op, offset, attempts](Code c) {
     if (c != Code::kOk) return Answer(op, Status::Unavailable("reading the pool failed"));
     op->bucket = ParseBucket(std::span<const std::byte, kBucketBytes>(op->buf.data(), kBucketBytes));
@@ -362,6 +364,7 @@ void KvsNode::Recheck(std::shared_ptr<GetOp> op, size_t slot) {
   if (++op->rechecks > 16) return Answer(op, Status::Unavailable("the key's bucket kept changing"));
   op->buf.assign(kBucketBytes, std::byte{0});
   ++op->rts;
+  stats_.read_bytes += kBucketBytes;
   Status s = ops_.Read(peer_, op->buf.data(), kBucketBytes, region_, op->bucket_offset, [this, op, slot, seen](Code c) {
     if (c != Code::kOk) return Answer(op, Status::Unavailable("reading the pool failed"));
     const BucketView now = ParseBucket(std::span<const std::byte, kBucketBytes>(op->buf.data(), kBucketBytes));

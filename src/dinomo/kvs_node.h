@@ -64,6 +64,7 @@ struct KvsNodeStats {
   uint64_t torn_buckets = 0;      // a bucket read mid-update: read again
   uint64_t moved_slots = 0;       // a slot moved on while it was followed: read again
   uint64_t get_round_trips = 0;   // READs of buckets and entries, over all GETs
+  uint64_t read_bytes = 0;        // of those READs
   uint64_t writes = 0, batches = 0, written_bytes = 0;
   uint64_t segments = 0, seals = 0, backpressure_waits = 0;
   uint64_t fenced = 0;  // 1 once the pool refused this node's token

@@ -142,6 +142,25 @@ void PoolIndex::WriteBucket(std::byte* line, const BucketView& b) {
 }
 
 Result<PoolIndex::Applied> PoolIndex::Apply(IndexPointer entry) {
+  return Update(entry, [&](std::optional<IndexPointer> now, const std::optional<EntryKey>& cur, const EntryKey& e) {
+    if (!now) return true;
+    return !cur || cur->version < e.version;
+  });
+}
+
+Result<IndexPointer> PoolIndex::CompareAndSet(std::optional<IndexPointer> expected, IndexPointer entry) {
+  std::optional<IndexPointer> after;
+  auto r = Update(entry, [&](std::optional<IndexPointer> now, const std::optional<EntryKey>&, const EntryKey&) {
+    after = now == expected ? entry : *now;
+    return now == expected;
+  });
+  if (!r.ok()) return r.status();
+  return after.value_or(entry);
+}
+
+Result<PoolIndex::Applied> PoolIndex::Update(
+    IndexPointer entry,
+    const std::function<bool(std::optional<IndexPointer>, const std::optional<EntryKey>&, const EntryKey&)>& decide) {
   const std::optional<EntryKey> e = ReadEntry(entry);
   if (!e) return Status::Corruption("no whole single-block entry at offset " + std::to_string(entry.offset));
   const uint64_t h = SlotHash(e->key);
@@ -169,8 +188,11 @@ Result<PoolIndex::Applied> PoolIndex::Apply(IndexPointer entry) {
       const std::optional<EntryKey> cur = ReadEntry(s.pointer);
       if (cur && cur->key != e->key) continue;  // another key with the same hash
       // The key's slot (or one whose entry no longer decodes: taken over).
-      if (s.pointer == entry) return Applied{false, true, std::nullopt};
-      if (cur && cur->version >= e->version) return Applied{false, false, std::nullopt};
+      if (s.pointer == entry) {
+        (void)decide(s.pointer, cur, *e);
+        return Applied{false, true, std::nullopt};
+      }
+      if (!decide(s.pointer, cur, *e)) return Applied{false, false, std::nullopt};
       BucketView nb = b;
       nb.slots[i].pointer = entry;
       WriteBucket(line, nb);
@@ -182,6 +204,7 @@ Result<PoolIndex::Applied> PoolIndex::Apply(IndexPointer entry) {
     if (b.next - 1 >= overflow_capacity_) return Status::Corruption("a bucket chain leaves the overflow area");
     line = Line(b.next - 1, true);
   }
+  if (!decide(std::nullopt, std::nullopt, *e)) return Applied{false, false, std::nullopt};
   if (free_line != nullptr) {
     BucketView nb = ParseBucket(std::span<const std::byte, kBucketBytes>(free_line, kBucketBytes));
     nb.slots[free_slot] = {h, entry};

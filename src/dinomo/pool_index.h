@@ -95,6 +95,11 @@ class PoolIndex {
   // older PUTs from coming back at a re-merge). Thread-safe.
   Result<Applied> Apply(IndexPointer entry);
 
+  // Clover's metadata (dinomo/clover.h): points the key of the entry at
+  // `entry` iff the index holds `expected` for it (nullopt: nothing).
+  // Returns what the index holds for the key afterwards. Thread-safe.
+  Result<IndexPointer> CompareAndSet(std::optional<IndexPointer> expected, IndexPointer entry);
+
   // The entry the index holds for `key`, as a one-sided reader would find
   // it, on local memory; `bucket_reads` counts the lines read.
   std::optional<IndexPointer> Find(std::string_view key, uint32_t* bucket_reads = nullptr) const;
@@ -120,6 +125,11 @@ class PoolIndex {
     uint64_t version = 0;
   };
   std::optional<EntryKey> ReadEntry(IndexPointer p) const;
+  // Apply and CompareAndSet: `decide` sees what the key points at now
+  // (nullopt: nothing) and says whether it is to point at `entry`.
+  Result<Applied> Update(IndexPointer entry,
+                         const std::function<bool(std::optional<IndexPointer>, const std::optional<EntryKey>&,
+                                                  const EntryKey&)>& decide);
   void WriteBucket(std::byte* line, const BucketView& b);
 
   pm::PmRegion* const region_;

@@ -35,7 +35,8 @@ void PoolServer::Handle(uint16_t method, std::span<const std::byte> payload, con
       // incarnation of the node held stops working.
       Revoke(r->node);
       auto mr = ep_->Register(region_->base(), region_->size(),
-                              fabric::Endpoint::kRemoteRead | fabric::Endpoint::kRemoteWrite);
+                              fabric::Endpoint::kRemoteRead | fabric::Endpoint::kRemoteWrite |
+                                  fabric::Endpoint::kRemoteAtomic);  // Clover's chains (dinomo/clover.h)
       if (!mr.ok()) return fail(mr.status());
       registrations_[r->node] = *mr;
       const PoolIndex& index = pool_->index();
@@ -60,6 +61,20 @@ void PoolServer::Handle(uint16_t method, std::span<const std::byte> payload, con
       auto m = pool_->Seal(r->node, r->segment, r->end);
       if (!m.ok()) return fail(m.status());
       return reply(Code::kOk, proto::Encode(proto::PoolMergedResponse{m->entries, m->applied}));
+    }
+    case proto::Method::kCloverInsert: {
+      auto r = proto::DecodeCloverInsertRequest(payload);
+      if (!r.ok()) return fail(r.status());
+      if (Status s = pool_->CheckToken(r->node, r->epoch); !s.ok()) return fail(s);
+      // The block follows its version's 64-byte line of the next word, both
+      // inside the pool's segments.
+      if (r->offset % 64 != 0 || r->bytes == 0 || r->bytes % 64 != 0 || r->offset < pool_->segments_offset() + 64 ||
+          r->offset + r->bytes > region_->size()) {
+        return fail(Status::InvalidArgument("clover insert: no version at offset " + std::to_string(r->offset)));
+      }
+      auto head = pool_->index().CompareAndSet(std::nullopt, IndexPointer{r->offset, r->bytes});
+      if (!head.ok()) return fail(head.status());
+      return reply(Code::kOk, proto::Encode(proto::CloverHeadResponse{head->offset, head->bytes}));
     }
     case proto::Method::kPoolMergeAll: {
       // `epoch`: the configuration in which the node no longer works.

@@ -33,6 +33,14 @@ class OpTracker {
     if (s.ok()) in_flight_.emplace(ctx, std::move(done));
     return s;
   }
+  // `*old` receives the word's prior value when `done` runs.
+  Status CompareSwap(PeerId peer, const RemoteMemory& remote, uint64_t offset, uint64_t expected, uint64_t desired,
+                     uint64_t* old, Done done) {
+    const uint64_t ctx = next_++;
+    Status s = ep_->CompareSwap(peer, remote, offset, expected, desired, old, ctx);
+    if (s.ok()) in_flight_.emplace(ctx, std::move(done));
+    return s;
+  }
   // Calls the functions of the operations that completed; true if any did.
   bool Poll() {
     Completion c[16];

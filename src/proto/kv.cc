@@ -86,6 +86,7 @@ const char* MethodName(uint16_t method) {
     case Method::kPoolSeal: return "POOL_SEAL";
     case Method::kPoolMergeAll: return "POOL_MERGE_ALL";
     case Method::kKnRelease: return "KN_RELEASE";
+    case Method::kCloverInsert: return "CLOVER_INSERT";
   }
   return "UNKNOWN";
 }

@@ -55,6 +55,9 @@ enum class Method : uint16_t {
   // DINOMO's KVS nodes among themselves: answered once the node serves
   // nothing of a term before the one asked about (PoolNodeRequest: asker, term).
   kKnRelease = 52,
+  // Clover's metadata server (the pool): a key's first version becomes its
+  // chain head unless it has one (proto/pool.h, dinomo/clover.h).
+  kCloverInsert = 53,
 };
 
 const char* MethodName(uint16_t method);

@@ -119,4 +119,42 @@ Result<PoolMergedResponse> DecodePoolMergedResponse(std::span<const std::byte> b
   return r;
 }
 
+// CloverInsertRequest: node u32 | epoch u64 | offset u64 | bytes u32
+std::string Encode(const CloverInsertRequest& r) {
+  Writer w(24);
+  w.Put<uint32_t>(r.node);
+  w.Put<uint64_t>(r.epoch);
+  w.Put<uint64_t>(r.offset);
+  w.Put<uint32_t>(r.bytes);
+  return w.Take();
+}
+
+Result<CloverInsertRequest> DecodeCloverInsertRequest(std::span<const std::byte> buf) {
+  Reader rd(buf);
+  CloverInsertRequest r;
+  r.node = rd.Get<uint32_t>();
+  r.epoch = rd.Get<uint64_t>();
+  r.offset = rd.Get<uint64_t>();
+  r.bytes = rd.Get<uint32_t>();
+  SLIP_RETURN_IF_ERROR(Finish(rd, "clover insert request"));
+  return r;
+}
+
+// CloverHeadResponse: offset u64 | bytes u32
+std::string Encode(const CloverHeadResponse& r) {
+  Writer w(12);
+  w.Put<uint64_t>(r.offset);
+  w.Put<uint32_t>(r.bytes);
+  return w.Take();
+}
+
+Result<CloverHeadResponse> DecodeCloverHeadResponse(std::span<const std::byte> buf) {
+  Reader rd(buf);
+  CloverHeadResponse r;
+  r.offset = rd.Get<uint64_t>();
+  r.bytes = rd.Get<uint32_t>();
+  SLIP_RETURN_IF_ERROR(Finish(rd, "clover head response"));
+  return r;
+}
+
 }  // namespace slip::proto

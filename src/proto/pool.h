@@ -50,6 +50,25 @@ struct PoolMergedResponse {
   uint64_t applied = 0;  // of which the index now points at
 };
 
+// CLOVER_INSERT: the node, its token, and the log block of the first
+// version of a key it wrote (region offset and padded size). The answer:
+// the block the key's chain starts at now (the node's, or an earlier one).
+struct CloverInsertRequest {
+  uint32_t node = 0;
+  uint64_t epoch = 0;
+  uint64_t offset = 0;
+  uint32_t bytes = 0;
+};
+struct CloverHeadResponse {
+  uint64_t offset = 0;
+  uint32_t bytes = 0;
+};
+
+std::string Encode(const CloverInsertRequest& r);
+std::string Encode(const CloverHeadResponse& r);
+Result<CloverInsertRequest> DecodeCloverInsertRequest(std::span<const std::byte> buf);
+Result<CloverHeadResponse> DecodeCloverHeadResponse(std::span<const std::byte> buf);
+
 std::string Encode(const PoolNodeRequest& r);
 std::string Encode(const PoolLayoutResponse& r);
 std::string Encode(const PoolAllocateResponse& r);
