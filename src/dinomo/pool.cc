@@ -275,10 +275,11 @@ void Pool::Free(uint32_t s) {
   ++freed_;
 }
 
-Result<uint64_t> Pool::MergeAll(uint32_t node) {
+Result<uint64_t> Pool::MergeAll(uint32_t node, uint64_t* walked) {
   uint64_t merged = 0;
   for (uint64_t segment : OpenSegments(node)) {
     uint32_t s;
+    uint64_t from;
     {
       std::lock_guard<std::mutex> lock(mu_);
       s = SegmentOf(segment);
@@ -286,9 +287,11 @@ Result<uint64_t> Pool::MergeAll(uint32_t node) {
       if (g.state != State::kOpen || g.owner != node) continue;
       if (g.merging) return Status::Busy("a segment of node " + std::to_string(node) + " is being merged");
       g.merging = true;
+      from = g.merged_to;
     }
     SLIP_ASSIGN_OR_RETURN(MergeResult r, MergeOpen(s, segment_bytes_));
     merged += r.applied;
+    if (walked != nullptr) *walked += r.end > from ? r.end - from : 0;
   }
   return merged;
 }

@@ -61,8 +61,9 @@ class Pool {
   // segment is not an open segment of `node`.
   Result<MergeResult> Seal(uint32_t node, uint64_t segment, uint64_t end);
   // Merges and closes every open segment of `node`, oldest first (the node
-  // is gone). Returns the entries merged.
-  Result<uint64_t> MergeAll(uint32_t node);
+  // is gone). Returns the entries merged; `walked` (if given) gets the log
+  // bytes the merge walked — what a reconfiguration costs the pool.
+  Result<uint64_t> MergeAll(uint32_t node, uint64_t* walked = nullptr);
   // Open segments of `node`, oldest first.
   std::vector<uint64_t> OpenSegments(uint32_t node) const;
 
