@@ -372,8 +372,8 @@ int ClusterStatus(const ClusterCommandOptions& o) {
   std::printf("provider %s, durability %s\n", c->config.provider.c_str(),
               pool ? (place->pm_class == "dram" ? "dram (the pool's region in memory: survives process crashes, not "
                                                   "power loss)"
-                                                : "pool region in a file: survives process crashes; one-sided writes "
-                                                  "are not msync'd (power loss may lose acknowledged writes)")
+                                                : "pool region in a file: every batch of a KVS node is persisted "
+                                                  "(POOL_PERSIST) before it is acknowledged: survives power loss")
               : place->pm_class == "dram" ? "dram (PM emulated in memory: survives process crashes, not power loss)"
               : place->pm_class == "dax"  ? "dax (real PM: cache-line write-back + fence on every replica)"
                                           : "file (PM files msync'd on every replica before an acknowledgement)");

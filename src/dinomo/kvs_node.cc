@@ -55,6 +55,7 @@ void KvsNode::Start(std::function<void(Status)> ready) {
                  overflow_offset_ = l->overflow_offset;
                  num_buckets_ = l->num_buckets;
                  segment_bytes_ = l->segment_bytes;
+                 persist_by_request_ = l->persist_by_request;
                  started_ = true;
                  ready(Status::Ok());
                });
@@ -136,7 +137,10 @@ void KvsNode::FlushBatch() {
   Batch* batch = in_flight_.get();
   auto landed = [this](Code c) {
     if (c != Code::kOk) in_flight_->failed = true;
-    if (--in_flight_->waiting == 0) BatchLanded(in_flight_->failed ? Code::kUnavailable : Code::kOk);
+    if (--in_flight_->waiting > 0) return;
+    if (in_flight_->failed) return BatchLanded(Code::kUnavailable);
+    if (persist_by_request_) return PersistBatch();
+    BatchLanded(Code::kOk);
   };
   const uint64_t at = batch->segment + batch->at;
   // The READ, on the same connection, completes once the WRITE is placed
@@ -152,6 +156,20 @@ void KvsNode::FlushBatch() {
   batch->waiting = posted;
   if (!s.ok()) batch->failed = true;
   if (posted == 0) BatchLanded(Code::kUnavailable);
+}
+
+void KvsNode::PersistBatch() {
+  // The batch stays in flight meanwhile: no later batch is acknowledged
+  // before this one is durable.
+  ++stats_.persists;
+  const Batch& b = *in_flight_;
+  calls_->Call(pool_, static_cast<uint16_t>(proto::Method::kPoolPersist),
+               proto::Encode(proto::PoolPersistRequest{options_.node, options_.epoch, b.segment + b.at, b.bytes.size()}),
+               [this, life = std::weak_ptr<int>(life_)](Result<rpc::PeerResponse> r) {
+                 if (life.expired()) return;
+                 if (r.ok() && r->status == Code::kStaleTerm) Fenced(r->payload);
+                 BatchLanded(r.ok() && r->status == Code::kOk ? Code::kOk : Code::kUnavailable);
+               });
 }
 
 void KvsNode::BatchLanded(Code status) {

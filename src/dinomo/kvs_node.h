@@ -67,6 +67,7 @@ struct KvsNodeStats {
   uint64_t read_bytes = 0;        // of those READs
   uint64_t writes = 0, batches = 0, written_bytes = 0;
   uint64_t segments = 0, seals = 0, backpressure_waits = 0;
+  uint64_t persists = 0;  // POOL_PERSIST calls (a pool on an ordinary file: one per batch)
   uint64_t fenced = 0;  // 1 once the pool refused this node's token
   // Round trips per operation: GETs' READs plus one per batch.
   double round_trips_per_op() const {
@@ -113,6 +114,7 @@ class KvsNode {
   void Enqueue(std::string key, std::string value, log::EntryType type, std::function<void(Status)> done);
   void FlushBatch();
   void BatchLanded(Code status);
+  void PersistBatch();
   void RollSegment();
   void SendSeal(uint64_t segment, uint64_t end);
   void Sealed(uint64_t segment);
@@ -136,6 +138,7 @@ class KvsNode {
 
   bool started_ = false;
   bool fenced_ = false;
+  bool persist_by_request_ = false;  // the pool's region is a file: POOL_PERSIST each batch
   fabric::PeerId peer_ = 0;
   fabric::RemoteMemory region_;
   uint64_t table_offset_ = 0, overflow_offset_ = 0, segment_bytes_ = 0;

@@ -231,5 +231,72 @@ TEST_F(KvsNodeTest, DeletesAndBadInput) {
   EXPECT_TRUE(Put(a, std::string(70 << 10, 'k'), "v").Is(Code::kTooLarge));
 }
 
+// A pool on an ordinary file (docs/papers/dinomo.md §5a "Durability"): what
+// a node writes one-sidedly reaches only the page cache, so each batch is
+// acknowledged only after POOL_PERSIST made it durable. Power fails (the
+// crash model drops, keeps or tears every line not persisted), the pool
+// restarts and merges the node's log: every acknowledged write is there.
+// Without the persist calls (a pool that does not ask for them) some seed
+// loses acknowledged writes — the test can tell.
+TEST(KvsNodeDurability, AcknowledgedWritesSurvivePowerLossOnAFilePool) {
+  auto run = [](uint64_t seed, pm::PersistMode mode, uint64_t* persists) {
+    runtime::SimRuntime rt(runtime::SimRuntimeOptions{.seed = seed});
+    PoolOptions po;
+    po.segment_bytes = 64 << 10;
+    po.num_buckets = 1024;
+    testing::SimPool w(rt, 4 << 20, po, {}, pm::RegionOptions{.mode = mode, .crash_model = true});
+    auto start = [&](uint32_t epoch) -> testing::SimPool::Node& {
+      KvsNodeOptions o;
+      o.node = 1;
+      o.epoch = epoch;
+      o.batch_entries = 4;
+      std::optional<Status> ready;
+      auto& n = w.AddNode(o, [&](Status s) { ready = s; });
+      EXPECT_TRUE(rt.RunUntil([&] { return ready.has_value(); }, rt.Now() + 100 * kMillisecond));
+      return n;
+    };
+    auto& a = start(1);
+    int left = 0;
+    std::map<std::string, std::string> acked;
+    for (int i = 0; i < 60; ++i) {
+      const std::string key = "k" + std::to_string(i), value = "v" + std::to_string(i) + std::string(200, '.');
+      ++left;
+      a.exec->Post([&, key, value] {
+        a.node->Put(key, value, [&, key, value](Status s) {
+          if (s.ok()) acked[key] = value;
+          --left;
+        });
+      });
+    }
+    EXPECT_TRUE(rt.RunUntil([&] { return left == 0; }, rt.Now() + 500 * kMillisecond));
+    EXPECT_EQ(acked.size(), 60u);
+    *persists = a.node->stats().persists;
+    w.Kill(a);
+    w.region().SimulateCrash(seed);
+    w.RestartPool();
+    EXPECT_TRUE(w.FenceAndMerge(1, 2).ok());
+    auto& b = start(2);
+    int lost = 0;
+    for (const auto& [key, value] : acked) {
+      std::optional<Result<std::string>> got;
+      b.exec->Post([&, key] { b.node->Get(key, [&](Result<std::string> r) { got = std::move(r); }); });
+      EXPECT_TRUE(rt.RunUntil([&] { return got.has_value(); }, rt.Now() + 100 * kMillisecond));
+      lost += !(got && got->ok() && **got == value);
+    }
+    w.Kill(b);
+    return lost;
+  };
+  int lost_without = 0;
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    uint64_t persists = 0;
+    EXPECT_EQ(run(seed, pm::PersistMode::kMsync, &persists), 0) << "seed " << seed;
+    EXPECT_GE(persists, 15u) << "one POOL_PERSIST per batch of 4";
+    uint64_t none = 0;
+    lost_without += run(seed, pm::PersistMode::kNone, &none);
+    EXPECT_EQ(none, 0u) << "a pool in memory does not ask";
+  }
+  EXPECT_GT(lost_without, 0) << "without persisting, power loss should have cost some acknowledged write";
+}
+
 }  // namespace
 }  // namespace slip::dinomo

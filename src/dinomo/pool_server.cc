@@ -43,7 +43,11 @@ void PoolServer::Handle(uint16_t method, std::span<const std::byte> payload, con
       const std::string address = ep_->address();
       proto::PoolLayoutResponse l{mr->remote.addr,        mr->remote.key,          mr->remote.len,
                                   index.table_offset(),   index.overflow_offset(), index.num_buckets(),
-                                  pool_->segment_bytes(), address};
+                                  pool_->segment_bytes(), address,
+                                  // One-sided writes are durable only once persisted, by
+                                  // msync (a file) or cache-line write-back (DAX): no fabric
+                                  // here promises to write through to PM.
+                                  region_->mode() != pm::PersistMode::kNone};
       return reply(Code::kOk, proto::Encode(l));
     }
     case proto::Method::kPoolAllocate: {
@@ -61,6 +65,16 @@ void PoolServer::Handle(uint16_t method, std::span<const std::byte> payload, con
       auto m = pool_->Seal(r->node, r->segment, r->end);
       if (!m.ok()) return fail(m.status());
       return reply(Code::kOk, proto::Encode(proto::PoolMergedResponse{m->entries, m->applied}));
+    }
+    case proto::Method::kPoolPersist: {
+      auto r = proto::DecodePoolPersistRequest(payload);
+      if (!r.ok()) return fail(r.status());
+      if (Status s = pool_->CheckToken(r->node, r->epoch); !s.ok()) return fail(s);
+      if (r->offset < pool_->segments_offset() || r->bytes > region_->size() || r->offset > region_->size() - r->bytes) {
+        return fail(Status::InvalidArgument("pool persist: the range is not in the pool's segments"));
+      }
+      if (r->bytes > 0) region_->Persist(region_->at(r->offset), r->bytes);
+      return reply(Code::kOk, "");
     }
     case proto::Method::kCloverInsert: {
       auto r = proto::DecodeCloverInsertRequest(payload);

@@ -87,6 +87,7 @@ const char* MethodName(uint16_t method) {
     case Method::kPoolMergeAll: return "POOL_MERGE_ALL";
     case Method::kKnRelease: return "KN_RELEASE";
     case Method::kCloverInsert: return "CLOVER_INSERT";
+    case Method::kPoolPersist: return "POOL_PERSIST";
   }
   return "UNKNOWN";
 }

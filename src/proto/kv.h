@@ -58,6 +58,9 @@ enum class Method : uint16_t {
   // Clover's metadata server (the pool): a key's first version becomes its
   // chain head unless it has one (proto/pool.h, dinomo/clover.h).
   kCloverInsert = 53,
+  // KVS node -> pool: make what landed in its segment durable (a pool whose
+  // region is an ordinary file: one-sided writes reach only the page cache).
+  kPoolPersist = 54,
 };
 
 const char* MethodName(uint16_t method);

@@ -27,9 +27,9 @@ Result<PoolNodeRequest> DecodePoolNodeRequest(std::span<const std::byte> buf) {
 
 // PoolLayoutResponse: region_addr u64 | region_key u64 | region_len u64 |
 //   table_offset u64 | overflow_offset u64 | num_buckets u32 |
-//   segment_bytes u64 | address_len u32 | address
+//   segment_bytes u64 | address_len u32 | address | persist_by_request u8
 std::string Encode(const PoolLayoutResponse& r) {
-  Writer w(64 + r.address.size());
+  Writer w(65 + r.address.size());
   w.Put<uint64_t>(r.region_addr);
   w.Put<uint64_t>(r.region_key);
   w.Put<uint64_t>(r.region_len);
@@ -39,6 +39,7 @@ std::string Encode(const PoolLayoutResponse& r) {
   w.Put<uint64_t>(r.segment_bytes);
   w.Put<uint32_t>(static_cast<uint32_t>(r.address.size()));
   w.Bytes(r.address);
+  w.Put<uint8_t>(r.persist_by_request ? 1 : 0);
   return w.Take();
 }
 
@@ -56,7 +57,10 @@ Result<PoolLayoutResponse> DecodePoolLayoutResponse(std::span<const std::byte> b
   if (!rd.ok()) return Status::Corruption("pool layout response shorter than its header");
   if (address_len > 1024) return Status::Corruption("pool layout response: address too long");
   r.address = rd.Bytes(address_len);
+  const uint8_t persist = rd.Get<uint8_t>();
   SLIP_RETURN_IF_ERROR(Finish(rd, "pool layout response"));
+  if (persist > 1) return Status::Corruption("pool layout response: persist flag is neither 0 nor 1");
+  r.persist_by_request = persist == 1;
   if (r.num_buckets == 0 || (r.num_buckets & (r.num_buckets - 1)) != 0 || r.table_offset % 64 != 0 ||
       r.table_offset > r.region_len || r.num_buckets > (r.region_len - r.table_offset) / 64 ||
       r.overflow_offset > r.region_len || r.segment_bytes == 0) {
@@ -154,6 +158,27 @@ Result<CloverHeadResponse> DecodeCloverHeadResponse(std::span<const std::byte> b
   r.offset = rd.Get<uint64_t>();
   r.bytes = rd.Get<uint32_t>();
   SLIP_RETURN_IF_ERROR(Finish(rd, "clover head response"));
+  return r;
+}
+
+// PoolPersistRequest: node u32 | epoch u64 | offset u64 | bytes u64
+std::string Encode(const PoolPersistRequest& r) {
+  Writer w(28);
+  w.Put<uint32_t>(r.node);
+  w.Put<uint64_t>(r.epoch);
+  w.Put<uint64_t>(r.offset);
+  w.Put<uint64_t>(r.bytes);
+  return w.Take();
+}
+
+Result<PoolPersistRequest> DecodePoolPersistRequest(std::span<const std::byte> buf) {
+  Reader rd(buf);
+  PoolPersistRequest r;
+  r.node = rd.Get<uint32_t>();
+  r.epoch = rd.Get<uint64_t>();
+  r.offset = rd.Get<uint64_t>();
+  r.bytes = rd.Get<uint64_t>();
+  SLIP_RETURN_IF_ERROR(Finish(rd, "pool persist request"));
   return r;
 }
 

@@ -31,7 +31,20 @@ struct PoolLayoutResponse {
   uint32_t num_buckets = 0;
   uint64_t segment_bytes = 0;
   std::string_view address;  // the pool's endpoint for one-sided access
+  // The region is an ordinary file: bytes written one-sidedly are durable
+  // only after POOL_PERSIST covers them.
+  bool persist_by_request = false;
 };
+
+// POOL_PERSIST: the node, its token, and a range of its open segment.
+struct PoolPersistRequest {
+  uint32_t node = 0;
+  uint64_t epoch = 0;
+  uint64_t offset = 0;  // region offset
+  uint64_t bytes = 0;
+};
+std::string Encode(const PoolPersistRequest& r);
+Result<PoolPersistRequest> DecodePoolPersistRequest(std::span<const std::byte> buf);
 
 struct PoolAllocateResponse {
   uint64_t segment = 0;  // region offset of the node's new segment

@@ -6,9 +6,9 @@
 namespace slip::dinomo::testing {
 
 SimPool::SimPool(runtime::SimRuntime& rt, uint64_t region_bytes, const PoolOptions& options,
-                 const fabric::SimFabricOptions& fabric)
-    : rt_(rt) {
-  region_ = std::move(pm::PmRegion::Anonymous(static_cast<size_t>(region_bytes), {})).value();
+                 const fabric::SimFabricOptions& fabric, const pm::RegionOptions& region)
+    : rt_(rt), options_(options) {
+  region_ = std::move(pm::PmRegion::Anonymous(static_cast<size_t>(region_bytes), region)).value();
   pool_ = std::move(Pool::Open(region_.get(), options)).value();
   fabric_ = std::make_unique<fabric::SimFabric>(rt_, fabric);
   pool_exec_ = rt_.CreateExecutor("pool");
@@ -39,14 +39,21 @@ SimPool::Node& SimPool::AddNode(const KvsNodeOptions& options, std::function<voi
 
 std::unique_ptr<rpc::LocalCaller> SimPool::CallerFor(runtime::Executor* exec) {
   return std::make_unique<rpc::LocalCaller>(
-      exec, pool_exec_, [server = server_.get()](uint16_t method, std::span<const std::byte> payload,
-                                                 rpc::LocalCaller::Reply reply) { server->Handle(method, payload, reply); });
+      exec, pool_exec_, [this](uint16_t method, std::span<const std::byte> payload, rpc::LocalCaller::Reply reply) {
+        server_->Handle(method, payload, reply);  // the server of now: RestartPool replaces it
+      });
+}
+
+void SimPool::RestartPool() {
+  server_.reset();
+  pool_ = std::move(Pool::Open(region_.get(), options_)).value();
+  server_ = std::move(PoolServer::Create(pool_.get(), region_.get(), pool_ep_.get())).value();
 }
 
 void SimPool::AttachTo(rpc::LocalNetwork& net) {
   net.Attach(kPoolId, pool_exec_,
-             [server = server_.get()](uint16_t method, std::span<const std::byte> payload, rpc::LocalNetwork::Reply reply) {
-               server->Handle(method, payload, std::move(reply));
+             [this](uint16_t method, std::span<const std::byte> payload, rpc::LocalNetwork::Reply reply) {
+               server_->Handle(method, payload, std::move(reply));
              });
 }
 

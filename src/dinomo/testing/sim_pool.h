@@ -22,9 +22,13 @@ class SimPool {
  public:
   static constexpr rpc::NodeId kPoolId = 1000;
 
-  // A pool on an anonymous region of `region_bytes`.
+  // A pool on an anonymous region of `region_bytes` (`region`: its
+  // persistence mode and crash model, for durability tests).
   SimPool(runtime::SimRuntime& rt, uint64_t region_bytes, const PoolOptions& options,
-          const fabric::SimFabricOptions& fabric = {});
+          const fabric::SimFabricOptions& fabric = {}, const pm::RegionOptions& region = {});
+  // The pool as a restarted process finds it in the same region (after
+  // region().SimulateCrash(), say): nodes must be added again.
+  void RestartPool();
 
   struct Node {
     runtime::Executor* exec = nullptr;
@@ -58,6 +62,7 @@ class SimPool {
 
  private:
   runtime::SimRuntime& rt_;
+  const PoolOptions options_;
   std::unique_ptr<pm::PmRegion> region_;
   std::unique_ptr<Pool> pool_;
   std::unique_ptr<fabric::SimFabric> fabric_;
