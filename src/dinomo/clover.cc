@@ -36,6 +36,7 @@ struct CloverNode::Op {
   uint64_t old = 0;  // a swap's prior value
   uint32_t rts = 0;
   int steps = 0;
+  int index_moves = 0;
 };
 
 CloverNode::CloverNode(runtime::Executor* exec, fabric::Endpoint* ep, rpc::PeerCaller* calls, rpc::NodeId pool,
@@ -99,6 +100,25 @@ void CloverNode::Lookup(std::shared_ptr<Op> op) {
   ReadBucket(op, table_offset_ + uint64_t{home} * kBucketBytes, 0);
 }
 
+void CloverNode::RefreshIndex(std::shared_ptr<Op> op) {
+  ++op->rts;
+  ++RoundTrips(*op);
+  calls_->Call(pool_, static_cast<uint16_t>(proto::Method::kPoolIndex),
+               proto::Encode(proto::PoolNodeRequest{options_.node, options_.epoch}),
+               [this, op, life = std::weak_ptr<int>(life_)](Result<rpc::PeerResponse> r) {
+                 if (life.expired()) return;
+                 if (!r.ok() || r->status != Code::kOk) {
+                   return Finish(op, Status::Unavailable("finding the pool's index failed"));
+                 }
+                 auto i = proto::DecodePoolIndexResponse(proto::AsBytes(r->payload), region_.len);
+                 if (!i.ok()) return Finish(op, i.status());
+                 table_offset_ = i->table_offset;
+                 overflow_offset_ = i->overflow_offset;
+                 num_buckets_ = i->num_buckets;
+                 Lookup(op);
+               });
+}
+
 void CloverNode::ReadBucket(std::shared_ptr<Op> op, uint64_t offset, int attempts) {
   if (offset + kBucketBytes > region_.len) return Finish(op, Status::Corruption("a bucket outside the pool"));
   op->buf.assign(kBucketBytes, std::byte{0});
@@ -108,6 +128,11 @@ void CloverNode::ReadBucket(std::shared_ptr<Op> op, uint64_t offset, int attempt
   Status s = ops_.Read(peer_, op->buf.data(), kBucketBytes, region_, offset, [this, op, offset, attempts](Code c) {
     if (c != Code::kOk) return Finish(op, Status::Unavailable("reading the pool failed"));
     op->bucket = ParseBucket(std::span<const std::byte, kBucketBytes>(op->buf.data(), kBucketBytes));
+    if (op->bucket.moved) {
+      // The pool grew its index: find the new one and look there.
+      if (++op->index_moves > 4) return Finish(op, Status::Unavailable("the pool's index kept moving"));
+      return RefreshIndex(op);
+    }
     if (!op->bucket.consistent) {
       if (attempts >= 16) return Finish(op, Status::Unavailable("a bucket kept changing"));
       return ReadBucket(op, offset, attempts + 1);

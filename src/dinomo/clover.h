@@ -109,6 +109,7 @@ class CloverNode {
   void Allocate(std::function<void(Status)> then);
   void Lookup(std::shared_ptr<Op> op);
   void ReadBucket(std::shared_ptr<Op> op, uint64_t offset, int attempts);
+  void RefreshIndex(std::shared_ptr<Op> op);
   void NextSlot(std::shared_ptr<Op> op, size_t slot);
   void Walk(std::shared_ptr<Op> op, Version v, bool from_index, size_t slot);
   void AtNewest(std::shared_ptr<Op> op);

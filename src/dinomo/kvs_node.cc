@@ -23,6 +23,7 @@ struct KvsNode::GetOp {
   BucketView bucket;
   uint64_t bucket_offset = 0;  // where `bucket` was read
   uint32_t rechecks = 0;
+  uint32_t index_moves = 0;  // moved buckets met (the pool grew its index)
   IndexPointer found;
   bool deleted = false;
   std::string value;
@@ -353,6 +354,23 @@ void KvsNode::ReadEntry(std::shared_ptr<GetOp> op, IndexPointer p, std::function
   if (!s.ok()) Answer(op, Status::Unavailable("reading the pool failed: " + s.ToString()));
 }
 
+void KvsNode::RefreshIndex(std::function<void(Status)> then) {
+  ++stats_.index_moves;
+  calls_->Call(pool_, static_cast<uint16_t>(proto::Method::kPoolIndex),
+               proto::Encode(proto::PoolNodeRequest{options_.node, options_.epoch}),
+               [this, life = std::weak_ptr<int>(life_), then = std::move(then)](Result<rpc::PeerResponse> r) {
+                 if (life.expired()) return;
+                 if (!r.ok()) return then(r.status());
+                 if (r->status != Code::kOk) return then(Status(r->status, r->payload));
+                 auto i = proto::DecodePoolIndexResponse(proto::AsBytes(r->payload), region_.len);
+                 if (!i.ok()) return then(i.status());
+                 table_offset_ = i->table_offset;
+                 overflow_offset_ = i->overflow_offset;
+                 num_buckets_ = i->num_buckets;
+                 then(Status::Ok());
+               });
+}
+
 void KvsNode::ReadBucket(std::shared_ptr<GetOp> op, uint64_t offset, int attempts) {
   if (offset + kBucketBytes > region_.len) return Answer(op, Status::Corruption("a bucket outside the pool"));
   op->buf.assign(kBucketBytes, std::byte{0});
@@ -361,6 +379,14 @@ void KvsNode::ReadBucket(std::shared_ptr<GetOp> op, uint64_t offset, int attempt
   Status s = ops_.Read(peer_, op->buf.data(), kBucketBytes, region_, offset, [this, op, offset, attempts](Code c) {
     if (c != Code::kOk) return Answer(op, Status::Unavailable("reading the pool failed"));
     op->bucket = ParseBucket(std::span<const std::byte, kBucketBytes>(op->buf.data(), kBucketBytes));
+    if (op->bucket.moved) {
+      // The pool grew its index: find the new one and start over there.
+      if (++op->index_moves > 4) return Answer(op, Status::Unavailable("the pool's index kept moving"));
+      return RefreshIndex([this, op](Status s) {
+        if (!s.ok()) return Answer(op, Status::Unavailable("finding the pool's index: " + s.ToString()));
+        ReadBucket(op, table_offset_ + uint64_t{HomeBucket(op->hash, num_buckets_)} * kBucketBytes, 0);
+      });
+    }
     if (!op->bucket.consistent) {
       ++stats_.torn_buckets;
       if (attempts >= 16) return Answer(op, Status::Unavailable("a bucket kept changing"));

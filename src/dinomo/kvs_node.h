@@ -62,6 +62,7 @@ struct KvsNodeStats {
   uint64_t gets = 0, unmerged_hits = 0, value_hits = 0, shortcut_hits = 0, misses = 0;
   uint64_t stale_shortcuts = 0;   // a shortcut led to another entry: read through the index
   uint64_t torn_buckets = 0;      // a bucket read mid-update: read again
+  uint64_t index_moves = 0;       // POOL_INDEX calls after meeting a moved bucket (the pool grew its index)
   uint64_t moved_slots = 0;       // a slot moved on while it was followed: read again
   uint64_t get_round_trips = 0;   // READs of buckets and entries, over all GETs
   uint64_t read_bytes = 0;        // of those READs
@@ -124,6 +125,7 @@ class KvsNode {
 
   void ReadEntry(std::shared_ptr<GetOp> op, IndexPointer p, std::function<void(bool found)> next);
   void ReadBucket(std::shared_ptr<GetOp> op, uint64_t offset, int attempts);
+  void RefreshIndex(std::function<void(Status)> then);
   void NextSlot(std::shared_ptr<GetOp> op, size_t slot);
   void Recheck(std::shared_ptr<GetOp> op, size_t slot);
   void Answer(std::shared_ptr<GetOp> op, Result<std::string> r);

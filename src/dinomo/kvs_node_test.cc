@@ -298,5 +298,47 @@ TEST(KvsNodeDurability, AcknowledgedWritesSurvivePowerLossOnAFilePool) {
   EXPECT_GT(lost_without, 0) << "without persisting, power loss should have cost some acknowledged write";
 }
 
+// The pool grows its index while a node holds the old one's place: the
+// node's next lookup meets a moved bucket, asks POOL_INDEX where the index
+// is now, and finds the key there (scenario 9).
+TEST(KvsNodeIndexGrowth, ANodeFollowsTheIndexToItsNewPlace) {
+  runtime::SimRuntime rt(runtime::SimRuntimeOptions{.seed = 2});
+  PoolOptions po;
+  po.segment_bytes = 64 << 10;
+  po.num_buckets = 2;
+  po.index_bytes = 64 * 4;  // 9 slots
+  testing::SimPool w(rt, 8 << 20, po);
+  auto start = [&](uint32_t id) -> testing::SimPool::Node& {
+    KvsNodeOptions o;
+    o.node = id;
+    o.cache.capacity_bytes = 0;  // every GET goes through the index
+    std::optional<Status> ready;
+    auto& n = w.AddNode(o, [&](Status s) { ready = s; });
+    EXPECT_TRUE(rt.RunUntil([&] { return ready.has_value(); }, rt.Now() + 100 * kMillisecond));
+    return n;
+  };
+  auto& a = start(1);
+  auto& b = start(2);
+  const uint64_t old_table = w.pool().index().table_offset();
+  int left = 0;
+  for (int i = 0; i < 1500; ++i) {
+    ++left;
+    a.exec->Post([&, i] { a.node->Put("key" + std::to_string(i), "v" + std::to_string(i), [&](Status) { --left; }); });
+  }
+  ASSERT_TRUE(rt.RunUntil([&] { return left == 0; }, rt.Now() + 2000 * kMillisecond));
+  ASSERT_GE(w.pool().index_grows(), 1u) << "the seal's merge filled the index";
+  ASSERT_NE(w.pool().index().table_offset(), old_table);
+  for (int i : {5, 17, 400}) {
+    std::optional<Result<std::string>> got;
+    b.exec->Post([&] { b.node->Get("key" + std::to_string(i), [&](Result<std::string> r) { got = std::move(r); }); });
+    ASSERT_TRUE(rt.RunUntil([&] { return got.has_value(); }, rt.Now() + 100 * kMillisecond));
+    ASSERT_TRUE(got->ok()) << got->status().ToString();
+    EXPECT_EQ(**got, "v" + std::to_string(i));
+  }
+  EXPECT_EQ(b.node->stats().index_moves, 1u) << "one POOL_INDEX, then the new place is kept";
+  w.Kill(a);
+  w.Kill(b);
+}
+
 }  // namespace
 }  // namespace slip::dinomo

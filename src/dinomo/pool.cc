@@ -1,5 +1,7 @@
 #include "dinomo/pool.h"
 
+#include <cstddef>
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -79,7 +81,7 @@ Status Pool::Load() {
   const uint64_t size = region_->size();
   if (sb.segment_bytes == 0 || sb.segment_bytes > size || sb.segments_offset > size ||
       sb.num_segments > (size - sb.segments_offset) / sb.segment_bytes || sb.index_offset < kTableAt ||
-      sb.num_segments > (sb.index_offset - kTableAt) / kRowBytes || sb.index_offset >= sb.segments_offset) {
+      sb.num_segments > (sb.index_offset - kTableAt) / kRowBytes || sb.index_offset >= size) {
     return Status::Corruption("the pool's superblock is inconsistent");
   }
   segment_bytes_ = sb.segment_bytes;
@@ -94,13 +96,19 @@ Status Pool::Load() {
     const std::byte* row = region_->at(table_offset_ + s * kRowBytes);
     Segment& g = segments_[s];
     g.state = static_cast<State>(static_cast<uint8_t>(row[0]));
-    if (g.state != State::kFree && g.state != State::kOpen && g.state != State::kMerged) {
+    if (g.state != State::kFree && g.state != State::kOpen && g.state != State::kMerged && g.state != State::kIndex) {
       return Status::Corruption("segment " + std::to_string(s) + " has state " +
                                 std::to_string(static_cast<int>(g.state)));
     }
     std::memcpy(&g.owner, row + 4, 4);
     std::memcpy(&g.seq, row + 8, 8);
     next_seq_ = std::max(next_seq_, g.seq + 1);
+    // A run of an index replaced before the restart (or one a crash left
+    // half-built): no reader can be in it any more.
+    const uint64_t at = segments_offset_ + uint64_t{s} * segment_bytes_;
+    if (g.state == State::kIndex && (at + segment_bytes_ <= index_offset_ || at >= index_offset_ + index_->area_bytes())) {
+      Free(s);
+    }
   }
   // Garbage counters: what each merged segment holds against what the index
   // still points at in it. Open segments start over: their next merge walks
@@ -228,6 +236,63 @@ Result<MergeResult> Pool::Seal(uint32_t node, uint64_t segment, uint64_t end) {
   return MergeOpen(s, end);
 }
 
+Status Pool::GrowIndex() {
+  std::unique_lock<std::shared_mutex> ilock(index_mu_);
+  if (index_->num_buckets() > (UINT32_MAX >> 2)) return Status::NoSpace("the pool index cannot grow further");
+  const uint32_t buckets = index_->num_buckets() * 2;
+  const uint64_t bytes = kBucketBytes * (1 + 2 * uint64_t{buckets});
+  const uint32_t run = static_cast<uint32_t>((bytes + segment_bytes_ - 1) / segment_bytes_);
+  uint32_t first = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    uint32_t len = 0;
+    for (uint32_t s = 0; s < num_segments_ && len < run; ++s) {
+      len = segments_[s].state == State::kFree ? len + 1 : 0;
+      if (len == 1) first = s;
+    }
+    if (len < run) {
+      return Status::NoSpace("the pool index is full and no run of " + std::to_string(run) +
+                             " free segments is left to grow it into");
+    }
+    for (uint32_t s = first; s < first + run; ++s) {
+      segments_[s] = Segment{};
+      segments_[s].state = State::kIndex;
+      Persist(s);
+    }
+  }
+  const uint64_t offset = segments_offset_ + uint64_t{first} * segment_bytes_;
+  auto give_back = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (uint32_t s = first; s < first + run; ++s) Free(s);
+  };
+  auto next = PoolIndex::Create(region_, offset, uint64_t{run} * segment_bytes_, buckets, limits_);
+  if (!next.ok()) {
+    give_back();
+    return next.status();
+  }
+  Status copied;
+  index_->ForEachPointer([&](IndexPointer p) {
+    if (!copied.ok()) return;
+    if (auto a = (*next)->Apply(p); !a.ok()) copied = a.status();
+  });
+  if (!copied.ok()) {
+    give_back();
+    return copied;
+  }
+  // The switch: one 8-byte store of the superblock's index offset.
+  std::memcpy(region_->at(offsetof(Superblock, index_offset)), &offset, sizeof offset);
+  region_->Persist(region_->at(offsetof(Superblock, index_offset)), sizeof offset);
+  const uint64_t area = (*next)->area_bytes();
+  std::memcpy(region_->at(offsetof(Superblock, index_bytes)), &area, sizeof area);
+  region_->Persist(region_->at(offsetof(Superblock, index_bytes)), sizeof area);
+  index_offset_ = offset;
+  index_->MarkMoved();
+  retired_.push_back(std::move(index_));
+  index_ = std::move(*next);
+  ++index_grows_;
+  return Status::Ok();
+}
+
 Result<MergeResult> Pool::MergeOpen(uint32_t s, uint64_t end) {
   uint64_t from;
   {
@@ -236,7 +301,19 @@ Result<MergeResult> Pool::MergeOpen(uint32_t s, uint64_t end) {
   }
   const uint64_t base = segments_offset_ + uint64_t{s} * segment_bytes_;
   // Walk [from, end) only: what lands past `end` was never acknowledged.
-  auto r = MergeSegment(*region_, *index_, base, end, from, limits_);
+  // A full index is grown and the walk repeated (merging is idempotent).
+  Result<MergeResult> r = Status::NoSpace("");
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    {
+      std::shared_lock<std::shared_mutex> ilock(index_mu_);
+      r = MergeSegment(*region_, *index_, base, end, from, limits_);
+    }
+    if (r.ok() || !r.status().Is(Code::kNoSpace)) break;
+    if (Status g = GrowIndex(); !g.ok()) {
+      r = g;
+      break;
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   Segment& g = segments_[s];
   g.merging = false;

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <vector>
 
 #include "common/status.h"
@@ -84,6 +85,18 @@ class Pool {
   Status Fence(uint32_t node, uint64_t epoch);
   static constexpr uint32_t kMaxNodes = 500;  // node ids the token table holds
 
+  // Replaces the index with one of twice the home buckets, in a run of
+  // free segments, when the index is full (merges, CLOVER_INSERT and
+  // DINOMO-N's copies call it on NoSpace): every pointer is applied to the
+  // new index, the superblock is switched with one 8-byte store, and every
+  // bucket of the old one is marked moved for one-sided readers (they ask
+  // for POOL_INDEX). The old area is not reused while the pool runs (a slow
+  // reader may still read it); a restarted pool frees it. NoSpace when no
+  // run of free segments is large enough.
+  Status GrowIndex();
+  uint64_t index_grows() const { return index_grows_; }
+
+  // The current index: valid until the next GrowIndex.
   PoolIndex& index() { return *index_; }
   const PoolIndex& index() const { return *index_; }
   uint64_t segment_bytes() const { return segment_bytes_; }
@@ -92,7 +105,8 @@ class Pool {
   PoolStats stats() const;
 
  private:
-  enum class State : uint8_t { kFree = 0, kOpen = 1, kMerged = 2 };
+  // kIndex: part of a run of segments holding a grown index.
+  enum class State : uint8_t { kFree = 0, kOpen = 1, kMerged = 2, kIndex = 3 };
   struct Segment {
     State state = State::kFree;
     uint32_t owner = 0;
@@ -119,6 +133,10 @@ class Pool {
   uint32_t num_segments_ = 0;
   uint64_t next_seq_ = 1;
   std::unique_ptr<PoolIndex> index_;
+  std::vector<std::unique_ptr<PoolIndex>> retired_;  // replaced indexes (their areas stay untouched)
+  uint64_t index_grows_ = 0;
+  // Merges hold it shared, GrowIndex exclusively (it swaps index_).
+  mutable std::shared_mutex index_mu_;
   mutable std::mutex mu_;  // the table and the counters
   std::vector<Segment> segments_;
   uint64_t merged_entries_ = 0, freed_ = 0;

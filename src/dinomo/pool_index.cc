@@ -38,6 +38,7 @@ BucketView ParseBucket(std::span<const std::byte, kBucketBytes> line) {
   const uint64_t begin = w[0];
   const uint64_t end = w[7] >> 32;
   b.consistent = begin == end && begin % 2 == 0;
+  b.moved = begin == ~uint64_t{0};
   for (int i = 0; i < kSlotsPerBucket; ++i) {
     b.slots[i].hash = w[1 + 2 * i];
     b.slots[i].pointer = IndexPointer::Decode(w[2 + 2 * i]);
@@ -125,6 +126,17 @@ std::optional<PoolIndex::EntryKey> PoolIndex::ReadEntry(IndexPointer p) const {
   if (!d.status.ok() || !d.block.single() || d.block.encoded_bytes != p.bytes) return std::nullopt;
   if (d.block.type != log::EntryType::kPut && d.block.type != log::EntryType::kDel) return std::nullopt;
   return EntryKey{d.block.key(), d.block.version};
+}
+
+void PoolIndex::MarkMoved() {
+  // Home buckets, then the overflow ones in use: contiguous after the header.
+  const uint64_t lines = uint64_t{num_buckets_} + overflow_used();
+  for (uint64_t i = 0; i < lines; ++i) {
+    std::byte* line = region_->at(table_offset() + kBucketBytes * i);
+    StoreWord(line, ~uint64_t{0});
+    StoreWord(line + 56, ~uint64_t{0});
+    region_->Persist(line, kBucketBytes);
+  }
 }
 
 void PoolIndex::WriteBucket(std::byte* line, const BucketView& b) {

@@ -20,9 +20,10 @@
 // if that entry's version is above the one it points at, so merging a
 // segment twice (after the pool crashed mid-merge) changes nothing.
 //
-// Not built yet: resizing (the table has a fixed number of home buckets
-// and a bump-allocated overflow area; Apply fails with NoSpace when it is
-// full).
+// Resizing is the pool's (Pool::GrowIndex): an index has a fixed number of
+// home buckets and a bump-allocated overflow area, and Apply fails with
+// NoSpace when that is full; the pool then builds one twice as large and
+// marks every bucket of this one moved.
 #pragma once
 
 #include <array>
@@ -60,6 +61,9 @@ struct IndexPointer {
 // A bucket as a reader got it.
 struct BucketView {
   bool consistent = false;  // begin == end, even
+  // The pool moved to a larger index (Pool::GrowIndex): ask it where the
+  // index is now (POOL_INDEX) and look again there.
+  bool moved = false;
   struct Slot {
     uint64_t hash = 0;  // 0: empty
     IndexPointer pointer;
@@ -106,6 +110,14 @@ class PoolIndex {
 
   // Every pointer the index holds (tombstones included), in no order.
   void ForEachPointer(const std::function<void(IndexPointer)>& fn) const;
+
+  // The pool replaced this index with a larger one: every bucket reads as
+  // moved from now on (begin word all ones, never a version), so one-sided
+  // readers go and find the new one. Nothing may use this object after.
+  void MarkMoved();
+  // Where the area lies: the header's offset, and its size.
+  uint64_t offset() const { return offset_; }
+  uint64_t area_bytes() const { return kBucketBytes * (1 + uint64_t{num_buckets_} + overflow_capacity_); }
 
   // For remote readers: home bucket b is at region offset
   // table_offset() + b * 64, overflow bucket k at overflow_offset() + k * 64.

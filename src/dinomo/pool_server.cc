@@ -66,6 +66,14 @@ void PoolServer::Handle(uint16_t method, std::span<const std::byte> payload, con
       if (!m.ok()) return fail(m.status());
       return reply(Code::kOk, proto::Encode(proto::PoolMergedResponse{m->entries, m->applied}));
     }
+    case proto::Method::kPoolIndex: {
+      auto r = proto::DecodePoolNodeRequest(payload);
+      if (!r.ok()) return fail(r.status());
+      if (Status s = pool_->CheckToken(r->node, r->epoch); !s.ok()) return fail(s);
+      const PoolIndex& index = pool_->index();
+      return reply(Code::kOk, proto::Encode(proto::PoolIndexResponse{index.table_offset(), index.overflow_offset(),
+                                                                       index.num_buckets()}));
+    }
     case proto::Method::kPoolPersist: {
       auto r = proto::DecodePoolPersistRequest(payload);
       if (!r.ok()) return fail(r.status());
@@ -87,6 +95,10 @@ void PoolServer::Handle(uint16_t method, std::span<const std::byte> payload, con
         return fail(Status::InvalidArgument("clover insert: no version at offset " + std::to_string(r->offset)));
       }
       auto head = pool_->index().CompareAndSet(std::nullopt, IndexPointer{r->offset, r->bytes});
+      if (!head.ok() && head.status().Is(Code::kNoSpace)) {
+        if (Status g = pool_->GrowIndex(); !g.ok()) return fail(g);
+        head = pool_->index().CompareAndSet(std::nullopt, IndexPointer{r->offset, r->bytes});
+      }
       if (!head.ok()) return fail(head.status());
       return reply(Code::kOk, proto::Encode(proto::CloverHeadResponse{head->offset, head->bytes}));
     }

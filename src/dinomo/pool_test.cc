@@ -219,6 +219,55 @@ TEST(PoolTest, ASegmentMergedHalfBeforeACrashIsCountedOnce) {
   EXPECT_EQ(f.Get("b"), "b2");
 }
 
+// A full index grows (scenario 9 of docs/papers/dinomo.md §6): the merge
+// that finds no room has the pool build an index with twice the buckets in a
+// run of free segments, copy every pointer, switch the superblock, and mark
+// the old buckets moved; every key is found, after a restart too, and the
+// restarted pool frees the runs of indexes it no longer uses.
+TEST(PoolTest, AFullIndexGrowsAndEveryKeyIsFoundAfterARestartToo) {
+  PoolOptions o = Small();
+  o.num_buckets = 2;
+  o.index_bytes = 64 * 4;  // 2 home buckets, 1 overflow bucket: 9 slots
+  auto region = std::move(pm::PmRegion::Anonymous(8 << 20, {})).value();
+  auto pool = std::move(Pool::Open(region.get(), o)).value();
+  const uint64_t old_table = pool->index().table_offset();
+  std::map<std::string, std::string> want;
+  uint64_t version = 1;
+  for (int round = 0; round < 4; ++round) {
+    Writer w{region.get(), 1};
+    w.segment = *pool->Allocate(1);
+    for (int i = 0; i < 60; ++i) {
+      const std::string key = "key" + std::to_string(i), value = "r" + std::to_string(round) + "v" + std::to_string(i);
+      w.Append(key, value, version++);
+      want[key] = value;
+    }
+    auto m = pool->Seal(1, w.segment, w.tail);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+  }
+  EXPECT_EQ(pool->index_grows(), 1u) << "the new index takes a whole segment: room to spare";
+  EXPECT_NE(pool->index().table_offset(), old_table);
+  // Grown once more (as when that fills up too): the first run is retired.
+  ASSERT_TRUE(pool->GrowIndex().ok());
+  EXPECT_EQ(pool->index().num_buckets(), 8u);
+  for (const auto& [k, v] : want) {
+    auto p = pool->index().Find(k);
+    ASSERT_TRUE(p.has_value()) << k;
+    auto d = log::DecodeBlock({region->at(p->offset), p->bytes}, {});
+    ASSERT_TRUE(d.status.ok());
+    EXPECT_EQ(d.block.value(), v) << k;
+  }
+  // The old table reads as moved to a one-sided reader.
+  const BucketView b = ParseBucket(std::span<const std::byte, kBucketBytes>(region->at(old_table), kBucketBytes));
+  EXPECT_TRUE(b.moved);
+  EXPECT_FALSE(b.consistent);
+  const uint32_t free_before = pool->stats().free_segments;
+  pool.reset();
+  auto again = Pool::Open(region.get(), o);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  for (const auto& [k, v] : want) EXPECT_TRUE((*again)->index().Find(k).has_value()) << k;
+  EXPECT_GT((*again)->stats().free_segments, free_before) << "the replaced indexes' runs are free again";
+}
+
 TEST(PoolTest, AFullPoolSaysSo) {
   Fixture f;
   std::vector<uint64_t> got;

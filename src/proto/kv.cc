@@ -88,6 +88,7 @@ const char* MethodName(uint16_t method) {
     case Method::kKnRelease: return "KN_RELEASE";
     case Method::kCloverInsert: return "CLOVER_INSERT";
     case Method::kPoolPersist: return "POOL_PERSIST";
+    case Method::kPoolIndex: return "POOL_INDEX";
   }
   return "UNKNOWN";
 }

@@ -61,6 +61,8 @@ enum class Method : uint16_t {
   // KVS node -> pool: make what landed in its segment durable (a pool whose
   // region is an ordinary file: one-sided writes reach only the page cache).
   kPoolPersist = 54,
+  // KVS node -> pool: where the index is now (after it met a moved bucket).
+  kPoolIndex = 55,
 };
 
 const char* MethodName(uint16_t method);

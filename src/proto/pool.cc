@@ -182,4 +182,28 @@ Result<PoolPersistRequest> DecodePoolPersistRequest(std::span<const std::byte> b
   return r;
 }
 
+// PoolIndexResponse: table_offset u64 | overflow_offset u64 | num_buckets u32
+std::string Encode(const PoolIndexResponse& r) {
+  Writer w(20);
+  w.Put<uint64_t>(r.table_offset);
+  w.Put<uint64_t>(r.overflow_offset);
+  w.Put<uint32_t>(r.num_buckets);
+  return w.Take();
+}
+
+Result<PoolIndexResponse> DecodePoolIndexResponse(std::span<const std::byte> buf, uint64_t region_len) {
+  Reader rd(buf);
+  PoolIndexResponse r;
+  r.table_offset = rd.Get<uint64_t>();
+  r.overflow_offset = rd.Get<uint64_t>();
+  r.num_buckets = rd.Get<uint32_t>();
+  SLIP_RETURN_IF_ERROR(Finish(rd, "pool index response"));
+  if (r.num_buckets == 0 || (r.num_buckets & (r.num_buckets - 1)) != 0 || r.table_offset % 64 != 0 ||
+      r.table_offset > region_len || r.num_buckets > (region_len - r.table_offset) / 64 ||
+      r.overflow_offset > region_len) {
+    return Status::Corruption("pool index response: the index does not fit the pool's region");
+  }
+  return r;
+}
+
 }  // namespace slip::proto

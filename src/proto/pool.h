@@ -43,6 +43,17 @@ struct PoolPersistRequest {
   uint64_t offset = 0;  // region offset
   uint64_t bytes = 0;
 };
+// POOL_INDEX's answer (request: PoolNodeRequest): the index's place, as
+// in PoolLayoutResponse.
+struct PoolIndexResponse {
+  uint64_t table_offset = 0, overflow_offset = 0;
+  uint32_t num_buckets = 0;
+};
+std::string Encode(const PoolIndexResponse& r);
+// Corruption when num_buckets is not a power of two or the table does not
+// fit `region_len`.
+Result<PoolIndexResponse> DecodePoolIndexResponse(std::span<const std::byte> buf, uint64_t region_len);
+
 std::string Encode(const PoolPersistRequest& r);
 Result<PoolPersistRequest> DecodePoolPersistRequest(std::span<const std::byte> buf);
 
