@@ -30,7 +30,12 @@ void DinomoServer::Adopt(const cluster::ClusterConfig& config) {
 }
 
 void DinomoServer::Consider() {
-  if (serving_ && OwnedBy(config_, env_.self) == owned_ && config_.pool == serving_config_.pool) {
+  // In place only for the very next term: a node that skipped terms cannot
+  // tell whether its shards were someone else's in between (taken and given
+  // back), and settling at the new term would then release a node that
+  // served them meanwhile while this one still serves its old cache.
+  if (serving_ && config_.term == serving_config_.term + 1 && OwnedBy(config_, env_.self) == owned_ &&
+      config_.pool == serving_config_.pool) {
     serving_config_ = config_;
     return Settle(config_);
   }

@@ -16,8 +16,9 @@
 //      write later is merged — merge before serve, D4);
 //   5. serve with a new KvsNode whose epoch is T, so its versions beat every
 //      earlier owner's. Its cache starts empty.
-// A change that leaves its ownership and the pool alone is adopted in place
-// (and settles it at once). Steps 2 and 3 make two nodes never serve a key
+// The very next term, when it leaves its ownership and the pool alone, is
+// adopted in place (and settles it at once); after a skipped term the node
+// reconfigures fully, since its shards may have been another's in between. Steps 2 and 3 make two nodes never serve a key
 // at once: each serves a term only after every other settled at it, and
 // settling means leaving every earlier term. Settling needs nothing of
 // other nodes, so nodes reconfiguring together cannot wait on each other.

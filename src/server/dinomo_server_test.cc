@@ -295,5 +295,45 @@ TEST_F(DinomoServerTest, ShardsMoveBetweenLiveNodesOnlyOnceTheLoserLetGo) {
   }
 }
 
+// A node that skips a term must not adopt the next one in place: its
+// shards may have been another node's in between. Node 1 owns half the
+// shards in term 5; term 6 gives everything to node 2, term 7 gives it back;
+// node 1 hears only of term 7. Node 2 must not serve term 6 while node 1
+// still serves its term-5 cache, and node 1 must see what node 2 wrote.
+TEST_F(DinomoServerTest, ASkippedTermMeansAFullReconfiguration) {
+  Kn& a = Add(1);
+  Kn& b = Add(2);
+  AdoptAll(config_);
+  std::map<std::string, std::string> want;
+  for (int i = 0; i < 40; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    if (Owner(config_, key) != 1) continue;
+    ASSERT_EQ(Call(a, proto::Method::kPut, 5, key, "v" + std::to_string(i)).code, Code::kOk);
+    ASSERT_EQ(Call(a, proto::Method::kGet, 5, key).value, "v" + std::to_string(i));  // cached
+    want[key] = "v" + std::to_string(i);
+  }
+  cluster::ClusterConfig t6 = config_;
+  t6.term = 6;
+  for (auto& sh : t6.shards) sh.primary = 2;
+  cluster::ClusterConfig t7 = config_;
+  t7.term = 7;
+  b.exec->Post([&b, t6] { b.server->Adopt(t6); });
+  a.exec->Post([&a, t7] { a.server->Adopt(t7); });  // node 1 never sees term 6
+  ASSERT_TRUE(rt_.RunUntil([&] { return b.server->serving() && b.server->serving_term() == 6; },
+                           rt_.Now() + 500 * kMillisecond));
+  EXPECT_FALSE(a.server->serving() && a.server->serving_term() == 5) << "node 1 let go of term 5";
+  // Node 2, in term 6, sees node 1's acknowledged writes and writes one.
+  const std::string key = want.begin()->first;
+  for (const auto& [k, v] : want) EXPECT_EQ(Call(b, proto::Method::kGet, 6, k).value, v) << k;
+  ASSERT_EQ(Call(b, proto::Method::kPut, 6, key, "from-2").code, Code::kOk);
+  // Node 2 hears of term 7 and gives the shards back; node 1 sees its write.
+  Adopt(b, t7);
+  ASSERT_TRUE(rt_.RunUntil([&] { return a.server->serving() && a.server->serving_term() == 7; },
+                           rt_.Now() + 500 * kMillisecond));
+  EXPECT_EQ(Call(a, proto::Method::kGet, 7, key).value, "from-2");
+  ASSERT_EQ(Call(a, proto::Method::kPut, 7, key, "from-1").code, Code::kOk);
+  EXPECT_EQ(Call(a, proto::Method::kGet, 7, key).value, "from-1");
+}
+
 }  // namespace
 }  // namespace slip::server
