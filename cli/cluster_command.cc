@@ -272,6 +272,11 @@ int ClusterAddNode(const ClusterCommandOptions& o) {
   } else if (vc->config.nodes.contains(id)) {
     return Fail("cluster add-node", Status::InvalidArgument("node " + std::to_string(id) + " is a member already"));
   }
+  if (id > cluster::kMaxPoolNodeId) {
+    return Fail("cluster add-node", Status::InvalidArgument("node ids go up to " +
+                                                            std::to_string(cluster::kMaxPoolNodeId) + ", not " +
+                                                            std::to_string(id)));
+  }
   const auto t0 = std::chrono::steady_clock::now();
   // The node lists itself once it holds its lease; the manager then hands
   // it its share of the shards.

@@ -69,6 +69,9 @@ Status ClusterConfig::Validate() const {
     if (info.state == NodeState::kLeaving && !UsesPool(design)) {
       return bad("node " + N(id) + " is leaving, which only designs with a pool know");
     }
+    if (UsesPool(design) && id > kMaxPoolNodeId) {
+      return bad("node " + N(id) + ": a " + design + " cluster takes node ids up to " + N(kMaxPoolNodeId));
+    }
   }
   for (ShardId s = 0; s < shards.size(); s++) {
     const std::vector<NodeId> r = Replicas(s);
@@ -362,7 +365,7 @@ std::optional<ClusterConfig> BalanceOwners(const ClusterConfig& config, const st
       shards.pop_back();
     }
   }
-  if (loose.empty()) return std::nullopt;
+  if (loose.empty() || config.term == std::numeric_limits<uint64_t>::max()) return std::nullopt;
   ClusterConfig next = config;
   next.term = config.term + 1;
   std::sort(loose.begin(), loose.end());
@@ -389,6 +392,7 @@ Result<ClusterConfig> JoinOwner(const ClusterConfig& config, NodeId node, const 
   ClusterConfig next = config;
   next.term++;
   next.nodes[node] = NodeInfo{address, NodeState::kUp};
+  SLIP_RETURN_IF_ERROR(next.Validate());
   return next;
 }
 

@@ -19,6 +19,7 @@
 //     shard's last copy is on that node and it is unavailable until the node
 //     returns (Reassign never discards the last copy of a shard);
 //   - a leaving node holds no replica, and only UsesPool designs have one;
+//   - a UsesPool design's node ids are at most kMaxPoolNodeId;
 //   - a migration names an existing shard, `to` is one of its replicas and
 //     `from` is a member that is not (the map already shows the shard where
 //     it is going: `to` took `from`'s place); at most one per shard.
@@ -164,6 +165,9 @@ Result<ClusterConfig> Reassign(const ClusterConfig& config, NodeId failed);
 // that owns its keys, it has no backups (replication_factor 1), and a
 // failed owner's shards move to live nodes with no data copied.
 bool UsesPool(std::string_view design);
+// The largest node id a pool design takes: the pool keeps a token per node
+// id (dinomo::Pool::kMaxNodes) and log entries name their writer in 16 bits.
+inline constexpr NodeId kMaxPoolNodeId = 499;
 
 // Reassign for UsesPool designs: term + 1, `failed` down, and each shard it
 // owned given to the live node owning the fewest shards (then lowest id).

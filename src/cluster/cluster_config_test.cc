@@ -289,6 +289,8 @@ TEST(BalanceOwnersTest, MovesTheFewestShardsToEvenOwnership) {
   // Bad requests change nothing.
   EXPECT_TRUE(JoinOwner(c, 1, "x").status().Is(Code::kInvalidArgument)) << "a member already";
   EXPECT_TRUE(JoinOwner(c, 9, "").status().Is(Code::kInvalidArgument));
+  EXPECT_TRUE(JoinOwner(c, kMaxPoolNodeId + 1, "x").status().Is(Code::kInvalidArgument)) << "past the pool's ids";
+  EXPECT_TRUE(JoinOwner(c, kMaxPoolNodeId, "x").ok());
   EXPECT_TRUE(JoinOwner(MustPlace(3, 6, 1), 9, "x").status().Is(Code::kInvalidArgument)) << "no pool";
   EXPECT_TRUE(RemoveOwner(MustPlace(3, 6, 1), 1).status().Is(Code::kInvalidArgument)) << "no pool";
   ClusterConfig one = MustPlace(1, 4, 1);

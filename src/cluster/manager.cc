@@ -106,7 +106,7 @@ void Manager::Tick() {
   // leaving one gives its away).
   if (!UsesPool(vc->config.design)) return;
   std::optional<ClusterConfig> balanced = BalanceOwners(vc->config, live);
-  if (!balanced) return;
+  if (!balanced || !balanced->Validate().ok()) return;
   auto w = store_->CompareAndSwap(vc->version, *balanced);
   if (w.ok() && o_.log) logging::Info("shards rebalanced over {} nodes: term {}", live.size(), balanced->term);
 }

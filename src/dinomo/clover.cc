@@ -155,7 +155,9 @@ void CloverNode::NextSlot(std::shared_ptr<Op> op, size_t slot) {
 
 void CloverNode::Walk(std::shared_ptr<Op> op, Version v, bool from_index, size_t slot) {
   if (++op->steps > kMaxSteps) return Finish(op, Status::Corruption("a version chain does not end"));
-  if (v.bytes <= log::kAlign || v.offset + v.bytes > region_.len || v.offset % log::kAlign != 0) {
+  // Overflow-safe: a version's place comes from the pool (links, the index).
+  if (v.bytes <= log::kAlign || v.bytes > region_.len || v.offset > region_.len - v.bytes ||
+      v.offset % log::kAlign != 0) {
     return Finish(op, Status::Corruption("a version outside the pool"));
   }
   op->buf.assign(v.bytes, std::byte{0});
@@ -375,14 +377,14 @@ Result<uint64_t> AdvanceChains(Pool& pool, pm::PmRegion& region) {
       const uint64_t link = LoadLink(region.at(at));
       if (link == 0) break;
       const IndexPointer v = IndexPointer::Decode(link);
-      if (v.bytes <= log::kAlign || v.offset + v.bytes > region.size()) {
+      if (v.bytes <= log::kAlign || v.bytes > region.size() || v.offset > region.size() - v.bytes) {
         return Status::Corruption("a version chain leaves the pool");
       }
       at = v.offset;
       newest = IndexPointer{v.offset + log::kAlign, v.bytes - static_cast<uint32_t>(log::kAlign)};
     }
     if (newest == head) continue;
-    SLIP_ASSIGN_OR_RETURN(IndexPointer now, pool.index().CompareAndSet(head, newest));
+    SLIP_ASSIGN_OR_RETURN(IndexPointer now, pool.CompareAndSetIndex(head, newest));
     if (now == newest) ++moved;
   }
   return moved;

@@ -99,7 +99,9 @@ class CloverNode {
       const IndexPointer p = IndexPointer::Decode(w);
       return {p.offset, p.bytes};
     }
+    // A block at offset < 64 has no link line: an offset Walk refuses.
     static Version FromBlock(IndexPointer b) {
+      if (b.offset < log::kAlign) return {~uint64_t{0}, 0};
       return {b.offset - log::kAlign, b.bytes + static_cast<uint32_t>(log::kAlign)};
     }
   };

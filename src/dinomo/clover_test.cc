@@ -203,6 +203,13 @@ TEST_F(CloverTest, BadInputIsRefusedAndChangesNothing) {
   };
   EXPECT_EQ(call({1, 1, 3, 64}), Code::kInvalidArgument) << "unaligned";
   EXPECT_EQ(call({1, 1, world_->region().size(), 64}), Code::kInvalidArgument) << "outside the pool";
+  EXPECT_EQ(call({1, 1, ~uint64_t{0} - 63, 128}), Code::kInvalidArgument) << "past the end, wrapping";
+  ASSERT_TRUE(Put(a, "mine", "v").ok());  // node 1 has a segment now; node 2 may not name it
+  Cn& b = Add(2);
+  (void)b;
+  const uint64_t in_a = world_->pool().OpenSegments(1).front() + 64;
+  EXPECT_EQ(call({2, 1, in_a, 128}), Code::kInvalidArgument) << "a version in another node's segment";
+  EXPECT_EQ(call({1, 1, in_a, 64}), Code::kOk) << "node 1's own first version is its chain's head already";
   EXPECT_NE(call({1, 1, world_->pool().segments_offset() + 4096, 128}), Code::kOk) << "no version there";
   EXPECT_EQ(call({1, 9, world_->pool().segments_offset() + 4096, 128}), Code::kStaleTerm) << "not its token";
   EXPECT_FALSE(world_->pool().index().Find("big").has_value());

@@ -24,7 +24,12 @@ Result<MergeResult> MergeSegment(const pm::PmRegion& region, PoolIndex& index, u
                                 std::to_string(pos) + " of segment " + std::to_string(segment) + " does not");
     }
     const IndexPointer p{segment + pos, b.encoded_bytes};
-    SLIP_ASSIGN_OR_RETURN(PoolIndex::Applied a, index.Apply(p));
+    auto applied = index.Apply(p);
+    if (!applied.ok() && applied.status().Is(Code::kNoSpace)) {
+      r.index_full = true;
+      break;
+    }
+    SLIP_ASSIGN_OR_RETURN(PoolIndex::Applied a, std::move(applied));
     ++r.entries;
     if (a.applied) {
       ++r.applied;

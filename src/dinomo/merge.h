@@ -25,6 +25,9 @@ struct MergeResult {
   uint64_t entries = 0;       // entries walked
   uint64_t applied = 0;       // of which the index now points at (and did not before)
   bool torn = false;          // stopped at a block that is neither whole nor empty
+  // Stopped at `end` because the index had no room for that entry (NoSpace):
+  // grow the index and merge on from `end` (the pool does).
+  bool index_full = false;
   // Entries no longer pointed at: the entries the index let go of, and the
   // walked ones it did not take (a newer version was already indexed). The
   // segments' garbage counters.
@@ -34,7 +37,8 @@ struct MergeResult {
 // Merges [from, segment_bytes) of the segment at region offset `segment`.
 // InvalidArgument when the segment does not lie in the region; Corruption
 // (with what was merged so far in the index) when a block is a kind a
-// node's log never holds.
+// node's log never holds. A full index stops the walk with index_full set
+// and everything walked so far counted (its garbage included).
 Result<MergeResult> MergeSegment(const pm::PmRegion& region, PoolIndex& index, uint64_t segment,
                                  uint64_t segment_bytes, uint64_t from, const log::Limits& limits = {});
 

@@ -236,8 +236,46 @@ Result<MergeResult> Pool::Seal(uint32_t node, uint64_t segment, uint64_t end) {
   return MergeOpen(s, end);
 }
 
-Status Pool::GrowIndex() {
+Status Pool::GrowIndex() { return GrowIndexFrom(index_place().num_buckets); }
+
+Pool::IndexPlace Pool::index_place() const {
+  std::shared_lock<std::shared_mutex> ilock(index_mu_);
+  return IndexPlace{index_->table_offset(), index_->overflow_offset(), index_->num_buckets()};
+}
+
+Result<IndexPointer> Pool::CompareAndSetIndex(std::optional<IndexPointer> expected, IndexPointer entry) {
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    uint32_t seen;
+    {
+      std::shared_lock<std::shared_mutex> ilock(index_mu_);
+      seen = index_->num_buckets();
+      auto r = index_->CompareAndSet(expected, entry);
+      if (r.ok() || !r.status().Is(Code::kNoSpace)) return r;
+    }
+    SLIP_RETURN_IF_ERROR(GrowIndexFrom(seen));
+  }
+  return Status::NoSpace("the pool index stayed full");
+}
+
+Status Pool::CheckInOpenSegment(uint32_t node, uint64_t offset, uint64_t bytes) const {
+  const uint64_t size = region_->size();
+  if (bytes == 0 || bytes > segment_bytes_ || offset < segments_offset_ || offset > size - bytes) {
+    return Status::InvalidArgument("the range [" + std::to_string(offset) + ", +" + std::to_string(bytes) +
+                                   ") is not inside the pool's segments");
+  }
+  const uint32_t s = SegmentOf(offset);
+  const uint64_t base = segments_offset_ + uint64_t{s} * segment_bytes_;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (s >= num_segments_ || offset + bytes > base + segment_bytes_ || segments_[s].state != State::kOpen ||
+      segments_[s].owner != node) {
+    return Status::InvalidArgument("the range is not inside an open segment of node " + std::to_string(node));
+  }
+  return Status::Ok();
+}
+
+Status Pool::GrowIndexFrom(uint32_t seen_buckets) {
   std::unique_lock<std::shared_mutex> ilock(index_mu_);
+  if (index_->num_buckets() != seen_buckets) return Status::Ok();  // grown meanwhile
   if (index_->num_buckets() > (UINT32_MAX >> 2)) return Status::NoSpace("the pool index cannot grow further");
   const uint32_t buckets = index_->num_buckets() * 2;
   const uint64_t bytes = kBucketBytes * (1 + 2 * uint64_t{buckets});
@@ -302,17 +340,34 @@ Result<MergeResult> Pool::MergeOpen(uint32_t s, uint64_t end) {
   const uint64_t base = segments_offset_ + uint64_t{s} * segment_bytes_;
   // Walk [from, end) only: what lands past `end` was never acknowledged.
   // A full index is grown and the walk repeated (merging is idempotent).
-  Result<MergeResult> r = Status::NoSpace("");
-  for (int attempt = 0; attempt < 4; ++attempt) {
+  Result<MergeResult> r = MergeResult{};
+  MergeResult total;
+  for (uint64_t at = from, rounds = 0;; ++rounds) {
+    if (rounds == 32) {
+      r = Status::NoSpace("the pool index stayed full while merging");
+      break;
+    }
+    uint32_t seen;
     {
       std::shared_lock<std::shared_mutex> ilock(index_mu_);
-      r = MergeSegment(*region_, *index_, base, end, from, limits_);
+      seen = index_->num_buckets();
+      r = MergeSegment(*region_, *index_, base, end, at, limits_);
     }
-    if (r.ok() || !r.status().Is(Code::kNoSpace)) break;
-    if (Status g = GrowIndex(); !g.ok()) {
+    if (!r.ok()) break;
+    total.entries += r->entries;
+    total.applied += r->applied;
+    total.garbage.insert(total.garbage.end(), r->garbage.begin(), r->garbage.end());
+    total.end = r->end;
+    total.torn = r->torn;
+    if (!r->index_full) {
+      r = std::move(total);
+      break;
+    }
+    if (Status g = GrowIndexFrom(seen); !g.ok()) {
       r = g;
       break;
     }
+    at = r->end;
   }
   std::lock_guard<std::mutex> lock(mu_);
   Segment& g = segments_[s];

@@ -94,9 +94,28 @@ class Pool {
   // reader may still read it); a restarted pool frees it. NoSpace when no
   // run of free segments is large enough.
   Status GrowIndex();
+  // GrowIndex unless the index no longer has `seen_buckets` home buckets
+  // (another caller grew it meanwhile).
+  Status GrowIndexFrom(uint32_t seen_buckets);
   uint64_t index_grows() const { return index_grows_; }
 
-  // The current index: valid until the next GrowIndex.
+  // Clover's metadata (CLOVER_INSERT, its GC pass): PoolIndex::CompareAndSet
+  // on the current index, growing it when full. Thread-safe against merges
+  // and growth.
+  Result<IndexPointer> CompareAndSetIndex(std::optional<IndexPointer> expected, IndexPointer entry);
+  // Where the index is now, for POOL_LAYOUT and POOL_INDEX.
+  struct IndexPlace {
+    uint64_t table_offset = 0, overflow_offset = 0;
+    uint32_t num_buckets = 0;
+  };
+  IndexPlace index_place() const;
+  // InvalidArgument unless [offset, offset + bytes) lies inside one open
+  // segment of `node` (overflow-safe: the range comes from the wire).
+  Status CheckInOpenSegment(uint32_t node, uint64_t offset, uint64_t bytes) const;
+  const log::Limits& limits() const { return limits_; }
+
+  // The current index: valid until the next GrowIndex (single-threaded
+  // users: the pool's tests, the GC pass and copies run on its executor).
   PoolIndex& index() { return *index_; }
   const PoolIndex& index() const { return *index_; }
   uint64_t segment_bytes() const { return segment_bytes_; }

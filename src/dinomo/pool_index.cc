@@ -119,7 +119,9 @@ std::byte* PoolIndex::Line(uint32_t n, bool overflow) const {
 }
 
 std::optional<PoolIndex::EntryKey> PoolIndex::ReadEntry(IndexPointer p) const {
-  if (p.bytes < log::kAlign || p.offset % log::kAlign != 0 || p.offset + p.bytes > region_->size()) {
+  // Overflow-safe: a pointer may come from a node (CLOVER_INSERT).
+  if (p.bytes < log::kAlign || p.offset % log::kAlign != 0 || p.bytes > region_->size() ||
+      p.offset > region_->size() - p.bytes) {
     return std::nullopt;
   }
   auto d = log::DecodeBlock({region_->at(p.offset), p.bytes}, limits_);

@@ -39,10 +39,10 @@ void PoolServer::Handle(uint16_t method, std::span<const std::byte> payload, con
                                   fabric::Endpoint::kRemoteAtomic);  // Clover's chains (dinomo/clover.h)
       if (!mr.ok()) return fail(mr.status());
       registrations_[r->node] = *mr;
-      const PoolIndex& index = pool_->index();
+      const Pool::IndexPlace index = pool_->index_place();
       const std::string address = ep_->address();
       proto::PoolLayoutResponse l{mr->remote.addr,        mr->remote.key,          mr->remote.len,
-                                  index.table_offset(),   index.overflow_offset(), index.num_buckets(),
+                                  index.table_offset,     index.overflow_offset,   index.num_buckets,
                                   pool_->segment_bytes(), address,
                                   // One-sided writes are durable only once persisted, by
                                   // msync (a file) or cache-line write-back (DAX): no fabric
@@ -70,9 +70,9 @@ void PoolServer::Handle(uint16_t method, std::span<const std::byte> payload, con
       auto r = proto::DecodePoolNodeRequest(payload);
       if (!r.ok()) return fail(r.status());
       if (Status s = pool_->CheckToken(r->node, r->epoch); !s.ok()) return fail(s);
-      const PoolIndex& index = pool_->index();
-      return reply(Code::kOk, proto::Encode(proto::PoolIndexResponse{index.table_offset(), index.overflow_offset(),
-                                                                       index.num_buckets()}));
+      const Pool::IndexPlace index = pool_->index_place();
+      return reply(Code::kOk, proto::Encode(proto::PoolIndexResponse{index.table_offset, index.overflow_offset,
+                                                                       index.num_buckets}));
     }
     case proto::Method::kPoolPersist: {
       auto r = proto::DecodePoolPersistRequest(payload);
@@ -88,17 +88,15 @@ void PoolServer::Handle(uint16_t method, std::span<const std::byte> payload, con
       auto r = proto::DecodeCloverInsertRequest(payload);
       if (!r.ok()) return fail(r.status());
       if (Status s = pool_->CheckToken(r->node, r->epoch); !s.ok()) return fail(s);
-      // The block follows its version's 64-byte line of the next word, both
-      // inside the pool's segments.
-      if (r->offset % 64 != 0 || r->bytes == 0 || r->bytes % 64 != 0 || r->offset < pool_->segments_offset() + 64 ||
-          r->offset + r->bytes > region_->size()) {
+      // The block follows its version's 64-byte line of the link word, both
+      // inside one open segment of the node.
+      if (r->offset % 64 != 0 || r->bytes == 0 || r->bytes % 64 != 0 || r->offset < 64) {
         return fail(Status::InvalidArgument("clover insert: no version at offset " + std::to_string(r->offset)));
       }
-      auto head = pool_->index().CompareAndSet(std::nullopt, IndexPointer{r->offset, r->bytes});
-      if (!head.ok() && head.status().Is(Code::kNoSpace)) {
-        if (Status g = pool_->GrowIndex(); !g.ok()) return fail(g);
-        head = pool_->index().CompareAndSet(std::nullopt, IndexPointer{r->offset, r->bytes});
+      if (Status in = pool_->CheckInOpenSegment(r->node, r->offset - 64, uint64_t{r->bytes} + 64); !in.ok()) {
+        return fail(in);
       }
+      auto head = pool_->CompareAndSetIndex(std::nullopt, IndexPointer{r->offset, r->bytes});
       if (!head.ok()) return fail(head.status());
       return reply(Code::kOk, proto::Encode(proto::CloverHeadResponse{head->offset, head->bytes}));
     }

@@ -22,10 +22,16 @@ Result<CopyResult> CopyKeys(Pool& from, pm::PmRegion& from_region, Pool& to, pm:
     return Status::Ok();
   };
   for (const IndexPointer& p : pointers) {
-    if (p.offset + p.bytes > from_region.size()) return Status::Corruption("an index pointer leaves the partition");
+    if (p.bytes > from_region.size() || p.offset > from_region.size() - p.bytes) {
+      return Status::Corruption("an index pointer leaves the partition");
+    }
     const std::span<const std::byte> block(from_region.at(p.offset), p.bytes);
-    auto d = log::DecodeBlock(block, log::Limits{});
-    if (!d.status.ok() || !d.block.single()) continue;  // not an entry any more (reused): nothing to copy
+    // The index points only at whole entries (a segment is freed only once
+    // nothing points into it): anything else is damage, not something to skip.
+    auto d = log::DecodeBlock(block, from.limits());
+    if (!d.status.ok() || !d.block.single()) {
+      return Status::Corruption("the index points at no whole entry at offset " + std::to_string(p.offset));
+    }
     if (!moving(d.block.key())) continue;
     if (p.bytes > to.segment_bytes()) return Status::TooLarge("an entry larger than a segment of the new partition");
     if (segment == 0 || tail + p.bytes > to.segment_bytes()) {
