@@ -220,7 +220,7 @@ CloverRow RunClover(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops,
     c->calls = world.CallerFor(c->exec);
     c->node = std::make_unique<dinomo::CloverNode>(
         c->exec, c->ep.get(), c->calls.get(), dinomo::testing::SimPool::kPoolId,
-        dinomo::CloverNodeOptions{.node = i + 1, .epoch = 1, .cache_bytes = data / 32});
+        dinomo::CloverNodeOptions{.node = i + 1, .epoch = 1, .cache_bytes = data / 32, .limits = {}});
     dinomo::CloverNode* n = c->node.get();
     c->exec->AddPoller([n] { return n->Poll(); });
     c->exec->Post([n, &ready] { n->Start([&ready](Status s) { ready += s.ok(); }); });

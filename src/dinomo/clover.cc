@@ -48,30 +48,18 @@ CloverNode::CloverNode(runtime::Executor* exec, fabric::Endpoint* ep, rpc::PeerC
       ops_(ep),
       cache_(CacheOptions{.capacity_bytes = options_.cache_bytes,
                           .policy = CacheOptions::Policy::kStatic,
-                          .value_share = 0}) {}
+                          .value_share = 0}),
+      pool_calls_{calls, pool, options_.node, options_.epoch} {}
 
 CloverNode::~CloverNode() = default;
 
 void CloverNode::Start(std::function<void(Status)> ready) {
-  calls_->Call(pool_, static_cast<uint16_t>(proto::Method::kPoolLayout),
-               proto::Encode(proto::PoolNodeRequest{options_.node, options_.epoch}),
-               [this, life = std::weak_ptr<int>(life_), ready = std::move(ready)](Result<rpc::PeerResponse> r) {
-                 if (life.expired()) return;
-                 if (!r.ok()) return ready(r.status());
-                 if (r->status != Code::kOk) return ready(Status(r->status, "pool layout: " + r->payload));
-                 auto l = proto::DecodePoolLayoutResponse(proto::AsBytes(r->payload));
-                 if (!l.ok()) return ready(l.status());
-                 auto peer = ops_.endpoint()->AddPeer(l->address);
-                 if (!peer.ok()) return ready(peer.status());
-                 peer_ = *peer;
-                 region_ = fabric::RemoteMemory{l->region_addr, l->region_key, l->region_len};
-                 table_offset_ = l->table_offset;
-                 overflow_offset_ = l->overflow_offset;
-                 num_buckets_ = l->num_buckets;
-                 segment_bytes_ = l->segment_bytes;
-                 started_ = true;
-                 ready(Status::Ok());
-               });
+  pool_calls_.Layout(ops_.endpoint(), life_, [this, ready = std::move(ready)](Result<PoolAccess> a) {
+    if (!a.ok()) return ready(a.status());
+    at_ = *a;
+    started_ = true;
+    ready(Status::Ok());
+  });
 }
 
 uint64_t& CloverNode::RoundTrips(const Op& op) { return op.write ? stats_.write_round_trips : stats_.get_round_trips; }
@@ -96,36 +84,25 @@ void CloverNode::Get(std::string key, std::function<void(Result<std::string>)> d
 }
 
 void CloverNode::Lookup(std::shared_ptr<Op> op) {
-  const uint32_t home = HomeBucket(SlotHash(op->key), num_buckets_);
-  ReadBucket(op, table_offset_ + uint64_t{home} * kBucketBytes, 0);
+  ReadBucket(op, at_.HomeBucket(SlotHash(op->key)), 0);
 }
 
 void CloverNode::RefreshIndex(std::shared_ptr<Op> op) {
   ++op->rts;
   ++RoundTrips(*op);
-  calls_->Call(pool_, static_cast<uint16_t>(proto::Method::kPoolIndex),
-               proto::Encode(proto::PoolNodeRequest{options_.node, options_.epoch}),
-               [this, op, life = std::weak_ptr<int>(life_)](Result<rpc::PeerResponse> r) {
-                 if (life.expired()) return;
-                 if (!r.ok() || r->status != Code::kOk) {
-                   return Finish(op, Status::Unavailable("finding the pool's index failed"));
-                 }
-                 auto i = proto::DecodePoolIndexResponse(proto::AsBytes(r->payload), region_.len);
-                 if (!i.ok()) return Finish(op, i.status());
-                 table_offset_ = i->table_offset;
-                 overflow_offset_ = i->overflow_offset;
-                 num_buckets_ = i->num_buckets;
-                 Lookup(op);
-               });
+  pool_calls_.Index(&at_, life_, [this, op](Status s) {
+    if (!s.ok()) return Finish(op, Status::Unavailable("finding the pool's index failed: " + s.ToString()));
+    Lookup(op);
+  });
 }
 
 void CloverNode::ReadBucket(std::shared_ptr<Op> op, uint64_t offset, int attempts) {
-  if (offset + kBucketBytes > region_.len) return Finish(op, Status::Corruption("a bucket outside the pool"));
+  if (offset + kBucketBytes > at_.region.len) return Finish(op, Status::Corruption("a bucket outside the pool"));
   op->buf.assign(kBucketBytes, std::byte{0});
   ++op->rts;
   stats_.read_bytes += kBucketBytes;
   ++RoundTrips(*op);
-  Status s = ops_.Read(peer_, op->buf.data(), kBucketBytes, region_, offset, [this, op, offset, attempts](Code c) {
+  Status s = ops_.Read(at_.peer, op->buf.data(), kBucketBytes, at_.region, offset, [this, op, offset, attempts](Code c) {
     if (c != Code::kOk) return Finish(op, Status::Unavailable("reading the pool failed"));
     op->bucket = ParseBucket(std::span<const std::byte, kBucketBytes>(op->buf.data(), kBucketBytes));
     if (op->bucket.moved) {
@@ -147,7 +124,7 @@ void CloverNode::NextSlot(std::shared_ptr<Op> op, size_t slot) {
   for (size_t i = slot; i < kSlotsPerBucket; ++i) {
     if (op->bucket.slots[i].hash == h) return Walk(op, Version::FromBlock(op->bucket.slots[i].pointer), true, i);
   }
-  if (op->bucket.next != 0) return ReadBucket(op, overflow_offset_ + uint64_t{op->bucket.next - 1} * kBucketBytes, 0);
+  if (op->bucket.next != 0) return ReadBucket(op, at_.OverflowBucket(op->bucket.next), 0);
   // No chain: the key has never been written.
   if (op->write) return Insert(op);
   Finish(op, Status::NotFound());
@@ -156,7 +133,7 @@ void CloverNode::NextSlot(std::shared_ptr<Op> op, size_t slot) {
 void CloverNode::Walk(std::shared_ptr<Op> op, Version v, bool from_index, size_t slot) {
   if (++op->steps > kMaxSteps) return Finish(op, Status::Corruption("a version chain does not end"));
   // Overflow-safe: a version's place comes from the pool (links, the index).
-  if (v.bytes <= log::kAlign || v.bytes > region_.len || v.offset > region_.len - v.bytes ||
+  if (v.bytes <= log::kAlign || v.bytes > at_.region.len || v.offset > at_.region.len - v.bytes ||
       v.offset % log::kAlign != 0) {
     return Finish(op, Status::Corruption("a version outside the pool"));
   }
@@ -164,7 +141,7 @@ void CloverNode::Walk(std::shared_ptr<Op> op, Version v, bool from_index, size_t
   ++op->rts;
   stats_.read_bytes += v.bytes;
   ++RoundTrips(*op);
-  Status s = ops_.Read(peer_, op->buf.data(), v.bytes, region_, v.offset, [this, op, v, from_index, slot](Code c) {
+  Status s = ops_.Read(at_.peer, op->buf.data(), v.bytes, at_.region, v.offset, [this, op, v, from_index, slot](Code c) {
     if (c != Code::kOk) return Finish(op, Status::Unavailable("reading the pool failed"));
     auto d = log::DecodeBlock(std::span<const std::byte>(op->buf).subspan(log::kAlign), options_.limits);
     const bool ours = d.status.ok() && d.block.single() && d.block.key() == op->key &&
@@ -226,8 +203,8 @@ void CloverNode::Write(std::string key, std::string value, log::EntryType type, 
   if (Status s = log::Validate({type, 0, 1}, op->key.size(), op->value.size(), options_.limits); !s.ok()) {
     return Finish(op, s);
   }
-  auto layout = log::PlanEntry(op->key.size(), op->value.size(), segment_bytes_);
-  if (!layout.ok() || layout->cnt != 1 || layout->total_bytes + log::kAlign > segment_bytes_ / 2) {
+  auto layout = log::PlanEntry(op->key.size(), op->value.size(), at_.segment_bytes);
+  if (!layout.ok() || layout->cnt != 1 || layout->total_bytes + log::kAlign > at_.segment_bytes / 2) {
     return Finish(op, Status::TooLarge("a version of " + std::to_string(op->key.size() + op->value.size()) +
                                        " bytes does not fit half a pool segment"));
   }
@@ -266,7 +243,7 @@ void CloverNode::Allocate(std::function<void(Status)> then) {
 
 void CloverNode::Place(std::shared_ptr<Op> op) {
   const uint64_t bytes = op->out.size();
-  if (segment_ == 0 || tail_ + bytes > segment_bytes_) {
+  if (segment_ == 0 || tail_ + bytes > at_.segment_bytes) {
     return Allocate([this, op](Status s) {
       if (!s.ok()) return Finish(op, s.Is(Code::kNoSpace) ? s : Status::Unavailable("no segment: " + s.ToString()));
       Place(op);
@@ -290,10 +267,10 @@ void CloverNode::Place(std::shared_ptr<Op> op) {
     Link(op);
   };
   // The READ on the same connection completes once the WRITE is placed.
-  Status s = ops_.Write(peer_, op->out.data(), bytes, region_, op->mine.offset, landed);
+  Status s = ops_.Write(at_.peer, op->out.data(), bytes, at_.region, op->mine.offset, landed);
   if (s.ok()) {
     ++op->waiting;
-    s = ops_.Read(peer_, &op->flush_word, sizeof op->flush_word, region_, op->mine.offset, landed);
+    s = ops_.Read(at_.peer, &op->flush_word, sizeof op->flush_word, at_.region, op->mine.offset, landed);
     if (s.ok()) ++op->waiting;
   }
   if (!s.ok()) {
@@ -333,7 +310,7 @@ void CloverNode::Link(std::shared_ptr<Op> op) {
   ++stats_.write_round_trips;
   const Version at = op->newest;
   stats_.written_bytes += sizeof(uint64_t);
-  Status s = ops_.CompareSwap(peer_, region_, at.offset, 0, op->mine.link(), &op->old, [this, op](Code c) {
+  Status s = ops_.CompareSwap(at_.peer, at_.region, at.offset, 0, op->mine.link(), &op->old, [this, op](Code c) {
     // The swap may or may not have happened.
     if (c != Code::kOk) return Finish(op, Status::Unavailable("linking the version failed; outcome unknown"));
     if (op->old == 0) {

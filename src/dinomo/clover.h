@@ -39,6 +39,7 @@
 #include "common/status.h"
 #include "dinomo/adaptive_cache.h"
 #include "dinomo/pool.h"
+#include "dinomo/pool_access.h"
 #include "dinomo/pool_index.h"
 #include "fabric/fabric.h"
 #include "fabric/op_tracker.h"
@@ -128,10 +129,8 @@ class CloverNode {
   AdaptiveCache cache_;
 
   bool started_ = false;
-  fabric::PeerId peer_ = 0;
-  fabric::RemoteMemory region_;
-  uint64_t table_offset_ = 0, overflow_offset_ = 0, segment_bytes_ = 0;
-  uint32_t num_buckets_ = 0;
+  PoolAccess at_;       // where the pool's region, index and segments are
+  PoolCalls pool_calls_;  // POOL_LAYOUT, POOL_INDEX as this node
   uint64_t segment_ = 0, tail_ = 0;  // where the next version goes
   bool allocating_ = false;
   std::vector<std::function<void(Status)>> waiting_for_segment_;

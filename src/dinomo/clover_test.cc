@@ -50,7 +50,7 @@ class CloverTest : public ::testing::Test {
     c->ep = std::move(world_->fabric().CreateEndpoint(id, c->exec, {})).value();
     c->calls = world_->CallerFor(c->exec);
     c->node = std::make_unique<CloverNode>(c->exec, c->ep.get(), c->calls.get(), testing::SimPool::kPoolId,
-                                           CloverNodeOptions{.node = id, .epoch = 1, .cache_bytes = cache_bytes});
+                                           CloverNodeOptions{.node = id, .epoch = 1, .cache_bytes = cache_bytes, .limits = {}});
     CloverNode* n = c->node.get();
     c->exec->AddPoller([n] { return n->Poll(); });
     std::optional<Status> ready;

@@ -31,7 +31,13 @@ struct KvsNode::GetOp {
 
 KvsNode::KvsNode(runtime::Executor* exec, fabric::Endpoint* ep, rpc::PeerCaller* calls, rpc::NodeId pool,
                  KvsNodeOptions options)
-    : exec_(exec), calls_(calls), pool_(pool), options_(options), ops_(ep), cache_(options.cache) {
+    : exec_(exec),
+      calls_(calls),
+      pool_(pool),
+      options_(options),
+      ops_(ep),
+      cache_(options.cache),
+      pool_calls_{calls, pool, options.node, options.epoch} {
   next_version_ = options_.epoch << 32;
 }
 
@@ -40,26 +46,12 @@ KvsNode::~KvsNode() {
 }
 
 void KvsNode::Start(std::function<void(Status)> ready) {
-  calls_->Call(pool_, static_cast<uint16_t>(proto::Method::kPoolLayout),
-               proto::Encode(proto::PoolNodeRequest{options_.node, options_.epoch}),
-               [this, life = std::weak_ptr<int>(life_), ready = std::move(ready)](Result<rpc::PeerResponse> r) {
-                 if (life.expired()) return;
-                 if (!r.ok()) return ready(r.status());
-                 if (r->status != Code::kOk) return ready(Status(r->status, "pool layout: " + r->payload));
-                 auto l = proto::DecodePoolLayoutResponse(proto::AsBytes(r->payload));
-                 if (!l.ok()) return ready(l.status());
-                 auto peer = ops_.endpoint()->AddPeer(l->address);
-                 if (!peer.ok()) return ready(peer.status());
-                 peer_ = *peer;
-                 region_ = fabric::RemoteMemory{l->region_addr, l->region_key, l->region_len};
-                 table_offset_ = l->table_offset;
-                 overflow_offset_ = l->overflow_offset;
-                 num_buckets_ = l->num_buckets;
-                 segment_bytes_ = l->segment_bytes;
-                 persist_by_request_ = l->persist_by_request;
-                 started_ = true;
-                 ready(Status::Ok());
-               });
+  pool_calls_.Layout(ops_.endpoint(), life_, [this, ready = std::move(ready)](Result<PoolAccess> a) {
+    if (!a.ok()) return ready(a.status());
+    at_ = *a;
+    started_ = true;
+    ready(Status::Ok());
+  });
 }
 
 // ---------------------------------------------------------------------------
@@ -82,8 +74,8 @@ void KvsNode::Enqueue(std::string key, std::string value, log::EntryType type, s
   if (!started_) return refuse(Status::Unavailable("the node has no pool yet"));
   if (fenced_) return refuse(Status::StaleTerm("the pool fenced this node"));
   if (Status s = log::Validate({type, 0, 1}, key.size(), value.size(), options_.limits); !s.ok()) return refuse(s);
-  auto layout = log::PlanEntry(key.size(), value.size(), segment_bytes_);
-  if (!layout.ok() || layout->cnt != 1 || layout->total_bytes > segment_bytes_ / 2) {
+  auto layout = log::PlanEntry(key.size(), value.size(), at_.segment_bytes);
+  if (!layout.ok() || layout->cnt != 1 || layout->total_bytes > at_.segment_bytes / 2) {
     return refuse(Status::TooLarge("an entry of " + std::to_string(key.size() + value.size()) +
                                    " bytes does not fit half a pool segment"));
   }
@@ -107,7 +99,7 @@ void KvsNode::Enqueue(std::string key, std::string value, log::EntryType type, s
 void KvsNode::FlushBatch() {
   if (in_flight_ || rolling_ || pending_.empty()) return;
   if (fenced_) return FailPending(Status::StaleTerm("the pool fenced this node"));
-  if (segment_ == 0 || tail_ + pending_.front()->bytes > segment_bytes_) return RollSegment();
+  if (segment_ == 0 || tail_ + pending_.front()->bytes > at_.segment_bytes) return RollSegment();
   if (batch_timer_ != 0) {
     exec_->Cancel(batch_timer_);
     batch_timer_ = 0;
@@ -117,7 +109,7 @@ void KvsNode::FlushBatch() {
   b->at = tail_;
   uint64_t bytes = 0;
   size_t n = 0;
-  while (n < pending_.size() && n < options_.batch_entries && tail_ + bytes + pending_[n]->bytes <= segment_bytes_) {
+  while (n < pending_.size() && n < options_.batch_entries && tail_ + bytes + pending_[n]->bytes <= at_.segment_bytes) {
     bytes += pending_[n]->bytes;
     ++n;
   }
@@ -140,17 +132,17 @@ void KvsNode::FlushBatch() {
     if (c != Code::kOk) in_flight_->failed = true;
     if (--in_flight_->waiting > 0) return;
     if (in_flight_->failed) return BatchLanded(Code::kUnavailable);
-    if (persist_by_request_) return PersistBatch();
+    if (at_.persist_by_request) return PersistBatch();
     BatchLanded(Code::kOk);
   };
   const uint64_t at = batch->segment + batch->at;
   // The READ, on the same connection, completes once the WRITE is placed
   // (and on hardware persistent).
   int posted = 0;
-  Status s = ops_.Write(peer_, batch->bytes.data(), batch->bytes.size(), region_, at, landed);
+  Status s = ops_.Write(at_.peer, batch->bytes.data(), batch->bytes.size(), at_.region, at, landed);
   if (s.ok()) {
     ++posted;
-    s = ops_.Read(peer_, &batch->flush_word, sizeof batch->flush_word, region_, at, landed);
+    s = ops_.Read(at_.peer, &batch->flush_word, sizeof batch->flush_word, at_.region, at, landed);
     if (s.ok()) ++posted;
   }
   // Completions come only from Poll(), never inside the posting calls.
@@ -314,7 +306,7 @@ void KvsNode::Get(std::string key, std::function<void(Result<std::string>)> done
   }
   op->hash = SlotHash(op->key);
   auto through_index = [this, op] {
-    ReadBucket(op, table_offset_ + uint64_t{HomeBucket(op->hash, num_buckets_)} * kBucketBytes, 0);
+    ReadBucket(op, at_.HomeBucket(op->hash), 0);
   };
   if (f.kind == AdaptiveCache::Kind::kShortcut) {
     ++stats_.shortcut_hits;
@@ -334,11 +326,11 @@ void KvsNode::Get(std::string key, std::function<void(Result<std::string>)> done
 }
 
 void KvsNode::ReadEntry(std::shared_ptr<GetOp> op, IndexPointer p, std::function<void(bool found)> next) {
-  if (p.bytes < log::kAlign || p.offset + p.bytes > region_.len) return next(false);
+  if (p.bytes < log::kAlign || p.offset + p.bytes > at_.region.len) return next(false);
   op->buf.assign(p.bytes, std::byte{0});
   ++op->rts;
   stats_.read_bytes += p.bytes;
-  Status s = ops_.Read(peer_, op->buf.data(), p.bytes, region_, p.offset, [this, op, p, next](Code c) {
+  Status s = ops_.Read(at_.peer, op->buf.data(), p.bytes, at_.region, p.offset, [this, op, p, next](Code c) {
     if (c != Code::kOk) return Answer(op, Status::Unavailable("reading the pool failed"));
     auto d = log::DecodeBlock(op->buf, options_.limits);
     // The key stored in the entry decides (docs/papers/dinomo.md §4).
@@ -356,27 +348,15 @@ void KvsNode::ReadEntry(std::shared_ptr<GetOp> op, IndexPointer p, std::function
 
 void KvsNode::RefreshIndex(std::function<void(Status)> then) {
   ++stats_.index_moves;
-  calls_->Call(pool_, static_cast<uint16_t>(proto::Method::kPoolIndex),
-               proto::Encode(proto::PoolNodeRequest{options_.node, options_.epoch}),
-               [this, life = std::weak_ptr<int>(life_), then = std::move(then)](Result<rpc::PeerResponse> r) {
-                 if (life.expired()) return;
-                 if (!r.ok()) return then(r.status());
-                 if (r->status != Code::kOk) return then(Status(r->status, r->payload));
-                 auto i = proto::DecodePoolIndexResponse(proto::AsBytes(r->payload), region_.len);
-                 if (!i.ok()) return then(i.status());
-                 table_offset_ = i->table_offset;
-                 overflow_offset_ = i->overflow_offset;
-                 num_buckets_ = i->num_buckets;
-                 then(Status::Ok());
-               });
+  pool_calls_.Index(&at_, life_, std::move(then));
 }
 
 void KvsNode::ReadBucket(std::shared_ptr<GetOp> op, uint64_t offset, int attempts) {
-  if (offset + kBucketBytes > region_.len) return Answer(op, Status::Corruption("a bucket outside the pool"));
+  if (offset + kBucketBytes > at_.region.len) return Answer(op, Status::Corruption("a bucket outside the pool"));
   op->buf.assign(kBucketBytes, std::byte{0});
   ++op->rts;
   stats_.read_bytes += kBucketBytes;
-  Status s = ops_.Read(peer_, op->buf.data(), kBucketBytes, region_, offset, [this, op, offset, attempts](Code c) {
+  Status s = ops_.Read(at_.peer, op->buf.data(), kBucketBytes, at_.region, offset, [this, op, offset, attempts](Code c) {
     if (c != Code::kOk) return Answer(op, Status::Unavailable("reading the pool failed"));
     op->bucket = ParseBucket(std::span<const std::byte, kBucketBytes>(op->buf.data(), kBucketBytes));
     if (op->bucket.moved) {
@@ -384,7 +364,7 @@ void KvsNode::ReadBucket(std::shared_ptr<GetOp> op, uint64_t offset, int attempt
       if (++op->index_moves > 4) return Answer(op, Status::Unavailable("the pool's index kept moving"));
       return RefreshIndex([this, op](Status s) {
         if (!s.ok()) return Answer(op, Status::Unavailable("finding the pool's index: " + s.ToString()));
-        ReadBucket(op, table_offset_ + uint64_t{HomeBucket(op->hash, num_buckets_)} * kBucketBytes, 0);
+        ReadBucket(op, at_.HomeBucket(op->hash), 0);
       });
     }
     if (!op->bucket.consistent) {
@@ -409,7 +389,7 @@ void KvsNode::Recheck(std::shared_ptr<GetOp> op, size_t slot) {
   op->buf.assign(kBucketBytes, std::byte{0});
   ++op->rts;
   stats_.read_bytes += kBucketBytes;
-  Status s = ops_.Read(peer_, op->buf.data(), kBucketBytes, region_, op->bucket_offset, [this, op, slot, seen](Code c) {
+  Status s = ops_.Read(at_.peer, op->buf.data(), kBucketBytes, at_.region, op->bucket_offset, [this, op, slot, seen](Code c) {
     if (c != Code::kOk) return Answer(op, Status::Unavailable("reading the pool failed"));
     const BucketView now = ParseBucket(std::span<const std::byte, kBucketBytes>(op->buf.data(), kBucketBytes));
     if (!now.consistent) {
@@ -439,7 +419,7 @@ void KvsNode::NextSlot(std::shared_ptr<GetOp> op, size_t slot) {
     });
   }
   if (op->bucket.next != 0) {
-    return ReadBucket(op, overflow_offset_ + uint64_t{op->bucket.next - 1} * kBucketBytes, 0);
+    return ReadBucket(op, at_.OverflowBucket(op->bucket.next), 0);
   }
   Answer(op, Status::NotFound("no such key"));
 }

@@ -38,6 +38,7 @@
 
 #include "common/status.h"
 #include "dinomo/adaptive_cache.h"
+#include "dinomo/pool_access.h"
 #include "dinomo/pool_index.h"
 #include "fabric/fabric.h"
 #include "fabric/op_tracker.h"
@@ -140,11 +141,8 @@ class KvsNode {
 
   bool started_ = false;
   bool fenced_ = false;
-  bool persist_by_request_ = false;  // the pool's region is a file: POOL_PERSIST each batch
-  fabric::PeerId peer_ = 0;
-  fabric::RemoteMemory region_;
-  uint64_t table_offset_ = 0, overflow_offset_ = 0, segment_bytes_ = 0;
-  uint32_t num_buckets_ = 0;
+  PoolAccess at_;       // where the pool's region, index and segments are
+  PoolCalls pool_calls_;  // POOL_LAYOUT, POOL_INDEX as this node
 
   uint64_t next_version_ = 0;
   uint64_t segment_ = 0, tail_ = 0;  // the open segment (0: none yet)

@@ -62,7 +62,7 @@ CampaignResult RunCampaign(uint64_t seed) {
     c.calls = world.CallerFor(c.exec);
     c.node = std::make_unique<dinomo::CloverNode>(
         c.exec, c.ep.get(), c.calls.get(), dinomo::testing::SimPool::kPoolId,
-        dinomo::CloverNodeOptions{.node = id, .epoch = 1, .cache_bytes = kCaches[(seed + id) % 3]});
+        dinomo::CloverNodeOptions{.node = id, .epoch = 1, .cache_bytes = kCaches[(seed + id) % 3], .limits = {}});
     Cn* k = &c;
     c.exec->AddPoller([k] { return k->node && k->node->Poll(); });
     c.exec->Post([k, &ready, &out] {
