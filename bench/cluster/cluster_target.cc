@@ -113,7 +113,8 @@ class ClusterTarget final : public KvTarget {
     // clocks; backup work inside the worker is timed by the node itself).
     auto stats = client_->NodeStats();
     if (!stats.ok()) return s;
-    double worker = 0, backup_worker = 0, nic = 0, control = 0, digest = 0;
+    double worker = 0, backup_worker = 0, nic = 0, control = 0, digest = 0, pool = 0;
+    bool has_pool = false;
     for (const std::string& text : *stats) {
       auto j = nlohmann::json::parse(text, nullptr, false);
       if (j.is_discarded() || !j.contains("cpu_ns")) return s;
@@ -123,12 +124,17 @@ class ClusterTarget final : public KvTarget {
       nic += cpu.value("nic", 0.0) / 1e3;
       control += cpu.value("control", 0.0) / 1e3;
       digest += cpu.value("digest", 0.0) / 1e3;
+      if (cpu.contains("pool")) {
+        has_pool = true;
+        pool += cpu.value("pool", 0.0) / 1e3;
+      }
     }
     s.cpu_us.worker = worker;
     s.cpu_us.backup_worker = backup_worker;
     s.cpu_us.nic = nic;
     s.cpu_us.control = control;
     s.cpu_us.digest = digest;
+    if (has_pool) s.cpu_us.pool = pool;
     return s;
   }
 

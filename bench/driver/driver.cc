@@ -384,6 +384,7 @@ Result<RunReport> RunWorkload(KvTarget& target, const DriverOptions& o) {
   r.cpu_us_per_op.control = PerOp(s0.cpu_us.control, s1.cpu_us.control, r.ops);
   r.cpu_us_per_op.digest = PerOp(s0.cpu_us.digest, s1.cpu_us.digest, r.ops);
   r.cpu_us_per_op.clean = PerOp(s0.cpu_us.clean, s1.cpu_us.clean, r.ops);
+  r.cpu_us_per_op.pool = PerOp(s0.cpu_us.pool, s1.cpu_us.pool, r.ops);
   if (s0.round_trips && s1.round_trips) {
     r.rtts_per_op = PerOp(s0.round_trips, s1.round_trips, r.ops);
   } else if (s0.counts_round_trips && r.ops) {

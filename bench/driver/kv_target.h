@@ -72,7 +72,8 @@ class KvSession {
 // reports"). `client` is the driver threads' own CPU and is always measured
 // by the driver; the rest come from the target.
 struct RoleCpu {
-  std::optional<double> worker, backup_worker, nic, control, digest, clean;  // microseconds
+  // microseconds; `pool`: a disaggregated pool's own processor (dinomo)
+  std::optional<double> worker, backup_worker, nic, control, digest, clean, pool;
 };
 
 // Cumulative counters of a target at one instant. The driver reports

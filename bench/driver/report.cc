@@ -57,8 +57,8 @@ const std::vector<const char*>& ReportFields() {
 }
 
 const std::vector<const char*>& CpuRoles() {
-  static const std::vector<const char*> r = {"worker", "backup_worker", "nic",   "control",
-                                             "digest", "clean",         "client"};
+  static const std::vector<const char*> r = {"worker", "backup_worker", "nic",  "control",
+                                             "digest", "clean",         "pool", "client"};
   return r;
 }
 
@@ -90,7 +90,7 @@ json ReportJson(const RunReport& r) {
   json cpu = {{"worker", Opt(c.worker)}, {"backup_worker", Opt(c.backup_worker)},
               {"nic", Opt(c.nic)},       {"control", Opt(c.control)},
               {"digest", Opt(c.digest)}, {"clean", Opt(c.clean)},
-              {"client", r.client_cpu_us_per_op()}};
+              {"pool", Opt(c.pool)},     {"client", r.client_cpu_us_per_op()}};
   return json{{"design", r.design},
               {"durability", r.durability},
               {"workload", w.name},
@@ -129,9 +129,10 @@ void PrintSummary(std::FILE* out, const RunReport& r) {
                  Us(h.max()), static_cast<unsigned long long>(h.count()));
   }
   const RoleCpu& c = r.cpu_us_per_op;
-  std::fprintf(out, "  cpu us/op   client %.2f  worker %s  backup %s  nic %s  control %s  digest %s  clean %s\n",
+  std::fprintf(out,
+               "  cpu us/op   client %.2f  worker %s  backup %s  nic %s  control %s  digest %s  clean %s  pool %s\n",
                r.client_cpu_us_per_op(), Fmt(c.worker).c_str(), Fmt(c.backup_worker).c_str(), Fmt(c.nic).c_str(),
-               Fmt(c.control).c_str(), Fmt(c.digest).c_str(), Fmt(c.clean).c_str());
+               Fmt(c.control).c_str(), Fmt(c.digest).c_str(), Fmt(c.clean).c_str(), Fmt(c.pool).c_str());
   std::fprintf(out, "  per op      rtts %s  fabric bytes %s  pm bytes %s  dlwa %s   (- = not measured)\n",
                Fmt(r.rtts_per_op).c_str(), Fmt(r.fabric_bytes_per_op, "%.1f").c_str(),
                Fmt(r.pm_bytes_per_op, "%.1f").c_str(), Fmt(r.dlwa).c_str());

@@ -56,7 +56,8 @@ class Client {
 
   // Every live node's counters as one JSON object each: its design, CPU time
   // per role in nanoseconds since it started (worker, backup_worker, nic,
-  // control, digest) and operation counts. For monitoring and benchmarks.
+  // control, digest; a dinomo cluster's pool answers too, with "pool") and
+  // operation counts. For monitoring and benchmarks.
   virtual Result<std::vector<std::string>> NodeStats() = 0;
 
   // Network round trips this client has waited on so far: one per

@@ -116,19 +116,30 @@ class ClientImpl final : public Client {
   Result<std::vector<std::string>> NodeStats() override {
     SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig c, store_->Load());
     std::vector<std::string> out;
+    // The nodes that serve, and a pool design's pool (as a peer id no node
+    // has: node ids of pool designs stop at cluster::kMaxPoolNodeId).
+    constexpr uint32_t kPoolPeer = 0xFFFFFFF0u;
+    std::map<uint32_t, std::string> addrs;
+    for (const auto& [n, i] : c.config.nodes) addrs[n] = i.address;
+    std::vector<uint32_t> ask;
     for (const auto& [id, info] : c.config.nodes) {
-      if (info.state != cluster::NodeState::kUp) continue;
+      if (info.state == cluster::NodeState::kUp) ask.push_back(id);
+    }
+    if (!c.config.pool.empty()) {
+      addrs[kPoolPeer] = c.config.pool;
+      ask.push_back(kPoolPeer);
+    }
+    for (const uint32_t id : ask) {
       std::promise<Result<rpc::PeerResponse>> p;
-      exec_->Post([&, id = id, addrs = c.config.nodes] {
-        std::map<uint32_t, std::string> a;
-        for (const auto& [n, i] : addrs) a[n] = i.address;
-        peers_->SetAddresses(a);
+      exec_->Post([&, id, addrs] {
+        peers_->SetAddresses(addrs);
         peers_->Call(id, static_cast<uint16_t>(proto::Method::kStats), {},
                      [&](Result<rpc::PeerResponse> r) { p.set_value(std::move(r)); });
       });
       auto r = p.get_future().get();
-      if (!r.ok()) return Status(r.status().code(), "node " + std::to_string(id) + ": " + r.status().message());
-      if (r->status != Code::kOk) return Status(r->status, "node " + std::to_string(id) + " refused STATS");
+      const std::string who = id == kPoolPeer ? std::string("the pool") : "node " + std::to_string(id);
+      if (!r.ok()) return Status(r.status().code(), who + ": " + r.status().message());
+      if (r->status != Code::kOk) return Status(r->status, who + " refused STATS");
       out.push_back(std::move(r->payload));
     }
     return out;

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 
 #include "cluster/config_access.h"
 #include "common/log.h"
@@ -36,6 +38,21 @@ class Pool final : public PoolProcess {
 
  private:
   void Finish(Status s) { outcome_.Finish(std::move(s)); }
+  // STATS: the pool's CPU (its serving thread: the POOL_* calls and every
+  // merge) and its counters, for the benchmarks' per-role report.
+  void Stats(const rpc::RpcChannel::Reply& reply) {
+    const dinomo::PoolStats st = pool_->stats();
+    const nlohmann::json j = {
+        {"node", "pool"},
+        {"design", "dinomo"},
+        {"cpu_ns", {{"pool", pool_ex_->CpuTime()}, {"control", control_ex_->CpuTime()}}},
+        {"merged_entries", st.merged_entries},
+        {"freed_segments", st.freed_segments},
+        {"open_segments", st.open_segments},
+        {"index_grows", pool_->index_grows()},
+    };
+    reply(Code::kOk, j.dump());
+  }
 
   PoolProcessOptions o_;
   std::unique_ptr<cluster::ConfigStore> config_store_;
@@ -89,6 +106,7 @@ Status Pool::Boot() {
   SLIP_ASSIGN_OR_RETURN(server_, dinomo::PoolServer::Create(pool_.get(), region_.get(), raw));
   SLIP_ASSIGN_OR_RETURN(channel_, OpenServingChannel(pool_ex_, std::move(ep)));
   channel_->SetHandler([this](uint16_t method, std::span<const std::byte> payload, rpc::RpcChannel::Reply reply) {
+    if (method == static_cast<uint16_t>(proto::Method::kStats)) return Stats(reply);
     server_->Handle(method, payload, reply);
   });
 
