@@ -8,10 +8,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "replication/design.h"
 #include "cli/processes.h"
+#include "cluster/autoscale.h"
 #include "cluster/cluster_config.h"
 #include "cluster/config_access.h"
 #include "pm/region.h"
@@ -350,6 +354,87 @@ int ClusterRemoveNode(const ClusterCommandOptions& o) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+}
+
+int ClusterAutoscale(const ClusterCommandOptions& o) {
+  auto store = cluster::OpenConfigStore(o.dir, o.zookeeper);
+  if (!store.ok()) return Fail("cluster autoscale", store.status());
+  if (auto vc = LoadForMembership(**store, "cluster autoscale"); !vc.ok()) return Fail("cluster autoscale", vc.status());
+  if (o.epoch_ms == 0 || o.min_nodes == 0 || o.min_nodes > o.max_nodes) {
+    return Fail("cluster autoscale", Status::InvalidArgument("need --epoch-ms > 0 and 1 <= --min-nodes <= --max-nodes"));
+  }
+  auto client = Client::Open(ClientOptions{.dir = o.dir, .zookeeper = o.zookeeper, .provider = "",
+                                           .deadline = std::chrono::seconds(10), .bind_address = ""});
+  if (!client.ok()) return Fail("cluster autoscale", client.status());
+  cluster::AutoscalePolicy policy(cluster::AutoscaleOptions{
+      .over = o.over,
+      .under = o.under,
+      .latency_slo_us = o.slo_us,
+      .grace = static_cast<runtime::Nanos>(o.grace_ms) * runtime::kMillisecond,
+      .min_nodes = o.min_nodes,
+      .max_nodes = o.max_nodes});
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  std::map<uint32_t, std::pair<double, Clock::time_point>> last;  // node -> (worker cpu ns, when)
+  std::thread watcher = StopOnSignal([] { g_stop_flag = true; });
+  int rc = 0;
+  for (uint32_t epoch = 1; !g_stop_flag && (o.epochs == 0 || epoch <= o.epochs); ++epoch) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.epoch_ms));
+    // Latency: a few probe GETs (the key need not exist).
+    constexpr int kProbes = 20;
+    const auto p0 = Clock::now();
+    for (int i = 0; i < kProbes; ++i) (void)(*client)->Get("__slip_autoscale_probe");
+    const double latency_us = std::chrono::duration<double, std::micro>(Clock::now() - p0).count() / kProbes;
+    // Occupancy: each KVS node's worker CPU over the wall time since last seen.
+    auto stats = (*client)->NodeStats();
+    cluster::AutoscaleObservation seen;
+    seen.now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+    seen.latency_us = latency_us;
+    if (!stats.ok()) {
+      std::printf("epoch %u: no stats (%s)\n", epoch, stats.status().ToString().c_str());
+      std::fflush(stdout);
+      continue;
+    }
+    const auto now = Clock::now();
+    std::map<uint32_t, std::pair<double, Clock::time_point>> next;
+    for (const std::string& text : *stats) {
+      auto j = nlohmann::json::parse(text, nullptr, false);
+      if (j.is_discarded() || !j.contains("node") || !j["node"].is_number_unsigned() || !j.contains("cpu_ns")) continue;
+      const uint32_t id = j["node"].get<uint32_t>();
+      const double cpu = j["cpu_ns"].value("worker", 0.0);
+      next[id] = {cpu, now};
+      if (auto prev = last.find(id); prev != last.end()) {
+        const double wall = std::chrono::duration<double, std::nano>(now - prev->second.second).count();
+        if (wall > 0) seen.occupancy.emplace_back(id, std::max(0.0, cpu - prev->second.first) / wall);
+      }
+    }
+    last = std::move(next);
+    const cluster::AutoscaleDecision d = policy.Decide(seen);
+    std::string occ;
+    for (const auto& [id, x] : seen.occupancy) occ += " " + std::to_string(id) + ":" + std::to_string(static_cast<int>(100 * x)) + "%";
+    const char* act = d.action == cluster::AutoscaleDecision::Action::kAdd      ? "add a node"
+                      : d.action == cluster::AutoscaleDecision::Action::kRemove ? "remove node"
+                                                                                : "nothing";
+    std::printf("epoch %u: occupancy%s, latency %.0f us: %s%s (%s)\n", epoch, occ.empty() ? " -" : occ.c_str(),
+                latency_us, act,
+                d.action == cluster::AutoscaleDecision::Action::kRemove ? (" " + std::to_string(d.node)).c_str() : "",
+                d.why.c_str());
+    std::fflush(stdout);
+    ClusterCommandOptions change = o;
+    if (d.action == cluster::AutoscaleDecision::Action::kAdd) {
+      change.node_given = false;
+      rc = ClusterAddNode(change);
+    } else if (d.action == cluster::AutoscaleDecision::Action::kRemove) {
+      change.node = d.node;
+      rc = ClusterRemoveNode(change);
+    }
+    if (rc != 0) break;
+    // The membership changed: occupancies start over.
+    if (d.action != cluster::AutoscaleDecision::Action::kNone) last.clear();
+  }
+  g_stop = 1;
+  watcher.join();
+  return rc;
 }
 
 int ClusterKill(const ClusterCommandOptions& o) {

@@ -29,6 +29,13 @@ struct ClusterCommandOptions {
   std::string log_level = "info";    // passed on to the processes `cluster up` starts
   uint64_t pool_mb = 1024;           // `slip pool`: region size when creating it
   uint64_t segment_mb = 8;           // `slip pool`: log segment size when creating it
+  // `cluster autoscale` (cluster/autoscale.h)
+  uint32_t epoch_ms = 1000;   // one observation and at most one action per epoch
+  uint32_t grace_ms = 9000;   // no action for this long after one
+  double over = 0.20, under = 0.10;  // worker occupancy thresholds
+  double slo_us = 1200;       // average latency objective of the probe GETs
+  uint32_t min_nodes = 1, max_nodes = 8;
+  uint32_t epochs = 0;        // stop after this many (0: until a signal)
 };
 
 int RunServer(const ClusterCommandOptions& o);
@@ -49,6 +56,10 @@ int ClusterAddNode(const ClusterCommandOptions& o);
 // Node `node` hands its shards to the others and leaves the membership;
 // waits for it. Only designs whose data lives in a pool (dinomo).
 int ClusterRemoveNode(const ClusterCommandOptions& o);
+// DINOMO's policy engine as a supervisor: every epoch it reads each KVS
+// node's worker CPU (occupancy) and times probe GETs, and adds or removes a
+// node by the policy of cluster/autoscale.h. Prints one line per epoch.
+int ClusterAutoscale(const ClusterCommandOptions& o);
 // Kills node `node` with SIGKILL (fault injection for tests and demos).
 int ClusterKill(const ClusterCommandOptions& o);
 

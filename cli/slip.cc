@@ -247,6 +247,21 @@ int main(int argc, char** argv) {
   auto* removenode = cluster->add_subcommand("remove-node", "hand a node's shards to the others and stop it (dinomo)");
   cluster_opts(removenode);
   removenode->add_option("--node", co.node, "node id")->required();
+  auto* autoscale = cluster->add_subcommand(
+      "autoscale", "add and remove nodes by load: DINOMO's policy engine (dinomo; one line per epoch)");
+  cluster_opts(autoscale);
+  autoscale->add_option("--epoch-ms", co.epoch_ms, "observation epoch")->capture_default_str();
+  autoscale->add_option("--grace-ms", co.grace_ms, "no action for this long after one")->capture_default_str();
+  autoscale->add_option("--over", co.over, "add when every node's worker occupancy is above this (0..1) ...")
+      ->capture_default_str();
+  autoscale->add_option("--slo-us", co.slo_us, "... and the probe GETs average above this; remove below it")
+      ->capture_default_str();
+  autoscale->add_option("--under", co.under, "remove the idlest node when its occupancy is below this (0..1)")
+      ->capture_default_str();
+  autoscale->add_option("--min-nodes", co.min_nodes, "never fewer nodes")->capture_default_str();
+  autoscale->add_option("--max-nodes", co.max_nodes, "never more nodes")->capture_default_str();
+  autoscale->add_option("--epochs", co.epochs, "stop after this many epochs (0: until a signal)")->capture_default_str();
+  autoscale->add_option("--pm-mb", co.pm_mb, "PM per added node")->capture_default_str();
   auto* killcmd = cluster->add_subcommand("kill", "SIGKILL one node (fault injection)");
   killcmd->add_option("--dir", co.dir, "cluster directory")->required();
   killcmd->add_option("--node", co.node, "node id")->required();
@@ -278,6 +293,7 @@ int main(int argc, char** argv) {
     return slip::cli::ClusterAddNode(co);
   }
   if (*removenode) return slip::cli::ClusterRemoveNode(co);
+  if (*autoscale) return slip::cli::ClusterAutoscale(co);
 
   if (*put) {
     auto v = ReadValue(value, value_file, value_opt->count() > 0);

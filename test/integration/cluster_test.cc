@@ -272,7 +272,8 @@ TEST(DinomoClusterTest, KillAKvsNodeThePoolAndEverythingLoseNothingAcknowledged)
 // nodes, `slip cluster remove-node` makes one hand all of its shards over
 // and leave, both under a write load; nothing moves but ownership, no
 // acknowledged write is lost, and a cold start brings back exactly the
-// members left. A design that would have to copy data refuses at once.
+// members left. A design that would have to copy data refuses at once. The
+// autoscaler adds and then removes a node by its thresholds.
 TEST(DinomoClusterTest, NodesJoinAndLeaveUnderLoadLosingNothing) {
   const fs::path dir = fs::temp_directory_path() / ("slip_cluster_" + std::to_string(getpid()) + "_elastic");
   fs::remove_all(dir);
@@ -314,6 +315,15 @@ TEST(DinomoClusterTest, NodesJoinAndLeaveUnderLoadLosingNothing) {
   EXPECT_NE(Slip("cluster add-node --dir " + other), 0) << "rpc-kv would have to copy data";
   EXPECT_TRUE(cli::ListProcesses(other).empty());
   fs::remove_all(other);
+
+  // The policy engine as a supervisor (cluster/autoscale.h): thresholds that
+  // make every epoch "overloaded" add a node; ones that make it "idle"
+  // remove the idlest — one action, then the grace period.
+  ASSERT_EQ(Slip("cluster autoscale --epochs 3 --epoch-ms 300 --over -1 --slo-us 0 --grace-ms 60000 --dir " + d), 0);
+  EXPECT_EQ(owned().size(), 4u) << "a fourth node joined";
+  ASSERT_EQ(Slip("cluster autoscale --epochs 3 --epoch-ms 300 --under 2 --slo-us 1e9 --grace-ms 60000 --dir " + d), 0);
+  EXPECT_EQ(owned().size(), 3u) << "one node left";
+  m.Check(**client, "after the autoscaler added and removed a node");
 
   client->reset();
   ASSERT_EQ(Slip("cluster down --dir " + d), 0);
