@@ -96,8 +96,10 @@ inline std::string NodeLeaseName(NodeId node) { return "node-" + std::to_string(
 
 struct EmbeddedStoreOptions {
   std::string dir;  // holds cluster.json, its lock and lease files; created if missing
-  // How often a pending Watch re-reads the file. Lower: faster notice, more reads.
-  Nanos watch_interval = 20 * runtime::kMillisecond;
+  // How often a pending Watch looks at the file: a stat, and a read when
+  // it changed (or every tenth time). Lower: faster notice of a new
+  // configuration (a reconfiguration waits for it), more stats.
+  Nanos watch_interval = 2 * runtime::kMillisecond;
 };
 
 // The embedded backend: DIR/cluster.json replaced atomically (write a temp

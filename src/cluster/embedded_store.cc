@@ -301,8 +301,22 @@ class EmbeddedStore final : public ConfigStore {
     while (!stop_) {
       if (!watches_.empty()) {
         l.unlock();
-        Result<VersionedConfig> vc = ReadConfig();
-        const uint64_t version = vc.ok() ? vc->version : kNoVersion;
+        // The file is replaced, never rewritten in place: a changed identity
+        // (inode, size, modification time) means a new version, so polling
+        // often costs a stat, not a parse. An inode reused within the
+        // clock's granularity could hide a change: every tenth poll reads
+        // the file whatever its identity says.
+        struct stat st {};
+        const bool seen = ::stat(Path(kConfigFile).c_str(), &st) == 0;
+        const FileId id{seen ? st.st_ino : 0, seen ? st.st_size : -1, seen ? st.st_mtim.tv_sec : 0,
+                        seen ? st.st_mtim.tv_nsec : 0};
+        if (!seen || !(id == last_id_) || ++polls_since_read_ >= 10) {
+          polls_since_read_ = 0;
+          Result<VersionedConfig> vc = ReadConfig();
+          last_version_ = vc.ok() ? vc->version : kNoVersion;
+          last_id_ = id;
+        }
+        const uint64_t version = last_version_;
         l.lock();
         std::vector<std::function<void()>> fire;
         for (size_t i = 0; i < watches_.size();) {
@@ -325,7 +339,19 @@ class EmbeddedStore final : public ConfigStore {
     }
   }
 
+  struct FileId {
+    ino_t ino;
+    off_t size;
+    time_t sec;
+    long nsec;
+    bool operator==(const FileId&) const = default;
+  };
+
   const EmbeddedStoreOptions opt_;
+  // The watcher thread's last read of the file (watcher thread only).
+  FileId last_id_{0, -1, 0, 0};
+  uint64_t last_version_ = kNoVersion;
+  int polls_since_read_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;                  // guarded by mu_

@@ -105,6 +105,7 @@ Status KvsNodeServer::Boot() {
       .lease_left = [this] { return membership_->lease_expiry() - MachineNow(); },
       .fatal = [this](Status s) { Finish(std::move(s)); },
       .node = {},
+      .joined = joining,
   });
   node_ex_->AddPoller([this] { return server_->Poll(); });
   channel_->SetHandler([this](uint16_t method, std::span<const std::byte> payload, rpc::RpcChannel::Reply reply) {

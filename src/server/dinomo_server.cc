@@ -18,15 +18,25 @@ std::set<uint32_t> OwnedBy(const cluster::ClusterConfig& config, uint32_t node) 
   return owned;
 }
 
-DinomoServer::DinomoServer(DinomoServerEnv env) : env_(std::move(env)) {}
+DinomoServer::DinomoServer(DinomoServerEnv env) : env_(std::move(env)), fresh_(env_.joined) {}
 
 DinomoServer::~DinomoServer() = default;
 
 void DinomoServer::Adopt(const cluster::ClusterConfig& config) {
   if (config.term <= config_.term) return;
   config_ = config;
-  // A reconfiguration under way looks at config_ again when it ends.
-  if (!reconfiguring_) Consider();
+  if (fresh_) Settle(config_);  // nothing written, nothing served
+  // A reconfiguration under way looks at config_ again when it ends; if
+  // it is past its own merge and runs no node, it serves nothing and has
+  // nothing unmerged, so it is settled at the newer term already.
+  if (!reconfiguring_) return Consider();
+  SettleEarly();
+}
+
+void DinomoServer::SettleEarly() {
+  // Nodes waiting on this one (a new member, say, still starting for the
+  // term before) need not wait for it to start and stop again.
+  if (node_ == nullptr && settled_term_ >= target_.term && config_.term > settled_term_) Settle(config_);
 }
 
 void DinomoServer::Consider() {
@@ -88,6 +98,7 @@ void DinomoServer::MergeSelf() {
                        return Retry();
                      }
                      Settle(c);
+                     SettleEarly();
                      AwaitOthers();
                    });
 }
@@ -190,11 +201,15 @@ void DinomoServer::StartNode() {
       node_.reset();
       return Retry();
     }
+    // Settled past this term meanwhile (SettleEarly): serving it now would
+    // break that promise. Start over for the newest one.
+    if (settled_term_ > c.term) return Reconfigure();
     reconfiguring_ = false;
     retry_ms_ = 50;
     serving_config_ = c;
     owned_ = OwnedBy(c, env_.self);
     serving_ = true;
+    if (!owned_.empty()) fresh_ = false;  // it may write from now on
     const double paused_ms = static_cast<double>(env_.exec->Now() - stopped_at_) / 1e6;
     logging::Info("serving {} shards in term {} (reconfigured in {:.1f} ms)", owned_.size(), c.term, paused_ms);
     if (config_.term != c.term) Consider();  // a newer one came meanwhile

@@ -68,6 +68,11 @@ struct DinomoServerEnv {
   std::function<void(Status)> fatal;
   // Cache and batching for every KvsNode it runs (node and epoch are its own).
   dinomo::KvsNodeOptions node;
+  // The node joined as a new member: nothing of its id is unmerged in the
+  // pool (a removed node merged its log before it left), so until it has
+  // served a shard it is settled at every term it hears of — the nodes
+  // giving it shards need not wait for it to start.
+  bool joined = false;
 };
 
 class DinomoServer {
@@ -101,6 +106,7 @@ class DinomoServer {
   void WaitIdle(int waited_ms);
   void MergeSelf();
   void Settle(const cluster::ClusterConfig& c);
+  void SettleEarly();
   void AwaitOthers();
   void Release(std::span<const std::byte> payload, Reply reply);
   void MergeNext(std::vector<uint32_t> left);
@@ -119,6 +125,7 @@ class DinomoServer {
   int64_t retry_ms_ = 50;  // Retry's pause, doubling up to 2 s while the pool does not answer
   uint64_t reconfigurations_ = 0;
   uint64_t settled_term_ = 0;
+  bool fresh_ = false;  // joined and has not served a shard yet (env.joined)
   runtime::Nanos stopped_at_ = 0;  // when the reconfiguration under way stopped serving
   std::vector<std::pair<uint64_t, Reply>> releases_;  // KN_RELEASE calls waiting for a settle
   // Timers may outlive the server.

@@ -136,6 +136,7 @@ CampaignResult RunCampaign(uint64_t seed) {
         .lease_left = [k, &rt] { return k->expiry - rt.Now(); },
         .fatal = [&out](Status s) { out.failure = "fatal: " + s.ToString(); },
         .node = ko,
+        .joined = join,
     });
     kn.exec->AddPoller([k] { return k->server && k->server->Poll(); });
     net.Attach(id, kn.exec, [k](uint16_t method, std::span<const std::byte> payload, rpc::LocalNetwork::Reply reply) {
