@@ -99,6 +99,8 @@ void DinomoServer::MergeSelf() {
                      }
                      Settle(c);
                      SettleEarly();
+                     logging::Debug("term {}: own log merged after {:.1f} ms", c.term,
+                                    static_cast<double>(env_.exec->Now() - stopped_at_) / 1e6);
                      AwaitOthers();
                    });
 }
@@ -141,6 +143,8 @@ void DinomoServer::AwaitOthers() {
   }
   *waiting = ask.size();
   auto then = [this, c] {
+    logging::Debug("term {}: every member released after {:.1f} ms", c.term,
+                   static_cast<double>(env_.exec->Now() - stopped_at_) / 1e6);
     std::vector<uint32_t> merge;
     for (const auto& [id, info] : c.nodes) {
       if (info.state == cluster::NodeState::kDown) merge.push_back(id);
