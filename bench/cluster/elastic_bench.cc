@@ -121,10 +121,9 @@ int main(int argc, char** argv) {
       for (size_t s = 0; s < probe.size(); ++s) n_moved += moved[s] = before_owners[s] != after_owners[s];
       std::vector<Clock::time_point> last(probe.size(), t0);
       double longest = 0;
-      size_t during = 0, ok_end;
+      size_t during = 0;
       {
         std::lock_guard<std::mutex> lock(mu);
-        ok_end = oks.size();
         for (size_t i = ok_before; i < oks.size(); ++i) {
           const Ok& o = oks[i];
           if (o.end < t0) continue;
@@ -137,7 +136,6 @@ int main(int argc, char** argv) {
       for (size_t s = 0; s < probe.size(); ++s) {
         if (moved[s]) longest = std::max(longest, std::chrono::duration<double, std::milli>(t2 - last[s]).count());
       }
-      (void)ok_end;
       // Writes per second over the half second before the event, and from
       // the command's start to the end of the window.
       double before_rate = 0;

@@ -95,6 +95,50 @@ std::string Key(uint64_t i) {
   return k;
 }
 
+// The operation stream every design here gets: keys 0..keys-1 loaded in
+// waves of 512, then `ops` operations of warm-up and `ops` measured (YCSB's
+// scrambled zipfian over the keys, reads by `mix`, the rest updates of
+// 1 KB), in waves of 256 outstanding. `target(key)` is the node that serves
+// the key (anything with `exec` and `node`); `measure()` runs between
+// warm-up and measurement; `after_load()` and `after_wave(n)` let a design
+// run its background work.
+template <typename Target, typename AfterLoad, typename Measure, typename AfterWave>
+void Drive(runtime::SimRuntime& rt, uint64_t keys, uint64_t ops, const Mix& mix, Random& rng, Target target,
+           AfterLoad after_load, Measure measure, AfterWave after_wave) {
+  const std::string value(1024, 'v');
+  int left = 0;
+  // `read()` is asked after `target`: the random stream's order (a design
+  // that picks a random node draws before the read/write coin).
+  auto issue = [&](const std::string& key, auto read) {
+    auto& k = target(key);
+    ++left;
+    if (read()) {
+      k.exec->Post([&k, key, &left] { k.node->Get(key, [&left](Result<std::string>) { --left; }); });
+    } else {
+      k.exec->Post([&k, key, &value, &left] { k.node->Put(key, value, [&left](Status) { --left; }); });
+    }
+  };
+  for (uint64_t i = 0; i < keys; ++i) {
+    issue(Key(i), [] { return false; });
+    if (left >= 512 || i + 1 == keys) rt.RunUntil([&] { return left == 0; }, rt.Now() + 10 * runtime::kSecond);
+  }
+  after_load();
+  ycsb::ScrambledZipfian zipf(keys);
+  for (int phase = 0; phase < 2; ++phase) {
+    if (phase == 1) measure();
+    for (uint64_t done = 0; done < ops;) {
+      const uint64_t wave = std::min<uint64_t>(256, ops - done);
+      for (uint64_t j = 0; j < wave; ++j) {
+        const std::string key = Key(zipf.Next(rng));
+        issue(key, [&] { return rng.NextDouble() < mix.reads; });
+      }
+      rt.RunUntil([&] { return left == 0; }, rt.Now() + 10 * runtime::kSecond);
+      done += wave;
+      after_wave(wave);
+    }
+  }
+}
+
 // DINOMO, or DINOMO-S (the paper's baseline: the same nodes with a
 // shortcut-only cache).
 Row Run(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops, uint64_t segment_bytes, bool shortcut_only,
@@ -121,41 +165,15 @@ Row Run(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops, uint64_t se
     kns.push_back(&world.AddNode(o, [&ready](Status s) { ready += s.ok(); }));
   }
   rt.RunUntil([&] { return ready == static_cast<int>(nodes); }, rt.Now() + runtime::kSecond);
-  auto owner = [&](const std::string& key) { return static_cast<uint32_t>(HashKey(key) % nodes); };
-  const std::string value(value_bytes, 'v');
-  // Load: every key written by its owner, in waves.
-  int left = 0;
-  for (uint64_t i = 0; i < keys; ++i) {
-    const std::string key = Key(i);
-    auto& k = *kns[owner(key)];
-    ++left;
-    k.exec->Post([&k, key, &value, &left] { k.node->Put(key, value, [&left](Status) { --left; }); });
-    if (left >= 512 || i + 1 == keys) rt.RunUntil([&] { return left == 0; }, rt.Now() + 10 * runtime::kSecond);
-  }
-  // Warm up, then measure, in waves of outstanding operations.
-  ycsb::ScrambledZipfian zipf(keys);
+  auto owner = [&](const std::string& key) -> dinomo::testing::SimPool::Node& { return *kns[HashKey(key) % nodes]; };
   Random rng(7);
   std::vector<KvsNodeStats> before(nodes);
-  for (int phase = 0; phase < 2; ++phase) {
-    if (phase == 1) {
-      for (uint32_t i = 0; i < nodes; ++i) before[i] = kns[i]->node->stats();
-    }
-    for (uint64_t done = 0; done < ops;) {
-      const uint64_t wave = std::min<uint64_t>(256, ops - done);
-      left = static_cast<int>(wave);
-      for (uint64_t j = 0; j < wave; ++j) {
-        const std::string key = Key(zipf.Next(rng));
-        auto& k = *kns[owner(key)];
-        if (rng.NextDouble() < mix.reads) {
-          k.exec->Post([&k, key, &left] { k.node->Get(key, [&left](Result<std::string>) { --left; }); });
-        } else {
-          k.exec->Post([&k, key, &value, &left] { k.node->Put(key, value, [&left](Status) { --left; }); });
-        }
-      }
-      rt.RunUntil([&] { return left == 0; }, rt.Now() + 10 * runtime::kSecond);
-      done += wave;
-    }
-  }
+  Drive(
+      rt, keys, ops, mix, rng, owner, [] {},
+      [&] {
+        for (uint32_t i = 0; i < nodes; ++i) before[i] = kns[i]->node->stats();
+      },
+      [](uint64_t) {});
   uint64_t gets = 0, writes = 0, rts = 0, unmerged = 0, value_hits = 0, shortcut = 0, miss = 0, bytes = 0;
   for (uint32_t i = 0; i < nodes; ++i) {
     const KvsNodeStats& a = before[i];
@@ -228,15 +246,7 @@ CloverRow RunClover(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops,
   }
   rt.RunUntil([&] { return ready == static_cast<int>(nodes); }, rt.Now() + runtime::kSecond);
   Random rng(7);
-  auto any = [&]() -> Cn& { return *cns[rng.Uniform(nodes)]; };
-  const std::string value(value_bytes, 'v');
-  int left = 0;
-  for (uint64_t i = 0; i < keys; ++i) {
-    Cn& c = any();
-    ++left;
-    c.exec->Post([&c, key = Key(i), &value, &left] { c.node->Put(key, value, [&left](Status) { --left; }); });
-    if (left >= 512 || i + 1 == keys) rt.RunUntil([&] { return left == 0; }, rt.Now() + 10 * runtime::kSecond);
-  }
+  auto any = [&](const std::string&) -> Cn& { return *cns[rng.Uniform(nodes)]; };
   auto gc = [&] {
     bool done = false;
     world.pool_exec()->Post([&] {
@@ -245,34 +255,19 @@ CloverRow RunClover(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops,
     });
     rt.RunUntil([&] { return done; }, rt.Now() + runtime::kSecond);
   };
-  gc();
-  ycsb::ScrambledZipfian zipf(keys);
   std::vector<dinomo::CloverNodeStats> before(nodes);
   uint64_t since_gc = 0;
-  for (int phase = 0; phase < 2; ++phase) {
-    if (phase == 1) {
-      for (uint32_t i = 0; i < nodes; ++i) before[i] = cns[i]->node->stats();
-    }
-    for (uint64_t done = 0; done < ops;) {
-      const uint64_t wave = std::min<uint64_t>(256, ops - done);
-      left = static_cast<int>(wave);
-      for (uint64_t j = 0; j < wave; ++j) {
-        const std::string key = Key(zipf.Next(rng));
-        Cn& c = any();
-        if (rng.NextDouble() < mix.reads) {
-          c.exec->Post([&c, key, &left] { c.node->Get(key, [&left](Result<std::string>) { --left; }); });
-        } else {
-          c.exec->Post([&c, key, &value, &left] { c.node->Put(key, value, [&left](Status) { --left; }); });
+  Drive(
+      rt, keys, ops, mix, rng, any, gc,
+      [&] {
+        for (uint32_t i = 0; i < nodes; ++i) before[i] = cns[i]->node->stats();
+      },
+      [&](uint64_t wave) {
+        if ((since_gc += wave) >= 4096) {
+          gc();
+          since_gc = 0;
         }
-      }
-      rt.RunUntil([&] { return left == 0; }, rt.Now() + 10 * runtime::kSecond);
-      done += wave;
-      if ((since_gc += wave) >= 4096) {
-        gc();
-        since_gc = 0;
-      }
-    }
-  }
+      });
   uint64_t gets = 0, writes = 0, rts = 0, hits = 0, hops = 0, bytes = 0, mds = 0;
   for (uint32_t i = 0; i < nodes; ++i) {
     const dinomo::CloverNodeStats& a = before[i];

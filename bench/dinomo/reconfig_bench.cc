@@ -49,7 +49,8 @@ struct Moved {
 
 // Shard s of `shards` is owned by owners[s] (node ids 1..n).
 struct Cluster {
-  bool shared;  // DINOMO (one pool) or DINOMO-N (a partition per node)
+  explicit Cluster(bool one_pool) : shared(one_pool) {}
+  const bool shared;  // DINOMO (one pool) or DINOMO-N (a partition per node)
   runtime::SimRuntime rt{runtime::SimRuntimeOptions{.seed = 1}};
   std::vector<std::unique_ptr<SimPool>> pools;  // [0] shared, or one per node id - 1
   std::map<uint32_t, SimPool::Node*> nodes;
@@ -156,7 +157,7 @@ int main(int argc, char** argv) {
     Moved moved[2][2];  // [design][event]
     uint32_t moved_shards[2] = {0, 0};
     for (int design = 0; design < 2; ++design) {
-      Cluster c{.shared = design == 0};
+      Cluster c(design == 0);
       dinomo::PoolOptions po;
       po.segment_bytes = 64 << 10;
       po.num_buckets = 1u << 15;

@@ -362,8 +362,8 @@ void KvsNode::ReadBucket(std::shared_ptr<GetOp> op, uint64_t offset, int attempt
     if (op->bucket.moved) {
       // The pool grew its index: find the new one and start over there.
       if (++op->index_moves > 4) return Answer(op, Status::Unavailable("the pool's index kept moving"));
-      return RefreshIndex([this, op](Status s) {
-        if (!s.ok()) return Answer(op, Status::Unavailable("finding the pool's index: " + s.ToString()));
+      return RefreshIndex([this, op](Status where) {
+        if (!where.ok()) return Answer(op, Status::Unavailable("finding the pool's index: " + where.ToString()));
         ReadBucket(op, at_.HomeBucket(op->hash), 0);
       });
     }

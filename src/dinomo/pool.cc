@@ -324,8 +324,7 @@ Status Pool::GrowIndexFrom(uint32_t seen_buckets) {
   std::memcpy(region_->at(offsetof(Superblock, index_bytes)), &area, sizeof area);
   region_->Persist(region_->at(offsetof(Superblock, index_bytes)), sizeof area);
   index_offset_ = offset;
-  index_->MarkMoved();
-  retired_.push_back(std::move(index_));
+  index_->MarkMoved();  // its area stays as it is: a slow reader may still be in it
   index_ = std::move(*next);
   ++index_grows_;
   return Status::Ok();

@@ -152,7 +152,6 @@ class Pool {
   uint32_t num_segments_ = 0;
   uint64_t next_seq_ = 1;
   std::unique_ptr<PoolIndex> index_;
-  std::vector<std::unique_ptr<PoolIndex>> retired_;  // replaced indexes (their areas stay untouched)
   uint64_t index_grows_ = 0;
   // Merges hold it shared, GrowIndex exclusively (it swaps index_).
   mutable std::shared_mutex index_mu_;

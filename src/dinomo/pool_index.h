@@ -115,8 +115,7 @@ class PoolIndex {
   // moved from now on (begin word all ones, never a version), so one-sided
   // readers go and find the new one. Nothing may use this object after.
   void MarkMoved();
-  // Where the area lies: the header's offset, and its size.
-  uint64_t offset() const { return offset_; }
+  // The area's size, header included.
   uint64_t area_bytes() const { return kBucketBytes * (1 + uint64_t{num_buckets_} + overflow_capacity_); }
 
   // For remote readers: home bucket b is at region offset
