@@ -1,5 +1,6 @@
 #include "dinomo/kvs_node.h"
 
+#include "dinomo/cell.h"
 #include "proto/kv.h"
 
 namespace slip::dinomo {
@@ -11,6 +12,7 @@ struct KvsNode::Write {
   log::Layout layout;  // one block
   uint64_t at = 0;     // offset in the batch
   uint32_t bytes = 0;
+  uint32_t swaps = 0;  // compare-and-swaps of a shared key's cell tried
 };
 
 struct KvsNode::GetOp {
@@ -27,6 +29,9 @@ struct KvsNode::GetOp {
   IndexPointer found;
   bool deleted = false;
   std::string value;
+  // A write of a shared key looking for its cell: called with the cell
+  // instead of reading on (`done` then means the key has no cell).
+  std::function<void(IndexPointer cell)> locate;
 };
 
 KvsNode::KvsNode(runtime::Executor* exec, fabric::Endpoint* ep, rpc::PeerCaller* calls, rpc::NodeId pool,
@@ -176,6 +181,14 @@ void KvsNode::BatchLanded(Code status) {
   }
   for (auto& w : b->writes) {
     const IndexPointer p{b->segment + b->at + w->at, w->bytes};
+    if (IsShared(w->key)) {
+      // Takes effect (and is acknowledged) when the cell points at it.
+      ++stats_.writes;
+      ++stats_.shared_writes;
+      ++swapping_[b->segment];
+      Swap(std::shared_ptr<Write>(std::move(w)), p, b->segment);
+      continue;
+    }
     const bool deleted = w->type == log::EntryType::kDel;
     if (deleted) {
       cache_.Erase(w->key);
@@ -198,7 +211,11 @@ void KvsNode::RollSegment() {
     tail_ = 0;
     sealing_.push_back(seg);
     ++stats_.seals;
-    SendSeal(seg, end);
+    if (swapping_.contains(seg)) {
+      seal_after_swaps_[seg] = end;  // Swapped() seals it
+    } else {
+      SendSeal(seg, end);
+    }
   }
   if (sealing_.size() + 1 > options_.max_unmerged) {
     ++stats_.backpressure_waits;
@@ -253,8 +270,63 @@ void KvsNode::SendSeal(uint64_t segment, uint64_t end) {
 bool KvsNode::MayCache(const GetOp& op) const {
   // What this GET read may be older than a write of the key acknowledged
   // while it ran: such a write is in unmerged_ — or was, if a merge was
-  // confirmed meanwhile.
-  return !unmerged_.contains(op.key) && merges_confirmed_ == op.merges_at_start;
+  // confirmed meanwhile. A shared key's value is never cached (D7): another
+  // owner may write it.
+  return !IsShared(op.key) && !unmerged_.contains(op.key) && merges_confirmed_ == op.merges_at_start;
+}
+
+void KvsNode::Swap(std::shared_ptr<Write> w, IndexPointer p, uint64_t segment) {
+  auto fail = [this, w, segment](const std::string& why) {
+    w->done(Status::Unavailable("a shared key's write: " + why + "; outcome unknown"));
+    Swapped(segment);
+  };
+  auto it = cells_.find(w->key);
+  if (it == cells_.end()) {
+    // Where the cell is: through the index, as a GET would go.
+    auto op = std::make_shared<GetOp>();
+    op->key = w->key;
+    op->hash = SlotHash(op->key);
+    op->merges_at_start = merges_confirmed_;
+    op->done = [fail](Result<std::string> r) {
+      fail(r.ok() || r.status().Is(Code::kNotFound) ? "the pool has no cell for the key" : r.status().ToString());
+    };
+    op->locate = [this, w, p, segment](IndexPointer) { Swap(w, p, segment); };
+    return ReadBucket(op, at_.HomeBucket(op->hash), 0);
+  }
+  if (fenced_) return fail("the pool fenced this node");
+  struct Cas {
+    uint64_t old = 0;
+  };
+  auto cas = std::make_shared<Cas>();
+  const uint64_t expected = it->second.word, desired = p.Encode();
+  ++stats_.swaps;
+  Status s = ops_.CompareSwap(at_.peer, at_.region, it->second.cell.offset + kCellWordOffset, expected, desired,
+                              &cas->old, [this, w, p, segment, cas, expected, desired, fail](Code c) {
+                                if (c != Code::kOk) return fail("swapping its cell failed");
+                                auto ref = cells_.find(w->key);
+                                if (cas->old == expected) {
+                                  if (ref != cells_.end()) ref->second.word = desired;
+                                  w->done(Status::Ok());
+                                  return Swapped(segment);
+                                }
+                                // Another owner's write got there first: this one comes after it.
+                                ++stats_.swap_retries;
+                                if (ref != cells_.end()) ref->second.word = cas->old;
+                                if (++w->swaps > 64) return fail("its cell kept moving");
+                                Swap(w, p, segment);
+                              });
+  if (!s.ok()) fail("swapping its cell failed: " + s.ToString());
+}
+
+void KvsNode::Swapped(uint64_t segment) {
+  auto it = swapping_.find(segment);
+  if (it == swapping_.end() || --it->second > 0) return;
+  swapping_.erase(it);
+  if (auto seal = seal_after_swaps_.find(segment); seal != seal_after_swaps_.end()) {
+    const uint64_t end = seal->second;
+    seal_after_swaps_.erase(seal);
+    SendSeal(segment, end);
+  }
 }
 
 void KvsNode::Sealed(uint64_t segment) {
@@ -272,6 +344,8 @@ void KvsNode::Fenced(const std::string& why) {
   // no one's truth any more.
   sealing_.clear();
   unmerged_.clear();
+  swapping_.clear();
+  seal_after_swaps_.clear();
   cache_.Clear();
   segment_ = 0;
   FailPending(Status::StaleTerm("the pool fenced this node: " + why));
@@ -294,6 +368,16 @@ void KvsNode::Get(std::string key, std::function<void(Result<std::string>)> done
   if (!started_) return Answer(op, Status::Unavailable("the node has no pool yet"));
   if (fenced_) return Answer(op, Status::StaleTerm("the pool fenced this node"));
   ++stats_.gets;
+  if (IsShared(op->key)) {
+    ++stats_.shared_gets;
+    op->hash = SlotHash(op->key);
+    auto c = cells_.find(op->key);
+    if (c == cells_.end()) return ReadBucket(op, at_.HomeBucket(op->hash), 0);
+    return ReadCell(op, c->second.cell, [this, op](bool) {
+      cells_.erase(op->key);
+      ReadBucket(op, at_.HomeBucket(op->hash), 0);
+    });
+  }
   if (auto u = unmerged_.find(op->key); u != unmerged_.end()) {
     ++stats_.unmerged_hits;
     if (u->second.deleted) return Answer(op, Status::NotFound("no such key"));
@@ -342,6 +426,35 @@ void KvsNode::ReadEntry(std::shared_ptr<GetOp> op, IndexPointer p, std::function
     op->deleted = d.block.type == log::EntryType::kDel;
     op->value.assign(d.block.value());
     next(true);
+  });
+  if (!s.ok()) Answer(op, Status::Unavailable("reading the pool failed: " + s.ToString()));
+}
+
+void KvsNode::ReadCell(std::shared_ptr<GetOp> op, IndexPointer cell, std::function<void(bool is_cell)> not_cell) {
+  if (cell.bytes < kCellHeader || cell.offset + cell.bytes > at_.region.len) return not_cell(false);
+  op->buf.assign(cell.bytes, std::byte{0});
+  ++op->rts;
+  stats_.read_bytes += cell.bytes;
+  Status s = ops_.Read(at_.peer, op->buf.data(), cell.bytes, at_.region, cell.offset, [this, op, cell, not_cell](Code c) {
+    if (c != Code::kOk) return Answer(op, Status::Unavailable("reading the pool failed"));
+    auto v = ParseCell(op->buf);
+    if (!v || v->magic != kCellMagic || v->key != op->key || v->bytes != cell.bytes) return not_cell(false);
+    CellRef& ref = cells_[op->key];
+    ref.cell = cell;
+    ref.word = v->word;
+    if (op->locate) return op->locate(cell);
+    if (v->word == 0) return Answer(op, Status::NotFound("no such key"));
+    ReadEntry(op, IndexPointer::Decode(v->word), [this, op, cell, not_cell](bool found) {
+      if (!found) {
+        // The word moved on while this GET read, and the entry it named was
+        // freed and reused: read the cell again.
+        ++stats_.moved_slots;
+        if (++op->rechecks > 16) return Answer(op, Status::Unavailable("the key's cell kept moving"));
+        return ReadCell(op, cell, not_cell);
+      }
+      if (op->deleted) return Answer(op, Status::NotFound("no such key"));
+      Answer(op, std::move(op->value));  // never cached: another owner may write it
+    });
   });
   if (!s.ok()) Answer(op, Status::Unavailable("reading the pool failed: " + s.ToString()));
 }
@@ -409,6 +522,7 @@ void KvsNode::NextSlot(std::shared_ptr<GetOp> op, size_t slot) {
   for (; slot < op->bucket.slots.size(); ++slot) {
     const BucketView::Slot& s = op->bucket.slots[slot];
     if (s.hash != op->hash) continue;
+    if (s.pointer.cell) return ReadCell(op, s.pointer, [this, op, slot](bool) { Recheck(op, slot); });
     return ReadEntry(op, s.pointer, [this, op, slot](bool found) {
       if (!found) return Recheck(op, slot);
       if (op->deleted) return Answer(op, Status::NotFound("no such key"));

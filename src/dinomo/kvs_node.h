@@ -18,6 +18,18 @@
 // `max_unmerged` segments the pool has not merged, the open one included
 // (back-pressure, the paper's 2): at the limit writes wait for a merge.
 //
+// Shared keys (selective replication, `shared` below): several nodes own
+// such a key at once through its indirect cell in the pool (dinomo/cell.h).
+// A write goes into the batch as any other, and once its batch landed the
+// node swaps the cell's word to it (one-sided CAS, again with what the
+// word held if that changed meanwhile): the write takes effect, and is
+// acknowledged, at the swap that succeeds. A GET reads the cell, then the
+// entry (2 round trips; 3 the first time, through the index). Neither the
+// node's unmerged writes nor DAC answer for a shared key (another owner may
+// have written since): the node keeps only the cell's address. A segment is
+// sealed only once every swap to an entry in it completed, so the pool's
+// merge sees the word final for the segment's entries.
+//
 // Every entry a node writes carries a version above every earlier write of
 // its keys: (epoch << 32) | n, the epoch a configuration term in which this
 // node owns its keys, so a later owner's writes win in the index.
@@ -32,6 +44,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -57,6 +70,9 @@ struct KvsNodeOptions {
   runtime::Nanos batch_wait = 5 * runtime::kMicrosecond;  // ...or this long after its first write
   uint32_t max_unmerged = 2;
   log::Limits limits;
+  // Keys this node owns together with others through their cells (the pool
+  // made them shared before the node serves them).
+  std::set<std::string> shared;
 };
 
 struct KvsNodeStats {
@@ -71,10 +87,13 @@ struct KvsNodeStats {
   uint64_t segments = 0, seals = 0, backpressure_waits = 0;
   uint64_t persists = 0;  // POOL_PERSIST calls (a pool on an ordinary file: one per batch)
   uint64_t fenced = 0;  // 1 once the pool refused this node's token
-  // Round trips per operation: GETs' READs plus one per batch.
+  // Shared keys: GETs and writes of them, cell swaps (each a round trip)
+  // and those that met a word another owner had moved.
+  uint64_t shared_gets = 0, shared_writes = 0, swaps = 0, swap_retries = 0;
+  // Round trips per operation: GETs' READs, one per batch, the swaps.
   double round_trips_per_op() const {
     const uint64_t ops = gets + writes;
-    return ops == 0 ? 0.0 : static_cast<double>(get_round_trips + batches) / static_cast<double>(ops);
+    return ops == 0 ? 0.0 : static_cast<double>(get_round_trips + batches + swaps) / static_cast<double>(ops);
   }
 };
 
@@ -125,6 +144,12 @@ class KvsNode {
   void Fenced(const std::string& why);
 
   void ReadEntry(std::shared_ptr<GetOp> op, IndexPointer p, std::function<void(bool found)> next);
+  // Shared keys: read the cell at `cell`, then the entry its word names.
+  void ReadCell(std::shared_ptr<GetOp> op, IndexPointer cell, std::function<void(bool is_cell)> not_cell);
+  // Swaps the key's cell word to `w`'s entry at `p` (then acknowledges it).
+  void Swap(std::shared_ptr<Write> w, IndexPointer p, uint64_t segment);
+  void Swapped(uint64_t segment);
+  bool IsShared(const std::string& key) const { return options_.shared.contains(key); }
   void ReadBucket(std::shared_ptr<GetOp> op, uint64_t offset, int attempts);
   void RefreshIndex(std::function<void(Status)> then);
   void NextSlot(std::shared_ptr<GetOp> op, size_t slot);
@@ -161,6 +186,15 @@ class KvsNode {
   };
   std::unique_ptr<Batch> in_flight_;
   std::unordered_map<std::string, Unmerged> unmerged_;
+  // Shared keys: where each cell is and the word last seen in it.
+  struct CellRef {
+    IndexPointer cell;
+    uint64_t word = 0;
+  };
+  std::unordered_map<std::string, CellRef> cells_;
+  // Per segment: swaps not completed, and the end to seal it at once they are.
+  std::unordered_map<uint64_t, uint32_t> swapping_;
+  std::unordered_map<uint64_t, uint64_t> seal_after_swaps_;
   KvsNodeStats stats_;
   // Callbacks that may outlive the node (calls to the pool, timers) hold a
   // weak reference and do nothing once it is gone.

@@ -1,5 +1,9 @@
 #include "dinomo/merge.h"
 
+#include <atomic>
+
+#include "dinomo/cell.h"
+
 namespace slip::dinomo {
 
 Result<MergeResult> MergeSegment(const pm::PmRegion& region, PoolIndex& index, uint64_t segment,
@@ -31,7 +35,15 @@ Result<MergeResult> MergeSegment(const pm::PmRegion& region, PoolIndex& index, u
     }
     SLIP_ASSIGN_OR_RETURN(PoolIndex::Applied a, std::move(applied));
     ++r.entries;
-    if (a.applied) {
+    if (a.shared) {
+      const uint64_t word = std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(region.at(a.shared->offset + kCellWordOffset)))
+                                .load(std::memory_order_acquire);
+      if (word == p.Encode()) {
+        r.cell_live.push_back({a.shared->offset, p});
+      } else {
+        r.garbage.push_back(p);
+      }
+    } else if (a.applied) {
       ++r.applied;
       if (a.displaced) r.garbage.push_back(*a.displaced);
     } else if (!a.current) {

@@ -1,6 +1,8 @@
 // Merging a KVS node's log segment into the pool index (docs/papers/
 // dinomo.md §4): the pool's merge threads apply each segment's entries in
 // log order, so the index ends pointing at the newest entry of every key.
+// A shared key's entries are not applied: its cell decides which is
+// current (dinomo/cell.h), and the merge only reports whether it is.
 //
 // A node writes its log sequentially and acknowledges a batch only once
 // every earlier batch of its log completed (on RDMA an RC queue pair fails
@@ -32,6 +34,13 @@ struct MergeResult {
   // walked ones it did not take (a newer version was already indexed). The
   // segments' garbage counters.
   std::vector<IndexPointer> garbage;
+  // Entries of shared keys their cell's word pointed at when merged: live
+  // while it still does (the pool's sweep notices when it moves on).
+  struct CellLive {
+    uint64_t cell = 0;  // the cell's region offset
+    IndexPointer entry;
+  };
+  std::vector<CellLive> cell_live;
 };
 
 // Merges [from, segment_bytes) of the segment at region offset `segment`.

@@ -3,8 +3,11 @@
 #include <cstddef>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
+
+#include "dinomo/cell.h"
 
 namespace slip::dinomo {
 
@@ -96,7 +99,8 @@ Status Pool::Load() {
     const std::byte* row = region_->at(table_offset_ + s * kRowBytes);
     Segment& g = segments_[s];
     g.state = static_cast<State>(static_cast<uint8_t>(row[0]));
-    if (g.state != State::kFree && g.state != State::kOpen && g.state != State::kMerged && g.state != State::kIndex) {
+    if (g.state != State::kFree && g.state != State::kOpen && g.state != State::kMerged && g.state != State::kIndex &&
+        g.state != State::kCells) {
       return Status::Corruption("segment " + std::to_string(s) + " has state " +
                                 std::to_string(static_cast<int>(g.state)));
     }
@@ -110,16 +114,25 @@ Status Pool::Load() {
       Free(s);
     }
   }
+  for (uint32_t s = 0; s < num_segments_; ++s) {
+    if (segments_[s].state == State::kCells) SLIP_RETURN_IF_ERROR(LoadCells(s));
+  }
   // Garbage counters: what each merged segment holds against what the index
-  // still points at in it. Open segments start over: their next merge walks
-  // them from the start (entries it already merged count as current).
+  // (or a shared key's cell) still points at in it. Open segments start
+  // over: their next merge walks them from the start (entries it already
+  // merged count as current).
   std::vector<uint64_t> valid(num_segments_, 0);
-  index_->ForEachPointer([&](IndexPointer p) {
-    if (p.offset >= segments_offset_) {
+  auto count_valid = [&](IndexPointer p) {
+    if (!p.cell && p.offset >= segments_offset_) {
       const uint32_t s = SegmentOf(p.offset);
       if (s < num_segments_) ++valid[s];
     }
-  });
+  };
+  index_->ForEachPointer(count_valid);
+  for (auto& [offset, c] : cells_) {
+    c.counted = CellWord(offset);
+    if (c.counted) count_valid(*c.counted);
+  }
   for (uint32_t s = 0; s < num_segments_; ++s) {
     Segment& g = segments_[s];
     if (g.state != State::kMerged) continue;
@@ -356,6 +369,7 @@ Result<MergeResult> Pool::MergeOpen(uint32_t s, uint64_t end) {
     total.entries += r->entries;
     total.applied += r->applied;
     total.garbage.insert(total.garbage.end(), r->garbage.begin(), r->garbage.end());
+    total.cell_live.insert(total.cell_live.end(), r->cell_live.begin(), r->cell_live.end());
     total.end = r->end;
     total.torn = r->torn;
     if (!r->index_full) {
@@ -379,6 +393,14 @@ Result<MergeResult> Pool::MergeOpen(uint32_t s, uint64_t end) {
   Persist(s);
   // After the state: the walk's garbage includes this segment's own entries.
   CountDead(r->garbage);
+  for (const MergeResult::CellLive& l : r->cell_live) {
+    auto it = cells_.find(l.cell);
+    if (it == cells_.end()) continue;  // unshared meanwhile: the index holds the word's entry
+    Cell& c = it->second;
+    if (c.counted && c.counted != l.entry) CountDead({*c.counted});
+    c.counted = l.entry;
+  }
+  SweepCells();
   if (g.state == State::kMerged && g.dead >= g.entries) Free(s);
   return r;
 }
@@ -404,6 +426,139 @@ void Pool::Free(uint32_t s) {
   segments_[s] = Segment{};
   Persist(s);
   ++freed_;
+}
+
+Status Pool::LoadCells(uint32_t s) {
+  Segment& g = segments_[s];
+  const uint64_t base = segments_offset_ + uint64_t{s} * segment_bytes_;
+  uint64_t pos = 0;
+  while (pos + kCellHeader <= segment_bytes_) {
+    auto c = ParseCell({region_->at(base + pos), segment_bytes_ - pos});
+    if (!c) break;
+    const uint64_t offset = base + pos;
+    pos += c->bytes;
+    if (c->magic != kCellMagic) continue;
+    const IndexPointer self{offset, c->bytes, true};
+    if (index_->Find(c->key) != self) {
+      // Made but never installed (or removed but not marked): the index is
+      // the truth.
+      const uint64_t removed = kCellRemoved;
+      std::memcpy(region_->at(offset), &removed, 8);
+      region_->Persist(region_->at(offset), 8);
+      continue;
+    }
+    cells_[offset] = Cell{std::string(c->key), c->bytes, std::nullopt};
+    cell_of_[std::string(c->key)] = offset;
+    ++g.entries;
+  }
+  g.merged_to = pos;
+  if (g.entries == 0) Free(s);
+  return Status::Ok();
+}
+
+std::optional<IndexPointer> Pool::CellWord(uint64_t cell) const {
+  const uint64_t w = std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(region_->at(cell + kCellWordOffset)))
+                         .load(std::memory_order_acquire);
+  if (w == 0) return std::nullopt;
+  return IndexPointer::Decode(w);
+}
+
+void Pool::SweepCells() {
+  for (auto& [offset, c] : cells_) {
+    if (c.counted && CellWord(offset) != c.counted) {
+      // The word moved on, to an entry whose own merge counts it.
+      const IndexPointer was = *c.counted;
+      c.counted.reset();
+      CountDead({was});
+    }
+  }
+}
+
+Result<IndexPointer> Pool::Share(std::string_view key) {
+  // No merge runs meanwhile: none can apply an entry of the key between
+  // the cell taking the key's entry and the index taking the cell.
+  std::unique_lock<std::shared_mutex> ilock(index_mu_);
+  const uint32_t bytes = CellBytes(key.size());
+  if (key.empty() || key.size() > limits_.max_key || bytes > segment_bytes_) {
+    return Status::InvalidArgument("a key of " + std::to_string(key.size()) + " bytes cannot be shared");
+  }
+  uint64_t offset = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = cell_of_.find(std::string(key)); it != cell_of_.end()) {
+      return IndexPointer{it->second, cells_.at(it->second).bytes, true};
+    }
+    uint32_t at = num_segments_;
+    for (uint32_t s = 0; s < num_segments_ && at == num_segments_; ++s) {
+      if (segments_[s].state == State::kCells && segments_[s].merged_to + bytes <= segment_bytes_) at = s;
+    }
+    for (uint32_t s = 0; s < num_segments_ && at == num_segments_; ++s) {
+      if (segments_[s].state != State::kFree) continue;
+      std::byte* base = region_->at(segments_offset_ + uint64_t{s} * segment_bytes_);
+      std::memset(base, 0, segment_bytes_);
+      region_->Persist(base, segment_bytes_);
+      segments_[s] = Segment{};
+      segments_[s].state = State::kCells;
+      segments_[s].seq = next_seq_++;
+      Persist(s);
+      at = s;
+    }
+    if (at == num_segments_) return Status::NoSpace("the pool has no room for a cell");
+    offset = segments_offset_ + uint64_t{at} * segment_bytes_ + segments_[at].merged_to;
+    segments_[at].merged_to += bytes;
+    ++segments_[at].entries;
+  }
+  const std::optional<IndexPointer> now = index_->Find(key);
+  if (now && now->cell) return Status::Corruption("the index points the key at a cell the pool does not know");
+  // Everything but the magic first: a crash leaves no cell or a whole one
+  // (and a whole one the index does not point at is dropped at open).
+  std::span<std::byte> cell(region_->at(offset), bytes);
+  EncodeCell(cell, key, now ? now->Encode() : 0, 0);
+  region_->Persist(cell.data(), bytes);
+  EncodeCell(cell, key, now ? now->Encode() : 0, kCellMagic);
+  region_->Persist(cell.data(), 8);
+  const IndexPointer self{offset, bytes, true};
+  auto set = index_->Set(key, self);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!set.ok()) {
+    const uint64_t removed = kCellRemoved;
+    std::memcpy(cell.data(), &removed, 8);
+    region_->Persist(cell.data(), 8);
+    if (--segments_[SegmentOf(offset)].entries == 0) Free(SegmentOf(offset));
+    return set.status();
+  }
+  // The entry the index held is the cell's now: counted live as before.
+  cells_[offset] = Cell{std::string(key), bytes, now};
+  cell_of_[std::string(key)] = offset;
+  return self;
+}
+
+Status Pool::Unshare(std::string_view key) {
+  std::unique_lock<std::shared_mutex> ilock(index_mu_);
+  uint64_t offset;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cell_of_.find(std::string(key));
+    if (it == cell_of_.end()) return Status::Ok();
+    offset = it->second;
+  }
+  const std::optional<IndexPointer> current = CellWord(offset);
+  // The index first: a crash before the cell is marked leaves a cell the
+  // index does not point at, dropped at open.
+  SLIP_RETURN_IF_ERROR(index_->Set(key, current).status());
+  const uint64_t removed = kCellRemoved;
+  std::memcpy(region_->at(offset), &removed, 8);
+  region_->Persist(region_->at(offset), 8);
+  std::lock_guard<std::mutex> lock(mu_);
+  Cell& c = cells_.at(offset);
+  // The index holds `current` now, live as it was; an entry the sweep has
+  // not yet seen the word leave is garbage.
+  if (c.counted && c.counted != current) CountDead({*c.counted});
+  cells_.erase(offset);
+  cell_of_.erase(std::string(key));
+  const uint32_t s = SegmentOf(offset);
+  if (--segments_[s].entries == 0) Free(s);
+  return Status::Ok();
 }
 
 Result<uint64_t> Pool::MergeAll(uint32_t node, uint64_t* walked) {
@@ -448,6 +603,7 @@ PoolStats Pool::stats() const {
     if (g.state == State::kOpen) ++st.open_segments;
   }
   st.merged_entries = merged_entries_;
+  st.shared_keys = static_cast<uint32_t>(cells_.size());
   st.freed_segments = freed_;
   return st;
 }

@@ -23,8 +23,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
 #include <shared_mutex>
 #include <vector>
 
@@ -46,6 +51,7 @@ struct PoolOptions {
 struct PoolStats {
   uint32_t segments = 0, free_segments = 0, open_segments = 0;
   uint64_t merged_entries = 0, freed_segments = 0;
+  uint32_t shared_keys = 0;  // keys with an indirect cell
 };
 
 class Pool {
@@ -99,6 +105,24 @@ class Pool {
   Status GrowIndexFrom(uint32_t seen_buckets);
   uint64_t index_grows() const { return index_grows_; }
 
+  // --- shared keys (selective replication, dinomo/cell.h) ---
+  //
+  // A shared key's cell is the truth about it: the index points the key at
+  // the cell, merges leave it so, and an entry of the key is live while the
+  // cell's word points at it (each merge sweeps the cells, so an entry the
+  // word moved away from becomes garbage). Cells live in segments of their
+  // own, bump-allocated; a segment whose cells are all removed is freed.
+
+  // Makes `key` shared: a cell holding what the index points the key at now
+  // and the index pointing at the cell; returns the cell (the same one if
+  // the key is shared already). The caller has every earlier writer's
+  // entries of the key merged (the owner settles before it shares).
+  Result<IndexPointer> Share(std::string_view key);
+  // Points the index back at the entry the key's cell holds (or forgets the
+  // key if it holds none) and removes the cell. The caller has stopped every
+  // owner's writes to the cell and had their logs merged. OK if not shared.
+  Status Unshare(std::string_view key);
+
   // Clover's metadata (CLOVER_INSERT, its GC pass): PoolIndex::CompareAndSet
   // on the current index, growing it when full. Thread-safe against merges
   // and growth.
@@ -124,15 +148,26 @@ class Pool {
   PoolStats stats() const;
 
  private:
-  // kIndex: part of a run of segments holding a grown index.
-  enum class State : uint8_t { kFree = 0, kOpen = 1, kMerged = 2, kIndex = 3 };
+  // kIndex: part of a run of segments holding a grown index. kCells:
+  // shared keys' cells.
+  enum class State : uint8_t { kFree = 0, kOpen = 1, kMerged = 2, kIndex = 3, kCells = 4 };
   struct Segment {
     State state = State::kFree;
     uint32_t owner = 0;
     uint64_t seq = 0;  // allocation order: a node's log order
-    uint64_t merged_to = 0;  // segment-relative end of what was merged (DRAM)
-    uint64_t entries = 0, dead = 0;  // garbage counters (DRAM, rebuilt at open)
+    // Segment-relative end of what was merged; of a kCells segment, of the
+    // cells allocated (DRAM).
+    uint64_t merged_to = 0;
+    // Garbage counters (DRAM, rebuilt at open); of a kCells segment,
+    // `entries` counts its live cells.
+    uint64_t entries = 0, dead = 0;
     bool merging = false;
+  };
+  struct Cell {
+    std::string key;
+    uint32_t bytes = 0;
+    // The entry counted live for the cell (the word's, when last looked).
+    std::optional<IndexPointer> counted;
   };
 
   Pool(pm::PmRegion* region, const PoolOptions& options);
@@ -145,6 +180,12 @@ class Pool {
   Result<MergeResult> MergeOpen(uint32_t s, uint64_t end);
   void CountDead(const std::vector<IndexPointer>& garbage);
   void Free(uint32_t s);  // REQUIRES: mu_ held
+  // A cell's word: the entry it points at, if any.
+  std::optional<IndexPointer> CellWord(uint64_t cell) const;
+  // Counts dead what cells no longer point at. REQUIRES: mu_ held.
+  void SweepCells();
+  // Rebuilds the cell registry at open (live cells the index points at).
+  Status LoadCells(uint32_t s);
 
   pm::PmRegion* const region_;
   const log::Limits limits_;
@@ -158,6 +199,8 @@ class Pool {
   mutable std::mutex mu_;  // the table and the counters
   std::vector<Segment> segments_;
   uint64_t merged_entries_ = 0, freed_ = 0;
+  std::map<uint64_t, Cell> cells_;                    // by region offset
+  std::unordered_map<std::string, uint64_t> cell_of_;  // key -> offset
   // Per node: the token admitted (0: none) and the fence (the lowest token
   // accepted), persisted in the superblock's page.
   std::vector<uint64_t> admitted_, fence_;

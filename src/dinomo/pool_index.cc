@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/hash.h"
+#include "dinomo/cell.h"
 
 namespace slip::dinomo {
 
@@ -124,6 +125,11 @@ std::optional<PoolIndex::EntryKey> PoolIndex::ReadEntry(IndexPointer p) const {
       p.offset > region_->size() - p.bytes) {
     return std::nullopt;
   }
+  if (p.cell) {
+    auto c = ParseCell({region_->at(p.offset), p.bytes});
+    if (!c || c->magic != kCellMagic || c->bytes != p.bytes) return std::nullopt;
+    return EntryKey{c->key, 0};
+  }
   auto d = log::DecodeBlock({region_->at(p.offset), p.bytes}, limits_);
   if (!d.status.ok() || !d.block.single() || d.block.encoded_bytes != p.bytes) return std::nullopt;
   if (d.block.type != log::EntryType::kPut && d.block.type != log::EntryType::kDel) return std::nullopt;
@@ -156,15 +162,19 @@ void PoolIndex::WriteBucket(std::byte* line, const BucketView& b) {
 }
 
 Result<PoolIndex::Applied> PoolIndex::Apply(IndexPointer entry) {
-  return Update(entry, [&](std::optional<IndexPointer> now, const std::optional<EntryKey>& cur, const EntryKey& e) {
+  const std::optional<EntryKey> key = ReadEntry(entry);
+  if (!key) return Status::Corruption("no whole single-block entry at offset " + std::to_string(entry.offset));
+  return Update(*key, entry, /*keep_cells=*/true, [&](std::optional<IndexPointer> now, const std::optional<EntryKey>& cur, const EntryKey& e) {
     if (!now) return true;
     return !cur || cur->version < e.version;
   });
 }
 
 Result<IndexPointer> PoolIndex::CompareAndSet(std::optional<IndexPointer> expected, IndexPointer entry) {
+  const std::optional<EntryKey> e = ReadEntry(entry);
+  if (!e) return Status::Corruption("no whole single-block entry at offset " + std::to_string(entry.offset));
   std::optional<IndexPointer> after;
-  auto r = Update(entry, [&](std::optional<IndexPointer> now, const std::optional<EntryKey>&, const EntryKey&) {
+  auto r = Update(*e, entry, /*keep_cells=*/false, [&](std::optional<IndexPointer> now, const std::optional<EntryKey>&, const EntryKey&) {
     after = now == expected ? entry : *now;
     return now == expected;
   });
@@ -172,11 +182,21 @@ Result<IndexPointer> PoolIndex::CompareAndSet(std::optional<IndexPointer> expect
   return after.value_or(entry);
 }
 
+Result<PoolIndex::Applied> PoolIndex::Set(std::string_view key, std::optional<IndexPointer> to) {
+  if (to) {
+    const std::optional<EntryKey> e = ReadEntry(*to);
+    if (!e || e->key != key) return Status::InvalidArgument("the pointer leads to no entry or cell of the key");
+  }
+  return Update(EntryKey{key, 0}, to, /*keep_cells=*/false, [](std::optional<IndexPointer>, const std::optional<EntryKey>&, const EntryKey&) {
+    return true;
+  });
+}
+
 Result<PoolIndex::Applied> PoolIndex::Update(
-    IndexPointer entry,
+    const EntryKey& key, std::optional<IndexPointer> entry, bool keep_cells,
     const std::function<bool(std::optional<IndexPointer>, const std::optional<EntryKey>&, const EntryKey&)>& decide) {
-  const std::optional<EntryKey> e = ReadEntry(entry);
-  if (!e) return Status::Corruption("no whole single-block entry at offset " + std::to_string(entry.offset));
+  const EntryKey* e = &key;
+  const bool is_cell = entry && entry->cell;
   const uint64_t h = SlotHash(e->key);
   const uint32_t home = HomeBucket(h, num_buckets_);
   std::lock_guard<std::mutex> lock(stripes_[home % stripes_.size()]);
@@ -202,15 +222,20 @@ Result<PoolIndex::Applied> PoolIndex::Update(
       const std::optional<EntryKey> cur = ReadEntry(s.pointer);
       if (cur && cur->key != e->key) continue;  // another key with the same hash
       // The key's slot (or one whose entry no longer decodes: taken over).
-      if (s.pointer == entry) {
+      if (entry && s.pointer == *entry) {
         (void)decide(s.pointer, cur, *e);
-        return Applied{false, true, std::nullopt};
+        return Applied{false, true, std::nullopt, std::nullopt};
       }
-      if (!decide(s.pointer, cur, *e)) return Applied{false, false, std::nullopt};
+      if (keep_cells && cur && s.pointer.cell && !is_cell) return Applied{false, false, std::nullopt, s.pointer};
+      if (!decide(s.pointer, cur, *e)) return Applied{false, false, std::nullopt, std::nullopt};
       BucketView nb = b;
-      nb.slots[i].pointer = entry;
+      if (entry) {
+        nb.slots[i].pointer = *entry;
+      } else {
+        nb.slots[i] = {};
+      }
       WriteBucket(line, nb);
-      return Applied{true, false, s.pointer};
+      return Applied{true, false, s.pointer, std::nullopt};
     }
     last = line;
     last_view = b;
@@ -218,12 +243,13 @@ Result<PoolIndex::Applied> PoolIndex::Update(
     if (b.next - 1 >= overflow_capacity_) return Status::Corruption("a bucket chain leaves the overflow area");
     line = Line(b.next - 1, true);
   }
-  if (!decide(std::nullopt, std::nullopt, *e)) return Applied{false, false, std::nullopt};
+  if (!entry) return Applied{false, true, std::nullopt, std::nullopt};  // nothing to forget
+  if (!decide(std::nullopt, std::nullopt, *e)) return Applied{false, false, std::nullopt, std::nullopt};
   if (free_line != nullptr) {
     BucketView nb = ParseBucket(std::span<const std::byte, kBucketBytes>(free_line, kBucketBytes));
-    nb.slots[free_slot] = {h, entry};
+    nb.slots[free_slot] = {h, *entry};
     WriteBucket(free_line, nb);
-    return Applied{true, false, std::nullopt};
+    return Applied{true, false, std::nullopt, std::nullopt};
   }
   // A new overflow bucket, written whole before the chain links to it.
   uint32_t n;
@@ -236,11 +262,11 @@ Result<PoolIndex::Applied> PoolIndex::Update(
     region_->Persist(hdr + kHdrUsed, 4);
   }
   BucketView fresh;
-  fresh.slots[0] = {h, entry};
+  fresh.slots[0] = {h, *entry};
   WriteBucket(Line(n, true), fresh);
   last_view.next = n + 1;
   WriteBucket(last, last_view);
-  return Applied{true, false, std::nullopt};
+  return Applied{true, false, std::nullopt, std::nullopt};
 }
 
 std::optional<IndexPointer> PoolIndex::Find(std::string_view key, uint32_t* bucket_reads) const {

@@ -45,16 +45,21 @@ namespace slip::dinomo {
 constexpr uint64_t kBucketBytes = 64;
 constexpr int kSlotsPerBucket = 3;
 
-// Where an entry lives: its region offset (64-byte aligned) and padded size.
+// Where an entry lives: its region offset (64-byte aligned) and padded size
+// — or, for a shared key, where its indirect cell is (dinomo/cell.h).
 struct IndexPointer {
   uint64_t offset = 0;
   uint32_t bytes = 0;
+  bool cell = false;
   bool operator==(const IndexPointer&) const = default;
   // 0 is "no entry". Offset in 64 B units in bits 0..39, size in 64 B units
-  // in bits 40..63.
-  uint64_t Encode() const { return (offset / 64) | (uint64_t{bytes / 64} << 40); }
+  // in bits 40..62, bit 63 set for a cell.
+  uint64_t Encode() const {
+    return (offset / 64) | (uint64_t{bytes / 64} << 40) | (cell ? uint64_t{1} << 63 : 0);
+  }
   static IndexPointer Decode(uint64_t w) {
-    return {(w & ((uint64_t{1} << 40) - 1)) * 64, static_cast<uint32_t>((w >> 40) * 64)};
+    return {(w & ((uint64_t{1} << 40) - 1)) * 64, static_cast<uint32_t>(((w >> 40) & ((uint64_t{1} << 23) - 1)) * 64),
+            (w >> 63) != 0};
   }
 };
 
@@ -92,12 +97,20 @@ class PoolIndex {
     bool applied = false;                  // the key now points at the entry
     bool current = false;                  // it already did (merged before)
     std::optional<IndexPointer> displaced;  // what it pointed at before
+    // The key is shared: the index points it at this cell and a merge
+    // leaves it so (the cell's word says which entry is current).
+    std::optional<IndexPointer> shared;
   };
   // Merges the entry at `entry` (a single-block PUT or DEL, CRC-valid):
   // the key points at it unless the index points at a version of the key
   // at least as new. A DEL's tombstone stays pointed at (its version keeps
   // older PUTs from coming back at a re-merge). Thread-safe.
   Result<Applied> Apply(IndexPointer entry);
+
+  // Points `key` at `to` whatever it pointed at (nullopt: forgets the key)
+  // — how the pool installs and removes a shared key's cell. `to`, if
+  // given, must be an entry or live cell of `key`. Thread-safe.
+  Result<Applied> Set(std::string_view key, std::optional<IndexPointer> to);
 
   // Clover's metadata (dinomo/clover.h): points the key of the entry at
   // `entry` iff the index holds `expected` for it (nullopt: nothing).
@@ -136,9 +149,11 @@ class PoolIndex {
     uint64_t version = 0;
   };
   std::optional<EntryKey> ReadEntry(IndexPointer p) const;
-  // Apply and CompareAndSet: `decide` sees what the key points at now
-  // (nullopt: nothing) and says whether it is to point at `entry`.
-  Result<Applied> Update(IndexPointer entry,
+  // Apply, CompareAndSet and Set: `decide` sees what `key` points at now
+  // (nullopt: nothing) and says whether it is to point at `entry`
+  // (nullopt: at nothing). With `keep_cells` (merges), an entry meeting the
+  // key's cell changes nothing (Applied::shared).
+  Result<Applied> Update(const EntryKey& key, std::optional<IndexPointer> entry, bool keep_cells,
                          const std::function<bool(std::optional<IndexPointer>, const std::optional<EntryKey>&,
                                                   const EntryKey&)>& decide);
   void WriteBucket(std::byte* line, const BucketView& b);

@@ -100,6 +100,19 @@ void PoolServer::Handle(uint16_t method, std::span<const std::byte> payload, con
       if (!head.ok()) return fail(head.status());
       return reply(Code::kOk, proto::Encode(proto::CloverHeadResponse{head->offset, head->bytes}));
     }
+    case proto::Method::kPoolShare:
+    case proto::Method::kPoolUnshare: {
+      auto r = proto::DecodePoolKeyRequest(payload);
+      if (!r.ok()) return fail(r.status());
+      if (Status s = pool_->CheckToken(r->node, r->epoch); !s.ok()) return fail(s);
+      if (static_cast<proto::Method>(method) == proto::Method::kPoolUnshare) {
+        Status s = pool_->Unshare(r->key);
+        return s.ok() ? reply(Code::kOk, "") : fail(s);
+      }
+      auto cell = pool_->Share(r->key);
+      if (!cell.ok()) return fail(cell.status());
+      return reply(Code::kOk, proto::Encode(proto::CloverHeadResponse{cell->offset, cell->bytes}));
+    }
     case proto::Method::kPoolMergeAll: {
       // `epoch`: the configuration in which the node no longer works.
       auto r = proto::DecodePoolNodeRequest(payload);

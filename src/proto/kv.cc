@@ -89,6 +89,8 @@ const char* MethodName(uint16_t method) {
     case Method::kCloverInsert: return "CLOVER_INSERT";
     case Method::kPoolPersist: return "POOL_PERSIST";
     case Method::kPoolIndex: return "POOL_INDEX";
+    case Method::kPoolShare: return "POOL_SHARE";
+    case Method::kPoolUnshare: return "POOL_UNSHARE";
   }
   return "UNKNOWN";
 }

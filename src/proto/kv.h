@@ -63,6 +63,10 @@ enum class Method : uint16_t {
   kPoolPersist = 54,
   // KVS node -> pool: where the index is now (after it met a moved bucket).
   kPoolIndex = 55,
+  // KVS node -> pool: make a key shared (its indirect cell), or no longer
+  // (PoolKeyRequest; POOL_SHARE answers CloverHeadResponse: the cell).
+  kPoolShare = 56,
+  kPoolUnshare = 57,
 };
 
 const char* MethodName(uint16_t method);

@@ -161,6 +161,27 @@ Result<CloverHeadResponse> DecodeCloverHeadResponse(std::span<const std::byte> b
   return r;
 }
 
+// PoolKeyRequest: node u32 | epoch u64 | key_len u32 | key
+std::string Encode(const PoolKeyRequest& r) {
+  Writer w(16 + r.key.size());
+  w.Put<uint32_t>(r.node);
+  w.Put<uint64_t>(r.epoch);
+  w.Put<uint32_t>(static_cast<uint32_t>(r.key.size()));
+  w.Bytes(r.key);
+  return w.Take();
+}
+
+Result<PoolKeyRequest> DecodePoolKeyRequest(std::span<const std::byte> buf) {
+  Reader rd(buf);
+  PoolKeyRequest r;
+  r.node = rd.Get<uint32_t>();
+  r.epoch = rd.Get<uint64_t>();
+  const uint32_t len = rd.Get<uint32_t>();
+  r.key = rd.Bytes(len);
+  SLIP_RETURN_IF_ERROR(Finish(rd, "pool key request"));
+  return r;
+}
+
 // PoolPersistRequest: node u32 | epoch u64 | offset u64 | bytes u64
 std::string Encode(const PoolPersistRequest& r) {
   Writer w(28);

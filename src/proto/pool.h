@@ -93,6 +93,15 @@ std::string Encode(const CloverHeadResponse& r);
 Result<CloverInsertRequest> DecodeCloverInsertRequest(std::span<const std::byte> buf);
 Result<CloverHeadResponse> DecodeCloverHeadResponse(std::span<const std::byte> buf);
 
+// POOL_SHARE, POOL_UNSHARE: the node, its token and the key.
+struct PoolKeyRequest {
+  uint32_t node = 0;
+  uint64_t epoch = 0;
+  std::string_view key;
+};
+std::string Encode(const PoolKeyRequest& r);
+Result<PoolKeyRequest> DecodePoolKeyRequest(std::span<const std::byte> buf);
+
 std::string Encode(const PoolNodeRequest& r);
 std::string Encode(const PoolLayoutResponse& r);
 std::string Encode(const PoolAllocateResponse& r);
