@@ -356,6 +356,54 @@ int ClusterRemoveNode(const ClusterCommandOptions& o) {
   }
 }
 
+int ClusterShare(const ClusterCommandOptions& o, bool share) {
+  const char* what = share ? "cluster share" : "cluster unshare";
+  auto store = cluster::OpenConfigStore(o.dir, o.zookeeper);
+  if (!store.ok()) return Fail(what, store.status());
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t term = 0;
+  for (;;) {
+    auto vc = (*store)->Load();
+    if (!vc.ok()) return Fail(what, vc.status());
+    auto next = share ? cluster::ShareKey(vc->config, o.key, o.owners) : cluster::UnshareKey(vc->config, o.key);
+    if (!next.ok()) return Fail(what, next.status());
+    if ((*store)->CompareAndSwap(vc->version, *next).ok()) {
+      term = next->term;
+      break;
+    }
+  }
+  // Every node reconfigures for it (the key's owner changes the pool's cell
+  // before it serves); done once all serve that term or a later one.
+  auto client = Client::Open(ClientOptions{.dir = o.dir, .zookeeper = o.zookeeper, .provider = "",
+                                           .deadline = std::chrono::seconds(5), .bind_address = ""});
+  if (!client.ok()) return Fail(what, client.status());
+  for (;;) {
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    auto now = (*store)->Load();
+    auto stats = (*client)->NodeStats();
+    bool all = now.ok() && stats.ok();
+    if (all) {
+      size_t up = 0, serving = 0;
+      for (const auto& [id, info] : now->config.nodes) up += info.state == cluster::NodeState::kUp;
+      for (const std::string& text : *stats) {
+        auto j = nlohmann::json::parse(text, nullptr, false);
+        if (!j.is_discarded() && j.contains("serving_term") && j["serving_term"].is_number_unsigned() &&
+            j["serving_term"].get<uint64_t>() >= term) {
+          ++serving;
+        }
+      }
+      all = serving >= up;
+    }
+    if (all) {
+      std::printf("slip cluster: key %s %s in term %llu after %.2f s\n", o.key.c_str(),
+                  share ? "shared" : "no longer shared", static_cast<unsigned long long>(term), secs);
+      return 0;
+    }
+    if (secs > 60) return Fail(what, Status::Timeout("the nodes did not all serve term " + std::to_string(term) + " in 60 s"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 int ClusterAutoscale(const ClusterCommandOptions& o) {
   auto store = cluster::OpenConfigStore(o.dir, o.zookeeper);
   if (!store.ok()) return Fail("cluster autoscale", store.status());
@@ -479,6 +527,11 @@ int ClusterStatus(const ClusterCommandOptions& o) {
       std::printf("node %-3u %-4s %-24s primary of %u, backup of %u\n", id, state.c_str(), info.address.c_str(),
                   prim[id], back[id]);
     }
+  }
+  for (const auto& [key, secondaries] : c->config.shared) {
+    std::string owners;
+    for (cluster::NodeId n : secondaries) owners += (owners.empty() ? "" : ",") + std::to_string(n);
+    std::printf("shared key %s: owner of its shard, and %s\n", key.c_str(), owners.empty() ? "no other" : owners.c_str());
   }
   return 0;
 }

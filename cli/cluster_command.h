@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace slip::cli {
 
@@ -36,6 +37,9 @@ struct ClusterCommandOptions {
   double slo_us = 1200;       // average latency objective of the probe GETs
   uint32_t min_nodes = 1, max_nodes = 8;
   uint32_t epochs = 0;        // stop after this many (0: until a signal)
+  // `cluster share` / `unshare`: a hot key and its secondary owners.
+  std::string key;
+  std::vector<uint32_t> owners;
 };
 
 int RunServer(const ClusterCommandOptions& o);
@@ -56,6 +60,10 @@ int ClusterAddNode(const ClusterCommandOptions& o);
 // Node `node` hands its shards to the others and leaves the membership;
 // waits for it. Only designs whose data lives in a pool (dinomo).
 int ClusterRemoveNode(const ClusterCommandOptions& o);
+// Selective replication (dinomo): `key` served by its shard's owner and
+// `owners` through the pool's indirect cell (share), or by its owner alone
+// again (unshare). Waits until every node serves the new configuration.
+int ClusterShare(const ClusterCommandOptions& o, bool share);
 // DINOMO's policy engine as a supervisor: every epoch it reads each KVS
 // node's worker CPU (occupancy) and times probe GETs, and adds or removes a
 // node by the policy of cluster/autoscale.h. Prints one line per epoch.

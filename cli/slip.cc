@@ -247,6 +247,16 @@ int main(int argc, char** argv) {
   auto* removenode = cluster->add_subcommand("remove-node", "hand a node's shards to the others and stop it (dinomo)");
   cluster_opts(removenode);
   removenode->add_option("--node", co.node, "node id")->required();
+  auto* share = cluster->add_subcommand(
+      "share", "serve a hot key from more nodes through the pool's indirect cell (dinomo selective replication)");
+  cluster_opts(share);
+  share->add_option("--key", co.key, "the key")->required();
+  share->add_option("--owners", co.owners, "node ids serving it besides its shard's owner (e.g. 1,2)")
+      ->delimiter(',')
+      ->required();
+  auto* unshare = cluster->add_subcommand("unshare", "serve a shared key from its shard's owner alone again (dinomo)");
+  cluster_opts(unshare);
+  unshare->add_option("--key", co.key, "the key")->required();
   auto* autoscale = cluster->add_subcommand(
       "autoscale", "add and remove nodes by load: DINOMO's policy engine (dinomo; one line per epoch)");
   cluster_opts(autoscale);
@@ -293,6 +303,8 @@ int main(int argc, char** argv) {
     return slip::cli::ClusterAddNode(co);
   }
   if (*removenode) return slip::cli::ClusterRemoveNode(co);
+  if (*share) return slip::cli::ClusterShare(co, true);
+  if (*unshare) return slip::cli::ClusterShare(co, false);
   if (*autoscale) return slip::cli::ClusterAutoscale(co);
 
   if (*put) {

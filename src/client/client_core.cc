@@ -82,7 +82,13 @@ void ClientCore::Attempt(std::shared_ptr<Op> op) {
   ++counters_.attempts;
   op->attempt_sent = exec_->Now();
   const uint32_t shard = routing_.ShardOf(op->hash);
-  const NodeId node = routing_.primaries[shard];
+  NodeId node = routing_.primaries[shard];
+  if (!routing_.shared.empty()) {
+    // A shared key: any of its owners serves it.
+    if (auto it = routing_.shared.find(op->key); it != routing_.shared.end()) {
+      node = it->second[exec_->Rng().Uniform(it->second.size())];
+    }
+  }
   if (direct_ != nullptr && routing_.direct.any()) {
     auto answer = [this, op](Result<rpc::PeerResponse> r) { OnResponse(op, std::move(r)); };
     if (op->kind == OpRecord::Kind::kGet && routing_.direct.gets) {

@@ -105,6 +105,20 @@ Status ClusterConfig::Validate() const {
       }
     }
   }
+  if (!shared.empty() && !UsesPool(design)) return bad("shared keys, which only designs with a pool know");
+  for (const auto& [key, owners] : shared) {
+    if (key.empty()) return bad("an empty shared key");
+    for (size_t i = 0; i < owners.size(); i++) {
+      auto it = nodes.find(owners[i]);
+      if (it == nodes.end() || it->second.state != NodeState::kUp) {
+        return bad("a shared key's owner " + N(owners[i]) + " is not an up member");
+      }
+      if (std::find(owners.begin(), owners.begin() + static_cast<ptrdiff_t>(i), owners[i]) !=
+          owners.begin() + static_cast<ptrdiff_t>(i)) {
+        return bad("a shared key lists owner " + N(owners[i]) + " twice");
+      }
+    }
+  }
   std::set<ShardId> migrating;
   for (const Migration& m : migrations) {
     const std::string where = "migration of shard " + N(m.shard) + ": ";
@@ -234,6 +248,13 @@ static void TopUp(ClusterConfig& next) {
   }
 }
 
+namespace {
+// A node no longer up serves no shared key.
+void DropSharedOwner(ClusterConfig& c, NodeId node) {
+  for (auto& [key, owners] : c.shared) std::erase(owners, node);
+}
+}  // namespace
+
 Result<ClusterConfig> Reassign(const ClusterConfig& config, NodeId failed) {
   SLIP_RETURN_IF_ERROR(config.Validate());
   auto it = config.nodes.find(failed);
@@ -249,6 +270,7 @@ Result<ClusterConfig> Reassign(const ClusterConfig& config, NodeId failed) {
   ClusterConfig next = config;
   next.term = config.term + 1;
   next.nodes[failed].state = NodeState::kDown;
+  DropSharedOwner(next, failed);
 
   // Interrupted migrations go back to where they started (docs/papers/rowan.md
   // §3.7): the target's copy is incomplete, the source's is not.
@@ -309,6 +331,7 @@ Result<ClusterConfig> ReassignOwners(const ClusterConfig& config, NodeId failed)
   ClusterConfig next = config;
   next.term = config.term + 1;
   next.nodes[failed].state = NodeState::kDown;
+  DropSharedOwner(next, failed);
   std::map<NodeId, uint32_t> owned;
   for (const auto& [id, info] : next.nodes) {
     if (info.state == NodeState::kUp) owned[id] = 0;
@@ -396,6 +419,35 @@ Result<ClusterConfig> JoinOwner(const ClusterConfig& config, NodeId node, const 
   return next;
 }
 
+Result<ClusterConfig> ShareKey(const ClusterConfig& config, const std::string& key, std::vector<NodeId> secondaries) {
+  SLIP_RETURN_IF_ERROR(config.Validate());
+  if (!UsesPool(config.design)) {
+    return Status::NotSupported("ShareKey: the " + config.design + " design has no pool to share keys through");
+  }
+  if (key.empty()) return Status::InvalidArgument("ShareKey: an empty key");
+  ClusterConfig next = config;
+  next.term++;
+  std::sort(secondaries.begin(), secondaries.end());
+  secondaries.erase(std::unique(secondaries.begin(), secondaries.end()), secondaries.end());
+  next.shared[key] = std::move(secondaries);
+  SLIP_RETURN_IF_ERROR(next.Validate());
+  return next;
+}
+
+Result<ClusterConfig> UnshareKey(const ClusterConfig& config, const std::string& key) {
+  SLIP_RETURN_IF_ERROR(config.Validate());
+  if (!config.shared.contains(key)) return Status::InvalidArgument("UnshareKey: the key is not shared");
+  ClusterConfig next = config;
+  next.term++;
+  next.shared.erase(key);
+  return next;
+}
+
+bool SharesKey(const ClusterConfig& config, const std::string& key, NodeId node) {
+  auto it = config.shared.find(key);
+  return it != config.shared.end() && std::find(it->second.begin(), it->second.end(), node) != it->second.end();
+}
+
 Result<ClusterConfig> RemoveOwner(const ClusterConfig& config, NodeId node) {
   SLIP_RETURN_IF_ERROR(config.Validate());
   if (!UsesPool(config.design)) {
@@ -412,6 +464,7 @@ Result<ClusterConfig> RemoveOwner(const ClusterConfig& config, NodeId node) {
   if (others.empty()) return Status::InvalidArgument("RemoveOwner: node " + N(node) + " is the last up node");
   ClusterConfig marked = config;
   marked.nodes[node].state = NodeState::kLeaving;
+  DropSharedOwner(marked, node);
   std::optional<ClusterConfig> next = BalanceOwners(marked, others);
   if (!next) {  // it owned nothing
     next = marked;
@@ -553,6 +606,18 @@ Status OnlyFields(const json& obj, std::initializer_list<const char*> allowed,
   return Status::Ok();
 }
 
+namespace {
+std::string ToHex(std::string_view bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char ch : bytes) {
+    out.push_back(kDigits[ch >> 4]);
+    out.push_back(kDigits[ch & 15]);
+  }
+  return out;
+}
+}  // namespace
+
 json ToJson(const ClusterConfig& c) {
   json nodes = json::array();
   for (const auto& [id, info] : c.nodes) {
@@ -583,11 +648,32 @@ json ToJson(const ClusterConfig& c) {
               {"shards", std::move(shards)},
               {"migrations", std::move(migrations)}};
   if (!c.pool.empty()) doc["pool"] = c.pool;  // pool designs only
+  if (!c.shared.empty()) {
+    json shared = json::array();
+    for (const auto& [key, owners] : c.shared) shared.push_back({{"key_hex", ToHex(key)}, {"owners", owners}});
+    doc["shared"] = std::move(shared);
+  }
   return doc;
 }
 
 namespace {
 constexpr uint64_t kU32 = std::numeric_limits<uint32_t>::max();
+
+Result<std::string> FromHex(std::string_view hex) {
+  auto nibble = [](char ch) -> int {
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    return -1;
+  };
+  if (hex.size() % 2 != 0) return Bad("a key_hex of odd length");
+  std::string out;
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    const int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
+    if (hi < 0 || lo < 0) return Bad("a key_hex that is not lower-case hex");
+    out.push_back(static_cast<char>(hi * 16 + lo));
+  }
+  return out;
+}
 
 Result<const json*> GetArray(const json& obj, const char* field) {
   auto it = obj.find(field);
@@ -607,7 +693,7 @@ Result<ClusterConfig> FromJsonUnchecked(const json& j) {
   }
   SLIP_RETURN_IF_ERROR(OnlyFields(j,
                                   {"format", "format_version", "term", "replication_factor",
-                                   "design", "provider", "pm", "pool", "nodes", "shards", "migrations"},
+                                   "design", "provider", "pm", "pool", "shared", "nodes", "shards", "migrations"},
                                   "config"));
   ClusterConfig c;
   SLIP_ASSIGN_OR_RETURN(c.term, GetUint(j, "term", std::numeric_limits<uint64_t>::max()));
@@ -633,6 +719,23 @@ Result<ClusterConfig> FromJsonUnchecked(const json& j) {
   // Absent before pool designs existed.
   if (j.contains("pool")) {
     SLIP_ASSIGN_OR_RETURN(c.pool, GetString(j, "pool"));
+  }
+
+  // Absent when no key is shared.
+  if (j.contains("shared")) {
+    SLIP_ASSIGN_OR_RETURN(const json* shared, GetArray(j, "shared"));
+    for (const json& e : *shared) {
+      if (!e.is_object()) return Bad("a shared key is not an object");
+      SLIP_RETURN_IF_ERROR(OnlyFields(e, {"key_hex", "owners"}, "shared key"));
+      SLIP_ASSIGN_OR_RETURN(std::string hex, GetString(e, "key_hex"));
+      SLIP_ASSIGN_OR_RETURN(std::string key, FromHex(hex));
+      SLIP_ASSIGN_OR_RETURN(const json* owners, GetArray(e, "owners"));
+      std::vector<NodeId>& out = c.shared[key];
+      for (const json& o : *owners) {
+        if (!o.is_number_unsigned() || o.get<uint64_t>() > kU32) return Bad("a shared key's owner is not a node id");
+        out.push_back(static_cast<NodeId>(o.get<uint64_t>()));
+      }
+    }
   }
 
   SLIP_ASSIGN_OR_RETURN(const json* nodes, GetArray(j, "nodes"));

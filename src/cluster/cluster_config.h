@@ -100,6 +100,12 @@ struct ClusterConfig {
   // process's fabric address, hex-encoded; empty until it has published
   // one, and always for the other designs.
   std::string pool;
+  // UsesPool designs: hot keys shared through the pool's indirect cells
+  // (selective replication, docs/papers/dinomo.md §4d) — key to its
+  // secondary owners, up members serving it besides its shard's owner. A
+  // key listed here stays shared when its last secondary fails (it is
+  // dropped from the list); leaving the list de-replicates it.
+  std::map<std::string, std::vector<NodeId>> shared;
   std::map<NodeId, NodeInfo> nodes;  // membership, ordered by id
   std::vector<ShardReplicas> shards;  // index = shard id
   std::vector<Migration> migrations;
@@ -197,6 +203,13 @@ Result<ClusterConfig> RemoveOwner(const ClusterConfig& config, NodeId node);
 // A leaving `node` that has let go of everything is dropped from the
 // membership: term + 1. InvalidArgument unless it is leaving.
 Result<ClusterConfig> DropLeaving(const ClusterConfig& config, NodeId node);
+// `config` (a UsesPool design) with `key` shared by its shard's owner and
+// `secondaries` (up members), term + 1; replaces an earlier list of the key.
+Result<ClusterConfig> ShareKey(const ClusterConfig& config, const std::string& key, std::vector<NodeId> secondaries);
+// `config` with `key` no longer shared, term + 1. InvalidArgument if it is not.
+Result<ClusterConfig> UnshareKey(const ClusterConfig& config, const std::string& key);
+// Whether `node` serves `key` in `config` besides the key's shard's owner.
+bool SharesKey(const ClusterConfig& config, const std::string& key, NodeId node);
 
 // The configuration after `backup` finished being seeded with `shard`
 // (its primary reported so): term + 1, `backup` no longer syncing.

@@ -13,6 +13,13 @@ RoutingTable RoutingFromConfig(const ClusterConfig& config) {
   t.term = config.term;
   for (const auto& s : config.shards) t.primaries.push_back(s.primary);
   t.direct = DirectAccessOf(config.design);
+  for (const auto& [key, secondaries] : config.shared) {
+    std::vector<NodeId>& owners = t.shared[key];
+    owners.push_back(t.primaries[config.ShardOf(HashKey(key))]);
+    for (NodeId n : secondaries) {
+      if (n != owners.front()) owners.push_back(n);
+    }
+  }
   return t;
 }
 

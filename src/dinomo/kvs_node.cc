@@ -12,7 +12,8 @@ struct KvsNode::Write {
   log::Layout layout;  // one block
   uint64_t at = 0;     // offset in the batch
   uint32_t bytes = 0;
-  uint32_t swaps = 0;  // compare-and-swaps of a shared key's cell tried
+  uint32_t swaps = 0;    // compare-and-swaps of a shared key's cell tried
+  uint32_t locates = 0;  // looks for a shared key's cell that found none
 };
 
 struct KvsNode::GetOp {
@@ -287,8 +288,14 @@ void KvsNode::Swap(std::shared_ptr<Write> w, IndexPointer p, uint64_t segment) {
     op->key = w->key;
     op->hash = SlotHash(op->key);
     op->merges_at_start = merges_confirmed_;
-    op->done = [fail](Result<std::string> r) {
-      fail(r.ok() || r.status().Is(Code::kNotFound) ? "the pool has no cell for the key" : r.status().ToString());
+    op->done = [this, w, p, segment, fail](Result<std::string> r) {
+      if (!r.ok() && !r.status().Is(Code::kNotFound)) return fail(r.status().ToString());
+      // No cell yet: the key's owner shares it as it starts serving the
+      // configuration that shares it, which this node may serve first.
+      if (++w->locates > 50) return fail("the pool has no cell for the key");
+      exec_->After(runtime::kMillisecond, [this, life = std::weak_ptr<int>(life_), w, p, segment] {
+        if (!life.expired()) Swap(w, p, segment);
+      });
     };
     op->locate = [this, w, p, segment](IndexPointer) { Swap(w, p, segment); };
     return ReadBucket(op, at_.HomeBucket(op->hash), 0);

@@ -118,7 +118,7 @@ class KvsNode {
   // Nothing of this node's is on the wire or waiting to go (its one-sided
   // operations all completed, no write queued): it may be destroyed while
   // its endpoint lives on.
-  bool Idle() const { return ops_.in_flight() == 0 && pending_.empty() && !in_flight_; }
+  bool Idle() const { return ops_.in_flight() == 0 && pending_.empty() && !in_flight_ && swapping_.empty(); }
   // Segments not merged by the pool yet, the open one included.
   size_t unmerged_segments() const { return sealing_.size() + (segment_ != 0 ? 1 : 0); }
 

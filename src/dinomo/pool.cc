@@ -561,6 +561,13 @@ Status Pool::Unshare(std::string_view key) {
   return Status::Ok();
 }
 
+std::vector<std::string> Pool::SharedKeys() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> keys;
+  for (const auto& [key, offset] : cell_of_) keys.push_back(key);
+  return keys;
+}
+
 Result<uint64_t> Pool::MergeAll(uint32_t node, uint64_t* walked) {
   uint64_t merged = 0;
   for (uint64_t segment : OpenSegments(node)) {

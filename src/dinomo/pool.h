@@ -122,6 +122,8 @@ class Pool {
   // key if it holds none) and removes the cell. The caller has stopped every
   // owner's writes to the cell and had their logs merged. OK if not shared.
   Status Unshare(std::string_view key);
+  // The keys shared now.
+  std::vector<std::string> SharedKeys() const;
 
   // Clover's metadata (CLOVER_INSERT, its GC pass): PoolIndex::CompareAndSet
   // on the current index, growing it when full. Thread-safe against merges

@@ -113,6 +113,12 @@ void PoolServer::Handle(uint16_t method, std::span<const std::byte> payload, con
       if (!cell.ok()) return fail(cell.status());
       return reply(Code::kOk, proto::Encode(proto::CloverHeadResponse{cell->offset, cell->bytes}));
     }
+    case proto::Method::kPoolShared: {
+      auto r = proto::DecodePoolNodeRequest(payload);
+      if (!r.ok()) return fail(r.status());
+      if (Status s = pool_->CheckToken(r->node, r->epoch); !s.ok()) return fail(s);
+      return reply(Code::kOk, proto::Encode(proto::PoolKeysResponse{pool_->SharedKeys()}));
+    }
     case proto::Method::kPoolMergeAll: {
       // `epoch`: the configuration in which the node no longer works.
       auto r = proto::DecodePoolNodeRequest(payload);

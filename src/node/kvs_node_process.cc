@@ -190,6 +190,11 @@ void KvsNodeServer::Stats(rpc::RpcChannel::Reply reply) {
       {"gets", st.gets},
       {"writes", st.writes},
       {"pool_round_trips_per_op", st.round_trips_per_op()},
+      {"serving_term", server_->serving_term()},
+      {"shared_gets", st.shared_gets},
+      {"shared_writes", st.shared_writes},
+      {"swaps", st.swaps},
+      {"swap_retries", st.swap_retries},
   };
   reply(Code::kOk, j.dump());
 }

@@ -91,6 +91,7 @@ const char* MethodName(uint16_t method) {
     case Method::kPoolIndex: return "POOL_INDEX";
     case Method::kPoolShare: return "POOL_SHARE";
     case Method::kPoolUnshare: return "POOL_UNSHARE";
+    case Method::kPoolShared: return "POOL_SHARED";
   }
   return "UNKNOWN";
 }

@@ -67,6 +67,8 @@ enum class Method : uint16_t {
   // (PoolKeyRequest; POOL_SHARE answers CloverHeadResponse: the cell).
   kPoolShare = 56,
   kPoolUnshare = 57,
+  // KVS node -> pool: the keys shared now (PoolNodeRequest; PoolKeysResponse).
+  kPoolShared = 58,
 };
 
 const char* MethodName(uint16_t method);

@@ -182,6 +182,33 @@ Result<PoolKeyRequest> DecodePoolKeyRequest(std::span<const std::byte> buf) {
   return r;
 }
 
+// PoolKeysResponse: count u32 | (key_len u32 | key) * count
+std::string Encode(const PoolKeysResponse& r) {
+  size_t bytes = 4;
+  for (const std::string& k : r.keys) bytes += 4 + k.size();
+  Writer w(bytes);
+  w.Put<uint32_t>(static_cast<uint32_t>(r.keys.size()));
+  for (const std::string& k : r.keys) {
+    w.Put<uint32_t>(static_cast<uint32_t>(k.size()));
+    w.Bytes(k);
+  }
+  return w.Take();
+}
+
+Result<PoolKeysResponse> DecodePoolKeysResponse(std::span<const std::byte> buf) {
+  Reader rd(buf);
+  PoolKeysResponse r;
+  const uint32_t n = rd.Get<uint32_t>();
+  // Each key takes at least its 4-byte length: a count past that is corrupt.
+  if (n > buf.size() / 4) return Status::Corruption("pool keys response: " + std::to_string(n) + " keys");
+  for (uint32_t i = 0; i < n && rd.ok(); ++i) {
+    const uint32_t len = rd.Get<uint32_t>();
+    r.keys.emplace_back(rd.Bytes(len));
+  }
+  SLIP_RETURN_IF_ERROR(Finish(rd, "pool keys response"));
+  return r;
+}
+
 // PoolPersistRequest: node u32 | epoch u64 | offset u64 | bytes u64
 std::string Encode(const PoolPersistRequest& r) {
   Writer w(28);

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -100,6 +101,11 @@ struct PoolKeyRequest {
   std::string_view key;
 };
 std::string Encode(const PoolKeyRequest& r);
+struct PoolKeysResponse {
+  std::vector<std::string> keys;
+};
+std::string Encode(const PoolKeysResponse& r);
+Result<PoolKeysResponse> DecodePoolKeysResponse(std::span<const std::byte> buf);
 Result<PoolKeyRequest> DecodePoolKeyRequest(std::span<const std::byte> buf);
 
 std::string Encode(const PoolNodeRequest& r);

@@ -45,7 +45,7 @@ void DinomoServer::Consider() {
   // back), and settling at the new term would then release a node that
   // served them meanwhile while this one still serves its old cache.
   if (serving_ && config_.term == serving_config_.term + 1 && OwnedBy(config_, env_.self) == owned_ &&
-      config_.pool == serving_config_.pool) {
+      config_.pool == serving_config_.pool && config_.shared == serving_config_.shared) {
     serving_config_ = config_;
     return Settle(config_);
   }
@@ -197,6 +197,7 @@ void DinomoServer::StartNode() {
   dinomo::KvsNodeOptions ko = env_.node;
   ko.node = env_.self;
   ko.epoch = c.term;
+  for (const auto& [key, secondaries] : c.shared) ko.shared.insert(key);
   node_ = std::make_unique<dinomo::KvsNode>(env_.exec, env_.data, env_.calls, env_.pool_peer, ko);
   node_->Start([this, life = std::weak_ptr<int>(life_), c](Status s) {
     if (life.expired()) return;
@@ -208,16 +209,71 @@ void DinomoServer::StartNode() {
     // Settled past this term meanwhile (SettleEarly): serving it now would
     // break that promise. Start over for the newest one.
     if (settled_term_ > c.term) return Reconfigure();
-    reconfiguring_ = false;
-    retry_ms_ = 50;
-    serving_config_ = c;
-    owned_ = OwnedBy(c, env_.self);
-    serving_ = true;
-    if (!owned_.empty()) fresh_ = false;  // it may write from now on
-    const double paused_ms = static_cast<double>(env_.exec->Now() - stopped_at_) / 1e6;
-    logging::Info("serving {} shards in term {} (reconfigured in {:.1f} ms)", owned_.size(), c.term, paused_ms);
-    if (config_.term != c.term) Consider();  // a newer one came meanwhile
+    SyncShared(c);
   });
+}
+
+void DinomoServer::SyncShared(const cluster::ClusterConfig& c) {
+  // The pool's cells follow the configuration for the keys this node owns:
+  // every member settled at c's term, so no earlier owner writes them.
+  env_.calls->Call(
+      env_.pool_peer, static_cast<uint16_t>(proto::Method::kPoolShared),
+      proto::Encode(proto::PoolNodeRequest{env_.self, c.term}),
+      [this, life = std::weak_ptr<int>(life_), c](Result<rpc::PeerResponse> r) {
+        if (life.expired()) return;
+        auto keys = r.ok() && r->status == Code::kOk ? proto::DecodePoolKeysResponse(proto::AsBytes(r->payload))
+                    : r.ok() ? Result<proto::PoolKeysResponse>(Status(r->status, r->payload))
+                             : Result<proto::PoolKeysResponse>(r.status());
+        if (!keys.ok()) {
+          logging::Warn("{}", "asking the pool for its shared keys failed: " + keys.status().ToString());
+          node_.reset();
+          return Retry();
+        }
+        const std::set<uint32_t> owned = OwnedBy(c, env_.self);
+        auto mine = [&](const std::string& k) { return owned.contains(c.ShardOf(HashKey(k))); };
+        std::vector<std::pair<proto::Method, std::string>> todo;
+        for (const auto& [key, secondaries] : c.shared) {
+          if (mine(key)) todo.emplace_back(proto::Method::kPoolShare, key);
+        }
+        for (const std::string& key : keys->keys) {
+          if (!c.shared.contains(key) && mine(key)) todo.emplace_back(proto::Method::kPoolUnshare, key);
+        }
+        ChangeShared(c, std::move(todo));
+      });
+}
+
+void DinomoServer::ChangeShared(const cluster::ClusterConfig& c,
+                                std::vector<std::pair<proto::Method, std::string>> todo) {
+  if (todo.empty()) return Serve(c);
+  auto [method, key] = std::move(todo.back());
+  todo.pop_back();
+  env_.calls->Call(env_.pool_peer, static_cast<uint16_t>(method),
+                   proto::Encode(proto::PoolKeyRequest{env_.self, c.term, key}),
+                   [this, life = std::weak_ptr<int>(life_), c, method, todo = std::move(todo)](
+                       Result<rpc::PeerResponse> r) mutable {
+                     if (life.expired()) return;
+                     if (!r.ok() || r->status != Code::kOk) {
+                       logging::Warn("{} failed ({}): trying again", proto::MethodName(static_cast<uint16_t>(method)),
+                                     r.ok() ? Status(r->status, r->payload).ToString() : r.status().ToString());
+                       node_.reset();
+                       return Retry();
+                     }
+                     ChangeShared(c, std::move(todo));
+                   });
+}
+
+void DinomoServer::Serve(const cluster::ClusterConfig& c) {
+  reconfiguring_ = false;
+  retry_ms_ = 50;
+  serving_config_ = c;
+  owned_ = OwnedBy(c, env_.self);
+  serving_ = true;
+  bool shares = false;
+  for (const auto& [key, secondaries] : c.shared) shares |= cluster::SharesKey(c, key, env_.self);
+  if (!owned_.empty() || shares) fresh_ = false;  // it may write from now on
+  const double paused_ms = static_cast<double>(env_.exec->Now() - stopped_at_) / 1e6;
+  logging::Info("serving {} shards in term {} (reconfigured in {:.1f} ms)", owned_.size(), c.term, paused_ms);
+  if (config_.term != c.term) Consider();  // a newer one came meanwhile
 }
 
 void DinomoServer::Retry() {
@@ -249,7 +305,8 @@ void DinomoServer::Handle(uint16_t method, std::span<const std::byte> payload, R
                                            (serving_ ? "" : " (reconfiguring)")));
   }
   const uint32_t shard = c.ShardOf(HashKey(req->key));
-  if (shard != req->shard || !owned_.contains(shard)) {
+  if (shard != req->shard ||
+      (!owned_.contains(shard) && (c.shared.empty() || !cluster::SharesKey(c, std::string(req->key), env_.self)))) {
     return Refuse(reply, Status::StaleTerm("node " + std::to_string(env_.self) + " does not own shard " +
                                            std::to_string(req->shard) + " in term " + std::to_string(c.term)));
   }

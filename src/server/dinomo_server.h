@@ -15,7 +15,12 @@
 //   4. POOL_MERGE_ALL every down node's log at T (fencing them: nothing they
 //      write later is merged — merge before serve, D4);
 //   5. serve with a new KvsNode whose epoch is T, so its versions beat every
-//      earlier owner's. Its cache starts empty.
+//      earlier owner's. Its cache starts empty. Before it serves, it makes
+//      the pool's cells match T's shared keys among those of its shards
+//      (POOL_SHARE, POOL_UNSHARE): every member settled at T, so no one
+//      writes them the old way any more (docs/papers/dinomo.md §4d).
+// A shared key is served by its shard's owner and its secondaries (the
+// configuration's `shared`); a change to them reconfigures every node.
 // The very next term, when it leaves its ownership and the pool alone, is
 // adopted in place (and settles it at once); after a skipped term the node
 // reconfigures fully, since its shards may have been another's in between. Steps 2 and 3 make two nodes never serve a key
@@ -45,6 +50,7 @@
 #include "common/status.h"
 #include "dinomo/kvs_node.h"
 #include "fabric/fabric.h"
+#include "proto/kv.h"
 #include "rpc/peer_caller.h"
 #include "runtime/runtime.h"
 
@@ -111,6 +117,11 @@ class DinomoServer {
   void Release(std::span<const std::byte> payload, Reply reply);
   void MergeNext(std::vector<uint32_t> left);
   void StartNode();
+  // Shares and unshares in the pool the keys of its shards as `c` says
+  // (then serves).
+  void SyncShared(const cluster::ClusterConfig& c);
+  void ChangeShared(const cluster::ClusterConfig& c, std::vector<std::pair<proto::Method, std::string>> todo);
+  void Serve(const cluster::ClusterConfig& c);
   void Retry();
   void Refuse(const Reply& reply, const Status& s) const;
 
