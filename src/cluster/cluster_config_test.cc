@@ -240,6 +240,46 @@ TEST(ReassignOwnersTest, SpreadsAFailedOwnersShardsAndStrandsOnlyWithNoLiveNode)
   EXPECT_EQ(EncodeJson(MustPlace(3, 6, 1)).find("\"pool\""), std::string::npos);
 }
 
+// Selective replication's configuration (docs/papers/dinomo.md §4d): a
+// shared key's secondary owners travel with the configuration (any bytes as
+// a key), a failed or leaving owner is dropped (the key stays shared), and
+// bad requests change nothing.
+TEST(SharedKeysConfigTest, ShareUnshareAndOwnersThatGo) {
+  ClusterConfig c = MustPlace(3, 6, 1);
+  c.design = "dinomo";
+  c.pool = "0a";
+  const std::string binary("k\0\xff", 3);
+  auto a = ShareKey(c, binary, {2, 1, 2});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->term, c.term + 1);
+  EXPECT_EQ(a->shared.at(binary), (std::vector<NodeId>{1, 2})) << "sorted, once each";
+  EXPECT_TRUE(SharesKey(*a, binary, 2));
+  EXPECT_FALSE(SharesKey(*a, binary, 3));
+  auto json = DecodeJson(EncodeJson(*a));
+  ASSERT_TRUE(json.ok()) << json.status().ToString();
+  EXPECT_EQ(*json, *a);
+  EXPECT_EQ(EncodeJson(c).find("\"shared\""), std::string::npos) << "written only when some key is";
+
+  auto failed = ReassignOwners(*a, 2);
+  ASSERT_TRUE(failed.ok()) << failed.status().ToString();
+  EXPECT_EQ(failed->shared.at(binary), (std::vector<NodeId>{1}));
+  auto leaving = RemoveOwner(*failed, 1);
+  ASSERT_TRUE(leaving.ok()) << leaving.status().ToString();
+  EXPECT_TRUE(leaving->shared.at(binary).empty()) << "still shared: its shard's owner serves it through the cell";
+  auto gone = UnshareKey(*leaving, binary);
+  ASSERT_TRUE(gone.ok());
+  EXPECT_TRUE(gone->shared.empty());
+
+  EXPECT_TRUE(UnshareKey(*gone, binary).status().Is(Code::kInvalidArgument)) << "not shared";
+  EXPECT_TRUE(ShareKey(c, "k", {9}).status().Is(Code::kInvalidArgument)) << "not a member";
+  EXPECT_TRUE(ShareKey(*failed, "k", {2}).status().Is(Code::kInvalidArgument)) << "down";
+  EXPECT_TRUE(ShareKey(c, "", {1}).status().Is(Code::kInvalidArgument));
+  EXPECT_TRUE(ShareKey(MustPlace(3, 6, 1), "k", {1}).status().Is(Code::kNotSupported)) << "no pool";
+  std::string bad_hex = EncodeJson(*a);
+  bad_hex.replace(bad_hex.find("6b00ff"), 6, "6b00fg");
+  EXPECT_TRUE(DecodeJson(bad_hex).status().Is(Code::kCorruption));
+}
+
 std::map<NodeId, uint32_t> Owned(const ClusterConfig& c) {
   std::map<NodeId, uint32_t> owned;
   for (const ShardReplicas& s : c.shards) ++owned[s.primary];

@@ -26,7 +26,7 @@ struct RoutingTable {
   Direct direct = {};
   // Shared keys (pool designs, ClusterConfig::shared): every node serving
   // one, its shard's owner first; a client spreads its requests over them.
-  std::map<std::string, std::vector<NodeId>, std::less<>> shared;
+  std::map<std::string, std::vector<NodeId>, std::less<>> shared = {};
   // The shard a key hash belongs to (common/hash.h ShardOfHash, as the
   // store and the configuration compute it). REQUIRES: primaries non-empty.
   uint32_t ShardOf(uint64_t hash) const;

@@ -54,5 +54,28 @@ TEST(PoolMessagesTest, RoundTripAndRefuseWhatDoesNotParse) {
   EXPECT_STREQ(MethodName(static_cast<uint16_t>(Method::kPoolSeal)), "POOL_SEAL");
 }
 
+TEST(PoolMessagesTest, SharedKeyMessagesRoundTripAndRefuseWhatDoesNotParse) {
+  const std::string key("h\0t", 3);
+  const std::string kb = Encode(PoolKeyRequest{4, 9, key});
+  auto kd = DecodePoolKeyRequest(AsBytes(kb));
+  ASSERT_TRUE(kd.ok()) << kd.status().ToString();
+  EXPECT_EQ(kd->node, 4u);
+  EXPECT_EQ(kd->epoch, 9u);
+  EXPECT_EQ(kd->key, key);
+  EveryPrefixFails(kb, DecodePoolKeyRequest);
+
+  const std::string lb = Encode(PoolKeysResponse{{"a", "", key}});
+  auto ld = DecodePoolKeysResponse(AsBytes(lb));
+  ASSERT_TRUE(ld.ok()) << ld.status().ToString();
+  EXPECT_EQ(ld->keys, (std::vector<std::string>{"a", "", key}));
+  EveryPrefixFails(lb, DecodePoolKeysResponse);
+  EXPECT_TRUE(DecodePoolKeysResponse(AsBytes(Encode(PoolKeysResponse{}))).ok());
+  std::string huge = Encode(PoolKeysResponse{});
+  huge[3] = '\x7f';  // a count no buffer of this size holds
+  EXPECT_TRUE(DecodePoolKeysResponse(AsBytes(huge)).status().Is(Code::kCorruption));
+  EXPECT_STREQ(MethodName(static_cast<uint16_t>(Method::kPoolShare)), "POOL_SHARE");
+  EXPECT_STREQ(MethodName(static_cast<uint16_t>(Method::kPoolShared)), "POOL_SHARED");
+}
+
 }  // namespace
 }  // namespace slip::proto

@@ -57,7 +57,7 @@ class ErdaNodeTest : public ::testing::Test {
 
     auto view = std::make_shared<NodeView>();
     view->term = kTerm;
-    view->shards.assign(kShards, ShardReplicas{.primary = 0});
+    view->shards.assign(kShards, ShardReplicas{.primary = 0, .backups = {}, .syncing = {}});
     view->blocked.assign(kShards, false);
     views_.Set(view);
     NodeCoreOptions co;

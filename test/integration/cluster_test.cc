@@ -30,6 +30,8 @@
 #include "proto/kv.h"
 #include "slip/client.h"
 
+#include <nlohmann/json.hpp>
+
 namespace slip {
 namespace {
 
@@ -334,6 +336,80 @@ TEST(DinomoClusterTest, NodesJoinAndLeaveUnderLoadLosingNothing) {
   m.Check(**again, "after cold start");
   std::printf("  %d operations, %d with unknown outcome, %zu keys checked\n", m.ops.load(), m.unknown.load(),
               m.acked.size());
+  again->reset();
+  EXPECT_EQ(Slip("cluster down --dir " + d), 0);
+  if (!HasFailure()) fs::remove_all(dir);
+}
+
+// DINOMO's selective replication (docs/papers/dinomo.md §4d): hot keys
+// shared by all three nodes through the pool's cells while a write load
+// runs, clients spreading each shared key's requests over its owners; a
+// secondary owner killed and back; then the keys de-replicated under load.
+// No acknowledged write is lost throughout, and a cold start finds the
+// cells or their absence as the configuration says.
+TEST(DinomoClusterTest, HotKeysSharedKilledAndUnsharedUnderLoadLoseNothing) {
+  const fs::path dir = fs::temp_directory_path() / ("slip_cluster_" + std::to_string(getpid()) + "_shared");
+  fs::remove_all(dir);
+  const std::string d = dir.string();
+  const std::string up = "cluster up --lease-ms 1000 --pm-mb 64 --dir " + d;
+  ASSERT_EQ(Slip(up + " --nodes 3 --shards 12 --design dinomo"), 0) << "see " << d << "/logs";
+  auto open = [&] {
+    return Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
+                                      .deadline = std::chrono::seconds(20), .bind_address = ""});
+  };
+  auto client = open();
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto store = cluster::OpenConfigStore(d, "");
+  ASSERT_TRUE(store.ok());
+  // The load's busiest keys (each thread writes its own: key0, key1, ...).
+  const std::vector<std::string> hot = {"key0", "key1", "key2", "key3"};
+  AckedWrites m;
+  integration::RunLoadWithFault(**client, m, 200, 400, [&] {
+    for (const std::string& k : hot) ASSERT_EQ(Slip("cluster share --key " + k + " --owners 0,1,2 --dir " + d), 0);
+  });
+  m.Check(**client, "after the hot keys were shared");
+  EXPECT_EQ((*store)->Load()->config.shared.size(), hot.size());
+  // Hot: a hundred more writes of them.
+  for (int i = 0; i < 100; ++i) {
+    const std::string& k = hot[i % hot.size()];
+    const std::string v = "hot-" + std::to_string(i);
+    m.Record(k, v, (*client)->Put(k, v), false);
+  }
+  // Writes of shared keys went through the cells, from more than one node.
+  uint64_t swaps = 0, swapping_nodes = 0;
+  auto stats = (*client)->NodeStats();
+  ASSERT_TRUE(stats.ok());
+  for (const std::string& text : *stats) {
+    auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.contains("swaps")) continue;
+    swaps += j["swaps"].get<uint64_t>();
+    swapping_nodes += j["swaps"].get<uint64_t>() > 0;
+  }
+  EXPECT_GE(swaps, 100u);
+  EXPECT_GE(swapping_nodes, 2u) << "clients spread a shared key's writes over its owners";
+
+  integration::RunLoadWithFault(**client, m, m.ops + 200, 400,
+                                [&] { ASSERT_EQ(Slip("cluster kill --node 2 --dir " + d), 0); });
+  m.Check(**client, "after a secondary owner's failure");
+  ASSERT_EQ(Slip(up), 0) << "see " << d << "/logs";
+  m.Check(**client, "after it came back");
+
+  integration::RunLoadWithFault(**client, m, m.ops + 200, 400, [&] {
+    for (const std::string& k : hot) ASSERT_EQ(Slip("cluster unshare --key " + k + " --dir " + d), 0);
+  });
+  m.Check(**client, "after the hot keys were de-replicated");
+  EXPECT_TRUE((*store)->Load()->config.shared.empty());
+  EXPECT_NE(Slip("cluster unshare --key key0 --dir " + d), 0) << "not shared any more";
+  EXPECT_NE(Slip("cluster share --key key0 --owners 7 --dir " + d), 0) << "no node 7";
+
+  client->reset();
+  ASSERT_EQ(Slip("cluster down --dir " + d), 0);
+  ASSERT_EQ(Slip(up), 0) << "see " << d << "/logs";
+  auto again = open();
+  ASSERT_TRUE(again.ok());
+  m.Check(**again, "after cold start");
+  std::printf("  %d operations, %d with unknown outcome, %zu keys checked, %llu swaps\n", m.ops.load(),
+              m.unknown.load(), m.acked.size(), static_cast<unsigned long long>(swaps));
   again->reset();
   EXPECT_EQ(Slip("cluster down --dir " + d), 0);
   if (!HasFailure()) fs::remove_all(dir);
