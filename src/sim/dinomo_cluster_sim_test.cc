@@ -18,6 +18,11 @@
 // shards move away, then it drops out of the membership) — each handover
 // waits for the losing node to let go (docs/papers/dinomo.md §5b).
 //
+// On seeds 1 and 2 of every 3 the operator shares two hot keys with every
+// up node mid-run (selective replication, docs/papers/dinomo.md §4d; clients
+// then pick any owner of them), and on seeds 2 of 3 un-shares them later —
+// both racing the fault, the join and the leave.
+//
 // One seed: SLIP_DINOMO_CLUSTER_SEED=17 build/src/sim/dinomo_cluster_sim_test
 #include <gtest/gtest.h>
 
@@ -49,6 +54,8 @@ struct CampaignResult {
   uint64_t left = 0;      // nodes that left
   bool grew = false;      // the node that joined came to own shards
   uint64_t index_grows = 0;
+  bool shared = false, unshared = false;
+  uint64_t swaps = 0, shared_gets = 0;  // of the shared keys, by the nodes alive at the end
 };
 
 constexpr runtime::Nanos kLease = 2 * kMillisecond;
@@ -221,6 +228,30 @@ CampaignResult RunCampaign(uint64_t seed) {
     });
   }
 
+  // Selective replication: key0 and key1 shared with every up node, then
+  // (on some seeds) shared no more.
+  const bool share = seed % 3 != 0, unshare = seed % 3 == 2;
+  const runtime::Nanos share_at = (1 + static_cast<runtime::Nanos>(dice.Uniform(6))) * kMillisecond;
+  const runtime::Nanos unshare_at = share_at + (1 + static_cast<runtime::Nanos>(dice.Uniform(6))) * kMillisecond;
+  auto change_sharing = [&](bool on) {
+    for (;;) {
+      auto now = store->Load();
+      Result<cluster::ClusterConfig> next = now->config;
+      for (const char* key : {"key0", "key1"}) {
+        std::vector<cluster::NodeId> up;
+        for (const auto& [id, info] : next->nodes) {
+          if (info.state == cluster::NodeState::kUp) up.push_back(id);
+        }
+        next = on ? cluster::ShareKey(*next, key, up) : cluster::UnshareKey(*next, key);
+        if (!next.ok()) return;
+      }
+      if (store->CompareAndSwap(now->version, *next).ok()) break;
+    }
+    (on ? out.shared : out.unshared) = true;
+  };
+  if (share) ops->After(share_at, [&] { change_sharing(true); });
+  if (unshare) ops->After(unshare_at, [&] { change_sharing(false); });
+
   // Clients: route by the map they hold, refresh it when refused.
   std::vector<Operation> history;
   constexpr int kClients = 4, kOpsPerClient = 250, kKeys = 16;
@@ -241,7 +272,13 @@ CampaignResult RunCampaign(uint64_t seed) {
       const std::string key = "key" + std::to_string(ce->Rng().Uniform(kKeys));
       const std::string value = "c" + std::to_string(c) + "-" + std::to_string(n) + std::string(1500, '.');
       const uint32_t shard = map->ShardOf(HashKey(key));
-      Kn& target = kns[map->shards[shard].primary];
+      uint32_t to = map->shards[shard].primary;
+      if (auto sh = map->shared.find(key); sh != map->shared.end()) {
+        // A shared key: its shard's owner or any secondary.
+        const size_t pick = ce->Rng().Uniform(sh->second.size() + 1);
+        if (pick < sh->second.size()) to = sh->second[pick];
+      }
+      Kn& target = kns[to];
       const size_t slot = history.size();
       history.push_back(Operation{k, key, k == Operation::Kind::kPut ? std::optional<std::string>(value) : std::nullopt,
                                   false, false, ce->Now(), 0, static_cast<uint32_t>(c)});
@@ -328,7 +365,10 @@ CampaignResult RunCampaign(uint64_t seed) {
                  final_config->config.nodes.at(victim).state == cluster::NodeState::kDown;
   out.grew = final_config.ok() && !server::OwnedBy(final_config->config, 4).empty();
   for (auto& [id, kn] : kns) {
-    if (kn.server) out.reconfigurations += kn.server->reconfigurations();
+    if (!kn.server) continue;
+    out.reconfigurations += kn.server->reconfigurations();
+    out.swaps += kn.server->stats().swaps;
+    out.shared_gets += kn.server->stats().shared_gets;
   }
   cm->Post([&] { manager.Stop(); });
   rt.RunUntil([] { return false; }, rt.Now() + kMillisecond);
@@ -341,6 +381,9 @@ CampaignResult RunCampaign(uint64_t seed) {
   if (!out.replaced) return CampaignResult{false, "the manager never replaced node " + std::to_string(victim)};
   if (grow && !out.grew) return CampaignResult{false, "node 4 joined but owns nothing"};
   if (out.leaving && out.left == 0) return CampaignResult{false, "node " + std::to_string(leaver) + " never left"};
+  if (auto c = store->Load(); c.ok() && c->config.shared.empty() != (!share || unshare)) {
+    return CampaignResult{false, "the shared keys are not as the operator left them"};
+  }
   out.failure = Verdict(history, &out.ops, &out.unknown);
   if (!out.failure.empty()) return out;
   out.ok = true;
@@ -351,6 +394,7 @@ TEST(DinomoClusterSim, KillsAndCutOffsUnderTheManagerStayLinearizable) {
   uint64_t first = 1, last = 200;
   if (const char* one = std::getenv("SLIP_DINOMO_CLUSTER_SEED")) first = last = std::strtoull(one, nullptr, 10);
   uint64_t ops = 0, unknown = 0, refused = 0, reconfigurations = 0, grew = 0, left = 0, index_grows = 0;
+  uint64_t shared = 0, unshared = 0, swaps = 0, shared_gets = 0;
   for (uint64_t seed = first; seed <= last; ++seed) {
     const CampaignResult r = RunCampaign(seed);
     ASSERT_TRUE(r.ok) << "seed " << seed << ": " << r.failure
@@ -362,7 +406,15 @@ TEST(DinomoClusterSim, KillsAndCutOffsUnderTheManagerStayLinearizable) {
     grew += r.grew;
     left += r.left;
     index_grows += r.index_grows;
+    shared += r.shared;
+    unshared += r.unshared;
+    swaps += r.swaps;
+    shared_gets += r.shared_gets;
   }
+  std::printf("  hot keys shared on %llu seeds (and un-shared on %llu): %llu swaps, %llu shared GETs by the nodes "
+              "alive at the end\n",
+              static_cast<unsigned long long>(shared), static_cast<unsigned long long>(unshared),
+              static_cast<unsigned long long>(swaps), static_cast<unsigned long long>(shared_gets));
   std::printf("  %llu seeds: %llu operations checked (%llu with unknown outcome), %llu refused with StaleTerm, %llu "
               "reconfigurations; %llu joined nodes given shards, %llu nodes left; the index grew %llu times\n",
               static_cast<unsigned long long>(last - first + 1), static_cast<unsigned long long>(ops),
