@@ -23,11 +23,21 @@
 // --batch-sweep prints B8 instead: round trips per op and per write for
 // batches of 1 to 64 writes, write-heavy against read-mostly.
 //
-//   build/bench/dinomo/dinomo_rts_bench [--keys N] [--ops N] [--segment-kb N] [--batch-sweep]
+// --hot-keys prints B6 instead: 16 nodes, 50/50, zipfian 2 (the top key
+// takes 61% of the requests), DINOMO with and without its 4 hottest keys
+// shared by every node, and Clover; modelled throughput where the busiest
+// node binds (a key's owner serves all of its requests unless it is shared).
+//
+//   build/bench/dinomo/dinomo_rts_bench [--keys N] [--ops N] [--segment-kb N] [--batch-sweep |
+//                                        --hot-keys [--outstanding N]]
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,6 +62,10 @@ struct Row {
   double rts_per_write = 0;  // batches per write
   double bytes_per_op = 0;   // over the pool's NIC: READs and WRITEs
   double writes_per_op = 0;  // entries the pool's merge threads apply
+  // The busiest node's CPU per operation of the whole run (kOpUs per
+  // request, kRtUs per one-sided op it posted): where it binds first.
+  double max_node_us_per_op = 0;
+  double swaps_per_op = 0;  // shared keys' compare-and-swaps
 };
 
 // B3's bottleneck model (notes §5 item 4): throughput of n KVS nodes is the
@@ -89,6 +103,37 @@ Modeled Model(uint32_t nodes, double rts_per_op, double bytes_per_op, double mer
   return m;
 }
 
+// A key owner's CPU binds before the average node's: the run's throughput
+// is the least of what the busiest node, the NIC and the merge threads allow.
+Modeled ModelBusiest(double max_node_us_per_op, double bytes_per_op, double merge_per_op) {
+  Modeled m{kKnThreads / (max_node_us_per_op * 1e-6), "busiest KN"};
+  if (bytes_per_op > 0 && kNicBytesPerSec / bytes_per_op < m.ops) m = Modeled{kNicBytesPerSec / bytes_per_op, "pool NIC"};
+  if (merge_per_op > 0 && kMergeThreads * kMergePerThread / merge_per_op < m.ops) {
+    m = Modeled{kMergeThreads * kMergePerThread / merge_per_op, "merge"};
+  }
+  return m;
+}
+
+// Zipfian of any skew by its explicit CDF (as Anna's benchmark samples
+// theta = 2, which the YCSB generator's formula does not cover); rank 0 is
+// the hottest key.
+class ZipfCdf {
+ public:
+  ZipfCdf(uint64_t n, double theta) : cdf_(n) {
+    double sum = 0;
+    for (uint64_t i = 0; i < n; ++i) cdf_[i] = sum += 1.0 / std::pow(static_cast<double>(i + 1), theta);
+    for (double& c : cdf_) c /= sum;
+  }
+  uint64_t Next(Random& rng) const {
+    return static_cast<uint64_t>(std::lower_bound(cdf_.begin(), cdf_.end(), rng.NextDouble()) - cdf_.begin());
+  }
+  double Share(uint64_t top) const { return top == 0 ? 0.0 : cdf_[top - 1]; }
+
+ private:
+  std::vector<double> cdf_;
+};
+using Pick = std::function<uint64_t(Random&)>;
+
 std::string Key(uint64_t i) {
   char k[32];
   std::snprintf(k, sizeof k, "k%07llu", static_cast<unsigned long long>(i));  // 8 B below 10^7 keys
@@ -102,9 +147,10 @@ std::string Key(uint64_t i) {
 // the key (anything with `exec` and `node`); `measure()` runs between
 // warm-up and measurement; `after_load()` and `after_wave(n)` let a design
 // run its background work.
+// `pick` (if given) draws the keys instead of the scrambled zipfian.
 template <typename Target, typename AfterLoad, typename Measure, typename AfterWave>
 void Drive(runtime::SimRuntime& rt, uint64_t keys, uint64_t ops, const Mix& mix, Random& rng, Target target,
-           AfterLoad after_load, Measure measure, AfterWave after_wave) {
+           AfterLoad after_load, Measure measure, AfterWave after_wave, const Pick& pick = {}, uint64_t outstanding = 256) {
   const std::string value(1024, 'v');
   int left = 0;
   // `read()` is asked after `target`: the random stream's order (a design
@@ -127,9 +173,9 @@ void Drive(runtime::SimRuntime& rt, uint64_t keys, uint64_t ops, const Mix& mix,
   for (int phase = 0; phase < 2; ++phase) {
     if (phase == 1) measure();
     for (uint64_t done = 0; done < ops;) {
-      const uint64_t wave = std::min<uint64_t>(256, ops - done);
+      const uint64_t wave = std::min<uint64_t>(outstanding, ops - done);
       for (uint64_t j = 0; j < wave; ++j) {
-        const std::string key = Key(zipf.Next(rng));
+        const std::string key = Key(pick ? pick(rng) : zipf.Next(rng));
         issue(key, [&] { return rng.NextDouble() < mix.reads; });
       }
       rt.RunUntil([&] { return left == 0; }, rt.Now() + 10 * runtime::kSecond);
@@ -141,8 +187,11 @@ void Drive(runtime::SimRuntime& rt, uint64_t keys, uint64_t ops, const Mix& mix,
 
 // DINOMO, or DINOMO-S (the paper's baseline: the same nodes with a
 // shortcut-only cache).
+// `shared`: keys every node owns through their cells (selective
+// replication); requests for them go to a random node.
 Row Run(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops, uint64_t segment_bytes, bool shortcut_only,
-        uint32_t batch_entries = 16) {
+        uint32_t batch_entries = 16, const Pick& pick = {}, const std::set<std::string>& shared = {},
+        uint64_t outstanding = 256) {
   runtime::SimRuntime rt(runtime::SimRuntimeOptions{.seed = 1});
   const uint64_t value_bytes = 1024;
   const uint64_t data = keys * (8 + value_bytes);
@@ -152,10 +201,13 @@ Row Run(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops, uint64_t se
   while (po.num_buckets < keys / 2) po.num_buckets <<= 1;
   dinomo::testing::SimPool world(rt, data * 3 + (64 << 20), po);
   std::vector<dinomo::testing::SimPool::Node*> kns;
+  // Shared before anything is written: their first value goes into the cell.
+  for (const std::string& k : shared) (void)world.pool().Share(k);
   int ready = 0;
   for (uint32_t i = 0; i < nodes; ++i) {
     dinomo::KvsNodeOptions o;
     o.node = i + 1;
+    o.shared = shared;
     o.cache.capacity_bytes = data / 32;
     o.batch_entries = batch_entries;
     if (shortcut_only) {
@@ -165,23 +217,31 @@ Row Run(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops, uint64_t se
     kns.push_back(&world.AddNode(o, [&ready](Status s) { ready += s.ok(); }));
   }
   rt.RunUntil([&] { return ready == static_cast<int>(nodes); }, rt.Now() + runtime::kSecond);
-  auto owner = [&](const std::string& key) -> dinomo::testing::SimPool::Node& { return *kns[HashKey(key) % nodes]; };
   Random rng(7);
+  auto owner = [&](const std::string& key) -> dinomo::testing::SimPool::Node& {
+    if (shared.contains(key)) return *kns[rng.Uniform(nodes)];
+    return *kns[HashKey(key) % nodes];
+  };
   std::vector<KvsNodeStats> before(nodes);
   Drive(
       rt, keys, ops, mix, rng, owner, [] {},
       [&] {
         for (uint32_t i = 0; i < nodes; ++i) before[i] = kns[i]->node->stats();
       },
-      [](uint64_t) {});
-  uint64_t gets = 0, writes = 0, rts = 0, unmerged = 0, value_hits = 0, shortcut = 0, miss = 0, bytes = 0;
+      [](uint64_t) {}, pick, outstanding);
+  uint64_t gets = 0, writes = 0, rts = 0, unmerged = 0, value_hits = 0, shortcut = 0, miss = 0, bytes = 0, swaps = 0;
+  double max_node_us = 0;
   for (uint32_t i = 0; i < nodes; ++i) {
     const KvsNodeStats& a = before[i];
     const KvsNodeStats& b = kns[i]->node->stats();
     bytes += (b.read_bytes - a.read_bytes) + (b.written_bytes - a.written_bytes);
     gets += b.gets - a.gets;
     writes += b.writes - a.writes;
-    rts += (b.get_round_trips - a.get_round_trips) + (b.batches - a.batches);
+    const uint64_t node_rts = (b.get_round_trips - a.get_round_trips) + (b.batches - a.batches) + (b.swaps - a.swaps);
+    rts += node_rts;
+    swaps += b.swaps - a.swaps;
+    const double node_ops = static_cast<double>((b.gets - a.gets) + (b.writes - a.writes));
+    max_node_us = std::max(max_node_us, kOpUs * node_ops + kRtUs * static_cast<double>(node_rts));
     unmerged += b.unmerged_hits - a.unmerged_hits;
     value_hits += b.value_hits - a.value_hits;
     shortcut += b.shortcut_hits - a.shortcut_hits;
@@ -192,6 +252,8 @@ Row Run(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops, uint64_t se
   r.rts_per_op = static_cast<double>(rts) / static_cast<double>(gets + writes);
   r.bytes_per_op = static_cast<double>(bytes) / static_cast<double>(gets + writes);
   r.writes_per_op = static_cast<double>(writes) / static_cast<double>(gets + writes);
+  r.max_node_us_per_op = max_node_us / static_cast<double>(gets + writes);
+  r.swaps_per_op = static_cast<double>(swaps) / static_cast<double>(gets + writes);
   uint64_t batches = 0;
   for (uint32_t i = 0; i < nodes; ++i) batches += kns[i]->node->stats().batches - before[i].batches;
   r.rts_per_write = writes ? static_cast<double>(batches) / static_cast<double>(writes) : 0.0;
@@ -212,7 +274,8 @@ struct CloverRow {
   double bytes_per_op = 0, mds_per_op = 0;
 };
 
-CloverRow RunClover(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops, uint64_t segment_bytes) {
+CloverRow RunClover(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops, uint64_t segment_bytes,
+                    const Pick& pick = {}, uint64_t outstanding = 256) {
   runtime::SimRuntime rt(runtime::SimRuntimeOptions{.seed = 1});
   const uint64_t value_bytes = 1024;
   const uint64_t data = keys * (8 + value_bytes);
@@ -267,7 +330,8 @@ CloverRow RunClover(uint32_t nodes, const Mix& mix, uint64_t keys, uint64_t ops,
           gc();
           since_gc = 0;
         }
-      });
+      },
+      pick, outstanding);
   uint64_t gets = 0, writes = 0, rts = 0, hits = 0, hops = 0, bytes = 0, mds = 0;
   for (uint32_t i = 0; i < nodes; ++i) {
     const dinomo::CloverNodeStats& a = before[i];
@@ -302,8 +366,47 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--keys") == 0) keys = std::strtoull(argv[i + 1], nullptr, 10);
     if (std::strcmp(argv[i], "--ops") == 0) ops = std::strtoull(argv[i + 1], nullptr, 10);
   }
-  bool batch_sweep = false;
-  for (int i = 1; i < argc; ++i) batch_sweep |= std::strcmp(argv[i], "--batch-sweep") == 0;
+  bool batch_sweep = false, hot_keys = false;
+  uint64_t outstanding = 16;  // B6: requests in flight over all nodes (the paper: one per client thread)
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--outstanding") == 0) outstanding = std::strtoull(argv[i + 1], nullptr, 10);
+  }
+  for (int i = 1; i < argc; ++i) {
+    batch_sweep |= std::strcmp(argv[i], "--batch-sweep") == 0;
+    hot_keys |= std::strcmp(argv[i], "--hot-keys") == 0;
+  }
+  if (hot_keys) {
+    // B6 (Fig. 7): under zipfian 2 one key takes most requests and its one
+    // owner binds; shared by every node, its requests spread (each costing
+    // more: cell and entry, no cached value, a swap per write).
+    const uint32_t nodes = 16;
+    const Mix mix{"50/50", 0.5};
+    const ZipfCdf zipf(keys, 2.0);
+    const Pick pick = [&zipf](Random& rng) { return zipf.Next(rng); };
+    std::set<std::string> hot;
+    for (uint64_t i = 0; i < 4; ++i) hot.insert(Key(i));
+    std::printf("B6: hot keys, %u nodes, %llu keys of 8 B + 1 KB, 50/50, zipfian 2 by CDF (top key %.0f%%, top 4 %.0f%% "
+                "of requests), %llu ops measured after as many warm-up, %llu outstanding\n",
+                nodes, static_cast<unsigned long long>(keys), 100 * zipf.Share(1), 100 * zipf.Share(4),
+                static_cast<unsigned long long>(ops), static_cast<unsigned long long>(outstanding));
+    const Row plain = Run(nodes, mix, keys, ops, segment_kb << 10, false, 16, pick, {}, outstanding);
+    const Row rep = Run(nodes, mix, keys, ops, segment_kb << 10, false, 16, pick, hot, outstanding);
+    const CloverRow c = RunClover(nodes, mix, keys, ops, segment_kb << 10, pick, outstanding);
+    const Modeled mp = ModelBusiest(plain.max_node_us_per_op, plain.bytes_per_op, plain.writes_per_op);
+    const Modeled mr = ModelBusiest(rep.max_node_us_per_op, rep.bytes_per_op, rep.writes_per_op);
+    const Modeled mc = Model(nodes, c.rts_per_op, c.bytes_per_op, 0, c.mds_per_op);
+    std::printf("%-34s %10s %12s %14s %12s %s\n", "", "rts/op", "swaps/op", "busiest us/op", "Mops/s", "bound");
+    std::printf("%-34s %10.3f %12.3f %14.3f %12.2f %s\n", "dinomo, no replication (=dinomo-n)", plain.rts_per_op,
+                plain.swaps_per_op, plain.max_node_us_per_op, mp.ops / 1e6, mp.bound);
+    std::printf("%-34s %10.3f %12.3f %14.3f %12.2f %s\n", "dinomo, top 4 shared by all 16", rep.rts_per_op,
+                rep.swaps_per_op, rep.max_node_us_per_op, mr.ops / 1e6, mr.bound);
+    std::printf("%-34s %10.3f %12s %14s %12.2f %s\n", "clover (random node per request)", c.rts_per_op, "-", "-",
+                mc.ops / 1e6, mc.bound);
+    std::printf("\nclover / dinomo unreplicated %.1fx (paper ~4x); dinomo replicated / clover %.1fx (paper 1.6x); "
+                "replicated / unreplicated (dinomo-n) %.1fx (paper up to 5.6x)\n",
+                mc.ops / mp.ops, mr.ops / mc.ops, mr.ops / mp.ops);
+    return 0;
+  }
   if (batch_sweep) {
     // B8: a write costs 1/B round trips (one WRITE per batch of B); with
     // more writes in the mix a batch fills sooner, so the write-heavy mix

@@ -12,8 +12,6 @@ struct KvsNode::Write {
   log::Layout layout;  // one block
   uint64_t at = 0;     // offset in the batch
   uint32_t bytes = 0;
-  uint32_t swaps = 0;    // compare-and-swaps of a shared key's cell tried
-  uint32_t locates = 0;  // looks for a shared key's cell that found none
 };
 
 struct KvsNode::GetOp {
@@ -187,7 +185,7 @@ void KvsNode::BatchLanded(Code status) {
       ++stats_.writes;
       ++stats_.shared_writes;
       ++swapping_[b->segment];
-      Swap(std::shared_ptr<Write>(std::move(w)), p, b->segment);
+      Swap(std::shared_ptr<Write>(std::move(w)), p, b->segment);  // may answer at once (a fenced node)
       continue;
     }
     const bool deleted = w->type == log::EntryType::kDel;
@@ -277,27 +275,57 @@ bool KvsNode::MayCache(const GetOp& op) const {
 }
 
 void KvsNode::Swap(std::shared_ptr<Write> w, IndexPointer p, uint64_t segment) {
-  auto fail = [this, w, segment](const std::string& why) {
-    w->done(Status::Unavailable("a shared key's write: " + why + "; outcome unknown"));
-    Swapped(segment);
+  KeySwaps& k = key_swaps_[w->key];
+  const std::string key = w->key;
+  k.waiting.push_back(PendingSwap{std::move(w), p, segment});
+  if (!k.busy) SwapNext(key);
+}
+
+void KvsNode::SwapNext(const std::string& key) {
+  auto it = key_swaps_.find(key);
+  if (it == key_swaps_.end()) return;
+  if (it->second.waiting.empty()) {
+    key_swaps_.erase(it);
+    return;
+  }
+  it->second.busy = true;
+  auto group = std::make_shared<std::vector<PendingSwap>>(std::move(it->second.waiting));
+  it->second.waiting.clear();
+  SwapGroup(key, group, 0);
+}
+
+void KvsNode::SwapGroup(const std::string& key, std::shared_ptr<std::vector<PendingSwap>> group, uint32_t tries) {
+  // The group's writes take effect together at the swap to its newest entry
+  // (log order is version order): the older ones just before it, never
+  // seen — they all ran concurrently with it.
+  auto finish = [this, key, group](const Status& s) {
+    for (PendingSwap& g : *group) {
+      g.w->done(s);
+      Swapped(g.segment);
+    }
+    if (auto it = key_swaps_.find(key); it != key_swaps_.end()) it->second.busy = false;
+    SwapNext(key);
   };
-  auto it = cells_.find(w->key);
+  auto fail = [finish](const std::string& why) {
+    finish(Status::Unavailable("a shared key's write: " + why + "; outcome unknown"));
+  };
+  auto it = cells_.find(key);
   if (it == cells_.end()) {
     // Where the cell is: through the index, as a GET would go.
     auto op = std::make_shared<GetOp>();
-    op->key = w->key;
+    op->key = key;
     op->hash = SlotHash(op->key);
     op->merges_at_start = merges_confirmed_;
-    op->done = [this, w, p, segment, fail](Result<std::string> r) {
+    op->done = [this, key, group, tries, fail](Result<std::string> r) {
       if (!r.ok() && !r.status().Is(Code::kNotFound)) return fail(r.status().ToString());
       // No cell yet: the key's owner shares it as it starts serving the
       // configuration that shares it, which this node may serve first.
-      if (++w->locates > 50) return fail("the pool has no cell for the key");
-      exec_->After(runtime::kMillisecond, [this, life = std::weak_ptr<int>(life_), w, p, segment] {
-        if (!life.expired()) Swap(w, p, segment);
+      if (tries >= 50) return fail("the pool has no cell for the key");
+      exec_->After(runtime::kMillisecond, [this, life = std::weak_ptr<int>(life_), key, group, tries] {
+        if (!life.expired()) SwapGroup(key, group, tries + 1);
       });
     };
-    op->locate = [this, w, p, segment](IndexPointer) { Swap(w, p, segment); };
+    op->locate = [this, key, group, tries](IndexPointer) { SwapGroup(key, group, tries); };
     return ReadBucket(op, at_.HomeBucket(op->hash), 0);
   }
   if (fenced_) return fail("the pool fenced this node");
@@ -305,23 +333,28 @@ void KvsNode::Swap(std::shared_ptr<Write> w, IndexPointer p, uint64_t segment) {
     uint64_t old = 0;
   };
   auto cas = std::make_shared<Cas>();
-  const uint64_t expected = it->second.word, desired = p.Encode();
+  const uint64_t expected = it->second.word, desired = group->back().p.Encode();
   ++stats_.swaps;
-  Status s = ops_.CompareSwap(at_.peer, at_.region, it->second.cell.offset + kCellWordOffset, expected, desired,
-                              &cas->old, [this, w, p, segment, cas, expected, desired, fail](Code c) {
-                                if (c != Code::kOk) return fail("swapping its cell failed");
-                                auto ref = cells_.find(w->key);
-                                if (cas->old == expected) {
-                                  if (ref != cells_.end()) ref->second.word = desired;
-                                  w->done(Status::Ok());
-                                  return Swapped(segment);
-                                }
-                                // Another owner's write got there first: this one comes after it.
-                                ++stats_.swap_retries;
-                                if (ref != cells_.end()) ref->second.word = cas->old;
-                                if (++w->swaps > 64) return fail("its cell kept moving");
-                                Swap(w, p, segment);
-                              });
+  Status s = ops_.CompareSwap(
+      at_.peer, at_.region, it->second.cell.offset + kCellWordOffset, expected, desired, &cas->old,
+      [this, key, group, tries, cas, expected, desired, finish, fail](Code c) {
+        if (c != Code::kOk) return fail("swapping its cell failed");
+        auto ref = cells_.find(key);
+        if (cas->old == expected) {
+          if (ref != cells_.end()) ref->second.word = desired;
+          return finish(Status::Ok());
+        }
+        // Another owner's write got there first: this group comes after it,
+        // with whatever of this node's writes of the key landed meanwhile.
+        ++stats_.swap_retries;
+        if (ref != cells_.end()) ref->second.word = cas->old;
+        if (tries >= 64) return fail("its cell kept moving");
+        if (auto k = key_swaps_.find(key); k != key_swaps_.end()) {
+          for (PendingSwap& more : k->second.waiting) group->push_back(std::move(more));
+          k->second.waiting.clear();
+        }
+        SwapGroup(key, group, tries + 1);
+      });
   if (!s.ok()) fail("swapping its cell failed: " + s.ToString());
 }
 
@@ -351,8 +384,6 @@ void KvsNode::Fenced(const std::string& why) {
   // no one's truth any more.
   sealing_.clear();
   unmerged_.clear();
-  swapping_.clear();
-  seal_after_swaps_.clear();
   cache_.Clear();
   segment_ = 0;
   FailPending(Status::StaleTerm("the pool fenced this node: " + why));

@@ -23,7 +23,9 @@
 // A write goes into the batch as any other, and once its batch landed the
 // node swaps the cell's word to it (one-sided CAS, again with what the
 // word held if that changed meanwhile): the write takes effect, and is
-// acknowledged, at the swap that succeeds. A GET reads the cell, then the
+// acknowledged, at the swap that succeeds; a node has one swap per key in
+// flight, and its writes of the key landing meanwhile go together at the
+// next (the older ones take effect just before the newest, unseen). A GET reads the cell, then the
 // entry (2 round trips; 3 the first time, through the index). Neither the
 // node's unmerged writes nor DAC answer for a shared key (another owner may
 // have written since): the node keeps only the cell's address. A segment is
@@ -146,8 +148,17 @@ class KvsNode {
   void ReadEntry(std::shared_ptr<GetOp> op, IndexPointer p, std::function<void(bool found)> next);
   // Shared keys: read the cell at `cell`, then the entry its word names.
   void ReadCell(std::shared_ptr<GetOp> op, IndexPointer cell, std::function<void(bool is_cell)> not_cell);
-  // Swaps the key's cell word to `w`'s entry at `p` (then acknowledges it).
+  // Swaps the key's cell word to `w`'s entry at `p`, then acknowledges it.
+  // One swap per key in flight: writes of the key landing meanwhile wait
+  // and go together, at a swap to the newest of them.
+  struct PendingSwap {
+    std::shared_ptr<Write> w;
+    IndexPointer p;
+    uint64_t segment = 0;
+  };
   void Swap(std::shared_ptr<Write> w, IndexPointer p, uint64_t segment);
+  void SwapNext(const std::string& key);
+  void SwapGroup(const std::string& key, std::shared_ptr<std::vector<PendingSwap>> group, uint32_t tries);
   void Swapped(uint64_t segment);
   bool IsShared(const std::string& key) const { return options_.shared.contains(key); }
   void ReadBucket(std::shared_ptr<GetOp> op, uint64_t offset, int attempts);
@@ -195,6 +206,11 @@ class KvsNode {
   // Per segment: swaps not completed, and the end to seal it at once they are.
   std::unordered_map<uint64_t, uint32_t> swapping_;
   std::unordered_map<uint64_t, uint64_t> seal_after_swaps_;
+  struct KeySwaps {
+    bool busy = false;  // a swap of the key is in flight (or looking for its cell)
+    std::vector<PendingSwap> waiting;
+  };
+  std::unordered_map<std::string, KeySwaps> key_swaps_;
   KvsNodeStats stats_;
   // Callbacks that may outlive the node (calls to the pool, timers) hold a
   // weak reference and do nothing once it is gone.
