@@ -23,6 +23,8 @@
 #include "node/node_process.h"
 #include "node/pool_process.h"
 #include "slip/client.h"
+#include "common/hash.h"
+#include "rpc/rpc_peers.h"
 
 namespace slip::cli {
 namespace {
@@ -445,9 +447,22 @@ int ClusterAutoscale(const ClusterCommandOptions& o) {
     }
     const auto now = Clock::now();
     std::map<uint32_t, std::pair<double, Clock::time_point>> next;
+    std::map<std::string, double> key_requests;
     for (const std::string& text : *stats) {
       auto j = nlohmann::json::parse(text, nullptr, false);
       if (j.is_discarded() || !j.contains("node") || !j["node"].is_number_unsigned() || !j.contains("cpu_ns")) continue;
+      // Each node's most requested keys of its last complete second: a
+      // shared key's requests are spread over its owners, so add them up.
+      if (j.contains("hot_keys") && j["hot_keys"].is_array()) {
+        for (const auto& k : j["hot_keys"]) {
+          if (!k.is_object() || !k.contains("key_hex") || !k["key_hex"].is_string() || !k.contains("count") ||
+              !k["count"].is_number()) {
+            continue;
+          }
+          auto key = rpc::RpcPeers::HexDecode(k["key_hex"].get<std::string>());
+          if (key.ok()) key_requests[*key] += k["count"].get<double>();
+        }
+      }
       const uint32_t id = j["node"].get<uint32_t>();
       const double cpu = j["cpu_ns"].value("worker", 0.0);
       next[id] = {cpu, now};
@@ -457,12 +472,25 @@ int ClusterAutoscale(const ClusterCommandOptions& o) {
       }
     }
     last = std::move(next);
+    seen.key_requests.assign(key_requests.begin(), key_requests.end());
+    auto config = (*store)->Load();
+    if (config.ok()) {
+      for (const auto& [key, secondaries] : config->config.shared) {
+        uint32_t r = 1;
+        const cluster::NodeId owner = config->config.shards[config->config.ShardOf(HashKey(key))].primary;
+        for (cluster::NodeId n : secondaries) r += n != owner;
+        seen.replicas[key] = r;
+      }
+    }
     const cluster::AutoscaleDecision d = policy.Decide(seen);
     std::string occ;
     for (const auto& [id, x] : seen.occupancy) occ += " " + std::to_string(id) + ":" + std::to_string(static_cast<int>(100 * x)) + "%";
-    const char* act = d.action == cluster::AutoscaleDecision::Action::kAdd      ? "add a node"
-                      : d.action == cluster::AutoscaleDecision::Action::kRemove ? "remove node"
-                                                                                : "nothing";
+    using Action = cluster::AutoscaleDecision::Action;
+    const char* act = d.action == Action::kAdd       ? "add a node"
+                      : d.action == Action::kRemove  ? "remove node"
+                      : d.action == Action::kShare   ? "share a hot key"
+                      : d.action == Action::kUnshare ? "de-replicate a cold key"
+                                                     : "nothing";
     std::printf("epoch %u: occupancy%s, latency %.0f us: %s%s (%s)\n", epoch, occ.empty() ? " -" : occ.c_str(),
                 latency_us, act,
                 d.action == cluster::AutoscaleDecision::Action::kRemove ? (" " + std::to_string(d.node)).c_str() : "",
@@ -475,6 +503,26 @@ int ClusterAutoscale(const ClusterCommandOptions& o) {
     } else if (d.action == cluster::AutoscaleDecision::Action::kRemove) {
       change.node = d.node;
       rc = ClusterRemoveNode(change);
+    } else if (d.action == Action::kShare && config.ok()) {
+      // Its owners so far, then the idlest other nodes up to `replicas`.
+      const cluster::ClusterConfig& c = config->config;
+      const cluster::NodeId owner = c.shards[c.ShardOf(HashKey(d.key))].primary;
+      change.key = d.key;
+      change.owners = c.shared.contains(d.key) ? c.shared.at(d.key) : std::vector<cluster::NodeId>{};
+      std::erase(change.owners, owner);
+      std::vector<std::pair<double, cluster::NodeId>> idlest;
+      for (const auto& [id, x] : seen.occupancy) idlest.emplace_back(x, id);
+      std::sort(idlest.begin(), idlest.end());
+      for (const auto& [x, id] : idlest) {
+        if (change.owners.size() + 1 >= d.replicas) break;
+        if (id != owner && std::find(change.owners.begin(), change.owners.end(), id) == change.owners.end()) {
+          change.owners.push_back(id);
+        }
+      }
+      rc = ClusterShare(change, true);
+    } else if (d.action == Action::kUnshare) {
+      change.key = d.key;
+      rc = ClusterShare(change, false);
     }
     if (rc != 0) break;
     // The membership changed: occupancies start over.

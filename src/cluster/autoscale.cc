@@ -1,6 +1,7 @@
 #include "cluster/autoscale.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 namespace slip::cluster {
@@ -13,6 +14,56 @@ std::string Pct(double x) {
 }
 
 }  // namespace
+
+AutoscaleDecision AutoscalePolicy::Keys(const AutoscaleObservation& seen, bool slo_met, const std::string& lat) const {
+  AutoscaleDecision d;
+  const auto& keys = seen.key_requests;
+  // Too few keys to tell hot from cold: only a shared key no node reports
+  // at all is cold.
+  const bool enough = keys.size() >= kMinKeysForHotness;
+  double mean = 0, var = 0;
+  for (const auto& [key, n] : keys) mean += n;
+  mean /= static_cast<double>(std::max<size_t>(keys.size(), 1));
+  for (const auto& [key, n] : keys) var += (n - mean) * (n - mean);
+  const double sigma = std::sqrt(var / static_cast<double>(std::max<size_t>(keys.size(), 1)));
+  const double hot = mean + 3 * sigma, cold = mean - sigma;
+  std::map<std::string, double> requests(keys.begin(), keys.end());
+  const uint32_t n = static_cast<uint32_t>(seen.occupancy.size());
+  char bounds[96];
+  std::snprintf(bounds, sizeof bounds, "; hot above %.0f, cold below %.0f requests", hot, cold);
+  if (!slo_met && enough) {
+    // The hottest key that can still spread further.
+    std::vector<std::pair<std::string, double>> by_load(keys.begin(), keys.end());
+    std::sort(by_load.begin(), by_load.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    for (const auto& [key, count] : by_load) {
+      if (count <= hot) break;
+      const uint32_t r = seen.replicas.contains(key) ? seen.replicas.at(key) : 1;
+      if (r >= n) continue;
+      const double want = std::ceil(r * seen.latency_us / std::max(o_.latency_slo_us, 1.0));
+      d.action = AutoscaleDecision::Action::kShare;
+      d.key = key;
+      d.replicas = std::min(n, std::max(r + 1, static_cast<uint32_t>(std::min<double>(want, n))));
+      char b[128];
+      std::snprintf(b, sizeof b, ", a key at %.0f requests > %.0f: %u -> %u nodes", count, hot, r, d.replicas);
+      d.why = lat + b;
+      return d;
+    }
+  } else if (slo_met) {
+    for (const auto& [key, r] : seen.replicas) {
+      auto it = requests.find(key);
+      const double count = it == requests.end() ? 0 : it->second;
+      if (it != requests.end() && (!enough || count >= cold)) continue;
+      d.action = AutoscaleDecision::Action::kUnshare;
+      d.key = key;
+      char b[128];
+      std::snprintf(b, sizeof b, ", a shared key at %.0f requests < %.0f: back to its owner alone", count, cold);
+      d.why = lat + b;
+      return d;
+    }
+  }
+  d.why = bounds;
+  return d;
+}
 
 AutoscaleDecision AutoscalePolicy::Decide(const AutoscaleObservation& seen) {
   AutoscaleDecision d;
@@ -47,8 +98,10 @@ AutoscaleDecision AutoscalePolicy::Decide(const AutoscaleObservation& seen) {
     d.node = lo->first;
     d.why = std::string(lat) + " and node " + std::to_string(lo->first) + " at " + Pct(lo->second) + " < " +
             Pct(o_.under);
+  } else if (auto k = Keys(seen, slo_met, lat); k.action != AutoscaleDecision::Action::kNone) {
+    d = std::move(k);
   } else {
-    d.why = std::string(lat) + ", nodes " + Pct(lo->second) + ".." + Pct(hi->second);
+    d.why = std::string(lat) + ", nodes " + Pct(lo->second) + ".." + Pct(hi->second) + k.why;
     return d;
   }
   acted_ = true;

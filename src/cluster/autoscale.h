@@ -5,14 +5,23 @@
 //
 //   SLO violated, every node busier than `over`  -> add a node
 //   SLO met, some node idler than `under`        -> remove the idlest
+//   SLO violated, occupancy otherwise, a key above the hotness bound
+//                                                -> share it with more nodes:
+//                                                   R' = max(R + 1, R x latency / SLO)
+//   SLO met, occupancy otherwise, a shared key below the coldness bound
+//                                                -> de-replicate it (R = 1)
 //
-// At most one action per epoch, then nothing for `grace` (the paper: 90 s),
-// so a reconfiguration's effect is seen before the next one. Never below
-// `min_nodes` or above `max_nodes`. Hot-key replication (Table 4's other
-// rows) is not built.
+// Hot is above mean + 3 sigma of the keys' requests in the epoch, cold below
+// mean - sigma or not among them [paper] — over the keys the nodes report
+// (each its most requested, common/hot_keys.h); with fewer than
+// kMinKeysForHotness of them nothing is hot, and only a shared key no node
+// reports is cold. At most one action per epoch, then nothing for
+// `grace` (the paper: 90 s), so a reconfiguration's effect is seen before
+// the next one. Never below `min_nodes` or above `max_nodes`.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,13 +43,22 @@ struct AutoscaleObservation {
   // Up nodes and the share of the epoch their workers were busy (0..1).
   std::vector<std::pair<NodeId, double>> occupancy;
   double latency_us = 0;  // average over the epoch's probes
+  // Requests per key in the epoch, summed over the nodes (the keys each
+  // reported as its most requested), and the shared keys with how many
+  // nodes serve each now (their shard's owner included).
+  std::vector<std::pair<std::string, double>> key_requests;
+  std::map<std::string, uint32_t> replicas;
 };
 
 struct AutoscaleDecision {
-  enum class Action { kNone, kAdd, kRemove } action = Action::kNone;
+  enum class Action { kNone, kAdd, kRemove, kShare, kUnshare } action = Action::kNone;
   NodeId node = 0;  // kRemove: which
+  std::string key;        // kShare, kUnshare: which
+  uint32_t replicas = 0;  // kShare: how many nodes are to serve it (its shard's owner included)
   std::string why;
 };
+
+inline constexpr size_t kMinKeysForHotness = 10;
 
 class AutoscalePolicy {
  public:
@@ -49,6 +67,9 @@ class AutoscalePolicy {
   AutoscaleDecision Decide(const AutoscaleObservation& seen);
 
  private:
+  // Table 4's hot-key rows (kNone when they say nothing; `why` the bounds).
+  AutoscaleDecision Keys(const AutoscaleObservation& seen, bool slo_met, const std::string& lat) const;
+
   const AutoscaleOptions o_;
   bool acted_ = false;
   runtime::Nanos last_action_ = 0;

@@ -182,6 +182,9 @@ void KvsNodeServer::Settled(const ClusterConfig& c) {
 void KvsNodeServer::Stats(rpc::RpcChannel::Reply reply) {
   // What the bench reports per role; the data path is all on this thread.
   const dinomo::KvsNodeStats st = server_->stats();
+  const server::DinomoServer::HotWindow hot = server_->hot_keys();
+  nlohmann::json top = nlohmann::json::array();
+  for (const HotKeys::Key& k : hot.top) top.push_back({{"key_hex", rpc::RpcPeers::HexEncode(k.key)}, {"count", k.count}});
   const nlohmann::json j = {
       {"node", o_.id},
       {"design", design_},
@@ -195,6 +198,9 @@ void KvsNodeServer::Stats(rpc::RpcChannel::Reply reply) {
       {"shared_writes", st.shared_writes},
       {"swaps", st.swaps},
       {"swap_retries", st.swap_retries},
+      // The last complete second's requests and its most requested keys.
+      {"window_requests", hot.requests},
+      {"hot_keys", std::move(top)},
   };
   reply(Code::kOk, j.dump());
 }

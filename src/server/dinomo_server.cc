@@ -285,6 +285,22 @@ void DinomoServer::Retry() {
   retry_ms_ = std::min<int64_t>(2 * retry_ms_, 2000);
 }
 
+void DinomoServer::CountRequest(std::string_view key) {
+  (void)hot_keys();  // rolls the window over when it is complete
+  window_.Record(key);
+}
+
+DinomoServer::HotWindow DinomoServer::hot_keys() {
+  const runtime::Nanos now = env_.exec->Now();
+  if (now - window_start_ >= kHotWindow) {
+    // A window with no request since the last one leaves an empty one.
+    last_window_ = now - window_start_ < 2 * kHotWindow ? HotWindow{window_.total(), window_.Top(16)} : HotWindow{};
+    window_.Clear();
+    window_start_ = now;
+  }
+  return last_window_;
+}
+
 void DinomoServer::Refuse(const Reply& reply, const Status& s) const {
   reply(s.code(), proto::Encode(proto::KvResponse{config_.term, 0, s.message()}));
 }
@@ -313,6 +329,7 @@ void DinomoServer::Handle(uint16_t method, std::span<const std::byte> payload, R
   if (env_.lease_left() <= 0) {
     return Refuse(reply, Status::Unavailable("node " + std::to_string(env_.self) + " has no valid lease"));
   }
+  CountRequest(req->key);
   const uint64_t term = c.term;
   if (m == proto::Method::kGet) {
     return node_->Get(std::string(req->key), [reply, term](Result<std::string> v) {

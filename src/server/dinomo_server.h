@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "cluster/cluster_config.h"
+#include "common/hot_keys.h"
 #include "common/status.h"
 #include "dinomo/kvs_node.h"
 #include "fabric/fabric.h"
@@ -105,6 +106,15 @@ class DinomoServer {
   uint64_t reconfigurations() const { return reconfigurations_; }
   // The highest term it has settled at (step 2).
   uint64_t settled_term() const { return settled_term_; }
+  // The requests it served in the last complete window of kHotWindow and
+  // the most requested keys among them (common/hot_keys.h): what DINOMO's
+  // policy engine replicates hot keys by.
+  static constexpr runtime::Nanos kHotWindow = runtime::kSecond;
+  struct HotWindow {
+    uint64_t requests = 0;
+    std::vector<HotKeys::Key> top;  // at most 16
+  };
+  HotWindow hot_keys();
 
  private:
   void Consider();  // serve config_ as it is, or reconfigure for it
@@ -139,6 +149,10 @@ class DinomoServer {
   bool fresh_ = false;  // joined and has not served a shard yet (env.joined)
   runtime::Nanos stopped_at_ = 0;  // when the reconfiguration under way stopped serving
   std::vector<std::pair<uint64_t, Reply>> releases_;  // KN_RELEASE calls waiting for a settle
+  void CountRequest(std::string_view key);
+  HotKeys window_{32};
+  runtime::Nanos window_start_ = 0;
+  HotWindow last_window_;
   // Timers may outlive the server.
   std::shared_ptr<int> life_ = std::make_shared<int>(0);
 };

@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -401,6 +402,29 @@ TEST(DinomoClusterTest, HotKeysSharedKilledAndUnsharedUnderLoadLoseNothing) {
   EXPECT_TRUE((*store)->Load()->config.shared.empty());
   EXPECT_NE(Slip("cluster unshare --key key0 --dir " + d), 0) << "not shared any more";
   EXPECT_NE(Slip("cluster share --key key0 --owners 7 --dir " + d), 0) << "no node 7";
+
+  // The policy engine's hot-key rows: with the SLO violated (an objective
+  // of 0 us) and the nodes not all busy, a key taking most requests is
+  // shared; with the SLO met and the key no longer requested, it goes back.
+  {
+    std::atomic<bool> stop{false};
+    std::thread hot_load([&] {
+      for (int i = 0; !stop; ++i) {
+        const std::string k = i % 2 == 0 ? "key7" : "key" + std::to_string(100 + i % 40);
+        const std::string v = "auto-" + std::to_string(i);
+        m.Record(k, v, (*client)->Put(k, v), false);
+      }
+    });
+    EXPECT_EQ(Slip("cluster autoscale --epochs 4 --epoch-ms 1100 --slo-us 0 --over 2 --under -1 --grace-ms 0 --dir " + d),
+              0);
+    stop = true;
+    hot_load.join();
+    const auto shared = (*store)->Load()->config.shared;
+    EXPECT_TRUE(shared.contains("key7")) << "the hot key was not shared";
+    EXPECT_EQ(Slip("cluster autoscale --epochs 3 --epoch-ms 1100 --slo-us 1e9 --under -1 --grace-ms 0 --dir " + d), 0);
+    EXPECT_TRUE((*store)->Load()->config.shared.empty()) << "the cold key was not de-replicated";
+  }
+  m.Check(**client, "after the autoscaler shared and de-replicated a key");
 
   client->reset();
   ASSERT_EQ(Slip("cluster down --dir " + d), 0);
