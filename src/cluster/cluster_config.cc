@@ -316,7 +316,7 @@ Result<ClusterConfig> Reassign(const ClusterConfig& config, NodeId failed) {
   return next;
 }
 
-bool UsesPool(std::string_view design) { return design == "dinomo"; }
+bool UsesPool(std::string_view design) { return design == "dinomo" || design == "dinomo-s"; }
 
 Result<ClusterConfig> ReassignOwners(const ClusterConfig& config, NodeId failed) {
   SLIP_RETURN_IF_ERROR(config.Validate());

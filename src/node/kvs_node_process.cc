@@ -89,6 +89,12 @@ Status KvsNodeServer::Boot() {
   if (data->wait_fd() >= 0) node_ex_->AddWaitFd(data->wait_fd(), [data] { return data->CanBlock(); });
   peers_ = std::make_unique<rpc::RpcPeers>(channel_.get(), node_ex_, rpc::RpcChannel::CallOptions{.timeout = o_.lease / 2});
   design_ = vc.config.design;
+  dinomo::KvsNodeOptions node_options;
+  if (design_ == "dinomo-s") {
+    // The paper's DINOMO-S: the same nodes with shortcut-only caches.
+    node_options.cache.policy = dinomo::CacheOptions::Policy::kStatic;
+    node_options.cache.value_share = 0;
+  }
   server_ = std::make_unique<server::DinomoServer>(server::DinomoServerEnv{
       .self = o_.id,
       .exec = node_ex_,
@@ -104,7 +110,7 @@ Status KvsNodeServer::Boot() {
       .settled = [this](const ClusterConfig& c) { Settled(c); },
       .lease_left = [this] { return membership_->lease_expiry() - MachineNow(); },
       .fatal = [this](Status s) { Finish(std::move(s)); },
-      .node = {},
+      .node = node_options,
       .joined = joining,
   });
   node_ex_->AddPoller([this] { return server_->Poll(); });
