@@ -316,7 +316,9 @@ Result<ClusterConfig> Reassign(const ClusterConfig& config, NodeId failed) {
   return next;
 }
 
-bool UsesPool(std::string_view design) { return design == "dinomo" || design == "dinomo-s"; }
+bool UsesPool(std::string_view design) { return design == "dinomo" || design == "dinomo-s" || design == "clover"; }
+
+bool AnyNodeServes(std::string_view design) { return design == "clover"; }
 
 Result<ClusterConfig> ReassignOwners(const ClusterConfig& config, NodeId failed) {
   SLIP_RETURN_IF_ERROR(config.Validate());

@@ -167,10 +167,13 @@ Result<ClusterConfig> Place(const std::map<NodeId, std::string>& nodes, uint32_t
 Result<ClusterConfig> Reassign(const ClusterConfig& config, NodeId failed);
 
 // Whether `design` keeps its data in a shared pool rather than on its nodes
-// (dinomo, and dinomo-s: the same with shortcut-only caches; docs/papers/
+// (dinomo; dinomo-s, the same with shortcut-only caches; clover; docs/papers/
 // dinomo.md): a shard's "primary" is then the node that owns its keys, it has no backups (replication_factor 1), and a
 // failed owner's shards move to live nodes with no data copied.
 bool UsesPool(std::string_view design);
+// Whether any up node serves any key in `design` (clover): shards' owners
+// are then only placement, and clients pick a node at random.
+bool AnyNodeServes(std::string_view design);
 // The largest node id a pool design takes: the pool keeps a token per node
 // id (dinomo::Pool::kMaxNodes) and log entries name their writer in 16 bits.
 inline constexpr NodeId kMaxPoolNodeId = 499;

@@ -13,6 +13,11 @@ RoutingTable RoutingFromConfig(const ClusterConfig& config) {
   t.term = config.term;
   for (const auto& s : config.shards) t.primaries.push_back(s.primary);
   t.direct = DirectAccessOf(config.design);
+  if (AnyNodeServes(config.design)) {
+    for (const auto& [id, info] : config.nodes) {
+      if (info.state == NodeState::kUp) t.any_node.push_back(id);
+    }
+  }
   for (const auto& [key, secondaries] : config.shared) {
     std::vector<NodeId>& owners = t.shared[key];
     owners.push_back(t.primaries[config.ShardOf(HashKey(key))]);

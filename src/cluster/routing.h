@@ -27,6 +27,9 @@ struct RoutingTable {
   // Shared keys (pool designs, ClusterConfig::shared): every node serving
   // one, its shard's owner first; a client spreads its requests over them.
   std::map<std::string, std::vector<NodeId>, std::less<>> shared = {};
+  // Designs where any node serves any key (AnyNodeServes: clover): the up
+  // nodes, one picked at random per request; empty otherwise.
+  std::vector<NodeId> any_node = {};
   // The shard a key hash belongs to (common/hash.h ShardOfHash, as the
   // store and the configuration compute it). REQUIRES: primaries non-empty.
   uint32_t ShardOf(uint64_t hash) const;

@@ -69,6 +69,7 @@ uint64_t& CloverNode::RoundTrips(const Op& op) { return op.write ? stats_.write_
 
 void CloverNode::Get(std::string key, std::function<void(Result<std::string>)> done) {
   auto op = std::make_shared<Op>();
+  ++open_ops_;
   op->key = std::move(key);
   op->got = std::move(done);
   if (!started_) return Finish(op, Status::Unavailable("the node has no pool yet"));
@@ -194,6 +195,7 @@ void CloverNode::Delete(std::string key, std::function<void(Status)> done) {
 
 void CloverNode::Write(std::string key, std::string value, log::EntryType type, std::function<void(Status)> done) {
   auto op = std::make_shared<Op>();
+  ++open_ops_;
   op->write = true;
   op->key = std::move(key);
   op->value = std::move(value);
@@ -327,6 +329,7 @@ void CloverNode::Link(std::shared_ptr<Op> op) {
 }
 
 void CloverNode::Finish(std::shared_ptr<Op> op, Status s) {
+  --open_ops_;
   // Never inside the caller's call: answers come from the executor.
   exec_->Post([op, s = std::move(s), life = std::weak_ptr<int>(life_)] {
     if (life.expired()) return;

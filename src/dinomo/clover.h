@@ -84,6 +84,9 @@ class CloverNode {
   // Links a tombstone (OK whether or not the key had a value).
   void Delete(std::string key, std::function<void(Status)> done);
   bool Poll() { return ops_.Poll(); }
+  // No operation under way (none answered yet, nothing on the wire): it may
+  // be destroyed while its endpoint lives on.
+  bool Idle() const { return open_ops_ == 0 && ops_.in_flight() == 0; }
 
   const CloverNodeStats& stats() const { return stats_; }
   const AdaptiveCache& cache() const { return cache_; }
@@ -135,6 +138,7 @@ class CloverNode {
   bool allocating_ = false;
   std::vector<std::function<void(Status)>> waiting_for_segment_;
   uint64_t next_version_ = 0;
+  uint64_t open_ops_ = 0;  // GETs and writes not finished
   CloverNodeStats stats_;
   std::shared_ptr<int> life_ = std::make_shared<int>(0);
 };

@@ -4,9 +4,7 @@
 
 #include <atomic>
 #include <map>
-
 #include <nlohmann/json.hpp>
-
 
 #include "cluster/config_access.h"
 #include "common/log.h"
@@ -17,6 +15,7 @@
 #include "rpc/channel.h"
 #include "rpc/rpc_peers.h"
 #include "runtime/thread_runtime.h"
+#include "server/clover_server.h"
 #include "server/dinomo_server.h"
 
 namespace slip::node {
@@ -52,14 +51,15 @@ class KvsNodeServer final : public NodeProcess {
   NodeOptions o_;
   std::unique_ptr<cluster::ConfigStore> config_store_;
   std::unique_ptr<fabric::Fabric> fabric_;
-  runtime::ThreadRuntime rt_{runtime::ThreadRuntimeOptions{.seed = 1, .spin_turns = 8, .max_park = runtime::kMillisecond}};
+  runtime::ThreadRuntime rt_{
+      runtime::ThreadRuntimeOptions{.seed = 1, .spin_turns = 8, .max_park = runtime::kMillisecond}};
   runtime::Executor* node_ex_ = nullptr;
   runtime::Executor* control_ex_ = nullptr;
   std::unique_ptr<rpc::RpcChannel> channel_;
-  std::unique_ptr<rpc::RpcPeers> peers_;  // the pool
+  std::unique_ptr<rpc::RpcPeers> peers_;       // the pool
   std::unique_ptr<fabric::Endpoint> data_ep_;  // the KvsNode's one-sided operations
   std::unique_ptr<Membership> membership_;
-  std::unique_ptr<server::DinomoServer> server_;  // node executor only
+  std::unique_ptr<server::PoolNode> server_;  // node executor only
   std::string design_;
 
   Outcome outcome_;
@@ -67,7 +67,8 @@ class KvsNodeServer final : public NodeProcess {
 
 Status KvsNodeServer::Boot() {
   SLIP_ASSIGN_OR_RETURN(config_store_, cluster::OpenConfigStore(o_.dir, o_.zookeeper));
-  SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig vc, cluster::LoadWhenPresent(config_store_.get(), 60 * runtime::kSecond));
+  SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig vc,
+                        cluster::LoadWhenPresent(config_store_.get(), 60 * runtime::kSecond));
   // A node that is not a member joins (docs/papers/dinomo.md §5b): the
   // manager gives it its share of the shards once it holds its lease.
   const bool joining = !vc.config.nodes.contains(o_.id);
@@ -76,8 +77,8 @@ Status KvsNodeServer::Boot() {
   } else if (o_.provider != vc.config.provider) {
     return Status::InvalidArgument("the cluster runs over provider " + vc.config.provider + ", not " + o_.provider);
   }
-  SLIP_ASSIGN_OR_RETURN(fabric_, fabric::OpenOfiFabric(
-                                     fabric::FabricOptions{.provider = o_.provider, .node_address = o_.bind_address},
+  SLIP_ASSIGN_OR_RETURN(
+      fabric_, fabric::OpenOfiFabric(fabric::FabricOptions{.provider = o_.provider, .node_address = o_.bind_address},
                                      fabric::OfiOptions{.max_multi_recv_message = proto::kMaxMessage}));
   const std::string name = "kn" + std::to_string(o_.id);
   node_ex_ = rt_.CreateExecutor(name);
@@ -87,32 +88,47 @@ Status KvsNodeServer::Boot() {
   SLIP_ASSIGN_OR_RETURN(data_ep_, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = name + "/data"}));
   fabric::Endpoint* data = data_ep_.get();
   if (data->wait_fd() >= 0) node_ex_->AddWaitFd(data->wait_fd(), [data] { return data->CanBlock(); });
-  peers_ = std::make_unique<rpc::RpcPeers>(channel_.get(), node_ex_, rpc::RpcChannel::CallOptions{.timeout = o_.lease / 2});
+  peers_ =
+      std::make_unique<rpc::RpcPeers>(channel_.get(), node_ex_, rpc::RpcChannel::CallOptions{.timeout = o_.lease / 2});
   design_ = vc.config.design;
+  auto set_peers = [this](const ClusterConfig& c) {
+    std::map<rpc::NodeId, std::string> hex = {{kPoolPeer, c.pool}};
+    for (const auto& [id, info] : c.nodes) hex[id] = info.address;
+    peers_->SetAddresses(hex);
+  };
   dinomo::KvsNodeOptions node_options;
   if (design_ == "dinomo-s") {
     // The paper's DINOMO-S: the same nodes with shortcut-only caches.
     node_options.cache.policy = dinomo::CacheOptions::Policy::kStatic;
     node_options.cache.value_share = 0;
   }
-  server_ = std::make_unique<server::DinomoServer>(server::DinomoServerEnv{
-      .self = o_.id,
-      .exec = node_ex_,
-      .data = data,
-      .calls = peers_.get(),
-      .pool_peer = kPoolPeer,
-      .set_peers =
-          [this](const ClusterConfig& c) {
-            std::map<rpc::NodeId, std::string> hex = {{kPoolPeer, c.pool}};
-            for (const auto& [id, info] : c.nodes) hex[id] = info.address;
-            peers_->SetAddresses(hex);
-          },
-      .settled = [this](const ClusterConfig& c) { Settled(c); },
-      .lease_left = [this] { return membership_->lease_expiry() - MachineNow(); },
-      .fatal = [this](Status s) { Finish(std::move(s)); },
-      .node = node_options,
-      .joined = joining,
-  });
+  if (design_ == "clover") {
+    server_ = std::make_unique<server::CloverServer>(server::CloverServerEnv{
+        .self = o_.id,
+        .exec = node_ex_,
+        .data = data,
+        .calls = peers_.get(),
+        .pool_peer = kPoolPeer,
+        .set_peers = set_peers,
+        .settled = [this](const ClusterConfig& c) { Settled(c); },
+        .fatal = [this](Status s) { Finish(std::move(s)); },
+        .node = {},
+    });
+  } else {
+    server_ = std::make_unique<server::DinomoServer>(server::DinomoServerEnv{
+        .self = o_.id,
+        .exec = node_ex_,
+        .data = data,
+        .calls = peers_.get(),
+        .pool_peer = kPoolPeer,
+        .set_peers = set_peers,
+        .settled = [this](const ClusterConfig& c) { Settled(c); },
+        .lease_left = [this] { return membership_->lease_expiry() - MachineNow(); },
+        .fatal = [this](Status s) { Finish(std::move(s)); },
+        .node = node_options,
+        .joined = joining,
+    });
+  }
   node_ex_->AddPoller([this] { return server_->Poll(); });
   channel_->SetHandler([this](uint16_t method, std::span<const std::byte> payload, rpc::RpcChannel::Reply reply) {
     if (method == static_cast<uint16_t>(proto::Method::kStats)) return Stats(std::move(reply));
@@ -138,8 +154,8 @@ Status KvsNodeServer::Boot() {
     }
     ClusterConfig next = c;
     if (c.nodes.at(o_.id).state == cluster::NodeState::kDown) {
-      SLIP_ASSIGN_OR_RETURN(next, server::OwnedBy(c, o_.id).empty() ? cluster::Rejoin(c, o_.id)
-                                                               : cluster::ReturnWithData(c, o_.id));
+      SLIP_ASSIGN_OR_RETURN(
+          next, server::OwnedBy(c, o_.id).empty() ? cluster::Rejoin(c, o_.id) : cluster::ReturnWithData(c, o_.id));
     } else {
       ++next.term;
     }
@@ -166,7 +182,8 @@ Status KvsNodeServer::Boot() {
     }
     node_ex_->Post([this, c = newer.config] { server_->Adopt(c); });
   });
-  logging::Info("{}", "KVS node serving at " + address + " (" + o_.provider + "), term " + std::to_string(now.config.term));
+  logging::Info("{}",
+                "KVS node serving at " + address + " (" + o_.provider + "), term " + std::to_string(now.config.term));
   return Status::Ok();
 }
 
@@ -187,18 +204,23 @@ void KvsNodeServer::Settled(const ClusterConfig& c) {
 
 void KvsNodeServer::Stats(rpc::RpcChannel::Reply reply) {
   // What the bench reports per role; the data path is all on this thread.
-  const dinomo::KvsNodeStats st = server_->stats();
-  const server::DinomoServer::HotWindow hot = server_->hot_keys();
+  const server::PoolNode::Counters st = server_->counters();
+  const server::PoolNode::HotWindow hot = server_->hot_keys();
   nlohmann::json top = nlohmann::json::array();
-  for (const HotKeys::Key& k : hot.top) top.push_back({{"key_hex", rpc::RpcPeers::HexEncode(k.key)}, {"count", k.count}});
+  for (const HotKeys::Key& k : hot.top)
+    top.push_back({{"key_hex", rpc::RpcPeers::HexEncode(k.key)}, {"count", k.count}});
   const nlohmann::json j = {
       {"node", o_.id},
       {"design", design_},
       {"cpu_ns",
-       {{"worker", node_ex_->CpuTime()}, {"backup_worker", 0}, {"nic", 0}, {"control", control_ex_->CpuTime()}, {"digest", 0}}},
+       {{"worker", node_ex_->CpuTime()},
+        {"backup_worker", 0},
+        {"nic", 0},
+        {"control", control_ex_->CpuTime()},
+        {"digest", 0}}},
       {"gets", st.gets},
       {"writes", st.writes},
-      {"pool_round_trips_per_op", st.round_trips_per_op()},
+      {"pool_round_trips_per_op", st.pool_round_trips_per_op},
       {"serving_term", server_->serving_term()},
       {"shared_gets", st.shared_gets},
       {"shared_writes", st.shared_writes},

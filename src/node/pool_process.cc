@@ -7,6 +7,7 @@
 
 #include "cluster/config_access.h"
 #include "common/log.h"
+#include "dinomo/clover.h"
 #include "dinomo/pool.h"
 #include "dinomo/pool_server.h"
 #include "fabric/ofi/ofi_fabric.h"
@@ -44,7 +45,8 @@ class Pool final : public PoolProcess {
     const dinomo::PoolStats st = pool_->stats();
     const nlohmann::json j = {
         {"node", "pool"},
-        {"design", "dinomo"},
+        {"design", design_},
+        {"chain_advances", chain_advances_},
         {"cpu_ns", {{"pool", pool_ex_->CpuTime()}, {"control", control_ex_->CpuTime()}}},
         {"merged_entries", st.merged_entries},
         {"freed_segments", st.freed_segments},
@@ -54,7 +56,23 @@ class Pool final : public PoolProcess {
     reply(Code::kOk, j.dump());
   }
 
+  // Clover's metadata server (dinomo/clover.h): its GC pass moves every
+  // chain's index pointer to the newest version, every kAdvanceEvery, on
+  // the executor CLOVER_INSERT runs on.
+  static constexpr runtime::Nanos kAdvanceEvery = 50 * runtime::kMillisecond;
+  void AdvanceChains() {
+    auto moved = dinomo::AdvanceChains(*pool_, *region_);
+    if (moved.ok()) {
+      chain_advances_ += *moved;
+    } else {
+      logging::Warn("{}", "advancing Clover's chains: " + moved.status().ToString());
+    }
+    pool_ex_->After(kAdvanceEvery, [this] { AdvanceChains(); });
+  }
+
   PoolProcessOptions o_;
+  std::string design_;
+  uint64_t chain_advances_ = 0;  // pool executor only
   std::unique_ptr<cluster::ConfigStore> config_store_;
   std::unique_ptr<pm::PmRegion> region_;
   std::unique_ptr<dinomo::Pool> pool_;
@@ -75,6 +93,7 @@ Status Pool::Boot() {
   if (!cluster::UsesPool(vc.config.design)) {
     return Status::InvalidArgument("the cluster's design " + vc.config.design + " keeps no data in a pool");
   }
+  design_ = vc.config.design;
   if (o_.segment_mb == 0 || o_.pool_mb < 4 * o_.segment_mb) {
     return Status::InvalidArgument("the pool needs room for at least 4 segments: --pool-mb " + std::to_string(o_.pool_mb) +
                                    ", --segment-mb " + std::to_string(o_.segment_mb));
@@ -121,6 +140,7 @@ Status Pool::Boot() {
   // renewals start, so they do not find it expired.
   SLIP_RETURN_IF_ERROR(membership_->Acquire(kPoolLease, "pool-pid" + std::to_string(getpid())));
   SLIP_RETURN_IF_ERROR(rt_.Start());
+  if (design_ == "clover") pool_ex_->Post([this] { AdvanceChains(); });
   membership_->KeepAlive([this](Status s) { Finish(std::move(s)); });
   logging::Info("{}", "pool serving at " + address + " (" + vc.config.provider + ")");
   return Status::Ok();

@@ -285,20 +285,10 @@ void DinomoServer::Retry() {
   retry_ms_ = std::min<int64_t>(2 * retry_ms_, 2000);
 }
 
-void DinomoServer::CountRequest(std::string_view key) {
-  (void)hot_keys();  // rolls the window over when it is complete
-  window_.Record(key);
-}
-
-DinomoServer::HotWindow DinomoServer::hot_keys() {
-  const runtime::Nanos now = env_.exec->Now();
-  if (now - window_start_ >= kHotWindow) {
-    // A window with no request since the last one leaves an empty one.
-    last_window_ = now - window_start_ < 2 * kHotWindow ? HotWindow{window_.total(), window_.Top(16)} : HotWindow{};
-    window_.Clear();
-    window_start_ = now;
-  }
-  return last_window_;
+PoolNode::Counters DinomoServer::counters() const {
+  const dinomo::KvsNodeStats st = stats();
+  return Counters{st.gets,        st.writes, st.round_trips_per_op(), st.shared_gets, st.shared_writes,
+                  st.swaps,       st.swap_retries};
 }
 
 void DinomoServer::Refuse(const Reply& reply, const Status& s) const {
@@ -329,7 +319,7 @@ void DinomoServer::Handle(uint16_t method, std::span<const std::byte> payload, R
   if (env_.lease_left() <= 0) {
     return Refuse(reply, Status::Unavailable("node " + std::to_string(env_.self) + " has no valid lease"));
   }
-  CountRequest(req->key);
+  window_.Record(env_.exec->Now(), req->key);
   const uint64_t term = c.term;
   if (m == proto::Method::kGet) {
     return node_->Get(std::string(req->key), [reply, term](Result<std::string> v) {

@@ -47,13 +47,13 @@
 #include <vector>
 
 #include "cluster/cluster_config.h"
-#include "common/hot_keys.h"
 #include "common/status.h"
 #include "dinomo/kvs_node.h"
 #include "fabric/fabric.h"
 #include "proto/kv.h"
 #include "rpc/peer_caller.h"
 #include "runtime/runtime.h"
+#include "server/pool_node.h"
 
 namespace slip::server {
 
@@ -82,39 +82,30 @@ struct DinomoServerEnv {
   bool joined = false;
 };
 
-class DinomoServer {
+class DinomoServer final : public PoolNode {
  public:
-  using Reply = std::function<void(Code, std::string)>;
   // Versions are (epoch << 32) | n in 48 bits: terms above this cannot be epochs.
   static constexpr uint64_t kMaxEpoch = (uint64_t{1} << 16) - 1;
 
   explicit DinomoServer(DinomoServerEnv env);
-  ~DinomoServer();
+  ~DinomoServer() override;
 
-  // A configuration newer than any adopted so far (older ones are ignored).
-  void Adopt(const cluster::ClusterConfig& config);
+  void Adopt(const cluster::ClusterConfig& config) override;
   // PUT, GET, DEL and KN_RELEASE (proto/kv.h). Anything else: InvalidArgument.
-  void Handle(uint16_t method, std::span<const std::byte> payload, Reply reply);
-  // The data path's completions; true if any.
-  bool Poll() { return node_ != nullptr && node_->Poll(); }
+  void Handle(uint16_t method, std::span<const std::byte> payload, Reply reply) override;
+  bool Poll() override { return node_ != nullptr && node_->Poll(); }
 
   bool serving() const { return serving_; }
   // The term it serves in (its KvsNode's epoch is the term it last reconfigured in).
-  uint64_t serving_term() const { return serving_ ? serving_config_.term : 0; }
+  uint64_t serving_term() const override { return serving_ ? serving_config_.term : 0; }
+  Counters counters() const override;
+  HotWindow hot_keys() override { return window_.Last(env_.exec->Now()); }
   // Counters of the KvsNode serving now (zeros when none).
   dinomo::KvsNodeStats stats() const { return node_ ? node_->stats() : dinomo::KvsNodeStats{}; }
   uint64_t reconfigurations() const { return reconfigurations_; }
   // The highest term it has settled at (step 2).
   uint64_t settled_term() const { return settled_term_; }
-  // The requests it served in the last complete window of kHotWindow and
-  // the most requested keys among them (common/hot_keys.h): what DINOMO's
-  // policy engine replicates hot keys by.
-  static constexpr runtime::Nanos kHotWindow = runtime::kSecond;
-  struct HotWindow {
-    uint64_t requests = 0;
-    std::vector<HotKeys::Key> top;  // at most 16
-  };
-  HotWindow hot_keys();
+
 
  private:
   void Consider();  // serve config_ as it is, or reconfigure for it
@@ -149,10 +140,7 @@ class DinomoServer {
   bool fresh_ = false;  // joined and has not served a shard yet (env.joined)
   runtime::Nanos stopped_at_ = 0;  // when the reconfiguration under way stopped serving
   std::vector<std::pair<uint64_t, Reply>> releases_;  // KN_RELEASE calls waiting for a settle
-  void CountRequest(std::string_view key);
-  HotKeys window_{32};
-  runtime::Nanos window_start_ = 0;
-  HotWindow last_window_;
+  RequestWindow window_;
   // Timers may outlive the server.
   std::shared_ptr<int> life_ = std::make_shared<int>(0);
 };

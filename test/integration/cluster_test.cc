@@ -214,12 +214,17 @@ TEST(ClusterStartTest, ANodeDeclaredFailedWhileStartingRejoinsItsShards) {
 // and every node's open segments are in its region), the nodes finding it
 // at its new address; then a whole-cluster cold start. No acknowledged
 // write is lost, and a client with a stale map is redirected.
-TEST(DinomoClusterTest, KillAKvsNodeThePoolAndEverythingLoseNothingAcknowledged) {
-  const fs::path dir = fs::temp_directory_path() / ("slip_cluster_" + std::to_string(getpid()) + "_dinomo");
+// Once per design with its data in the pool: dinomo, and clover (any node
+// serves any key; a restarted pool makes every node start over against it).
+class PoolClusterTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PoolClusterTest, KillAKvsNodeThePoolAndEverythingLoseNothingAcknowledged) {
+  const std::string design = GetParam();
+  const fs::path dir = fs::temp_directory_path() / ("slip_cluster_" + std::to_string(getpid()) + "_" + design);
   fs::remove_all(dir);
   const std::string d = dir.string();
   const std::string up = "cluster up --lease-ms 1000 --pm-mb 64 --dir " + d;
-  ASSERT_EQ(Slip(up + " --nodes 3 --shards 12 --design dinomo"), 0) << "see " << d << "/logs";
+  ASSERT_EQ(Slip(up + " --nodes 3 --shards 12 --design " + design), 0) << "see " << d << "/logs";
   auto open = [&] {
     return Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
                                       .deadline = std::chrono::seconds(20), .bind_address = ""});
@@ -269,6 +274,8 @@ TEST(DinomoClusterTest, KillAKvsNodeThePoolAndEverythingLoseNothingAcknowledged)
   EXPECT_EQ(Slip("cluster down --dir " + d), 0);
   if (!HasFailure()) fs::remove_all(dir);  // else keep the logs
 }
+
+INSTANTIATE_TEST_SUITE_P(Designs, PoolClusterTest, ::testing::Values("dinomo", "clover"));
 
 // DINOMO's elasticity (docs/papers/dinomo.md §5b): `slip cluster add-node`
 // starts a node that joins and gets its share of the shards from the live
