@@ -92,6 +92,11 @@ class ClusterTarget final : public KvTarget {
   }
   std::string Describe() const override {
     const std::string where = " on this host (" + running_provider_ + (running_provider_ == "tcp" ? " loopback), " : "), ");
+    if (cluster::AnyNodeServes(c_.design)) {
+      return c_.design + ": " + std::to_string(c_.nodes) + " KVS node processes and one pool process" + where +
+             "any node serves any key, no replicas; a write is acknowledged once its version is in the pool's region "
+             "and linked (one-sided WRITE, then compare-and-swap)";
+    }
     if (cluster::UsesPool(c_.design)) {
       return c_.design + ": " + std::to_string(c_.nodes) + " KVS node processes and one pool process" + where +
              "no replicas; a write is acknowledged once it is in the pool's region (batched one-sided WRITE + flush "
