@@ -15,6 +15,14 @@ Result<MergeResult> MergeSegment(const pm::PmRegion& region, PoolIndex& index, u
   }
   MergeResult r;
   uint64_t pos = from;
+  // Persisted together once the walk ends (and before the caller marks
+  // the segment merged): a crash before then merges the segment again.
+  PendingLines pending;
+  struct PersistAtExit {
+    PoolIndex& index;
+    PendingLines& pending;
+    ~PersistAtExit() { index.Persist(pending); }
+  } persist_at_exit{index, pending};
   while (pos < segment_bytes) {
     auto d = log::DecodeBlock({region.at(segment + pos), segment_bytes - pos}, limits);
     if (!d.status.ok()) {
@@ -28,7 +36,7 @@ Result<MergeResult> MergeSegment(const pm::PmRegion& region, PoolIndex& index, u
                                 std::to_string(pos) + " of segment " + std::to_string(segment) + " does not");
     }
     const IndexPointer p{segment + pos, b.encoded_bytes};
-    auto applied = index.Apply(p);
+    auto applied = index.Apply(p, &pending);
     if (!applied.ok() && applied.status().Is(Code::kNoSpace)) {
       r.index_full = true;
       break;

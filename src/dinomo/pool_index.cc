@@ -147,7 +147,17 @@ void PoolIndex::MarkMoved() {
   }
 }
 
-void PoolIndex::WriteBucket(std::byte* line, const BucketView& b) {
+void PendingLines::Persist(pm::PmRegion& region) {
+  if (lines_.empty()) return;
+  if (region.mode() == pm::PersistMode::kMsync) {
+    region.Persist(lo_, static_cast<size_t>(hi_ - lo_));
+  } else {
+    for (const std::byte* line : lines_) region.Persist(line, kBucketBytes);
+  }
+  *this = PendingLines();
+}
+
+void PoolIndex::WriteBucket(std::byte* line, const BucketView& b, PendingLines* pending) {
   // end := v+1, the slots and next, begin := v+2, end := v+2.
   const uint64_t v = LoadWord(line);
   const uint32_t old_next = static_cast<uint32_t>(LoadWord(line + 56));
@@ -158,16 +168,17 @@ void PoolIndex::WriteBucket(std::byte* line, const BucketView& b) {
   }
   StoreWord(line, v + 2);
   StoreWord(line + 56, ((v + 2) << 32) | b.next);
+  if (pending != nullptr) return pending->Add(line);
   region_->Persist(line, kBucketBytes);
 }
 
-Result<PoolIndex::Applied> PoolIndex::Apply(IndexPointer entry) {
+Result<PoolIndex::Applied> PoolIndex::Apply(IndexPointer entry, PendingLines* pending) {
   const std::optional<EntryKey> key = ReadEntry(entry);
   if (!key) return Status::Corruption("no whole single-block entry at offset " + std::to_string(entry.offset));
   return Update(*key, entry, /*keep_cells=*/true, [&](std::optional<IndexPointer> now, const std::optional<EntryKey>& cur, const EntryKey& e) {
     if (!now) return true;
     return !cur || cur->version < e.version;
-  });
+  }, pending);
 }
 
 Result<IndexPointer> PoolIndex::CompareAndSet(std::optional<IndexPointer> expected, IndexPointer entry) {
@@ -194,7 +205,8 @@ Result<PoolIndex::Applied> PoolIndex::Set(std::string_view key, std::optional<In
 
 Result<PoolIndex::Applied> PoolIndex::Update(
     const EntryKey& key, std::optional<IndexPointer> entry, bool keep_cells,
-    const std::function<bool(std::optional<IndexPointer>, const std::optional<EntryKey>&, const EntryKey&)>& decide) {
+    const std::function<bool(std::optional<IndexPointer>, const std::optional<EntryKey>&, const EntryKey&)>& decide,
+    PendingLines* pending) {
   const EntryKey* e = &key;
   const bool is_cell = entry && entry->cell;
   const uint64_t h = SlotHash(e->key);
@@ -234,7 +246,7 @@ Result<PoolIndex::Applied> PoolIndex::Update(
       } else {
         nb.slots[i] = {};
       }
-      WriteBucket(line, nb);
+      WriteBucket(line, nb, pending);
       return Applied{true, false, s.pointer, std::nullopt};
     }
     last = line;
@@ -248,7 +260,7 @@ Result<PoolIndex::Applied> PoolIndex::Update(
   if (free_line != nullptr) {
     BucketView nb = ParseBucket(std::span<const std::byte, kBucketBytes>(free_line, kBucketBytes));
     nb.slots[free_slot] = {h, *entry};
-    WriteBucket(free_line, nb);
+    WriteBucket(free_line, nb, pending);
     return Applied{true, false, std::nullopt, std::nullopt};
   }
   // A new overflow bucket, written whole before the chain links to it.
@@ -263,9 +275,10 @@ Result<PoolIndex::Applied> PoolIndex::Update(
   }
   BucketView fresh;
   fresh.slots[0] = {h, *entry};
+  // Whole before the chain links to it, and the link only after.
   WriteBucket(Line(n, true), fresh);
   last_view.next = n + 1;
-  WriteBucket(last, last_view);
+  WriteBucket(last, last_view, pending);
   return Applied{true, false, std::nullopt, std::nullopt};
 }
 

@@ -26,7 +26,9 @@
 // marks every bucket of this one moved.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -82,6 +84,27 @@ BucketView ParseBucket(std::span<const std::byte, kBucketBytes> line);
 uint64_t SlotHash(std::string_view key);
 uint32_t HomeBucket(uint64_t slot_hash, uint32_t num_buckets);
 
+// Bucket lines a merge changed and has not persisted yet: persisted
+// together before the merge counts as done. On a file (msync) one call
+// covers their whole span — a merge of a full segment would otherwise make
+// one msync per entry (seconds for 8 MB); elsewhere each line is written
+// back on its own.
+class PendingLines {
+ public:
+  void Add(const std::byte* line) {
+    lo_ = std::min(lo_, line);
+    hi_ = std::max(hi_, line + kBucketBytes);
+    lines_.push_back(line);
+  }
+  void Persist(pm::PmRegion& region);
+  bool empty() const { return lines_.empty(); }
+
+ private:
+  const std::byte* lo_ = reinterpret_cast<const std::byte*>(UINTPTR_MAX);
+  const std::byte* hi_ = nullptr;
+  std::vector<const std::byte*> lines_;
+};
+
 class PoolIndex {
  public:
   // Formats [offset, offset + bytes) of `region`: a header line, then
@@ -105,7 +128,11 @@ class PoolIndex {
   // the key points at it unless the index points at a version of the key
   // at least as new. A DEL's tombstone stays pointed at (its version keeps
   // older PUTs from coming back at a re-merge). Thread-safe.
-  Result<Applied> Apply(IndexPointer entry);
+  // With `pending`, the bucket lines it changes are left for the caller to
+  // persist (PendingLines::Persist) instead of one by one.
+  Result<Applied> Apply(IndexPointer entry, PendingLines* pending = nullptr);
+  // Persists what Apply left pending.
+  void Persist(PendingLines& pending) { pending.Persist(*region_); }
 
   // Points `key` at `to` whatever it pointed at (nullopt: forgets the key)
   // — how the pool installs and removes a shared key's cell. `to`, if
@@ -155,8 +182,9 @@ class PoolIndex {
   // key's cell changes nothing (Applied::shared).
   Result<Applied> Update(const EntryKey& key, std::optional<IndexPointer> entry, bool keep_cells,
                          const std::function<bool(std::optional<IndexPointer>, const std::optional<EntryKey>&,
-                                                  const EntryKey&)>& decide);
-  void WriteBucket(std::byte* line, const BucketView& b);
+                                                  const EntryKey&)>& decide,
+                         PendingLines* pending = nullptr);
+  void WriteBucket(std::byte* line, const BucketView& b, PendingLines* pending = nullptr);
 
   pm::PmRegion* const region_;
   const uint64_t offset_;
