@@ -320,18 +320,7 @@ void DinomoServer::Handle(uint16_t method, std::span<const std::byte> payload, R
     return Refuse(reply, Status::Unavailable("node " + std::to_string(env_.self) + " has no valid lease"));
   }
   window_.Record(env_.exec->Now(), req->key);
-  const uint64_t term = c.term;
-  if (m == proto::Method::kGet) {
-    return node_->Get(std::string(req->key), [reply, term](Result<std::string> v) {
-      if (!v.ok()) return reply(v.status().code(), proto::Encode(proto::KvResponse{term, 0, v.status().message()}));
-      reply(Code::kOk, proto::Encode(proto::KvResponse{term, 0, *v}));
-    });
-  }
-  auto done = [reply, term](Status s) {
-    reply(s.code(), proto::Encode(proto::KvResponse{term, 0, s.ok() ? std::string_view() : s.message()}));
-  };
-  if (m == proto::Method::kPut) return node_->Put(std::string(req->key), std::string(req->value), done);
-  node_->Delete(std::string(req->key), done);
+  ServeKv(*node_, m, *req, c.term, std::move(reply));
 }
 
 }  // namespace slip::server

@@ -15,6 +15,7 @@
 #include "cluster/cluster_config.h"
 #include "common/hot_keys.h"
 #include "common/status.h"
+#include "proto/kv.h"
 #include "runtime/runtime.h"
 
 namespace slip::server {
@@ -49,6 +50,23 @@ class PoolNode {
   };
   virtual HotWindow hot_keys() = 0;
 };
+
+// Runs a decoded PUT, GET or DEL (`m`) on `node` (a dinomo::KvsNode or
+// CloverNode: Get/Put/Delete with callbacks) and answers it in `term`.
+template <typename Node>
+void ServeKv(Node& node, proto::Method m, const proto::KvRequest& req, uint64_t term, PoolNode::Reply reply) {
+  if (m == proto::Method::kGet) {
+    return node.Get(std::string(req.key), [reply, term](Result<std::string> v) {
+      if (!v.ok()) return reply(v.status().code(), proto::Encode(proto::KvResponse{term, 0, v.status().message()}));
+      reply(Code::kOk, proto::Encode(proto::KvResponse{term, 0, *v}));
+    });
+  }
+  auto done = [reply, term](Status s) {
+    reply(s.code(), proto::Encode(proto::KvResponse{term, 0, s.ok() ? std::string_view() : s.message()}));
+  };
+  if (m == proto::Method::kPut) return node.Put(std::string(req.key), std::string(req.value), done);
+  node.Delete(std::string(req.key), done);
+}
 
 // Counts requests per key in windows of `window` (a Space-Saving sketch,
 // common/hot_keys.h) and keeps the last complete one.

@@ -275,7 +275,8 @@ TEST_P(PoolClusterTest, KillAKvsNodeThePoolAndEverythingLoseNothingAcknowledged)
   if (!HasFailure()) fs::remove_all(dir);  // else keep the logs
 }
 
-INSTANTIATE_TEST_SUITE_P(Designs, PoolClusterTest, ::testing::Values("dinomo", "clover"));
+INSTANTIATE_TEST_SUITE_P(Designs, PoolClusterTest, ::testing::Values(std::string("dinomo"), std::string("clover")),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 // DINOMO's elasticity (docs/papers/dinomo.md §5b): `slip cluster add-node`
 // starts a node that joins and gets its share of the shards from the live
