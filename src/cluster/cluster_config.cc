@@ -107,7 +107,9 @@ Status ClusterConfig::Validate() const {
   }
   if (!shared.empty() && !UsesPool(design)) return bad("shared keys, which only designs with a pool know");
   for (const auto& [key, owners] : shared) {
-    if (key.empty()) return bad("an empty shared key");
+    if (key.empty() || key.size() > kMaxSharedKeyBytes) {
+      return bad("a shared key of " + N(key.size()) + " bytes (1.." + N(kMaxSharedKeyBytes) + ")");
+    }
     for (size_t i = 0; i < owners.size(); i++) {
       auto it = nodes.find(owners[i]);
       if (it == nodes.end() || it->second.state != NodeState::kUp) {
@@ -426,7 +428,9 @@ Result<ClusterConfig> ShareKey(const ClusterConfig& config, const std::string& k
   if (!UsesPool(config.design)) {
     return Status::NotSupported("ShareKey: the " + config.design + " design has no pool to share keys through");
   }
-  if (key.empty()) return Status::InvalidArgument("ShareKey: an empty key");
+  if (key.empty() || key.size() > kMaxSharedKeyBytes) {
+    return Status::InvalidArgument("ShareKey: a key of " + N(key.size()) + " bytes (1.." + N(kMaxSharedKeyBytes) + ")");
+  }
   ClusterConfig next = config;
   next.term++;
   std::sort(secondaries.begin(), secondaries.end());

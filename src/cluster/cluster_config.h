@@ -206,6 +206,8 @@ Result<ClusterConfig> RemoveOwner(const ClusterConfig& config, NodeId node);
 // A leaving `node` that has let go of everything is dropped from the
 // membership: term + 1. InvalidArgument unless it is leaving.
 Result<ClusterConfig> DropLeaving(const ClusterConfig& config, NodeId node);
+// The longest key that may be shared: a KV key's limit (log::Limits).
+inline constexpr size_t kMaxSharedKeyBytes = 64 * 1024;
 // `config` (a UsesPool design) with `key` shared by its shard's owner and
 // `secondaries` (up members), term + 1; replaces an earlier list of the key.
 Result<ClusterConfig> ShareKey(const ClusterConfig& config, const std::string& key, std::vector<NodeId> secondaries);

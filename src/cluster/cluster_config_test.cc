@@ -274,6 +274,8 @@ TEST(SharedKeysConfigTest, ShareUnshareAndOwnersThatGo) {
   EXPECT_TRUE(ShareKey(c, "k", {9}).status().Is(Code::kInvalidArgument)) << "not a member";
   EXPECT_TRUE(ShareKey(*failed, "k", {2}).status().Is(Code::kInvalidArgument)) << "down";
   EXPECT_TRUE(ShareKey(c, "", {1}).status().Is(Code::kInvalidArgument));
+  EXPECT_TRUE(ShareKey(c, std::string(kMaxSharedKeyBytes + 1, 'k'), {1}).status().Is(Code::kInvalidArgument))
+      << "longer than any key can be";
   EXPECT_TRUE(ShareKey(MustPlace(3, 6, 1), "k", {1}).status().Is(Code::kNotSupported)) << "no pool";
   std::string bad_hex = EncodeJson(*a);
   bad_hex.replace(bad_hex.find("6b00ff"), 6, "6b00fg");

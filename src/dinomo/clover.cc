@@ -329,10 +329,11 @@ void CloverNode::Link(std::shared_ptr<Op> op) {
 }
 
 void CloverNode::Finish(std::shared_ptr<Op> op, Status s) {
-  --open_ops_;
-  // Never inside the caller's call: answers come from the executor.
-  exec_->Post([op, s = std::move(s), life = std::weak_ptr<int>(life_)] {
+  // Never inside the caller's call: answers come from the executor (and the
+  // node is idle only once they are out).
+  exec_->Post([this, op, s = std::move(s), life = std::weak_ptr<int>(life_)] {
     if (life.expired()) return;
+    --open_ops_;
     if (op->write) return op->wrote(s);
     if (!s.ok()) return op->got(s);
     op->got(std::move(op->value));

@@ -342,7 +342,19 @@ void KvsNode::SwapGroup(const std::string& key, std::shared_ptr<std::vector<Pend
         auto ref = cells_.find(key);
         if (cas->old == expected) {
           if (ref != cells_.end()) ref->second.word = desired;
-          return finish(Status::Ok());
+          if (!at_.persist_by_request) return finish(Status::Ok());
+          // A pool on a file (or DAX): the word is durable only once
+          // persisted, like a batch — then the writes are acknowledged.
+          const uint64_t word_at = ref != cells_.end() ? ref->second.cell.offset + kCellWordOffset : 0;
+          ++stats_.persists;
+          return calls_->Call(pool_, static_cast<uint16_t>(proto::Method::kPoolPersist),
+                              proto::Encode(proto::PoolPersistRequest{options_.node, options_.epoch, word_at, 8}),
+                              [this, life = std::weak_ptr<int>(life_), finish, fail](Result<rpc::PeerResponse> r) {
+                                if (life.expired()) return;
+                                if (r.ok() && r->status == Code::kStaleTerm) Fenced(r->payload);
+                                if (r.ok() && r->status == Code::kOk) return finish(Status::Ok());
+                                fail("persisting its cell failed");
+                              });
         }
         // Another owner's write got there first: this group comes after it,
         // with whatever of this node's writes of the key landed meanwhile.
@@ -578,9 +590,12 @@ void KvsNode::NextSlot(std::shared_ptr<GetOp> op, size_t slot) {
 
 void KvsNode::Answer(std::shared_ptr<GetOp> op, Result<std::string> r) {
   stats_.get_round_trips += op->rts;
+  ++answering_;  // the node is not idle until the answer is out
   // Never inside the caller's call (and not after the node is gone).
-  exec_->Post([life = std::weak_ptr<int>(life_), op, r = std::move(r)]() mutable {
-    if (!life.expired()) op->done(std::move(r));
+  exec_->Post([this, life = std::weak_ptr<int>(life_), op, r = std::move(r)]() mutable {
+    if (life.expired()) return;
+    --answering_;
+    op->done(std::move(r));
   });
 }
 

@@ -87,7 +87,7 @@ struct KvsNodeStats {
   uint64_t read_bytes = 0;        // of those READs
   uint64_t writes = 0, batches = 0, written_bytes = 0;
   uint64_t segments = 0, seals = 0, backpressure_waits = 0;
-  uint64_t persists = 0;  // POOL_PERSIST calls (a pool on an ordinary file: one per batch)
+  uint64_t persists = 0;  // POOL_PERSIST calls (a pool on an ordinary file: one per batch and per swap)
   uint64_t fenced = 0;  // 1 once the pool refused this node's token
   // Shared keys: GETs and writes of them, cell swaps (each a round trip)
   // and those that met a word another owner had moved.
@@ -120,7 +120,9 @@ class KvsNode {
   // Nothing of this node's is on the wire or waiting to go (its one-sided
   // operations all completed, no write queued): it may be destroyed while
   // its endpoint lives on.
-  bool Idle() const { return ops_.in_flight() == 0 && pending_.empty() && !in_flight_ && swapping_.empty(); }
+  bool Idle() const {
+    return ops_.in_flight() == 0 && pending_.empty() && !in_flight_ && swapping_.empty() && answering_ == 0;
+  }
   // Segments not merged by the pool yet, the open one included.
   size_t unmerged_segments() const { return sealing_.size() + (segment_ != 0 ? 1 : 0); }
 
@@ -212,6 +214,7 @@ class KvsNode {
   };
   std::unordered_map<std::string, KeySwaps> key_swaps_;
   KvsNodeStats stats_;
+  uint64_t answering_ = 0;  // GET answers posted, not yet run
   // Callbacks that may outlive the node (calls to the pool, timers) hold a
   // weak reference and do nothing once it is gone.
   std::shared_ptr<int> life_ = std::make_shared<int>(0);

@@ -208,9 +208,9 @@ uint32_t Pool::SegmentOf(uint64_t offset) const {
 
 Result<uint64_t> Pool::Allocate(uint32_t node) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (uint32_t s = 0; s < num_segments_; ++s) {
+  const uint32_t s = LeastRecentlyFreed();
+  if (s < num_segments_) {
     Segment& g = segments_[s];
-    if (g.state != State::kFree) continue;
     // Zeroed first: the walk of a node's log ends at the first block that
     // does not decode, and a reused segment's old blocks would decode.
     std::byte* base = region_->at(segments_offset_ + uint64_t{s} * segment_bytes_);
@@ -397,6 +397,12 @@ Result<MergeResult> Pool::MergeOpen(uint32_t s, uint64_t end) {
     auto it = cells_.find(l.cell);
     if (it == cells_.end()) continue;  // unshared meanwhile: the index holds the word's entry
     Cell& c = it->second;
+    if (CellWord(l.cell) != l.entry) {
+      // The word moved on since the walk read it (another merge may have
+      // adopted its newer entry meanwhile): this one is garbage now.
+      if (c.counted != l.entry) CountDead({l.entry});
+      continue;
+    }
     if (c.counted && c.counted != l.entry) CountDead({*c.counted});
     c.counted = l.entry;
   }
@@ -424,8 +430,19 @@ void Pool::CountDead(const std::vector<IndexPointer>& garbage) {
 
 void Pool::Free(uint32_t s) {
   segments_[s] = Segment{};
+  segments_[s].freed_at = ++free_clock_;
   Persist(s);
   ++freed_;
+}
+
+uint32_t Pool::LeastRecentlyFreed() const {
+  uint32_t best = num_segments_;
+  for (uint32_t s = 0; s < num_segments_; ++s) {
+    if (segments_[s].state != State::kFree) continue;
+    if (best == num_segments_ || segments_[s].freed_at < segments_[best].freed_at) best = s;
+    if (segments_[best].freed_at == 0) break;
+  }
+  return best;
 }
 
 Status Pool::LoadCells(uint32_t s) {
@@ -475,41 +492,54 @@ void Pool::SweepCells() {
 }
 
 Result<IndexPointer> Pool::Share(std::string_view key) {
-  // No merge runs meanwhile: none can apply an entry of the key between
-  // the cell taking the key's entry and the index taking the cell.
-  std::unique_lock<std::shared_mutex> ilock(index_mu_);
   const uint32_t bytes = CellBytes(key.size());
   if (key.empty() || key.size() > limits_.max_key || bytes > segment_bytes_) {
     return Status::InvalidArgument("a key of " + std::to_string(key.size()) + " bytes cannot be shared");
   }
-  uint64_t offset = 0;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    uint32_t seen = 0;
+    auto r = ShareOnce(key, bytes, &seen);
+    if (r.ok() || !r.status().Is(Code::kNoSpace) || seen == 0) return r;
+    // The index had no slot for the key: grow it, then try again.
+    SLIP_RETURN_IF_ERROR(GrowIndexFrom(seen));
+  }
+  return Status::NoSpace("the pool index stayed full");
+}
+
+Result<IndexPointer> Pool::ShareOnce(std::string_view key, uint32_t bytes, uint32_t* index_full) {
+  // No merge runs meanwhile: none can apply an entry of the key between
+  // the cell taking the key's entry and the index taking the cell.
+  std::unique_lock<std::shared_mutex> ilock(index_mu_);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = cell_of_.find(std::string(key)); it != cell_of_.end()) {
       return IndexPointer{it->second, cells_.at(it->second).bytes, true};
     }
+  }
+  const std::optional<IndexPointer> now = index_->Find(key);
+  if (now && now->cell) return Status::Corruption("the index points the key at a cell the pool does not know");
+  uint64_t offset = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
     uint32_t at = num_segments_;
     for (uint32_t s = 0; s < num_segments_ && at == num_segments_; ++s) {
       if (segments_[s].state == State::kCells && segments_[s].merged_to + bytes <= segment_bytes_) at = s;
     }
-    for (uint32_t s = 0; s < num_segments_ && at == num_segments_; ++s) {
-      if (segments_[s].state != State::kFree) continue;
-      std::byte* base = region_->at(segments_offset_ + uint64_t{s} * segment_bytes_);
+    if (at == num_segments_) {
+      at = LeastRecentlyFreed();
+      if (at == num_segments_) return Status::NoSpace("the pool has no room for a cell");
+      std::byte* base = region_->at(segments_offset_ + uint64_t{at} * segment_bytes_);
       std::memset(base, 0, segment_bytes_);
       region_->Persist(base, segment_bytes_);
-      segments_[s] = Segment{};
-      segments_[s].state = State::kCells;
-      segments_[s].seq = next_seq_++;
-      Persist(s);
-      at = s;
+      segments_[at] = Segment{};
+      segments_[at].state = State::kCells;
+      segments_[at].seq = next_seq_++;
+      Persist(at);
     }
-    if (at == num_segments_) return Status::NoSpace("the pool has no room for a cell");
     offset = segments_offset_ + uint64_t{at} * segment_bytes_ + segments_[at].merged_to;
     segments_[at].merged_to += bytes;
     ++segments_[at].entries;
   }
-  const std::optional<IndexPointer> now = index_->Find(key);
-  if (now && now->cell) return Status::Corruption("the index points the key at a cell the pool does not know");
   // Everything but the magic first: a crash leaves no cell or a whole one
   // (and a whole one the index does not point at is dropped at open).
   std::span<std::byte> cell(region_->at(offset), bytes);
@@ -521,10 +551,12 @@ Result<IndexPointer> Pool::Share(std::string_view key) {
   auto set = index_->Set(key, self);
   std::lock_guard<std::mutex> lock(mu_);
   if (!set.ok()) {
+    // Left as a removed cell: the segment's cells stay walkable at open.
     const uint64_t removed = kCellRemoved;
     std::memcpy(cell.data(), &removed, 8);
     region_->Persist(cell.data(), 8);
     if (--segments_[SegmentOf(offset)].entries == 0) Free(SegmentOf(offset));
+    if (set.status().Is(Code::kNoSpace)) *index_full = index_->num_buckets();
     return set.status();
   }
   // The entry the index held is the cell's now: counted live as before.

@@ -164,6 +164,7 @@ class Pool {
     // `entries` counts its live cells.
     uint64_t entries = 0, dead = 0;
     bool merging = false;
+    uint64_t freed_at = 0;  // of a free segment: when (free_clock_) it was freed; 0 never used
   };
   struct Cell {
     std::string key;
@@ -182,10 +183,17 @@ class Pool {
   Result<MergeResult> MergeOpen(uint32_t s, uint64_t end);
   void CountDead(const std::vector<IndexPointer>& garbage);
   void Free(uint32_t s);  // REQUIRES: mu_ held
+  // The free segment freed longest ago (never used ones first), or
+  // num_segments_: reusing late leaves a slow one-sided reader holding an
+  // old pointer the most time before the bytes it names change.
+  uint32_t LeastRecentlyFreed() const;  // REQUIRES: mu_ held
   // A cell's word: the entry it points at, if any.
   std::optional<IndexPointer> CellWord(uint64_t cell) const;
   // Counts dead what cells no longer point at. REQUIRES: mu_ held.
   void SweepCells();
+  // Share's one attempt: NoSpace with `*index_full` set (to the index's
+  // home buckets) when the index had no slot for the key.
+  Result<IndexPointer> ShareOnce(std::string_view key, uint32_t bytes, uint32_t* index_full);
   // Rebuilds the cell registry at open (live cells the index points at).
   Status LoadCells(uint32_t s);
 
@@ -200,7 +208,7 @@ class Pool {
   mutable std::shared_mutex index_mu_;
   mutable std::mutex mu_;  // the table and the counters
   std::vector<Segment> segments_;
-  uint64_t merged_entries_ = 0, freed_ = 0;
+  uint64_t merged_entries_ = 0, freed_ = 0, free_clock_ = 0;
   std::map<uint64_t, Cell> cells_;                    // by region offset
   std::unordered_map<std::string, uint64_t> cell_of_;  // key -> offset
   // Per node: the token admitted (0: none) and the fence (the lowest token

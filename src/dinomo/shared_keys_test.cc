@@ -234,6 +234,56 @@ TEST_F(SharedKeysTest, AWriteToAKeyThePoolDoesNotShareFails) {
   EXPECT_TRUE(Get(b, "hot").status().Is(Code::kNotFound));
 }
 
+// On a pool that is a file, a shared key's write is acknowledged only once
+// its cell's word is persisted too (POOL_PERSIST of the word, after the
+// batch's): power lost after the acknowledgement loses nothing.
+TEST(SharedKeysDurability, AcknowledgedSwapsSurvivePowerLossOnAFilePool) {
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    runtime::SimRuntime rt(runtime::SimRuntimeOptions{.seed = seed});
+    PoolOptions po;
+    po.segment_bytes = 64 << 10;
+    po.num_buckets = 1024;
+    testing::SimPool w(rt, 4 << 20, po, {}, pm::RegionOptions{.mode = pm::PersistMode::kMsync, .crash_model = true});
+    ASSERT_TRUE(w.pool().Share("hot").ok());
+    auto start = [&](uint32_t id, uint64_t epoch) -> testing::SimPool::Node& {
+      KvsNodeOptions o;
+      o.node = id;
+      o.epoch = epoch;
+      o.batch_entries = 4;
+      o.shared = {"hot"};
+      std::optional<Status> ready;
+      auto& n = w.AddNode(o, [&](Status s) { ready = s; });
+      EXPECT_TRUE(rt.RunUntil([&] { return ready.has_value(); }, rt.Now() + 100 * kMillisecond));
+      return n;
+    };
+    auto& a = start(1, 1);
+    auto& b = start(2, 1);
+    std::string last;
+    for (int i = 0; i < 30; ++i) {
+      auto& k = i % 2 ? a : b;
+      const std::string v = "v" + std::to_string(i) + std::string(100, '.');
+      std::optional<Status> got;
+      k.exec->Post([&] { k.node->Put("hot", v, [&](Status st) { got = st; }); });
+      ASSERT_TRUE(rt.RunUntil([&] { return got.has_value(); }, rt.Now() + 100 * kMillisecond));
+      ASSERT_TRUE(got->ok()) << got->ToString();
+      last = v;
+    }
+    EXPECT_GE(a.node->stats().persists + b.node->stats().persists, 60u) << "a batch's and a word's per write";
+    w.Kill(a);
+    w.Kill(b);
+    w.region().SimulateCrash(seed);
+    w.RestartPool();
+    ASSERT_TRUE(w.FenceAndMerge(1, 2).ok());
+    ASSERT_TRUE(w.FenceAndMerge(2, 2).ok());
+    auto& c = start(3, 2);
+    std::optional<Result<std::string>> got;
+    c.exec->Post([&] { c.node->Get("hot", [&](Result<std::string> r) { got = std::move(r); }); });
+    ASSERT_TRUE(rt.RunUntil([&] { return got.has_value(); }, rt.Now() + 100 * kMillisecond));
+    EXPECT_EQ(Val(*got), last) << "seed " << seed;
+    w.Kill(c);
+  }
+}
+
 TEST(CellTest, EncodesAndRefusesWhatIsNotACell) {
   std::vector<std::byte> buf(CellBytes(5));
   EXPECT_EQ(buf.size(), 64u);

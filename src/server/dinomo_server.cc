@@ -252,7 +252,13 @@ void DinomoServer::ChangeShared(const cluster::ClusterConfig& c,
                    [this, life = std::weak_ptr<int>(life_), c, method, todo = std::move(todo)](
                        Result<rpc::PeerResponse> r) mutable {
                      if (life.expired()) return;
-                     if (!r.ok() || r->status != Code::kOk) {
+                     if (r.ok() && (r->status == Code::kNoSpace || r->status == Code::kInvalidArgument)) {
+                       // The pool cannot share it (full, or a key it refuses):
+                       // serve the rest. Its GETs follow the index; its writes
+                       // find no cell and fail, until a later configuration.
+                       logging::Error("{} refused: {}; serving without it", proto::MethodName(static_cast<uint16_t>(method)),
+                                      Status(r->status, r->payload).ToString());
+                     } else if (!r.ok() || r->status != Code::kOk) {
                        logging::Warn("{} failed ({}): trying again", proto::MethodName(static_cast<uint16_t>(method)),
                                      r.ok() ? Status(r->status, r->payload).ToString() : r.status().ToString());
                        node_.reset();
