@@ -318,7 +318,9 @@ Result<ClusterConfig> Reassign(const ClusterConfig& config, NodeId failed) {
   return next;
 }
 
-bool UsesPool(std::string_view design) { return design == "dinomo" || design == "dinomo-s" || design == "clover"; }
+bool UsesPool(std::string_view design) {
+  return design == "dinomo" || design == "dinomo-s" || design == "dinomo-n" || design == "clover";
+}
 
 bool AnyNodeServes(std::string_view design) { return design == "clover"; }
 
@@ -425,8 +427,8 @@ Result<ClusterConfig> JoinOwner(const ClusterConfig& config, NodeId node, const 
 
 Result<ClusterConfig> ShareKey(const ClusterConfig& config, const std::string& key, std::vector<NodeId> secondaries) {
   SLIP_RETURN_IF_ERROR(config.Validate());
-  if (!UsesPool(config.design)) {
-    return Status::NotSupported("ShareKey: the " + config.design + " design has no pool to share keys through");
+  if (!UsesPool(config.design) || config.design == "dinomo-n" || AnyNodeServes(config.design)) {
+    return Status::NotSupported("ShareKey: the " + config.design + " design does not share keys through the pool");
   }
   if (key.empty() || key.size() > kMaxSharedKeyBytes) {
     return Status::InvalidArgument("ShareKey: a key of " + N(key.size()) + " bytes (1.." + N(kMaxSharedKeyBytes) + ")");

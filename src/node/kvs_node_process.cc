@@ -126,6 +126,7 @@ Status KvsNodeServer::Boot() {
         .lease_left = [this] { return membership_->lease_expiry() - MachineNow(); },
         .fatal = [this](Status s) { Finish(std::move(s)); },
         .node = node_options,
+        .copy_on_handover = design_ == "dinomo-n",
         .joined = joining,
     });
   }

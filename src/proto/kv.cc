@@ -92,6 +92,7 @@ const char* MethodName(uint16_t method) {
     case Method::kPoolShare: return "POOL_SHARE";
     case Method::kPoolUnshare: return "POOL_UNSHARE";
     case Method::kPoolShared: return "POOL_SHARED";
+    case Method::kPoolAdopt: return "POOL_ADOPT";
   }
   return "UNKNOWN";
 }

@@ -69,6 +69,9 @@ enum class Method : uint16_t {
   kPoolUnshare = 57,
   // KVS node -> pool: the keys shared now (PoolNodeRequest; PoolKeysResponse).
   kPoolShared = 58,
+  // DINOMO-N: a KVS node -> pool: copy the newest entries of these shards'
+  // keys from every other node's partition into mine (PoolAdoptRequest).
+  kPoolAdopt = 59,
 };
 
 const char* MethodName(uint16_t method);

@@ -209,6 +209,51 @@ Result<PoolKeysResponse> DecodePoolKeysResponse(std::span<const std::byte> buf) 
   return r;
 }
 
+// PoolAdoptRequest: node u32 | epoch u64 | num_shards u32 | count u32 | shard u32 * count
+std::string Encode(const PoolAdoptRequest& r) {
+  Writer w(20 + 4 * r.shards.size());
+  w.Put<uint32_t>(r.node);
+  w.Put<uint64_t>(r.epoch);
+  w.Put<uint32_t>(r.num_shards);
+  w.Put<uint32_t>(static_cast<uint32_t>(r.shards.size()));
+  for (uint32_t s : r.shards) w.Put<uint32_t>(s);
+  return w.Take();
+}
+
+Result<PoolAdoptRequest> DecodePoolAdoptRequest(std::span<const std::byte> buf) {
+  Reader rd(buf);
+  PoolAdoptRequest r;
+  r.node = rd.Get<uint32_t>();
+  r.epoch = rd.Get<uint64_t>();
+  r.num_shards = rd.Get<uint32_t>();
+  const uint32_t n = rd.Get<uint32_t>();
+  if (n > buf.size() / 4) return Status::Corruption("pool adopt request: " + std::to_string(n) + " shards");
+  for (uint32_t i = 0; i < n && rd.ok(); ++i) r.shards.push_back(rd.Get<uint32_t>());
+  SLIP_RETURN_IF_ERROR(Finish(rd, "pool adopt request"));
+  for (uint32_t s : r.shards) {
+    if (s >= r.num_shards) return Status::InvalidArgument("pool adopt request: shard " + std::to_string(s) + " of " +
+                                                          std::to_string(r.num_shards));
+  }
+  return r;
+}
+
+// PoolAdoptResponse: keys u64 | bytes u64
+std::string Encode(const PoolAdoptResponse& r) {
+  Writer w(16);
+  w.Put<uint64_t>(r.keys);
+  w.Put<uint64_t>(r.bytes);
+  return w.Take();
+}
+
+Result<PoolAdoptResponse> DecodePoolAdoptResponse(std::span<const std::byte> buf) {
+  Reader rd(buf);
+  PoolAdoptResponse r;
+  r.keys = rd.Get<uint64_t>();
+  r.bytes = rd.Get<uint64_t>();
+  SLIP_RETURN_IF_ERROR(Finish(rd, "pool adopt response"));
+  return r;
+}
+
 // PoolPersistRequest: node u32 | epoch u64 | offset u64 | bytes u64
 std::string Encode(const PoolPersistRequest& r) {
   Writer w(28);

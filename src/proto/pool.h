@@ -108,6 +108,24 @@ std::string Encode(const PoolKeysResponse& r);
 Result<PoolKeysResponse> DecodePoolKeysResponse(std::span<const std::byte> buf);
 Result<PoolKeyRequest> DecodePoolKeyRequest(std::span<const std::byte> buf);
 
+// POOL_ADOPT (DINOMO-N): the node, the term it will serve, the cluster's
+// shard count and the shards whose keys move into its partition. The
+// answer: what was copied.
+struct PoolAdoptRequest {
+  uint32_t node = 0;
+  uint64_t epoch = 0;
+  uint32_t num_shards = 0;
+  std::vector<uint32_t> shards;
+};
+struct PoolAdoptResponse {
+  uint64_t keys = 0, bytes = 0;
+};
+std::string Encode(const PoolAdoptRequest& r);
+std::string Encode(const PoolAdoptResponse& r);
+// InvalidArgument for a shard not below num_shards.
+Result<PoolAdoptRequest> DecodePoolAdoptRequest(std::span<const std::byte> buf);
+Result<PoolAdoptResponse> DecodePoolAdoptResponse(std::span<const std::byte> buf);
+
 std::string Encode(const PoolNodeRequest& r);
 std::string Encode(const PoolLayoutResponse& r);
 std::string Encode(const PoolAllocateResponse& r);

@@ -175,7 +175,7 @@ void DinomoServer::AwaitOthers() {
 
 void DinomoServer::MergeNext(std::vector<uint32_t> left) {
   const cluster::ClusterConfig& c = target_;
-  if (left.empty()) return StartNode();
+  if (left.empty()) return env_.copy_on_handover ? AdoptShards() : StartNode();
   const uint32_t node = left.back();
   left.pop_back();
   env_.calls->Call(env_.pool_peer, static_cast<uint16_t>(proto::Method::kPoolMergeAll),
@@ -189,6 +189,35 @@ void DinomoServer::MergeNext(std::vector<uint32_t> left) {
                        return Retry();
                      }
                      MergeNext(std::move(left));
+                   });
+}
+
+void DinomoServer::AdoptShards() {
+  const cluster::ClusterConfig c = target_;
+  // What it gains since the term it served — all it owns if that was not
+  // the one before: its shards may have been another's in between.
+  std::set<uint32_t> gain = OwnedBy(c, env_.self);
+  if (serving_config_.term != 0 && c.term == serving_config_.term + 1) {
+    for (uint32_t s : OwnedBy(serving_config_, env_.self)) gain.erase(s);
+  }
+  if (gain.empty()) return StartNode();
+  env_.calls->Call(env_.pool_peer, static_cast<uint16_t>(proto::Method::kPoolAdopt),
+                   proto::Encode(proto::PoolAdoptRequest{env_.self, c.term, c.num_shards(),
+                                                         std::vector<uint32_t>(gain.begin(), gain.end())}),
+                   [this, life = std::weak_ptr<int>(life_), c, n = gain.size()](Result<rpc::PeerResponse> r) {
+                     if (life.expired()) return;
+                     auto copied = r.ok() && r->status == Code::kOk
+                                       ? proto::DecodePoolAdoptResponse(proto::AsBytes(r->payload))
+                                   : r.ok() ? Result<proto::PoolAdoptResponse>(Status(r->status, r->payload))
+                                            : Result<proto::PoolAdoptResponse>(r.status());
+                     if (!copied.ok()) {
+                       logging::Warn("{}", "copying the shards it gains failed (" + copied.status().ToString() +
+                                               "): trying again");
+                       return Retry();
+                     }
+                     logging::Info("term {}: {} shards gained, {} keys ({} bytes) copied into its partition", c.term,
+                                   n, copied->keys, copied->bytes);
+                     StartNode();
                    });
 }
 

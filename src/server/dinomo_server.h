@@ -75,6 +75,10 @@ struct DinomoServerEnv {
   std::function<void(Status)> fatal;
   // Cache and batching for every KvsNode it runs (node and epoch are its own).
   dinomo::KvsNodeOptions node;
+  // DINOMO-N (dinomo/shared_nothing.h): the node works on a partition of
+  // its own, so before it serves shards it gained their data is copied into
+  // it (POOL_ADOPT) — the reorganization DINOMO's shared pool saves.
+  bool copy_on_handover = false;
   // The node joined as a new member: nothing of its id is unmerged in the
   // pool (a removed node merged its log before it left), so until it has
   // served a shard it is settled at every term it hears of — the nodes
@@ -117,6 +121,7 @@ class DinomoServer final : public PoolNode {
   void AwaitOthers();
   void Release(std::span<const std::byte> payload, Reply reply);
   void MergeNext(std::vector<uint32_t> left);
+  void AdoptShards();  // DINOMO-N: copies what it gains, then StartNode
   void StartNode();
   // Shares and unshares in the pool the keys of its shards as `c` says
   // (then serves).

@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -214,12 +215,15 @@ TEST(ClusterStartTest, ANodeDeclaredFailedWhileStartingRejoinsItsShards) {
 // and every node's open segments are in its region), the nodes finding it
 // at its new address; then a whole-cluster cold start. No acknowledged
 // write is lost, and a client with a stale map is redirected.
-// Once per design with its data in the pool: dinomo, and clover (any node
-// serves any key; a restarted pool makes every node start over against it).
+// Once per design with its data in the pool: dinomo; dinomo-n (a partition
+// per node: a failed node's shards are copied into their new owners'
+// partitions); and clover (any node serves any key; a restarted pool makes
+// every node start over against it).
 class PoolClusterTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PoolClusterTest, KillAKvsNodeThePoolAndEverythingLoseNothingAcknowledged) {
-  const std::string design = GetParam();
+  std::string design = GetParam();
+  std::replace(design.begin(), design.end(), '_', '-');  // test names have no dashes
   const fs::path dir = fs::temp_directory_path() / ("slip_cluster_" + std::to_string(getpid()) + "_" + design);
   fs::remove_all(dir);
   const std::string d = dir.string();
@@ -275,7 +279,8 @@ TEST_P(PoolClusterTest, KillAKvsNodeThePoolAndEverythingLoseNothingAcknowledged)
   if (!HasFailure()) fs::remove_all(dir);  // else keep the logs
 }
 
-INSTANTIATE_TEST_SUITE_P(Designs, PoolClusterTest, ::testing::Values(std::string("dinomo"), std::string("clover")),
+INSTANTIATE_TEST_SUITE_P(Designs, PoolClusterTest,
+                         ::testing::Values(std::string("dinomo"), std::string("dinomo_n"), std::string("clover")),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 // DINOMO's elasticity (docs/papers/dinomo.md §5b): `slip cluster add-node`
