@@ -7,7 +7,12 @@
 // handover (stop, drain, merge the logs, wait for the loser to let go,
 // serve). Nothing but ownership moves: the data stays in the pool.
 //
-//   elastic_bench SLIP_BINARY [--lease-ms L] [--runs N] [--shards S] [--threads T]
+// --design dinomo-n runs the shared-nothing baseline instead: each node a
+// partition of its own, so a handover copies the moving shards' keys into
+// the gaining node's partition; --preload N first writes N keys of 1 KB, so
+// there is something to copy.
+//
+//   elastic_bench SLIP_BINARY [--lease-ms L] [--runs N] [--shards S] [--threads T] [--design D] [--preload N]
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,24 +53,30 @@ std::vector<uint32_t> Owners(const cluster::ClusterConfig& c) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: elastic_bench SLIP_BINARY [--lease-ms L] [--runs N] [--shards S] [--threads T]\n");
+    std::fprintf(stderr,
+                 "usage: elastic_bench SLIP_BINARY [--lease-ms L] [--runs N] [--shards S] [--threads T] [--design D] "
+                 "[--preload N]\n");
     return 2;
   }
   const std::string slip = argv[1];
-  int lease_ms = 1000, runs = 3, shards = 12, threads = 2;
+  int lease_ms = 1000, runs = 3, shards = 12, threads = 2, preload = 0;
+  std::string design = "dinomo";
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--lease-ms")) lease_ms = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--runs")) runs = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--shards")) shards = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--design")) design = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--preload")) preload = std::atoi(argv[i + 1]);
   }
+  std::printf("design %s, %d keys of 1 KB preloaded\n\n", design.c_str(), preload);
   std::printf("| run | event | command | shards moved | longest gap of a moved shard | writes/s before | writes/s during |\n"
               "|---|---|---|---|---|---|---|\n");
   for (int run = 0; run < runs; ++run) {
     const std::string dir = "/dev/shm/slip_elastic_" + std::to_string(getpid()) + "_" + std::to_string(run);
     std::filesystem::remove_all(dir);
     const std::string lease = " --lease-ms " + std::to_string(lease_ms);
-    if (std::system((slip + " cluster up --design dinomo --nodes 3 --shards " + std::to_string(shards) + lease +
+    if (std::system((slip + " cluster up --design " + design + " --nodes 3 --shards " + std::to_string(shards) + lease +
                      " --dir " + dir + " > /dev/null")
                         .c_str()) != 0) {
       return 1;
@@ -76,6 +87,15 @@ int main(int argc, char** argv) {
     if (!client.ok() || !store.ok()) return 1;
     auto first = (*store)->Load();
     if (!first.ok()) return 1;
+    {
+      std::vector<std::thread> loaders;
+      for (int t = 0; t < 8; ++t) {
+        loaders.emplace_back([&, t] {
+          for (int i = t; i < preload; i += 8) (void)(*client)->Put("preload" + std::to_string(i), std::string(1024, 'p'));
+        });
+      }
+      for (auto& l : loaders) l.join();
+    }
     // One key per shard.
     std::vector<std::string> probe(first->config.num_shards());
     for (int i = 0, found = 0; found < static_cast<int>(probe.size()); ++i) {

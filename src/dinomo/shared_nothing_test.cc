@@ -9,7 +9,11 @@
 #include <map>
 #include <optional>
 
+#include "common/hash.h"
 #include "dinomo/testing/sim_pool.h"
+#include "proto/kv.h"
+#include "proto/pool.h"
+#include "rpc/local_network.h"
 
 namespace slip::dinomo {
 namespace {
@@ -108,6 +112,83 @@ TEST_F(SharedNothingTest, MovedKeysArriveWithTheirNewestEntries) {
   ASSERT_TRUE(b_->FenceAndMerge(2, 4).ok());
   Kn& b2 = Start(*b_, 2, 4);
   EXPECT_EQ(Read(b2, "m1"), "newer");
+}
+
+}  // namespace
+}  // namespace slip::dinomo
+
+namespace slip::dinomo {
+namespace {
+
+// PartitionedPool (dinomo/partitioned_pool.h): each node's calls go to its
+// own partition; POOL_ADOPT copies only the shards asked for, from every
+// other partition, and a malformed request changes nothing.
+TEST(PartitionedPoolTest, NodesWorkInTheirOwnPartitionsAndAdoptShards) {
+  runtime::SimRuntime rt(runtime::SimRuntimeOptions{.seed = 3});
+  PoolOptions po;
+  po.segment_bytes = 64 << 10;
+  po.num_buckets = 1024;
+  testing::SimPool w(rt, 4 << 20, po);
+  w.PartitionPerNode(4 << 20);
+  auto start = [&](uint32_t id, uint64_t epoch) -> Kn& {
+    std::optional<Status> ready;
+    KvsNodeOptions o;
+    o.node = id;
+    o.epoch = epoch;
+    Kn& kn = w.AddNode(o, [&](Status s) { ready = s; });
+    EXPECT_TRUE(rt.RunUntil([&] { return ready.has_value(); }, rt.Now() + 100 * kMillisecond));
+    return kn;
+  };
+  auto call = [&](proto::Method m, const std::string& payload) {
+    std::optional<Status> got;
+    std::string out;
+    // To the pool's side, as the network delivers it.
+    rpc::LocalNetwork net;
+    w.AttachTo(net);
+    auto c = net.CallerFor(w.pool_exec(), 100 * kMillisecond);
+    c->Call(testing::SimPool::kPoolId, static_cast<uint16_t>(m), payload, [&](Result<rpc::PeerResponse> r) {
+      got = r.ok() ? Status(r->status, r->payload) : r.status();
+      if (r.ok()) out = r->payload;
+    });
+    EXPECT_TRUE(rt.RunUntil([&] { return got.has_value(); }, rt.Now() + 100 * kMillisecond));
+    return std::pair{got.value_or(Status::Aborted("no answer")), out};
+  };
+  Kn& a = start(1, 1);
+  int left = 40;
+  a.exec->Post([&] {
+    for (int i = 0; i < 40; ++i) a.node->Put("k" + std::to_string(i), "v" + std::to_string(i), [&](Status) { --left; });
+  });
+  ASSERT_TRUE(rt.RunUntil([&] { return left == 0; }, rt.Now() + 500 * kMillisecond));
+  rt.RunUntil(rt.Now() + 5 * kMillisecond);
+  ASSERT_TRUE(w.FenceAndMerge(1, 2).ok()) << "node 1 leaves; its partition keeps the data";
+  ASSERT_NE(w.partitions()->pool(1), nullptr);
+  EXPECT_EQ(w.partitions()->pool(2), nullptr) << "no partition before node 2 calls";
+  constexpr uint32_t kShards = 4;
+  auto [s, payload] = call(proto::Method::kPoolAdopt, proto::Encode(proto::PoolAdoptRequest{2, 2, kShards, {0, 1}}));
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  auto copied = proto::DecodePoolAdoptResponse(proto::AsBytes(payload));
+  ASSERT_TRUE(copied.ok());
+  uint64_t in_01 = 0;
+  for (int i = 0; i < 40; ++i) in_01 += ShardOfHash(HashKey("k" + std::to_string(i)), kShards) < 2;
+  EXPECT_EQ(copied->keys, in_01) << "exactly the keys of shards 0 and 1";
+  for (int i = 0; i < 40; ++i) {
+    const std::string k = "k" + std::to_string(i);
+    EXPECT_EQ(w.partitions()->pool(2)->index().Find(k).has_value(), ShardOfHash(HashKey(k), kShards) < 2) << k;
+  }
+  Kn& b = start(2, 2);
+  std::optional<Result<std::string>> got;
+  b.exec->Post([&] { b.node->Get("k3", [&](Result<std::string> r) { got = std::move(r); }); });
+  ASSERT_TRUE(rt.RunUntil([&] { return got.has_value(); }, rt.Now() + 100 * kMillisecond));
+  if (ShardOfHash(HashKey("k3"), kShards) < 2) {
+    EXPECT_TRUE(got->ok() && **got == "v3");
+  } else {
+    EXPECT_TRUE(got->status().Is(Code::kNotFound)) << "not adopted: not in node 2's partition";
+  }
+  EXPECT_TRUE(call(proto::Method::kPoolAdopt, proto::Encode(proto::PoolAdoptRequest{2, 2, kShards, {7}}))
+                  .first.Is(Code::kInvalidArgument));
+  EXPECT_TRUE(call(proto::Method::kPoolAllocate, "xy").first.Is(Code::kInvalidArgument)) << "too short to name a node";
+  EXPECT_EQ(w.partitions()->adopted_keys(), in_01);
+  w.Kill(b);
 }
 
 }  // namespace

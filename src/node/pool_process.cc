@@ -2,10 +2,7 @@
 
 #include <unistd.h>
 
-#include <cstring>
 #include <filesystem>
-#include <map>
-#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -14,9 +11,7 @@
 #include "dinomo/clover.h"
 #include "dinomo/pool.h"
 #include "dinomo/pool_server.h"
-#include "dinomo/shared_nothing.h"
-#include "common/hash.h"
-#include "proto/pool.h"
+#include "dinomo/partitioned_pool.h"
 #include "fabric/ofi/ofi_fabric.h"
 #include "node/membership.h"
 #include "node/outcome.h"
@@ -56,9 +51,9 @@ class Pool final : public PoolProcess {
         {"node", "pool"},
         {"design", design_},
         {"chain_advances", chain_advances_},
-        {"partitions", partitions_.size()},
-        {"adopted_keys", adopted_keys_},
-        {"adopted_bytes", adopted_bytes_},
+        {"partitions", partitions_ ? partitions_->partitions() : 0},
+        {"adopted_keys", partitions_ ? partitions_->adopted_keys() : 0},
+        {"adopted_bytes", partitions_ ? partitions_->adopted_bytes() : 0},
         {"cpu_ns", {{"pool", pool_ex_->CpuTime()}, {"control", control_ex_->CpuTime()}}},
         {"merged_entries", st.merged_entries},
         {"freed_segments", st.freed_segments},
@@ -84,28 +79,10 @@ class Pool final : public PoolProcess {
     pool_ex_->After(kAdvanceEvery, [this] { AdvanceChains(); });
   }
 
-  // DINOMO-N (dinomo/shared_nothing.h): every KVS node has a partition of
-  // its own — a region, a Pool and the server side of it — opened when the
-  // node first calls, and at boot for every one a partition file exists of
-  // (a node gone since is still where its shards' data may be).
-  struct Partition {
-    std::unique_ptr<pm::PmRegion> region;
-    std::unique_ptr<dinomo::Pool> pool;
-    std::unique_ptr<dinomo::PoolServer> server;
-  };
-  Result<Partition*> PartitionOf(uint32_t node);
-  void HandlePartitioned(uint16_t method, std::span<const std::byte> payload, const rpc::RpcChannel::Reply& reply);
-  // POOL_ADOPT: the newest entries of the shards' keys from every other
-  // partition into the node's (their logs merged: the handover's barrier
-  // has every member settled and every down one merged first).
-  void Adopt(std::span<const std::byte> payload, const rpc::RpcChannel::Reply& reply);
-
   PoolProcessOptions o_;
   std::string design_;
   std::string pm_class_;
-  dinomo::PoolOptions pool_options_;
-  fabric::Endpoint* pool_ep_ = nullptr;
-  uint64_t adopted_keys_ = 0, adopted_bytes_ = 0;
+
   uint64_t chain_advances_ = 0;  // pool executor only
   std::unique_ptr<cluster::ConfigStore> config_store_;
   std::unique_ptr<pm::PmRegion> region_;
@@ -116,9 +93,10 @@ class Pool final : public PoolProcess {
   runtime::Executor* control_ex_ = nullptr;
   std::unique_ptr<rpc::RpcChannel> channel_;
   std::unique_ptr<dinomo::PoolServer> server_;
-  // After the channel (which owns the endpoint their servers registered on):
-  // gone before it.
-  std::map<uint32_t, Partition> partitions_;  // pool executor only
+  // DINOMO-N: a partition per KVS node (dinomo/partitioned_pool.h). After
+  // the channel, which owns the endpoint its servers registered on: gone
+  // before it.
+  std::unique_ptr<dinomo::PartitionedPool> partitions_;  // pool executor only
   std::unique_ptr<Membership> membership_;
 
   Outcome outcome_;
@@ -149,7 +127,6 @@ Status Pool::Boot() {
   po.num_buckets = 1024;
   while (po.num_buckets < (o_.pool_mb << 20) / 2048 && po.num_buckets < (1u << 30)) po.num_buckets <<= 1;
   SLIP_ASSIGN_OR_RETURN(pool_, dinomo::Pool::Open(region_.get(), po));
-  pool_options_ = po;
   pm_class_ = vc.config.pm;
   const dinomo::PoolStats st = pool_->stats();
   logging::Info("pool: {} class, {} ({} segments of {} MB, {} open)", place.pm_class, place.path, st.segments,
@@ -161,9 +138,15 @@ Status Pool::Boot() {
   pool_ex_ = rt_.CreateExecutor("pool");
   SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = "pool"}));
   fabric::Endpoint* raw = ep.get();
-  pool_ep_ = raw;
   SLIP_ASSIGN_OR_RETURN(server_, dinomo::PoolServer::Create(pool_.get(), region_.get(), raw));
   if (design_ == "dinomo-n") {
+    partitions_ = std::make_unique<dinomo::PartitionedPool>(
+        [this](uint32_t node) -> Result<std::unique_ptr<pm::PmRegion>> {
+          SLIP_ASSIGN_OR_RETURN(const PmPlace part, PlacePm(pm_class_, o_.dir, "pool-n" + std::to_string(node)));
+          logging::Info("partition of node {}: {}", node, part.path);
+          return OpenPm(part, o_.pool_mb << 20);
+        },
+        po, raw);
     // Every partition there is: a source of its shards' data for POOL_ADOPT.
     const fs::path parts = fs::path(place.path).parent_path().parent_path();
     std::error_code ec;
@@ -172,13 +155,13 @@ Status Pool::Boot() {
       if (name.rfind("pool-n", 0) != 0 || name.size() == 6) continue;
       const std::string id = name.substr(6);
       if (id.find_first_not_of("0123456789") != std::string::npos || id.size() > 6) continue;
-      SLIP_RETURN_IF_ERROR(PartitionOf(static_cast<uint32_t>(std::stoul(id))).status());
+      SLIP_RETURN_IF_ERROR(partitions_->Open(static_cast<uint32_t>(std::stoul(id))));
     }
   }
   SLIP_ASSIGN_OR_RETURN(channel_, OpenServingChannel(pool_ex_, std::move(ep)));
   channel_->SetHandler([this](uint16_t method, std::span<const std::byte> payload, rpc::RpcChannel::Reply reply) {
     if (method == static_cast<uint16_t>(proto::Method::kStats)) return Stats(reply);
-    if (design_ == "dinomo-n") return HandlePartitioned(method, payload, reply);
+    if (partitions_) return partitions_->Handle(method, payload, reply);
     server_->Handle(method, payload, reply);
   });
 
@@ -197,53 +180,6 @@ Status Pool::Boot() {
   membership_->KeepAlive([this](Status s) { Finish(std::move(s)); });
   logging::Info("{}", "pool serving at " + address + " (" + vc.config.provider + ")");
   return Status::Ok();
-}
-
-Result<Pool::Partition*> Pool::PartitionOf(uint32_t node) {
-  if (auto it = partitions_.find(node); it != partitions_.end()) return &it->second;
-  if (node > cluster::kMaxPoolNodeId) return Status::InvalidArgument("no partition for node " + std::to_string(node));
-  Partition p;
-  SLIP_ASSIGN_OR_RETURN(const PmPlace place, PlacePm(pm_class_, o_.dir, "pool-n" + std::to_string(node)));
-  SLIP_ASSIGN_OR_RETURN(p.region, OpenPm(place, o_.pool_mb << 20));
-  SLIP_ASSIGN_OR_RETURN(p.pool, dinomo::Pool::Open(p.region.get(), pool_options_));
-  SLIP_ASSIGN_OR_RETURN(p.server, dinomo::PoolServer::Create(p.pool.get(), p.region.get(), pool_ep_));
-  logging::Info("partition of node {}: {}", node, place.path);
-  return &partitions_.emplace(node, std::move(p)).first->second;
-}
-
-void Pool::HandlePartitioned(uint16_t method, std::span<const std::byte> payload, const rpc::RpcChannel::Reply& reply) {
-  if (method == static_cast<uint16_t>(proto::Method::kPoolAdopt)) return Adopt(payload, reply);
-  // Every POOL_* request starts with the node's id: its partition serves it.
-  if (payload.size() < 4) return reply(Code::kInvalidArgument, "a pool request too short to name its node");
-  uint32_t node;
-  std::memcpy(&node, payload.data(), 4);
-  auto part = PartitionOf(node);
-  if (!part.ok()) return reply(part.status().code(), part.status().message());
-  (*part)->server->Handle(method, payload, reply);
-}
-
-void Pool::Adopt(std::span<const std::byte> payload, const rpc::RpcChannel::Reply& reply) {
-  auto r = proto::DecodePoolAdoptRequest(payload);
-  if (!r.ok()) return reply(r.status().code(), r.status().message());
-  auto to = PartitionOf(r->node);
-  if (!to.ok()) return reply(to.status().code(), to.status().message());
-  const std::set<uint32_t> shards(r->shards.begin(), r->shards.end());
-  auto moving = [&](std::string_view key) { return shards.contains(ShardOfHash(HashKey(key), r->num_shards)); };
-  proto::PoolAdoptResponse out;
-  for (auto& [id, from] : partitions_) {
-    if (id == r->node || shards.empty()) continue;
-    // Entries keep their versions and merge version-conditionally: a stale
-    // copy an earlier owner still holds loses to the newest one.
-    auto c = dinomo::CopyKeys(*from.pool, *from.region, *(*to)->pool, *(*to)->region, r->node, moving);
-    if (!c.ok()) return reply(c.status().code(), "copying from node " + std::to_string(id) + "'s partition: " +
-                                                     c.status().message());
-    out.keys += c->keys;
-    out.bytes += c->bytes;
-  }
-  adopted_keys_ += out.keys;
-  adopted_bytes_ += out.bytes;
-  logging::Info("node {} adopted {} shards: {} keys, {} bytes copied", r->node, shards.size(), out.keys, out.bytes);
-  reply(Code::kOk, proto::Encode(out));
 }
 
 }  // namespace

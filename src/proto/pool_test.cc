@@ -77,5 +77,23 @@ TEST(PoolMessagesTest, SharedKeyMessagesRoundTripAndRefuseWhatDoesNotParse) {
   EXPECT_STREQ(MethodName(static_cast<uint16_t>(Method::kPoolShared)), "POOL_SHARED");
 }
 
+TEST(PoolMessagesTest, AdoptMessagesRoundTripAndRefuseWhatDoesNotParse) {
+  const std::string ab = Encode(PoolAdoptRequest{3, 7, 24, {0, 5, 23}});
+  auto ad = DecodePoolAdoptRequest(AsBytes(ab));
+  ASSERT_TRUE(ad.ok()) << ad.status().ToString();
+  EXPECT_EQ(ad->node, 3u);
+  EXPECT_EQ(ad->epoch, 7u);
+  EXPECT_EQ(ad->num_shards, 24u);
+  EXPECT_EQ(ad->shards, (std::vector<uint32_t>{0, 5, 23}));
+  EveryPrefixFails(ab, DecodePoolAdoptRequest);
+  EXPECT_TRUE(DecodePoolAdoptRequest(AsBytes(Encode(PoolAdoptRequest{3, 7, 24, {24}}))).status().Is(
+      Code::kInvalidArgument))
+      << "a shard past the count";
+  const std::string rb = Encode(PoolAdoptResponse{12, 4096});
+  EXPECT_EQ(DecodePoolAdoptResponse(AsBytes(rb))->bytes, 4096u);
+  EveryPrefixFails(rb, DecodePoolAdoptResponse);
+  EXPECT_STREQ(MethodName(static_cast<uint16_t>(Method::kPoolAdopt)), "POOL_ADOPT");
+}
+
 }  // namespace
 }  // namespace slip::proto

@@ -18,6 +18,9 @@
 // shards move away, then it drops out of the membership) — each handover
 // waits for the losing node to let go (docs/papers/dinomo.md §5b).
 //
+// On every sixth seed the cluster is DINOMO-N (a partition per node, the
+// shards a node gains copied into its partition before it serves them).
+//
 // On seeds 1 and 2 of every 3 the operator shares two hot keys with every
 // up node mid-run (selective replication, docs/papers/dinomo.md §4d; clients
 // then pick any owner of them), and on seeds 2 of 3 un-shares them later —
@@ -55,6 +58,7 @@ struct CampaignResult {
   bool grew = false;      // the node that joined came to own shards
   uint64_t index_grows = 0;
   bool shared = false, unshared = false;
+  uint64_t adopted_keys = 0;  // DINOMO-N: keys copied into gaining nodes' partitions
   uint64_t swaps = 0, shared_gets = 0;  // of the shared keys, by the nodes alive at the end
 };
 
@@ -70,6 +74,10 @@ CampaignResult RunCampaign(uint64_t seed) {
     po.index_bytes = 64 * 4;
   }
   dinomo::testing::SimPool world(rt, 8 << 20, po);
+  // DINOMO-N on every sixth seed: a partition per node, and a node copies
+  // the shards it gains into its own before it serves them.
+  const bool dinomo_n = seed % 6 == 4;
+  if (dinomo_n) world.PartitionPerNode(8 << 20);
   fabric::LinkFaults jitter;
   jitter.jitter = 20 * kMicrosecond;
   world.fabric().SetDefaultFaults(jitter);
@@ -77,7 +85,7 @@ CampaignResult RunCampaign(uint64_t seed) {
   auto store = cluster::OpenMemoryStore(cluster::NewMemoryStoreState());
   auto placed = cluster::Place({{1, "n1"}, {2, "n2"}, {3, "n3"}}, 6, 1);
   if (!placed.ok()) return CampaignResult{false, placed.status().ToString()};
-  placed->design = "dinomo";
+  placed->design = dinomo_n ? "dinomo-n" : "dinomo";
   placed->pool = "00";
   if (!store->CompareAndSwap(cluster::kNoVersion, *placed).ok()) return CampaignResult{false, "first configuration"};
   auto clock = [&rt] { return rt.Now(); };
@@ -143,6 +151,7 @@ CampaignResult RunCampaign(uint64_t seed) {
         .lease_left = [k, &rt] { return k->expiry - rt.Now(); },
         .fatal = [&out](Status s) { out.failure = "fatal: " + s.ToString(); },
         .node = ko,
+        .copy_on_handover = dinomo_n,
         .joined = join,
     });
     kn.exec->AddPoller([k] { return k->server && k->server->Poll(); });
@@ -230,7 +239,7 @@ CampaignResult RunCampaign(uint64_t seed) {
 
   // Selective replication: key0 and key1 shared with every up node, then
   // (on some seeds) shared no more.
-  const bool share = seed % 3 != 0, unshare = seed % 3 == 2;
+  const bool share = seed % 3 != 0 && !dinomo_n, unshare = share && seed % 3 == 2;  // DINOMO-N shares nothing
   const runtime::Nanos share_at = (1 + static_cast<runtime::Nanos>(dice.Uniform(6))) * kMillisecond;
   const runtime::Nanos unshare_at = share_at + (1 + static_cast<runtime::Nanos>(dice.Uniform(6))) * kMillisecond;
   auto change_sharing = [&](bool on) {
@@ -360,6 +369,7 @@ CampaignResult RunCampaign(uint64_t seed) {
   };
   rt.RunUntil(played_out, rt.Now() + 200 * kMillisecond);
   out.index_grows = world.pool().index_grows();
+  if (dinomo_n) out.adopted_keys = world.partitions()->adopted_keys();
   auto final_config = store->Load();
   out.replaced = final_config.ok() && final_config->config.nodes.contains(victim) &&
                  final_config->config.nodes.at(victim).state == cluster::NodeState::kDown;
@@ -394,7 +404,7 @@ TEST(DinomoClusterSim, KillsAndCutOffsUnderTheManagerStayLinearizable) {
   uint64_t first = 1, last = 200;
   if (const char* one = std::getenv("SLIP_DINOMO_CLUSTER_SEED")) first = last = std::strtoull(one, nullptr, 10);
   uint64_t ops = 0, unknown = 0, refused = 0, reconfigurations = 0, grew = 0, left = 0, index_grows = 0;
-  uint64_t shared = 0, unshared = 0, swaps = 0, shared_gets = 0;
+  uint64_t shared = 0, unshared = 0, swaps = 0, shared_gets = 0, dinomo_n = 0, adopted = 0;
   for (uint64_t seed = first; seed <= last; ++seed) {
     const CampaignResult r = RunCampaign(seed);
     ASSERT_TRUE(r.ok) << "seed " << seed << ": " << r.failure
@@ -410,7 +420,11 @@ TEST(DinomoClusterSim, KillsAndCutOffsUnderTheManagerStayLinearizable) {
     unshared += r.unshared;
     swaps += r.swaps;
     shared_gets += r.shared_gets;
+    dinomo_n += seed % 6 == 4;
+    adopted += r.adopted_keys;
   }
+  std::printf("  dinomo-n on %llu seeds: %llu keys copied into gaining nodes' partitions\n",
+              static_cast<unsigned long long>(dinomo_n), static_cast<unsigned long long>(adopted));
   std::printf("  hot keys shared on %llu seeds (and un-shared on %llu): %llu swaps, %llu shared GETs by the nodes "
               "alive at the end\n",
               static_cast<unsigned long long>(shared), static_cast<unsigned long long>(unshared),

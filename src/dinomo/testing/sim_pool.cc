@@ -40,8 +40,19 @@ SimPool::Node& SimPool::AddNode(const KvsNodeOptions& options, std::function<voi
 std::unique_ptr<rpc::LocalCaller> SimPool::CallerFor(runtime::Executor* exec) {
   return std::make_unique<rpc::LocalCaller>(
       exec, pool_exec_, [this](uint16_t method, std::span<const std::byte> payload, rpc::LocalCaller::Reply reply) {
-        server_->Handle(method, payload, reply);  // the server of now: RestartPool replaces it
+        Handle(method, payload, reply);  // the server of now: RestartPool replaces it
       });
+}
+
+void SimPool::PartitionPerNode(uint64_t partition_bytes) {
+  partitions_ = std::make_unique<PartitionedPool>(
+      [partition_bytes](uint32_t) { return pm::PmRegion::Anonymous(static_cast<size_t>(partition_bytes), {}); },
+      options_, pool_ep_.get());
+}
+
+void SimPool::Handle(uint16_t method, std::span<const std::byte> payload, const PoolServer::Reply& reply) {
+  if (partitions_) return partitions_->Handle(method, payload, reply);
+  server_->Handle(method, payload, reply);
 }
 
 void SimPool::RestartPool() {
@@ -53,7 +64,7 @@ void SimPool::RestartPool() {
 void SimPool::AttachTo(rpc::LocalNetwork& net) {
   net.Attach(kPoolId, pool_exec_,
              [this](uint16_t method, std::span<const std::byte> payload, rpc::LocalNetwork::Reply reply) {
-               server_->Handle(method, payload, std::move(reply));
+               Handle(method, payload, reply);
              });
 }
 
@@ -66,7 +77,7 @@ void SimPool::Kill(Node& n) {
 
 Status SimPool::FenceAndMerge(uint32_t node, uint64_t epoch) {
   Status result = Status::Aborted("no answer");
-  server_->Handle(static_cast<uint16_t>(proto::Method::kPoolMergeAll), proto::AsBytes(proto::Encode(
+  Handle(static_cast<uint16_t>(proto::Method::kPoolMergeAll), proto::AsBytes(proto::Encode(
                                                                            proto::PoolNodeRequest{node, epoch})),
                   [&](Code c, std::string p) { result = c == Code::kOk ? Status::Ok() : Status(c, p); });
   return result;

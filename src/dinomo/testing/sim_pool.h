@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "dinomo/kvs_node.h"
+#include "dinomo/partitioned_pool.h"
 #include "dinomo/pool.h"
 #include "dinomo/pool_server.h"
 #include "fabric/sim/sim_fabric.h"
@@ -26,6 +27,11 @@ class SimPool {
   // persistence mode and crash model, for durability tests).
   SimPool(runtime::SimRuntime& rt, uint64_t region_bytes, const PoolOptions& options,
           const fabric::SimFabricOptions& fabric = {}, const pm::RegionOptions& region = {});
+  // DINOMO-N: from now on a partition per node, each on an anonymous region
+  // of `partition_bytes` (dinomo/partitioned_pool.h); POOL_* calls go to the
+  // caller's. Call before adding nodes; RestartPool is then not supported.
+  void PartitionPerNode(uint64_t partition_bytes);
+  PartitionedPool* partitions() { return partitions_.get(); }
   // The pool as a restarted process finds it in the same region (after
   // region().SimulateCrash(), say): nodes must be added again.
   void RestartPool();
@@ -69,7 +75,10 @@ class SimPool {
   runtime::Executor* pool_exec_ = nullptr;
   std::unique_ptr<fabric::Endpoint> pool_ep_;
   std::unique_ptr<PoolServer> server_;
+  std::unique_ptr<PartitionedPool> partitions_;
   std::deque<Node> nodes_;
+  // The pool's side of a call: the partitions' if any, else the one pool's.
+  void Handle(uint16_t method, std::span<const std::byte> payload, const PoolServer::Reply& reply);
 };
 
 }  // namespace slip::dinomo::testing
