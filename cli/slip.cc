@@ -214,7 +214,7 @@ int main(int argc, char** argv) {
     c->add_option("--design", co.design,
                   "design (first start): rpc-kv | rowan-kv | rwrite-kv | batch-kv | share-kv | tailwind | erda | "
                   "erda-raw | erda-redo | dinomo (KVS nodes over a PM pool; --rf does not apply) | dinomo-s (the same with "
-                  "shortcut-only caches) | clover (any KVS node serves any key; versions chained in the pool)")
+                  "shortcut-only caches) | dinomo-n (a pool partition per node; handovers copy) | clover (any KVS node serves any key; versions chained in the pool)")
         ->capture_default_str();
     c->add_option("--provider", co.provider, "libfabric provider of every process (first start): tcp | shm | verbs")
         ->capture_default_str();
