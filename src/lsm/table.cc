@@ -1,0 +1,149 @@
+#include "lsm/table.h"
+
+namespace slip::lsm {
+
+void BlockHandle::EncodeTo(std::string* out) const {
+  PutVarint64(out, offset);
+  PutVarint64(out, size);
+}
+
+std::optional<BlockHandle> BlockHandle::DecodeFrom(std::string_view* in) {
+  auto o = GetVarint64(in);
+  auto s = o ? GetVarint64(in) : std::nullopt;
+  if (!o || !s) return std::nullopt;
+  return BlockHandle{*o, *s};
+}
+
+TableBuilder::TableBuilder(const TableOptions& options, WritableFile* file)
+    : options_(options), file_(file), data_(options.restart_interval), index_(1) {}
+
+Status TableBuilder::Add(std::string_view internal_key, std::string_view value) {
+  if (finished_) return Status::InvalidArgument("the table is finished");
+  const auto parsed = ParseInternalKey(internal_key);
+  if (!parsed) return Status::InvalidArgument("not an internal key");
+  if (entries_ > 0 && CompareInternalKeys(last_key_, internal_key) >= 0) {
+    return Status::InvalidArgument("keys added out of order");
+  }
+  if (user_keys_.empty() || user_keys_.back() != parsed->user_key) user_keys_.emplace_back(parsed->user_key);
+  data_.Add(internal_key, value);
+  last_key_.assign(internal_key);
+  ++entries_;
+  if (data_.EstimatedSize() >= options_.block_bytes) return FlushDataBlock();
+  return Status::Ok();
+}
+
+Status TableBuilder::WriteBlock(std::string contents, BlockHandle* handle) {
+  handle->offset = file_->size();
+  handle->size = contents.size();
+  return file_->Append(SealBlock(std::move(contents)));
+}
+
+Status TableBuilder::FlushDataBlock() {
+  if (data_.empty()) return Status::Ok();
+  BlockHandle h;
+  SLIP_RETURN_IF_ERROR(WriteBlock(data_.Finish(), &h));
+  // The block's last key names it: a seek's target at or before it is in
+  // this block or an earlier one.
+  std::string handle;
+  h.EncodeTo(&handle);
+  index_.Add(last_key_, handle);
+  return Status::Ok();
+}
+
+Status TableBuilder::Finish() {
+  if (finished_) return Status::InvalidArgument("the table is finished");
+  finished_ = true;
+  SLIP_RETURN_IF_ERROR(FlushDataBlock());
+  const std::vector<std::string_view> keys(user_keys_.begin(), user_keys_.end());
+  BlockHandle filter, index;
+  SLIP_RETURN_IF_ERROR(WriteBlock(BloomFilterPolicy(options_.bloom_bits_per_key).Create(keys), &filter));
+  SLIP_RETURN_IF_ERROR(WriteBlock(index_.Finish(), &index));
+  std::string footer;
+  filter.EncodeTo(&footer);
+  index.EncodeTo(&footer);
+  footer.resize(kFooterBytes - 8, '\0');
+  PutFixed64(&footer, kTableMagic);
+  return file_->Append(footer);
+}
+
+Result<std::unique_ptr<Table>> Table::Open(const RandomAccessFile* file, const TableOptions& options) {
+  if (file->size() < kFooterBytes) return Status::Corruption("a table shorter than its footer");
+  std::string scratch;
+  SLIP_ASSIGN_OR_RETURN(std::string_view footer, file->Read(file->size() - kFooterBytes, kFooterBytes, &scratch));
+  if (DecodeFixed64(footer.data() + kFooterBytes - 8) != kTableMagic) return Status::Corruption("no table footer");
+  std::string_view in = footer.substr(0, kFooterBytes - 8);
+  auto filter = BlockHandle::DecodeFrom(&in);
+  auto index = filter ? BlockHandle::DecodeFrom(&in) : std::nullopt;
+  if (!filter || !index) return Status::Corruption("a table footer that does not decode");
+  std::unique_ptr<Table> t(new Table(file, options));
+  SLIP_ASSIGN_OR_RETURN(t->filter_, t->ReadBlock(*filter));
+  SLIP_ASSIGN_OR_RETURN(t->index_contents_, t->ReadBlock(*index));
+  SLIP_ASSIGN_OR_RETURN(Block ib, Block::Parse(t->index_contents_));
+  auto it = ib.NewIterator(CompareInternalKeys);
+  for (it.SeekToFirst(); it.Valid(); it.Next()) {
+    std::string_view v = it.value();
+    if (!ParseInternalKey(it.key()) || !BlockHandle::DecodeFrom(&v)) {
+      return Status::Corruption("a table index entry that does not decode");
+    }
+    ++t->index_entries_;
+  }
+  SLIP_RETURN_IF_ERROR(it.status());
+  return t;
+}
+
+Result<std::string> Table::ReadBlock(const BlockHandle& h) const {
+  if (h.offset > file_->size() || h.size > file_->size() - h.offset ||
+      kBlockTrailerBytes > file_->size() - h.offset - h.size) {
+    return Status::Corruption("a block handle past the end of the table");
+  }
+  std::string scratch;
+  SLIP_ASSIGN_OR_RETURN(std::string_view stored, file_->Read(h.offset, h.size + kBlockTrailerBytes, &scratch));
+  SLIP_ASSIGN_OR_RETURN(std::string_view contents, OpenBlock(stored));
+  return std::string(contents);
+}
+
+Result<std::optional<Table::Found>> Table::Get(std::string_view user_key, uint64_t snapshot) const {
+  if (!policy_.MayContain(filter_, user_key)) {
+    ++filtered_;
+    return std::optional<Found>();
+  }
+  // The newest version at or before `snapshot` is the first entry at or
+  // after (key, snapshot, value) in internal-key order.
+  const std::string target = InternalKey(user_key, std::min(snapshot, kMaxSequence), ValueType::kValue);
+  SLIP_ASSIGN_OR_RETURN(Block ib, Block::Parse(index_contents_));
+  auto ii = ib.NewIterator(CompareInternalKeys);
+  ii.Seek(target);
+  SLIP_RETURN_IF_ERROR(ii.status());
+  if (!ii.Valid()) return std::optional<Found>();
+  std::string_view hv = ii.value();
+  auto handle = BlockHandle::DecodeFrom(&hv);
+  if (!handle) return Status::Corruption("a table index entry that does not decode");
+  SLIP_ASSIGN_OR_RETURN(std::string contents, ReadBlock(*handle));
+  SLIP_ASSIGN_OR_RETURN(Block db, Block::Parse(contents));
+  auto di = db.NewIterator(CompareInternalKeys);
+  di.Seek(target);
+  SLIP_RETURN_IF_ERROR(di.status());
+  if (!di.Valid()) return std::optional<Found>();
+  auto parsed = ParseInternalKey(di.key());
+  if (!parsed) return Status::Corruption("a table entry whose key does not decode");
+  if (parsed->user_key != user_key) return std::optional<Found>();
+  return std::optional<Found>(Found{parsed->sequence, parsed->type, std::string(di.value())});
+}
+
+Status Table::ForEach(const std::function<void(std::string_view, std::string_view)>& fn) const {
+  SLIP_ASSIGN_OR_RETURN(Block ib, Block::Parse(index_contents_));
+  auto ii = ib.NewIterator(CompareInternalKeys);
+  for (ii.SeekToFirst(); ii.Valid(); ii.Next()) {
+    std::string_view hv = ii.value();
+    auto handle = BlockHandle::DecodeFrom(&hv);
+    if (!handle) return Status::Corruption("a table index entry that does not decode");
+    SLIP_ASSIGN_OR_RETURN(std::string contents, ReadBlock(*handle));
+    SLIP_ASSIGN_OR_RETURN(Block db, Block::Parse(contents));
+    auto di = db.NewIterator(CompareInternalKeys);
+    for (di.SeekToFirst(); di.Valid(); di.Next()) fn(di.key(), di.value());
+    SLIP_RETURN_IF_ERROR(di.status());
+  }
+  return ii.status();
+}
+
+}  // namespace slip::lsm

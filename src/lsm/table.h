@@ -1,0 +1,101 @@
+// SST files (docs/formats/lsm_sst.md "Tables"): sorted internal keys in
+// data blocks of about `block_bytes`, a Bloom filter over their user keys,
+// an index block naming each data block by its last key, and a fixed-size
+// footer locating the filter and the index. Every block carries its CRC.
+//
+// A reader keeps the index and the filter in memory and reads one data
+// block per lookup; a lookup of a user key the filter rules out reads
+// nothing.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "lsm/block.h"
+#include "lsm/bloom.h"
+#include "lsm/file.h"
+#include "lsm/format.h"
+
+namespace slip::lsm {
+
+struct TableOptions {
+  size_t block_bytes = 4096;
+  int restart_interval = 16;
+  int bloom_bits_per_key = 10;
+};
+
+// Where a block is in its file: offset and the contents' size (the 5-byte
+// trailer follows).
+struct BlockHandle {
+  uint64_t offset = 0, size = 0;
+  void EncodeTo(std::string* out) const;
+  static std::optional<BlockHandle> DecodeFrom(std::string_view* in);
+};
+
+constexpr uint64_t kTableMagic = 0x3142415450494c53ull;  // "SLIPTAB1"
+constexpr size_t kFooterBytes = 48;
+
+class TableBuilder {
+ public:
+  TableBuilder(const TableOptions& options, WritableFile* file);
+  // REQUIRES: internal keys in CompareInternalKeys order, each after the last.
+  Status Add(std::string_view internal_key, std::string_view value);
+  // Writes the filter, the index and the footer (it does not Sync).
+  Status Finish();
+  uint64_t entries() const { return entries_; }
+  uint64_t file_size() const { return file_->size(); }
+
+ private:
+  Status FlushDataBlock();
+  Status WriteBlock(std::string contents, BlockHandle* handle);
+
+  const TableOptions options_;
+  WritableFile* const file_;
+  BlockBuilder data_, index_;
+  std::string last_key_;
+  std::vector<std::string> user_keys_;  // for the filter
+  uint64_t entries_ = 0;
+  bool finished_ = false;
+};
+
+class Table {
+ public:
+  // Reads the footer, index and filter; Corruption when any does not check.
+  static Result<std::unique_ptr<Table>> Open(const RandomAccessFile* file, const TableOptions& options = {});
+
+  struct Found {
+    uint64_t sequence = 0;
+    ValueType type = ValueType::kValue;
+    std::string value;
+  };
+  // The newest version of `user_key` at or before `snapshot`; nullopt when
+  // the table has none. Corruption when a block it reads does not check.
+  Result<std::optional<Found>> Get(std::string_view user_key, uint64_t snapshot = kMaxSequence) const;
+
+  // Every entry in order, calling `fn(internal_key, value)`; stops at the
+  // first block that does not check (its Corruption).
+  Status ForEach(const std::function<void(std::string_view, std::string_view)>& fn) const;
+
+  uint64_t data_blocks() const { return index_entries_; }
+  // Lookups the filter answered without reading a block.
+  uint64_t filtered() const { return filtered_; }
+
+ private:
+  Table(const RandomAccessFile* file, const TableOptions& options) : file_(file), policy_(options.bloom_bits_per_key) {}
+  Result<std::string> ReadBlock(const BlockHandle& h) const;
+
+  const RandomAccessFile* file_;
+  BloomFilterPolicy policy_;
+  std::string index_contents_;
+  std::string filter_;
+  uint64_t index_entries_ = 0;
+  mutable uint64_t filtered_ = 0;
+};
+
+}  // namespace slip::lsm
