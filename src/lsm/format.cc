@@ -1,7 +1,8 @@
 #include "lsm/format.h"
 
 #include <cassert>
-#include <cstring>
+
+#include "common/coding.h"
 
 namespace slip::lsm {
 
@@ -39,27 +40,18 @@ std::optional<uint32_t> GetVarint32(std::string_view* in) {
 
 void PutFixed32(std::string* out, uint32_t v) {
   char b[4];
-  std::memcpy(b, &v, 4);  // little-endian hosts only (static_assert in format_test)
+  StoreLE(b, v);
   out->append(b, 4);
 }
 
 void PutFixed64(std::string* out, uint64_t v) {
   char b[8];
-  std::memcpy(b, &v, 8);
+  StoreLE(b, v);
   out->append(b, 8);
 }
 
-uint32_t DecodeFixed32(const char* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
-uint64_t DecodeFixed64(const char* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
+uint32_t DecodeFixed32(const char* p) { return LoadLE<uint32_t>(p); }
+uint64_t DecodeFixed64(const char* p) { return LoadLE<uint64_t>(p); }
 
 void AppendInternalKey(std::string* out, std::string_view user_key, uint64_t sequence, ValueType type) {
   assert(sequence <= kMaxSequence);

@@ -53,9 +53,8 @@ Result<WriteBatch> DecodeBatch(std::string_view in) {
   return b;
 }
 
-Status WalWriter::Add(const WriteBatch& batch) {
-  const std::string payload = EncodeBatch(batch);
-  if (payload.size() > kMaxRecord) return Status::TooLarge("a write batch of " + std::to_string(payload.size()) + " bytes");
+Status AppendRecord(WritableFile* file, std::string_view payload) {
+  if (payload.size() > kMaxRecord) return Status::TooLarge("a log record of " + std::to_string(payload.size()) + " bytes");
   std::string len;
   PutFixed32(&len, static_cast<uint32_t>(payload.size()));
   uint32_t crc = Crc32c(0, len.data(), len.size());
@@ -64,44 +63,61 @@ Status WalWriter::Add(const WriteBatch& batch) {
   PutFixed32(&record, crc);
   record += len;
   record += payload;
-  SLIP_RETURN_IF_ERROR(file_->Append(record));
-  return file_->Sync();
+  SLIP_RETURN_IF_ERROR(file->Append(record));
+  return file->Sync();
 }
 
-Result<WalReplay> ReplayWal(const RandomAccessFile& file, const std::function<Status(const WriteBatch&)>& apply) {
-  WalReplay r;
-  std::string scratch;
+Result<RecordsRead> ReadRecords(const RandomAccessFile& file, const std::function<Status(std::string_view)>& fn) {
+  RecordsRead r;
   const uint64_t size = file.size();
   while (r.end < size) {
+    std::string scratch, body_scratch;
     if (size - r.end < kRecordHeader) {
       r.torn = true;
       break;
     }
-    SLIP_ASSIGN_OR_RETURN(std::string_view header, file.Read(r.end, kRecordHeader, &scratch));
+    SLIP_ASSIGN_OR_RETURN(std::string_view h, file.Read(r.end, kRecordHeader, &scratch));
+    const std::string header(h);
     const uint32_t crc = DecodeFixed32(header.data()), len = DecodeFixed32(header.data() + 4);
     if (len > kMaxRecord || len > size - r.end - kRecordHeader) {
       r.torn = true;
       break;
     }
-    std::string header_copy(header);
-    std::string body_scratch;
     SLIP_ASSIGN_OR_RETURN(std::string_view body, file.Read(r.end + kRecordHeader, len, &body_scratch));
-    uint32_t want = Crc32c(0, header_copy.data() + 4, 4);
+    uint32_t want = Crc32c(0, header.data() + 4, 4);
     want = Crc32c(want, body.data(), body.size());
     if (want != crc) {
       r.torn = true;
       break;
     }
-    auto batch = DecodeBatch(body);
-    if (!batch.ok()) {
-      r.torn = true;  // a record that checks but does not decode: written by something else
+    if (Status s = fn(body); !s.ok()) {
+      // A record that checks but does not decode was written by something
+      // else: the log ends there, as at a tear.
+      if (!s.Is(Code::kCorruption)) return s;
+      r.torn = true;
       break;
     }
-    SLIP_RETURN_IF_ERROR(apply(*batch));
-    ++r.batches;
-    if (!batch->ops.empty()) r.last_sequence = batch->sequence + batch->ops.size() - 1;
+    ++r.records;
     r.end += kRecordHeader + len;
   }
+  return r;
+}
+
+Status WalWriter::Add(const WriteBatch& batch) { return AppendRecord(file_, EncodeBatch(batch)); }
+
+Result<WalReplay> ReplayWal(const RandomAccessFile& file, const std::function<Status(const WriteBatch&)>& apply) {
+  WalReplay r;
+  SLIP_ASSIGN_OR_RETURN(RecordsRead read, ReadRecords(file, [&](std::string_view payload) -> Status {
+                          SLIP_ASSIGN_OR_RETURN(WriteBatch batch, DecodeBatch(payload));
+                          Status s = apply(batch);
+                          // The apply's own Corruption must not read as a torn log.
+                          if (s.Is(Code::kCorruption)) return Status::Aborted("applying a batch: " + s.message());
+                          if (s.ok() && !batch.ops.empty()) r.last_sequence = batch.sequence + batch.ops.size() - 1;
+                          return s;
+                        }));
+  r.batches = read.records;
+  r.end = read.end;
+  r.torn = read.torn;
   return r;
 }
 

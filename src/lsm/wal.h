@@ -31,6 +31,19 @@ std::string EncodeBatch(const WriteBatch& batch);
 // Corruption when it does not decode whole.
 Result<WriteBatch> DecodeBatch(std::string_view bytes);
 
+// The log framing the WAL and the MANIFEST share: a record is `fixed32
+// crc · fixed32 length · payload`. AppendRecord appends one and syncs it.
+Status AppendRecord(WritableFile* file, std::string_view payload);
+struct RecordsRead {
+  uint64_t records = 0;
+  uint64_t end = 0;   // bytes of whole records: the log's valid length
+  bool torn = false;  // bytes past `end` that are not a whole record
+};
+// Calls `fn` for each whole record in order, stopping at the first cut
+// short or failing its CRC, or at the first error `fn` returns (then that
+// error, unless it is Corruption of the payload: then the log ends there).
+Result<RecordsRead> ReadRecords(const RandomAccessFile& file, const std::function<Status(std::string_view)>& fn);
+
 class WalWriter {
  public:
   explicit WalWriter(WritableFile* file) : file_(file) {}
