@@ -90,7 +90,6 @@ class Block {
     Status status_;
   };
   Iterator NewIterator(KeyOrder order = BytewiseOrder) const { return Iterator(this, order); }
-  uint32_t num_restarts() const { return num_restarts_; }
 
  private:
   Block(std::string_view contents, uint32_t restarts_at, uint32_t num_restarts)

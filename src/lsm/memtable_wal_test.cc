@@ -30,6 +30,7 @@ TEST(MemTableTest, AnswersAtEverySnapshotAsTheModelAndFlushesTheSame) {
   EXPECT_EQ(mem.entries(), 3000u);
   EXPECT_EQ(mem.smallest_sequence(), 1u);
   EXPECT_EQ(mem.largest_sequence(), 3000u);
+  EXPECT_GT(mem.ApproximateBytes(), 3000u * (4 + 8)) << "at least every entry's key and trailer";
   MemoryFile f;
   TableBuilder b(TableOptions{}, &f);
   mem.ForEach([&](std::string_view k, std::string_view v) { ASSERT_TRUE(b.Add(k, v).ok()); });

@@ -26,22 +26,15 @@ class MemSource final : public EntrySource {
 
 class TableEntrySource final : public EntrySource {
  public:
-  explicit TableEntrySource(const Table& table) {
-    // Whole table at once: compaction reads its inputs sequentially anyway,
-    // and a damaged block stops the source where it is.
-    status_ = table.ForEach([this](std::string_view k, std::string_view v) { entries_.emplace_back(k, v); });
-    if (!status_.ok()) entries_.clear();
-  }
-  bool Valid() const override { return at_ < entries_.size(); }
-  std::string_view key() const override { return entries_[at_].first; }
-  std::string_view value() const override { return entries_[at_].second; }
-  void Next() override { ++at_; }
-  Status status() const override { return status_; }
+  explicit TableEntrySource(const Table& table) : it_(table.NewIterator()) { it_->SeekToFirst(); }
+  bool Valid() const override { return it_->Valid(); }
+  std::string_view key() const override { return it_->key(); }
+  std::string_view value() const override { return it_->value(); }
+  void Next() override { it_->Next(); }
+  Status status() const override { return it_->status(); }
 
  private:
-  std::vector<std::pair<std::string, std::string>> entries_;
-  size_t at_ = 0;
-  Status status_;
+  std::unique_ptr<Table::Iterator> it_;  // one data block in memory at a time
 };
 
 }  // namespace

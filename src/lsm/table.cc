@@ -115,10 +115,7 @@ Result<std::optional<Table::Found>> Table::Get(std::string_view user_key, uint64
   ii.Seek(target);
   SLIP_RETURN_IF_ERROR(ii.status());
   if (!ii.Valid()) return std::optional<Found>();
-  std::string_view hv = ii.value();
-  auto handle = BlockHandle::DecodeFrom(&hv);
-  if (!handle) return Status::Corruption("a table index entry that does not decode");
-  SLIP_ASSIGN_OR_RETURN(std::string contents, ReadBlock(*handle));
+  SLIP_ASSIGN_OR_RETURN(std::string contents, ReadDataBlock(ii.value()));
   SLIP_ASSIGN_OR_RETURN(Block db, Block::Parse(contents));
   auto di = db.NewIterator(CompareInternalKeys);
   di.Seek(target);
@@ -130,20 +127,70 @@ Result<std::optional<Table::Found>> Table::Get(std::string_view user_key, uint64
   return std::optional<Found>(Found{parsed->sequence, parsed->type, std::string(di.value())});
 }
 
-Status Table::ForEach(const std::function<void(std::string_view, std::string_view)>& fn) const {
-  SLIP_ASSIGN_OR_RETURN(Block ib, Block::Parse(index_contents_));
-  auto ii = ib.NewIterator(CompareInternalKeys);
-  for (ii.SeekToFirst(); ii.Valid(); ii.Next()) {
-    std::string_view hv = ii.value();
-    auto handle = BlockHandle::DecodeFrom(&hv);
-    if (!handle) return Status::Corruption("a table index entry that does not decode");
-    SLIP_ASSIGN_OR_RETURN(std::string contents, ReadBlock(*handle));
-    SLIP_ASSIGN_OR_RETURN(Block db, Block::Parse(contents));
-    auto di = db.NewIterator(CompareInternalKeys);
-    for (di.SeekToFirst(); di.Valid(); di.Next()) fn(di.key(), di.value());
-    SLIP_RETURN_IF_ERROR(di.status());
+Result<std::string> Table::ReadDataBlock(std::string_view index_value) const {
+  auto handle = BlockHandle::DecodeFrom(&index_value);
+  if (!handle) return Status::Corruption("a table index entry that does not decode");
+  return ReadBlock(*handle);
+}
+
+// Open() parsed the index already: it parses.
+Table::Iterator::Iterator(const Table* table)
+    : table_(table),
+      index_(Block::Parse(table->index_contents_).value()),
+      index_it_(index_.NewIterator(CompareInternalKeys)) {}
+
+std::unique_ptr<Table::Iterator> Table::NewIterator() const { return std::unique_ptr<Iterator>(new Iterator(this)); }
+
+void Table::Iterator::LoadBlocks() {
+  for (; index_it_.Valid(); index_it_.Next()) {
+    data_it_.reset();
+    data_.reset();
+    auto contents = table_->ReadDataBlock(index_it_.value());
+    if (!contents.ok()) {
+      status_ = contents.status();
+      return;
+    }
+    contents_ = std::move(*contents);
+    auto block = Block::Parse(contents_);  // a view of the contents it keeps
+    if (!block.ok()) {
+      status_ = block.status();
+      return;
+    }
+    data_.emplace(*block);
+    data_it_.emplace(data_->NewIterator(CompareInternalKeys));
+    data_it_->SeekToFirst();
+    if (data_it_->Valid() || !data_it_->status().ok()) break;
   }
-  return ii.status();
+  if (data_it_ && !data_it_->status().ok()) {
+    status_ = data_it_->status();
+    data_it_.reset();
+  }
+  if (!index_it_.Valid() && status_.ok()) status_ = index_it_.status();
+}
+
+void Table::Iterator::SeekToFirst() {
+  status_ = Status::Ok();
+  data_it_.reset();
+  index_it_.SeekToFirst();
+  LoadBlocks();
+}
+
+void Table::Iterator::Next() {
+  data_it_->Next();
+  if (data_it_->Valid()) return;
+  if (!data_it_->status().ok()) {
+    status_ = data_it_->status();
+    data_it_.reset();
+    return;
+  }
+  index_it_.Next();
+  LoadBlocks();
+}
+
+Status Table::ForEach(const std::function<void(std::string_view, std::string_view)>& fn) const {
+  auto it = NewIterator();
+  for (it->SeekToFirst(); it->Valid(); it->Next()) fn(it->key(), it->value());
+  return it->status();
 }
 
 }  // namespace slip::lsm

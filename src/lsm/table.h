@@ -78,6 +78,37 @@ class Table {
   // the table has none. Corruption when a block it reads does not check.
   Result<std::optional<Found>> Get(std::string_view user_key, uint64_t snapshot = kMaxSequence) const;
 
+  // Every entry in order, one data block in memory at a time. It stops
+  // (!Valid(), status() Corruption) at the first block that does not check.
+  // The table must outlive it.
+  class Iterator {
+   public:
+    bool Valid() const { return data_it_ && data_it_->Valid(); }
+    std::string_view key() const { return data_it_->key(); }
+    std::string_view value() const { return data_it_->value(); }
+    void SeekToFirst();
+    // REQUIRES: Valid().
+    void Next();
+    const Status& status() const { return status_; }
+
+   private:
+    friend class Table;
+    explicit Iterator(const Table* table);
+    // Opens the data block the index iterator is at (or ends), skipping
+    // empty ones.
+    void LoadBlocks();
+
+    const Table* const table_;
+    Block index_;
+    Block::Iterator index_it_;
+    std::string contents_;
+    std::optional<Block> data_;
+    std::optional<Block::Iterator> data_it_;
+    Status status_;
+  };
+  // Not movable once iterating (its iterators point into it): held by pointer.
+  std::unique_ptr<Iterator> NewIterator() const;
+
   // Every entry in order, calling `fn(internal_key, value)`; stops at the
   // first block that does not check (its Corruption).
   Status ForEach(const std::function<void(std::string_view, std::string_view)>& fn) const;
@@ -89,6 +120,8 @@ class Table {
  private:
   Table(const RandomAccessFile* file, const TableOptions& options) : file_(file), policy_(options.bloom_bits_per_key) {}
   Result<std::string> ReadBlock(const BlockHandle& h) const;
+  // The data block an index entry's value names.
+  Result<std::string> ReadDataBlock(std::string_view index_value) const;
 
   const RandomAccessFile* file_;
   BloomFilterPolicy policy_;

@@ -46,7 +46,7 @@ class Pool final : public PoolProcess {
   // STATS: the pool's CPU (its serving thread: the POOL_* calls and every
   // merge) and its counters, for the benchmarks' per-role report.
   void Stats(const rpc::RpcChannel::Reply& reply) {
-    const dinomo::PoolStats st = pool_->stats();
+    const dinomo::PoolStats st = pool_ ? pool_->stats() : dinomo::PoolStats{};
     const nlohmann::json j = {
         {"node", "pool"},
         {"design", design_},
@@ -58,7 +58,7 @@ class Pool final : public PoolProcess {
         {"merged_entries", st.merged_entries},
         {"freed_segments", st.freed_segments},
         {"open_segments", st.open_segments},
-        {"index_grows", pool_->index_grows()},
+        {"index_grows", pool_ ? pool_->index_grows() : 0},
     };
     reply(Code::kOk, j.dump());
   }
@@ -119,18 +119,21 @@ Status Pool::Boot() {
   membership_ = std::make_unique<Membership>(config_store_.get(), control_ex_, o_.lease);
   SLIP_RETURN_IF_ERROR(membership_->Acquire(kPoolLease, "pool-pid" + std::to_string(getpid())));
   SLIP_ASSIGN_OR_RETURN(const PmPlace place, PlacePm(vc.config.pm, o_.dir, std::string("pool")));
-  SLIP_ASSIGN_OR_RETURN(region_, OpenPm(place, o_.pool_mb << 20));
   dinomo::PoolOptions po;
   po.segment_bytes = o_.segment_mb << 20;
   // About one home bucket per 2 KB of region: buckets hold 3 keys, so a
   // region full of ~1 KB entries loads the index to two thirds.
   po.num_buckets = 1024;
   while (po.num_buckets < (o_.pool_mb << 20) / 2048 && po.num_buckets < (1u << 30)) po.num_buckets <<= 1;
-  SLIP_ASSIGN_OR_RETURN(pool_, dinomo::Pool::Open(region_.get(), po));
   pm_class_ = vc.config.pm;
-  const dinomo::PoolStats st = pool_->stats();
-  logging::Info("pool: {} class, {} ({} segments of {} MB, {} open)", place.pm_class, place.path, st.segments,
-                pool_->segment_bytes() >> 20, st.open_segments);
+  // DINOMO-N keeps everything in per-node partitions (below): no shared pool.
+  if (design_ != "dinomo-n") {
+    SLIP_ASSIGN_OR_RETURN(region_, OpenPm(place, o_.pool_mb << 20));
+    SLIP_ASSIGN_OR_RETURN(pool_, dinomo::Pool::Open(region_.get(), po));
+    const dinomo::PoolStats st = pool_->stats();
+    logging::Info("pool: {} class, {} ({} segments of {} MB, {} open)", place.pm_class, place.path, st.segments,
+                  pool_->segment_bytes() >> 20, st.open_segments);
+  }
 
   SLIP_ASSIGN_OR_RETURN(fabric_, fabric::OpenOfiFabric(
                                      fabric::FabricOptions{.provider = vc.config.provider, .node_address = o_.bind_address},
@@ -138,7 +141,9 @@ Status Pool::Boot() {
   pool_ex_ = rt_.CreateExecutor("pool");
   SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = "pool"}));
   fabric::Endpoint* raw = ep.get();
-  SLIP_ASSIGN_OR_RETURN(server_, dinomo::PoolServer::Create(pool_.get(), region_.get(), raw));
+  if (pool_) {
+    SLIP_ASSIGN_OR_RETURN(server_, dinomo::PoolServer::Create(pool_.get(), region_.get(), raw));
+  }
   if (design_ == "dinomo-n") {
     partitions_ = std::make_unique<dinomo::PartitionedPool>(
         [this](uint32_t node) -> Result<std::unique_ptr<pm::PmRegion>> {

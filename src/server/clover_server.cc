@@ -37,7 +37,6 @@ void CloverServer::Restart(int waited_ms) {
                           // configuration will
     return;
   }
-  ++restarts_;
   env_.set_peers(config_);
   pool_ = config_.pool;
   dinomo::CloverNodeOptions o = env_.node;

@@ -55,7 +55,6 @@ class CloverServer final : public PoolNode {
   uint64_t serving_term() const override { return serving_ ? config_.term : 0; }
   Counters counters() const override;
   HotWindow hot_keys() override { return window_.Last(env_.exec->Now()); }
-  uint64_t restarts() const { return restarts_; }
 
  private:
   void Restart(int waited_ms);
@@ -67,7 +66,6 @@ class CloverServer final : public PoolNode {
   std::unique_ptr<dinomo::CloverNode> node_;
   bool serving_ = false, restarting_ = false;
   int64_t retry_ms_ = 50;
-  uint64_t restarts_ = 0;
   RequestWindow window_;
   std::shared_ptr<int> life_ = std::make_shared<int>(0);
 };

@@ -260,25 +260,25 @@ void DinomoServer::SyncShared(const cluster::ClusterConfig& c) {
         }
         const std::set<uint32_t> owned = OwnedBy(c, env_.self);
         auto mine = [&](const std::string& k) { return owned.contains(c.ShardOf(HashKey(k))); };
-        std::vector<std::pair<proto::Method, std::string>> todo;
+        std::vector<std::pair<proto::Method, std::string>> changes;
         for (const auto& [key, secondaries] : c.shared) {
-          if (mine(key)) todo.emplace_back(proto::Method::kPoolShare, key);
+          if (mine(key)) changes.emplace_back(proto::Method::kPoolShare, key);
         }
         for (const std::string& key : keys->keys) {
-          if (!c.shared.contains(key) && mine(key)) todo.emplace_back(proto::Method::kPoolUnshare, key);
+          if (!c.shared.contains(key) && mine(key)) changes.emplace_back(proto::Method::kPoolUnshare, key);
         }
-        ChangeShared(c, std::move(todo));
+        ChangeShared(c, std::move(changes));
       });
 }
 
 void DinomoServer::ChangeShared(const cluster::ClusterConfig& c,
-                                std::vector<std::pair<proto::Method, std::string>> todo) {
-  if (todo.empty()) return Serve(c);
-  auto [method, key] = std::move(todo.back());
-  todo.pop_back();
+                                std::vector<std::pair<proto::Method, std::string>> changes) {
+  if (changes.empty()) return Serve(c);
+  auto [method, key] = std::move(changes.back());
+  changes.pop_back();
   env_.calls->Call(env_.pool_peer, static_cast<uint16_t>(method),
                    proto::Encode(proto::PoolKeyRequest{env_.self, c.term, key}),
-                   [this, life = std::weak_ptr<int>(life_), c, method, todo = std::move(todo)](
+                   [this, life = std::weak_ptr<int>(life_), c, method, changes = std::move(changes)](
                        Result<rpc::PeerResponse> r) mutable {
                      if (life.expired()) return;
                      if (r.ok() && (r->status == Code::kNoSpace || r->status == Code::kInvalidArgument)) {
@@ -293,7 +293,7 @@ void DinomoServer::ChangeShared(const cluster::ClusterConfig& c,
                        node_.reset();
                        return Retry();
                      }
-                     ChangeShared(c, std::move(todo));
+                     ChangeShared(c, std::move(changes));
                    });
 }
 

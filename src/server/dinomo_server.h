@@ -126,7 +126,7 @@ class DinomoServer final : public PoolNode {
   // Shares and unshares in the pool the keys of its shards as `c` says
   // (then serves).
   void SyncShared(const cluster::ClusterConfig& c);
-  void ChangeShared(const cluster::ClusterConfig& c, std::vector<std::pair<proto::Method, std::string>> todo);
+  void ChangeShared(const cluster::ClusterConfig& c, std::vector<std::pair<proto::Method, std::string>> changes);
   void Serve(const cluster::ClusterConfig& c);
   void Retry();
   void Refuse(const Reply& reply, const Status& s) const;
