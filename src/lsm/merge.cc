@@ -8,20 +8,15 @@ namespace {
 
 class MemSource final : public EntrySource {
  public:
-  explicit MemSource(const MemTable& mem) {
-    // The MemTable's order is the map's; a copy of the views keeps this
-    // source independent of its iterator type.
-    mem.ForEach([this](std::string_view k, std::string_view v) { entries_.emplace_back(k, v); });
-  }
-  bool Valid() const override { return at_ < entries_.size(); }
-  std::string_view key() const override { return entries_[at_].first; }
-  std::string_view value() const override { return entries_[at_].second; }
-  void Next() override { ++at_; }
+  explicit MemSource(const MemTable& mem) : it_(mem) { it_.SeekToFirst(); }
+  bool Valid() const override { return it_.Valid(); }
+  std::string_view key() const override { return it_.key(); }
+  std::string_view value() const override { return it_.value(); }
+  void Next() override { it_.Next(); }
   Status status() const override { return Status::Ok(); }
 
  private:
-  std::vector<std::pair<std::string_view, std::string_view>> entries_;
-  size_t at_ = 0;
+  MemTable::Iterator it_;  // streams: no copy of the entries
 };
 
 class TableEntrySource final : public EntrySource {
