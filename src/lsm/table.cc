@@ -1,5 +1,7 @@
 #include "lsm/table.h"
 
+#include "lsm/cache.h"
+
 namespace slip::lsm {
 
 void BlockHandle::EncodeTo(std::string* out) const {
@@ -66,7 +68,8 @@ Status TableBuilder::Finish() {
   return file_->Append(footer);
 }
 
-Result<std::unique_ptr<Table>> Table::Open(const RandomAccessFile* file, const TableOptions& options) {
+Result<std::unique_ptr<Table>> Table::Open(const RandomAccessFile* file, const TableOptions& options,
+                                           uint64_t file_number) {
   if (file->size() < kFooterBytes) return Status::Corruption("a table shorter than its footer");
   std::string scratch;
   SLIP_ASSIGN_OR_RETURN(std::string_view footer, file->Read(file->size() - kFooterBytes, kFooterBytes, &scratch));
@@ -75,7 +78,7 @@ Result<std::unique_ptr<Table>> Table::Open(const RandomAccessFile* file, const T
   auto filter = BlockHandle::DecodeFrom(&in);
   auto index = filter ? BlockHandle::DecodeFrom(&in) : std::nullopt;
   if (!filter || !index) return Status::Corruption("a table footer that does not decode");
-  std::unique_ptr<Table> t(new Table(file, options));
+  std::unique_ptr<Table> t(new Table(file, options, file_number));
   SLIP_ASSIGN_OR_RETURN(t->filter_, t->ReadBlock(*filter));
   SLIP_ASSIGN_OR_RETURN(t->index_contents_, t->ReadBlock(*index));
   SLIP_ASSIGN_OR_RETURN(Block ib, Block::Parse(t->index_contents_));
@@ -115,8 +118,8 @@ Result<std::optional<Table::Found>> Table::Get(std::string_view user_key, uint64
   ii.Seek(target);
   SLIP_RETURN_IF_ERROR(ii.status());
   if (!ii.Valid()) return std::optional<Found>();
-  SLIP_ASSIGN_OR_RETURN(std::string contents, ReadDataBlock(ii.value()));
-  SLIP_ASSIGN_OR_RETURN(Block db, Block::Parse(contents));
+  SLIP_ASSIGN_OR_RETURN(std::shared_ptr<const std::string> contents, ReadDataBlock(ii.value()));
+  SLIP_ASSIGN_OR_RETURN(Block db, Block::Parse(*contents));
   auto di = db.NewIterator(CompareInternalKeys);
   di.Seek(target);
   SLIP_RETURN_IF_ERROR(di.status());
@@ -127,10 +130,17 @@ Result<std::optional<Table::Found>> Table::Get(std::string_view user_key, uint64
   return std::optional<Found>(Found{parsed->sequence, parsed->type, std::string(di.value())});
 }
 
-Result<std::string> Table::ReadDataBlock(std::string_view index_value) const {
+Result<std::shared_ptr<const std::string>> Table::ReadDataBlock(std::string_view index_value) const {
   auto handle = BlockHandle::DecodeFrom(&index_value);
   if (!handle) return Status::Corruption("a table index entry that does not decode");
-  return ReadBlock(*handle);
+  if (cache_ != nullptr) {
+    if (auto cached = cache_->Lookup(file_number_, handle->offset)) return cached;
+  }
+  // Only what ReadBlock checked is cached: a damaged block fails every read.
+  SLIP_ASSIGN_OR_RETURN(std::string contents, ReadBlock(*handle));
+  auto block = std::make_shared<const std::string>(std::move(contents));
+  if (cache_ != nullptr) cache_->Insert(file_number_, handle->offset, block, block->size());
+  return block;
 }
 
 // Open() parsed the index already: it parses.
@@ -141,7 +151,7 @@ Table::Iterator::Iterator(const Table* table)
 
 std::unique_ptr<Table::Iterator> Table::NewIterator() const { return std::unique_ptr<Iterator>(new Iterator(this)); }
 
-void Table::Iterator::LoadBlocks() {
+void Table::Iterator::LoadBlocks(const std::string* target) {
   for (; index_it_.Valid(); index_it_.Next()) {
     data_it_.reset();
     data_.reset();
@@ -151,14 +161,19 @@ void Table::Iterator::LoadBlocks() {
       return;
     }
     contents_ = std::move(*contents);
-    auto block = Block::Parse(contents_);  // a view of the contents it keeps
+    auto block = Block::Parse(*contents_);  // a view of the contents it keeps
     if (!block.ok()) {
       status_ = block.status();
       return;
     }
     data_.emplace(*block);
     data_it_.emplace(data_->NewIterator(CompareInternalKeys));
-    data_it_->SeekToFirst();
+    if (target != nullptr) {
+      data_it_->Seek(*target);
+      target = nullptr;  // later blocks are after it: from their first entry
+    } else {
+      data_it_->SeekToFirst();
+    }
     if (data_it_->Valid() || !data_it_->status().ok()) break;
   }
   if (data_it_ && !data_it_->status().ok()) {
@@ -173,6 +188,22 @@ void Table::Iterator::SeekToFirst() {
   data_it_.reset();
   index_it_.SeekToFirst();
   LoadBlocks();
+}
+
+void Table::Iterator::Seek(std::string_view internal_key) {
+  // A copy: the target may be this iterator's own key(), which the seek
+  // overwrites.
+  const std::string target(internal_key);
+  status_ = Status::Ok();
+  data_it_.reset();
+  if (target.size() < 8) {
+    status_ = Status::InvalidArgument("a seek to a key shorter than an internal key's trailer");
+    return;
+  }
+  // Each index entry is its block's last key: the first at or after the
+  // target names the block holding the target's successor.
+  index_it_.Seek(target);
+  LoadBlocks(&target);
 }
 
 void Table::Iterator::Next() {

@@ -24,10 +24,15 @@
 
 namespace slip::lsm {
 
+class BlockCache;
+
 struct TableOptions {
   size_t block_bytes = 4096;
   int restart_interval = 16;
   int bloom_bits_per_key = 10;
+  // Where a reader keeps data blocks it verified (null: none); keyed by the
+  // file number given to Table::Open.
+  BlockCache* cache = nullptr;
 };
 
 // Where a block is in its file: offset and the contents' size (the 5-byte
@@ -67,7 +72,9 @@ class TableBuilder {
 class Table {
  public:
   // Reads the footer, index and filter; Corruption when any does not check.
-  static Result<std::unique_ptr<Table>> Open(const RandomAccessFile* file, const TableOptions& options = {});
+  // `file_number` names the table in options.cache.
+  static Result<std::unique_ptr<Table>> Open(const RandomAccessFile* file, const TableOptions& options = {},
+                                             uint64_t file_number = 0);
 
   struct Found {
     uint64_t sequence = 0;
@@ -87,6 +94,8 @@ class Table {
     std::string_view key() const { return data_it_->key(); }
     std::string_view value() const { return data_it_->value(); }
     void SeekToFirst();
+    // The first entry at or after `internal_key` in CompareInternalKeys order.
+    void Seek(std::string_view internal_key);
     // REQUIRES: Valid().
     void Next();
     const Status& status() const { return status_; }
@@ -95,13 +104,13 @@ class Table {
     friend class Table;
     explicit Iterator(const Table* table);
     // Opens the data block the index iterator is at (or ends), skipping
-    // empty ones.
-    void LoadBlocks();
+    // empty ones; positioned at `target` in the first block when given.
+    void LoadBlocks(const std::string* target = nullptr);
 
     const Table* const table_;
     Block index_;
     Block::Iterator index_it_;
-    std::string contents_;
+    std::shared_ptr<const std::string> contents_;
     std::optional<Block> data_;
     std::optional<Block::Iterator> data_it_;
     Status status_;
@@ -118,13 +127,17 @@ class Table {
   uint64_t filtered() const { return filtered_; }
 
  private:
-  Table(const RandomAccessFile* file, const TableOptions& options) : file_(file), policy_(options.bloom_bits_per_key) {}
+  Table(const RandomAccessFile* file, const TableOptions& options, uint64_t file_number)
+      : file_(file), policy_(options.bloom_bits_per_key), cache_(options.cache), file_number_(file_number) {}
   Result<std::string> ReadBlock(const BlockHandle& h) const;
-  // The data block an index entry's value names.
-  Result<std::string> ReadDataBlock(std::string_view index_value) const;
+  // The data block an index entry's value names, from the cache or read,
+  // checked and cached.
+  Result<std::shared_ptr<const std::string>> ReadDataBlock(std::string_view index_value) const;
 
   const RandomAccessFile* file_;
   BloomFilterPolicy policy_;
+  BlockCache* const cache_;
+  const uint64_t file_number_;
   std::string index_contents_;
   std::string filter_;
   uint64_t index_entries_ = 0;
