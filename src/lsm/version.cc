@@ -19,6 +19,7 @@ enum Tag : uint32_t {
   kFlushedMemTable = 5,
   kDeleted = 6,
   kAdded = 7,
+  kSnapshot = 8,
 };
 
 void PutString(std::string* out, std::string_view s) {
@@ -51,6 +52,7 @@ std::string EncodeEdit(const VersionEdit& e) {
   opt(kNextFile, e.next_file_number);
   opt(kLastSequence, e.last_sequence);
   opt(kFlushedMemTable, e.flushed_memtable);
+  if (e.snapshot) opt(kSnapshot, 1);
   for (const auto& [level, number] : e.deleted) {
     PutVarint32(&out, kDeleted);
     PutVarint32(&out, static_cast<uint32_t>(level));
@@ -83,7 +85,8 @@ Result<VersionEdit> DecodeEdit(std::string_view in) {
       case kLogNumber:
       case kNextFile:
       case kLastSequence:
-      case kFlushedMemTable: {
+      case kFlushedMemTable:
+      case kSnapshot: {
         auto v = GetVarint64(&in);
         if (!v) return bad("number");
         if (*tag == kId) {
@@ -95,6 +98,9 @@ Result<VersionEdit> DecodeEdit(std::string_view in) {
           e.next_file_number = *v;
         } else if (*tag == kLastSequence) {
           e.last_sequence = *v;
+        } else if (*tag == kSnapshot) {
+          if (*v != 1) return bad("snapshot mark");
+          e.snapshot = true;
         } else {
           e.flushed_memtable = *v;
         }
@@ -137,7 +143,32 @@ Result<VersionEdit> DecodeEdit(std::string_view in) {
   return e;
 }
 
+VersionEdit Version::Snapshot() const {
+  VersionEdit e;
+  e.id = last_edit_;
+  e.snapshot = true;
+  e.log_number = log_number_;
+  e.next_file_number = next_file_number_;
+  e.last_sequence = last_sequence_;
+  for (int level = 0; level < kLevels; ++level) {
+    for (const FileMeta& f : levels_[level]) e.added.emplace_back(level, f);
+  }
+  return e;
+}
+
 Status Version::Apply(const VersionEdit& e) {
+  if (e.snapshot) {
+    if (last_edit_ != 0 || e.id == 0 || !e.deleted.empty()) {
+      return Status::InvalidArgument("snapshot edit " + std::to_string(e.id) + " onto a version with edits, or deleting");
+    }
+    Version empty;
+    empty.last_edit_ = e.id - 1;
+    VersionEdit as_change = e;
+    as_change.snapshot = false;
+    SLIP_RETURN_IF_ERROR(empty.Apply(as_change));
+    *this = std::move(empty);
+    return Status::Ok();
+  }
   if (e.id != last_edit_ + 1) {
     return Status::InvalidArgument("edit " + std::to_string(e.id) + " after edit " + std::to_string(last_edit_));
   }

@@ -42,6 +42,9 @@ struct VersionEdit {
   std::optional<uint64_t> flushed_memtable;
   std::vector<std::pair<int, uint64_t>> deleted;  // (level, file number)
   std::vector<std::pair<int, FileMeta>> added;    // (level, file)
+  // The whole version after edit `id`, not a change to the one before: the
+  // first edit of a rewritten MANIFEST, or what seeds a new replica.
+  bool snapshot = false;
   bool operator==(const VersionEdit&) const = default;
 };
 
@@ -53,10 +56,13 @@ class Version {
  public:
   // Applies `edit` or changes nothing: InvalidArgument unless its id is the
   // next, it deletes only files the version has, adds no file it has, and
-  // leaves every level above 0 with files sorted and not overlapping.
+  // leaves every level above 0 with files sorted and not overlapping. A
+  // snapshot edit applies only to a version no edit was applied to.
   Status Apply(const VersionEdit& edit);
 
   const std::vector<FileMeta>& files(int level) const { return levels_[level]; }
+  // The edit that makes an empty version this one.
+  VersionEdit Snapshot() const;
   uint64_t last_edit() const { return last_edit_; }
   uint64_t log_number() const { return log_number_; }
   uint64_t next_file_number() const { return next_file_number_; }

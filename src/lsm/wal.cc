@@ -53,7 +53,7 @@ Result<WriteBatch> DecodeBatch(std::string_view in) {
   return b;
 }
 
-Status AppendRecord(WritableFile* file, std::string_view payload) {
+Status AppendRecord(WritableFile* file, std::string_view payload, bool sync) {
   if (payload.size() > kMaxRecord) return Status::TooLarge("a log record of " + std::to_string(payload.size()) + " bytes");
   std::string len;
   PutFixed32(&len, static_cast<uint32_t>(payload.size()));
@@ -64,7 +64,7 @@ Status AppendRecord(WritableFile* file, std::string_view payload) {
   record += len;
   record += payload;
   SLIP_RETURN_IF_ERROR(file->Append(record));
-  return file->Sync();
+  return sync ? file->Sync() : Status::Ok();
 }
 
 Result<RecordsRead> ReadRecords(const RandomAccessFile& file, const std::function<Status(std::string_view)>& fn) {

@@ -32,8 +32,9 @@ std::string EncodeBatch(const WriteBatch& batch);
 Result<WriteBatch> DecodeBatch(std::string_view bytes);
 
 // The log framing the WAL and the MANIFEST share: a record is `fixed32
-// crc · fixed32 length · payload`. AppendRecord appends one and syncs it.
-Status AppendRecord(WritableFile* file, std::string_view payload);
+// crc · fixed32 length · payload`. AppendRecord appends one and, unless
+// told not to (a group of records sharing one sync), syncs it.
+Status AppendRecord(WritableFile* file, std::string_view payload, bool sync = true);
 struct RecordsRead {
   uint64_t records = 0;
   uint64_t end = 0;   // bytes of whole records: the log's valid length
