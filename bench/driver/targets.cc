@@ -13,7 +13,7 @@ namespace slip::bench {
 
 const std::vector<std::string>& TargetNames() {
   static const std::vector<std::string> names = {"rpc-kv", "rowan-kv",   "rwrite-kv", "batch-kv",
-                                                 "share-kv", "tailwind", "erda",      "erda-raw",  "erda-redo", "local", "rocksdb",
+                                                 "share-kv", "tailwind", "erda",      "erda-raw",  "erda-redo", "local", "rocksdb", "lsm",
                                                  "redis",  "redis-wait", "redis-wait-aof", "memcached"};
   return names;
 }
@@ -51,6 +51,7 @@ Result<std::unique_ptr<KvTarget>> MakeTarget(const TargetConfig& c) {
   }
   if (c.name == "local") return MakeLocalTarget({c.threads, c.region_mb, c.dir});
   if (c.name == "rocksdb") return MakeRocksDbTarget({c.dir});
+  if (c.name == "lsm") return MakeLsmTarget({c.dir});
   if (c.name == "redis") return MakeRedisTarget({2, false, false});
   if (c.name == "redis-wait") return MakeRedisTarget({2, true, false});
   if (c.name == "redis-wait-aof") return MakeRedisTarget({2, true, true});

@@ -1,7 +1,9 @@
 // The peers Slipstream is compared with, as KvTargets (bench/driver):
 //
 //   rocksdb     embedded RocksDB, WAL fsync'ed on every write (sync=true):
-//               a durable single-node reference on an ordinary disk
+//               a durable single-node reference on an ordinary disk, in the
+//               shape of Slipstream's LSM engine (lsm::DbOptions)
+//   lsm         that engine (src/lsm), the same way
 //   redis       Debian redis-server, 1 primary + 2 replicas (replicaof) on
 //               loopback, no persistence; acks before replicating
 //   redis-wait  the same, each write followed by WAIT 2 0: acked only once
@@ -25,6 +27,13 @@ struct RocksDbTargetOptions {
   std::string dir;  // empty: a temp directory under $TMPDIR (removed afterwards)
 };
 Result<std::unique_ptr<KvTarget>> MakeRocksDbTarget(const RocksDbTargetOptions& options);
+
+// Slipstream's LSM engine (src/lsm) in this process, shaped as the rocksdb
+// target is.
+struct LsmTargetOptions {
+  std::string dir;  // empty: a temp directory under $TMPDIR (removed afterwards)
+};
+Result<std::unique_ptr<KvTarget>> MakeLsmTarget(const LsmTargetOptions& options);
 
 struct RedisTargetOptions {
   int replicas = 2;

@@ -2,13 +2,18 @@
 // and is fsync'ed before it returns (WriteOptions::sync), which is what
 // "acknowledged means durable" costs on an ordinary disk. Concurrent writers
 // share fsyncs through RocksDB's group commit.
+#include <rocksdb/cache.h>
 #include <rocksdb/db.h>
+#include <rocksdb/filter_policy.h>
 #include <rocksdb/options.h>
+#include <rocksdb/table.h>
 
 #include <filesystem>
 
 #include "bench/peers/peers.h"
 #include "bench/peers/server_process.h"
+#include "lsm/db.h"
+#include "lsm/posix_file.h"
 
 namespace slip::bench {
 namespace {
@@ -59,7 +64,7 @@ class RocksDbTarget final : public KvTarget {
   std::string Durability() const override { return DurabilityOfPath(dir_); }
   std::string Describe() const override {
     return "embedded RocksDB " + std::to_string(ROCKSDB_MAJOR) + "." + std::to_string(ROCKSDB_MINOR) +
-           " in " + dir_ + ", WAL fsync per write (sync=true, group commit); unreplicated";
+           " in " + dir_ + ", WAL fsync per write (sync=true, group commit), shaped as the lsm engine; unreplicated";
   }
   Result<std::unique_ptr<KvSession>> Connect(uint32_t) override {
     return std::unique_ptr<KvSession>(new RocksDbSession(db_.get()));
@@ -98,6 +103,31 @@ Result<std::unique_ptr<KvTarget>> MakeRocksDbTarget(const RocksDbTargetOptions& 
   }
   rocksdb::Options options;
   options.create_if_missing = true;
+  // The shape of Slipstream's LSM engine (the lsm target), so the two
+  // compare as engines: the same MemTable and file sizes, level limits,
+  // block size, Bloom bits, block cache and direct I/O; no compression.
+  const lsm::DbOptions shape;
+  options.write_buffer_size = shape.memtable_bytes;
+  options.max_write_buffer_number = shape.max_immutables + 1;
+  options.target_file_size_base = shape.target_file_bytes;
+  options.level0_file_num_compaction_trigger = shape.l0_compaction_trigger;
+  options.level0_slowdown_writes_trigger = shape.l0_slowdown;
+  options.level0_stop_writes_trigger = shape.l0_stop;
+  options.max_bytes_for_level_base = shape.level1_bytes;
+  options.max_bytes_for_level_multiplier = shape.level_multiplier;
+  options.num_levels = shape.levels;
+  options.compression = rocksdb::kNoCompression;
+  options.max_background_jobs = 2;  // one flush, one compaction, as the engine runs
+  std::filesystem::create_directories(dir);
+  const bool direct = shape.direct_io && lsm::DirectIoSupported(dir);
+  options.use_direct_reads = direct;
+  options.use_direct_io_for_flush_and_compaction = direct;
+  rocksdb::BlockBasedTableOptions table;
+  table.block_size = shape.table.block_bytes;
+  table.block_restart_interval = shape.table.restart_interval;
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(shape.table.bloom_bits_per_key));
+  table.block_cache = rocksdb::NewLRUCache(shape.block_cache_bytes);
+  options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
   rocksdb::DB* db = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(options, dir, &db);
   if (!s.ok()) return Status::IoError("rocksdb open " + dir + ": " + s.ToString());
