@@ -1127,7 +1127,7 @@ Status Db::Seed(const FollowerSeed& seed) {
   return ApplyHeld(l);
 }
 
-Status Db::ApplyReplicated(WriteBatch batch, const WriteTicket& ticket) {
+Status Db::ApplyReplicated(WriteBatch batch, const WriteTicket& ticket, std::vector<uint64_t>* visible) {
   if (!options_.follower) return Status::InvalidArgument("only a follower applies the head's writes");
   if (batch.ops.empty()) return Status::Ok();
   if (ticket.sequence == 0 || ticket.memtable == 0 || ticket.memtable_first > ticket.sequence) {
@@ -1149,10 +1149,11 @@ Status Db::ApplyReplicated(WriteBatch batch, const WriteTicket& ticket) {
   last_sequence_.store(std::max(last_sequence_.load(), batch.sequence + batch.ops.size() - 1),
                        std::memory_order_release);
   stats_.writes += 1;
-  return ApplyHeld(l);
+  if (visible != nullptr) visible->push_back(batch.sequence);
+  return ApplyHeld(l, visible);
 }
 
-Status Db::InstallEdit(VersionEdit edit) {
+Status Db::InstallEdit(VersionEdit edit, std::vector<uint64_t>* visible) {
   if (!options_.follower) return Status::InvalidArgument("only a follower installs the head's edits");
   if (edit.snapshot) return Status::InvalidArgument("a snapshot edit seeds (Seed), it is not installed");
   std::unique_lock<std::mutex> l(mu_);
@@ -1167,10 +1168,10 @@ Status Db::InstallEdit(VersionEdit edit) {
     memtable_first_.emplace(*edit.flushed_memtable + 1, largest + 1);
   }
   held_edits_[edit.id] = std::move(edit);
-  return ApplyHeld(l);
+  return ApplyHeld(l, visible);
 }
 
-Status Db::ApplyHeld(std::unique_lock<std::mutex>& l) {
+Status Db::ApplyHeld(std::unique_lock<std::mutex>& l, std::vector<uint64_t>* visible) {
   if (!seeded_) return Status::Ok();
   while (true) {
     // The active MemTable is whole once it holds every sequence before the
@@ -1189,6 +1190,7 @@ Status Db::ApplyHeld(std::unique_lock<std::mutex>& l) {
           mem_->ops += b.ops.size();
           last_sequence_.store(std::max(last_sequence_.load(), b.sequence + b.ops.size() - 1));
           stats_.writes += 1;
+          if (visible != nullptr) visible->push_back(b.sequence);
         }
         held_writes_.erase(held);
       }

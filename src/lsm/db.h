@@ -136,12 +136,15 @@ class Db {
   // MemTable the ticket names, or holds it until that MemTable is the
   // active one. A MemTable is sealed once it holds every sequence below the
   // next one's first (which the first write of the next one tells).
-  Status ApplyReplicated(WriteBatch batch, const WriteTicket& ticket);
+  // `visible` gets the first sequence of each batch this call made
+  // readable (this one, held ones it released): only those may be passed
+  // on or acknowledged.
+  Status ApplyReplicated(WriteBatch batch, const WriteTicket& ticket, std::vector<uint64_t>* visible = nullptr);
   // Follower: applies `edit` once every edit before it is applied and — a
   // flush's — once the MemTable it holds is sealed here (then drops that
   // MemTable unflushed); holds it until then. An edit applied already is
   // ignored.
-  Status InstallEdit(VersionEdit edit);
+  Status InstallEdit(VersionEdit edit, std::vector<uint64_t>* visible = nullptr);
 
   // NotFound when the key has no value.
   Result<std::string> Get(std::string_view key);
@@ -218,7 +221,7 @@ class Db {
   Status LogAndApply(std::unique_lock<std::mutex>& l, VersionEdit edit,
                      std::vector<std::shared_ptr<TableFile>> added, bool as_given = false);
   // Follower: applies what is held while its turn has come.
-  Status ApplyHeld(std::unique_lock<std::mutex>& l);
+  Status ApplyHeld(std::unique_lock<std::mutex>& l, std::vector<uint64_t>* visible = nullptr);
   void AddToMem(Mem* mem, const WriteBatch& b);
   Status NewManifest(const Version& base);
   void InstallView();  // REQUIRES: mu_ held

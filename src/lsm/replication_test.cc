@@ -139,14 +139,21 @@ struct Chain {
     shuffle(w);
     shuffle(e);
     size_t wi = 0, ei = 0;
+    std::vector<uint64_t> visible, sent;
     while (wi < w.size() || ei < e.size()) {
       if (ei < e.size() && (wi == w.size() || rng->Uniform(8) == 0)) {
-        ASSERT_TRUE(followers[i]->InstallEdit(e[ei++]).ok());
+        ASSERT_TRUE(followers[i]->InstallEdit(e[ei++], &visible).ok());
       } else {
-        ASSERT_TRUE(followers[i]->ApplyReplicated(w[wi].batch, w[wi].ticket).ok());
+        sent.push_back(w[wi].ticket.sequence);
+        ASSERT_TRUE(followers[i]->ApplyReplicated(w[wi].batch, w[wi].ticket, &visible).ok());
         ++wi;
       }
     }
+    // Each write is reported readable once, when it is: what a chain node
+    // passes on and acknowledges by.
+    std::sort(visible.begin(), visible.end());
+    std::sort(sent.begin(), sent.end());
+    EXPECT_EQ(visible, sent);
     w.clear();
     e.clear();
   }

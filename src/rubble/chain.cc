@@ -167,10 +167,15 @@ void Chain::Run(Follower* f) {
     }
     const uint64_t t0 = ThreadCpuNs();
     Status s;
-    if (auto* w = std::get_if<std::pair<lsm::WriteBatch, lsm::WriteTicket>>(&item.what)) {
-      s = options_.mode == Mode::kRubble ? f->db->ApplyReplicated(w->first, w->second) : f->db->Write(w->first);
+    std::vector<uint64_t> visible;
+    auto* w = std::get_if<std::pair<lsm::WriteBatch, lsm::WriteTicket>>(&item.what);
+    if (w != nullptr && options_.mode == Mode::kAllCompact) {
+      s = f->db->Write(w->first);
+      if (s.ok()) visible.push_back(w->first.sequence);
+    } else if (w != nullptr) {
+      s = f->db->ApplyReplicated(w->first, w->second, &visible);
     } else {
-      s = f->db->InstallEdit(std::get<lsm::VersionEdit>(item.what));
+      s = f->db->InstallEdit(std::get<lsm::VersionEdit>(item.what), &visible);
     }
     f->cpu_ns += ThreadCpuNs() - t0;
     if (!s.ok()) {
@@ -179,7 +184,22 @@ void Chain::Run(Follower* f) {
       if (item.ack) item.ack->Done(s);
       continue;
     }
-    Forward(f->index, std::move(item));
+    if (w == nullptr) {
+      Forward(f->index, std::move(item));  // the edit
+    } else if (visible.empty() || visible.front() != w->first.sequence) {
+      f->held.emplace(w->first.sequence, std::move(item));  // its MemTable is not this replica's yet
+    } else {
+      visible.erase(visible.begin());
+      Forward(f->index, std::move(item));
+    }
+    // A write passes on (and is acknowledged) only once readable here.
+    for (uint64_t seq : visible) {
+      auto it = f->held.find(seq);
+      if (it == f->held.end()) continue;
+      Item released = std::move(it->second);
+      f->held.erase(it);
+      Forward(f->index, std::move(released));
+    }
   }
 }
 

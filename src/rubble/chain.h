@@ -100,6 +100,7 @@ class Chain {
     std::condition_variable cv;
     std::deque<Item> queue;
     std::deque<std::shared_ptr<Ack>> unacked;  // applied and passed on, not yet acknowledged by the tail
+    std::map<uint64_t, Item> held;             // writes the engine holds for a later MemTable (its thread only)
     bool stop = false, busy = false, alive = true;
     std::atomic<uint64_t> cpu_ns{0};
     std::thread thread;
