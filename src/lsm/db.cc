@@ -131,7 +131,10 @@ Db::Db(std::string dir, const DbOptions& options, std::unique_ptr<FileSystem> ow
       owned_fs_(std::move(owned_fs)),
       fs_(options.fs != nullptr ? options.fs : owned_fs_.get()),
       cache_(std::make_unique<BlockCache>(options.block_cache_bytes)),
-      levels_(std::make_shared<Levels>()) {}
+      levels_(std::make_shared<Levels>()),
+      follower_(options.follower),
+      ship_tables_(options.ship_tables),
+      edit_logged_(options.edit_logged) {}
 
 Result<std::unique_ptr<Db>> Db::Open(const std::string& dir, const DbOptions& options) {
   if (options.memtable_bytes == 0 || options.target_file_bytes == 0 || options.max_immutables < 1 ||
@@ -368,7 +371,7 @@ Status Db::LogAndApply(std::unique_lock<std::mutex>& l, VersionEdit edit,
   SLIP_RETURN_IF_ERROR(next.Apply(edit));
   l.unlock();
   Status s;
-  if (options_.ship_tables && !added.empty() && !as_given) {
+  if (ship_tables_ && !added.empty() && !as_given) {
     // The followers' copies are in place before any edit names them. A
     // table moved down a level is where it was.
     std::vector<std::string_view> contents(edit.added.size());
@@ -377,7 +380,7 @@ Status Db::LogAndApply(std::unique_lock<std::mutex>& l, VersionEdit edit,
         if (t->meta.number == edit.added[i].second.number) contents[i] = t->contents;
       }
     }
-    s = options_.ship_tables(&edit, contents);
+    s = ship_tables_(&edit, contents);
     for (const auto& t : added) std::string().swap(t->contents);  // shipped: the memory goes
   }
   if (s.ok()) s = AppendEdit(manifest_.get(), edit);
@@ -419,10 +422,10 @@ Status Db::LogAndApply(std::unique_lock<std::mutex>& l, VersionEdit edit,
   version_ = std::move(next);
   levels_ = std::move(levels);
   InstallView();
-  if (options_.edit_logged) {
+  if (edit_logged_) {
     // Still under edit_mu_: the chain hears the edits in id order.
     l.unlock();
-    options_.edit_logged(edit);
+    edit_logged_(edit);
     l.lock();
   }
   return Status::Ok();
@@ -459,7 +462,7 @@ Status Db::Delete(std::string_view key, const WriteOptions& o) {
 
 Status Db::Write(WriteBatch batch, const WriteOptions& o, WriteTicket* ticket) {
   if (batch.ops.empty()) return Status::Ok();
-  if (options_.follower) return Status::InvalidArgument("a follower takes writes from its head only");
+  if (follower_) return Status::InvalidArgument("a follower takes writes from its head only");
   Writer w;
   w.batch = &batch;
   w.sync = o.sync;
@@ -665,7 +668,7 @@ Status Db::FlushOldest(std::unique_lock<std::mutex>& l) {
   std::vector<FileMeta> out;
   CompactionStats cs;
   std::vector<std::string> contents;
-  Status s = WriteTables({source.get()}, CompactionOptions{}, &out, &cs, options_.ship_tables ? &contents : nullptr);
+  Status s = WriteTables({source.get()}, CompactionOptions{}, &out, &cs, ship_tables_ ? &contents : nullptr);
   std::shared_ptr<TableFile> table;
   if (s.ok() && !out.empty()) {
     auto t = OpenTable(out.front());
@@ -876,7 +879,7 @@ Status Db::RunCompaction(std::unique_lock<std::mutex>& l, const Compaction& comp
   std::vector<FileMeta> out;
   CompactionStats cs;
   std::vector<std::string> contents;
-  if (s.ok()) s = WriteTables(sources, co, &out, &cs, options_.ship_tables ? &contents : nullptr);
+  if (s.ok()) s = WriteTables(sources, co, &out, &cs, ship_tables_ ? &contents : nullptr);
   std::vector<std::shared_ptr<TableFile>> added;
   for (size_t i = 0; i < out.size(); ++i) {
     if (!s.ok()) break;
@@ -1062,7 +1065,7 @@ Status Db::StartFollower() {
 }
 
 Result<FollowerSeed> Db::SeedFollower() {
-  if (options_.follower) return Status::InvalidArgument("a follower seeds no follower");
+  if (follower_) return Status::InvalidArgument("a follower seeds no follower");
   std::unique_lock<std::mutex> one(edit_mu_);  // no edit between the version and the MemTables
   std::unique_lock<std::mutex> l(mu_);
   FollowerSeed seed;
@@ -1087,7 +1090,7 @@ Result<FollowerSeed> Db::SeedFollower() {
 }
 
 Status Db::Seed(const FollowerSeed& seed) {
-  if (!options_.follower) return Status::InvalidArgument("only a follower is seeded");
+  if (!follower_) return Status::InvalidArgument("only a follower is seeded");
   std::unique_lock<std::mutex> l(mu_);
   if (seeded_) return Status::InvalidArgument("a follower is seeded once");
   if (!seed.version.snapshot || seed.mems.empty()) return Status::InvalidArgument("a seed without a version or MemTables");
@@ -1128,7 +1131,7 @@ Status Db::Seed(const FollowerSeed& seed) {
 }
 
 Status Db::ApplyReplicated(WriteBatch batch, const WriteTicket& ticket, std::vector<uint64_t>* visible) {
-  if (!options_.follower) return Status::InvalidArgument("only a follower applies the head's writes");
+  if (!follower_) return Status::InvalidArgument("only a follower applies the head's writes");
   if (batch.ops.empty()) return Status::Ok();
   if (ticket.sequence == 0 || ticket.memtable == 0 || ticket.memtable_first > ticket.sequence) {
     return Status::InvalidArgument("a replicated write without its place");
@@ -1153,8 +1156,37 @@ Status Db::ApplyReplicated(WriteBatch batch, const WriteTicket& ticket, std::vec
   return ApplyHeld(l, visible);
 }
 
+Status Db::Promote(ShipTables ship, EditLogged logged) {
+  std::unique_lock<std::mutex> l(mu_);
+  if (!follower_ || !seeded_) return Status::InvalidArgument("only a seeded follower is promoted");
+  SLIP_RETURN_IF_ERROR(bg_error_);
+  // What is held was never readable here, so never acknowledged: it goes.
+  held_writes_.clear();
+  held_edits_.clear();
+  memtable_first_.clear();
+  follower_ = false;
+  ship_tables_ = std::move(ship);
+  edit_logged_ = std::move(logged);
+  next_mem_id_ = mem_->id + 1;
+  next_file_ = std::max(next_file_, version_.next_file_number());
+  // Every acknowledged write is in these MemTables and nowhere durable of
+  // this replica's own: into tables now (shipped to the followers), so a
+  // WAL from here on covers the rest.
+  SLIP_RETURN_IF_ERROR(SealMemTable(l));
+  while (!imm_.empty()) SLIP_RETURN_IF_ERROR(FlushOldest(l));
+  if (options_.wal && !wal_) {
+    mem_->wal = next_file_++;
+    SLIP_ASSIGN_OR_RETURN(wal_, fs_->Create(WalPath(mem_->wal), FileSystem::Kind::kLog));
+  }
+  if (options_.background) {
+    threads_.emplace_back([this] { BackgroundLoop(true); });
+    threads_.emplace_back([this] { BackgroundLoop(false); });
+  }
+  return Status::Ok();
+}
+
 Status Db::InstallEdit(VersionEdit edit, std::vector<uint64_t>* visible) {
-  if (!options_.follower) return Status::InvalidArgument("only a follower installs the head's edits");
+  if (!follower_) return Status::InvalidArgument("only a follower installs the head's edits");
   if (edit.snapshot) return Status::InvalidArgument("a snapshot edit seeds (Seed), it is not installed");
   std::unique_lock<std::mutex> l(mu_);
   SLIP_RETURN_IF_ERROR(bg_error_);

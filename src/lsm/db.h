@@ -72,9 +72,11 @@ struct DbOptions {
   // and before the edit is logged: ship them and set each added file's slot.
   // `contents[i]` is added file i's bytes (empty for a table moved down a
   // level: it keeps its slot). An error fails the job (and stops writes).
-  std::function<Status(VersionEdit* edit, const std::vector<std::string_view>& contents)> ship_tables;
+  using ShipTables = std::function<Status(VersionEdit* edit, const std::vector<std::string_view>& contents)>;
+  ShipTables ship_tables;
   // Head: each edit once logged and installed, in id order.
-  std::function<void(const VersionEdit&)> edit_logged;
+  using EditLogged = std::function<void(const VersionEdit&)>;
+  EditLogged edit_logged;
   // Follower: never flushes or compacts and keeps no WAL; takes writes by
   // ApplyReplicated and versions by InstallEdit, after Seed. `adopt_table`
   // makes an added table openable through `fs` before it is opened (maps
@@ -145,6 +147,13 @@ class Db {
   // MemTable unflushed); holds it until then. An edit applied already is
   // ignored.
   Status InstallEdit(VersionEdit edit, std::vector<uint64_t>* visible = nullptr);
+  // Follower: becomes the chain's head (its head failed): drops what it
+  // holds (never readable, so never acknowledged), flushes its MemTables
+  // into tables of its own (through `fs`, which must take them now) and
+  // ships them with `ship`, then takes writes, flushes and compacts.
+  using ShipTables = DbOptions::ShipTables;
+  using EditLogged = DbOptions::EditLogged;
+  Status Promote(ShipTables ship, EditLogged logged);
 
   // NotFound when the key has no value.
   Result<std::string> Get(std::string_view key);
@@ -265,6 +274,10 @@ class Db {
   std::map<uint64_t, uint64_t> memtable_first_;
   std::map<uint64_t, VersionEdit> held_edits_;
   bool seeded_ = false;
+  // The role: a follower until promoted (then a head with these hooks).
+  bool follower_;
+  ShipTables ship_tables_;
+  EditLogged edit_logged_;
 };
 
 }  // namespace slip::lsm

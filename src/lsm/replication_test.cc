@@ -163,7 +163,9 @@ void ExpectSame(Db& a, Db& b, const std::vector<std::string>& keys) {
   for (const auto& k : keys) {
     auto x = a.Get(k), y = b.Get(k);
     ASSERT_EQ(x.ok(), y.ok()) << k;
-    if (x.ok()) ASSERT_EQ(*x, *y) << k;
+    if (x.ok()) {
+      ASSERT_EQ(*x, *y) << k;
+    }
   }
   std::vector<std::pair<std::string, std::string>> sa, sb;
   ASSERT_TRUE(a.Scan("", keys.size() + 1, &sa).ok());

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <shared_mutex>
 
 namespace slip::rubble {
 
@@ -13,12 +14,6 @@ uint64_t ThreadCpuNs() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-std::string TableName(uint64_t number) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%06llu.sst", static_cast<unsigned long long>(number));
-  return buf;
 }
 
 }  // namespace
@@ -63,10 +58,11 @@ Status Chain::Start() {
   ho.fs = head_fs_.get();
   ho.follower = false;
   if (rubble) {
-    ho.ship_tables = [this](lsm::VersionEdit* e, const std::vector<std::string_view>& c) { return Ship(e, c); };
-    ho.edit_logged = [this](const lsm::VersionEdit& e) { Forward(-1, Item{e, nullptr}); };
+    ho.ship_tables = ShipHook(0);
+    ho.edit_logged = LoggedHook(0, -1);
   }
   SLIP_ASSIGN_OR_RETURN(head_, lsm::Db::Open(head_dir, ho));
+  head_db_ = head_.get();
 
   std::optional<lsm::FollowerSeed> seed;
   if (rubble) {
@@ -117,6 +113,7 @@ Chain::~Chain() {
     if (f->thread.joinable()) f->thread.join();
   }
   head_.reset();  // its hooks call into the followers
+  for (auto& f : followers_) f->db.reset();
   followers_.clear();
 }
 
@@ -234,9 +231,24 @@ Status Chain::Ship(lsm::VersionEdit* edit, const std::vector<std::string_view>& 
   return Status::Ok();
 }
 
+lsm::DbOptions::ShipTables Chain::ShipHook(uint64_t generation) {
+  return [this, generation](lsm::VersionEdit* e, const std::vector<std::string_view>& c) -> Status {
+    // A head that failed ships nothing more: its slots are no longer its own.
+    if (generation != head_generation_.load()) return Status::Aborted("this head failed");
+    return Ship(e, c);
+  };
+}
+
+lsm::DbOptions::EditLogged Chain::LoggedHook(uint64_t generation, int from) {
+  return [this, generation, from](const lsm::VersionEdit& e) {
+    if (generation == head_generation_.load()) Forward(from, Item{e, nullptr});
+  };
+}
+
 Status Chain::Write(lsm::WriteBatch batch) {
+  std::shared_lock<std::shared_mutex> alive(head_mu_);
   lsm::WriteTicket ticket;
-  SLIP_RETURN_IF_ERROR(head_->Write(batch, {}, &ticket));
+  SLIP_RETURN_IF_ERROR(head_db_->Write(batch, {}, &ticket));
   batch.sequence = ticket.sequence;
   const uint64_t ops = batch.ops.size();
   auto ack = std::make_shared<Ack>();
@@ -248,9 +260,10 @@ Status Chain::Write(lsm::WriteBatch batch) {
       Item item = std::move(out_of_order_.begin()->second);
       out_of_order_.erase(out_of_order_.begin());
       next_sequence_ += std::get<0>(item.what).first.ops.size();
-      Forward(-1, std::move(item));
+      Forward(head_pos_, std::move(item));
     }
   }
+  alive.unlock();
   return ack->Wait();
 }
 
@@ -271,7 +284,7 @@ lsm::Db* Chain::Tail() {
   for (auto it = followers_.rbegin(); it != followers_.rend(); ++it) {
     if ((*it)->alive) return (*it)->db.get();
   }
-  return head_.get();
+  return head_db_;
 }
 
 Result<std::string> Chain::Get(std::string_view key) { return Tail()->Get(key); }
@@ -284,7 +297,7 @@ Status Chain::Drain() {
   // Until nothing moves: the head's jobs make edits, which followers apply,
   // and (all-compact) followers' own jobs.
   for (int round = 0; round < 1000; ++round) {
-    SLIP_RETURN_IF_ERROR(head_->WaitForIdle());
+    SLIP_RETURN_IF_ERROR(head_db_->WaitForIdle());
     bool moved = false;
     for (auto& f : followers_) {
       std::unique_lock<std::mutex> l(f->mu);
@@ -331,17 +344,87 @@ Status Chain::KillTail() {
   return Status::Ok();
 }
 
+Status Chain::KillHead() {
+  // No write is between the head and its successor while the head changes.
+  std::unique_lock<std::shared_mutex> writes(head_mu_);
+  Follower* next = nullptr;
+  {
+    std::lock_guard<std::mutex> chain(chain_mu_);
+    next = Next(head_pos_);
+    if (next == nullptr) return Status::InvalidArgument("the head has no successor to take over");
+    head_generation_++;  // the failed head's jobs ship and send nothing more
+  }
+  // The crash: the head's engine stops mid-job.
+  if (head_pos_ < 0) {
+    head_.reset();
+  } else {
+    followers_[static_cast<size_t>(head_pos_)]->db.reset();
+  }
+  // Its successor stops following; what was on its way to it is lost with
+  // the head (and was never acknowledged: only the tail acknowledges).
+  {
+    std::lock_guard<std::mutex> l(next->mu);
+    next->stop = true;
+  }
+  next->cv.notify_all();
+  next->thread.join();
+  std::vector<std::shared_ptr<Ack>> lost;
+  for (auto& item : next->queue) {
+    if (item.ack) lost.push_back(item.ack);
+  }
+  for (auto& [seq, item] : next->held) {
+    if (item.ack) lost.push_back(item.ack);
+  }
+  next->queue.clear();
+  next->held.clear();
+  for (auto& a : lost) a->Done(Status::Unavailable("the chain's head failed before the write reached its successor"));
+  {
+    std::lock_guard<std::mutex> chain(chain_mu_);
+    next->alive = false;
+    head_pos_ = next->index;
+    head_unacked_.clear();
+  }
+  // Its slot map is rebuilt from its own version: a slot a live table
+  // holds stays held by every follower; one the failed head shipped into
+  // for an edit nobody applied is free again (the paper leaves this open).
+  if (slot_map_) {
+    slot_map_->RemoveFollower(next->index);
+    std::vector<uint32_t> held;
+    const lsm::Version v = next->db->version();
+    for (int level = 0; level < lsm::kLevels; ++level) {
+      for (const auto& f : v.files(level)) {
+        if (f.slot != 0) held.push_back(f.slot);
+      }
+    }
+    slot_map_->Reconcile(held);
+  }
+  next->fs->TakeTables();
+  SLIP_RETURN_IF_ERROR(next->db->Promote(ShipHook(head_generation_.load()),
+                                         LoggedHook(head_generation_.load(), next->index)));
+  head_db_ = next->db.get();
+  std::lock_guard<std::mutex> order(order_mu_);
+  for (auto& [seq, item] : out_of_order_) {
+    if (item.ack) item.ack->Done(Status::Unavailable("the chain's head failed"));
+  }
+  out_of_order_.clear();
+  next_sequence_ = head_db_->stats().last_sequence + 1;
+  return Status::Ok();
+}
+
 std::vector<Chain::Replica> Chain::replicas() {
   std::vector<Replica> out;
   Replica h;
-  h.head = true;
-  h.db = head_->stats();
+  h.head = head_pos_ < 0;
+  h.alive = head_ != nullptr;
+  if (head_) h.db = head_->stats();
   h.read_bytes = head_io_.bytes_read.load();
   h.write_bytes = head_io_.bytes_written.load();
   out.push_back(h);
   for (auto& f : followers_) {
     Replica r;
-    r.alive = f->alive;
+    r.head = f->index == head_pos_;
+    r.alive = f->alive || r.head;
+    if (!f->db) continue;
     r.request_cpu_ns = f->cpu_ns.load();
     r.db = f->db->stats();
     r.read_bytes = f->io.bytes_read.load();

@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <variant>
@@ -58,6 +59,13 @@ class Chain {
   Result<std::string> Get(std::string_view key);
   Status Scan(std::string_view start, size_t count, std::vector<std::pair<std::string, std::string>>* out);
 
+  // The head dies (a crash: a job it was running is lost, and what was on
+  // its way to its successor); the successor becomes the head: it drops
+  // what it held, flushes its MemTables into tables of its own, ships them,
+  // and rebuilds the slot map from its version (a slot shipped into for an
+  // edit nobody applied is free again). Writes in flight fail (Unavailable);
+  // none acknowledged is lost.
+  Status KillHead();
   // Waits until every follower applied everything sent so far and no
   // engine has a flush or compaction due.
   Status Drain();
@@ -73,7 +81,7 @@ class Chain {
     uint64_t read_bytes = 0, write_bytes = 0;  // its device: its own files, and for a follower the slots shipped to it
   };
   std::vector<Replica> replicas();
-  lsm::Version head_version() const { return head_->version(); }
+  lsm::Version head_version() const { return head_db_->version(); }
   // Follower r (1: the head's successor).
   lsm::Version follower_version(int r) const { return followers_.at(static_cast<size_t>(r - 1))->db->version(); }
   uint64_t shipped_bytes() const { return shipped_bytes_.load(); }
@@ -113,13 +121,20 @@ class Chain {
   // acknowledges it when `from` is the tail.
   void Forward(int from, Item item);
   Status Ship(lsm::VersionEdit* edit, const std::vector<std::string_view>& contents);
+  // The head's hooks, inert once that head failed (`generation` passed).
+  lsm::DbOptions::ShipTables ShipHook(uint64_t generation);
+  lsm::DbOptions::EditLogged LoggedHook(uint64_t generation, int from);
   Follower* Next(int from);  // REQUIRES: chain_mu_ held
   lsm::Db* Tail();
 
   const ChainOptions options_;
   lsm::IoCounters head_io_;
   std::unique_ptr<lsm::FileSystem> head_fs_;
-  std::unique_ptr<lsm::Db> head_;
+  std::unique_ptr<lsm::Db> head_;  // the first head, until it fails
+  lsm::Db* head_db_ = nullptr;     // the head now: head_, or a promoted follower's
+  int head_pos_ = -1;              // -1: head_; else the follower promoted
+  std::atomic<uint64_t> head_generation_{0};
+  std::shared_mutex head_mu_;  // writes hold it shared; a head failing, alone
   std::vector<std::unique_ptr<Follower>> followers_;
   std::unique_ptr<SlotMap> slot_map_;
   std::atomic<uint64_t> shipped_bytes_{0}, ship_cpu_ns_{0};

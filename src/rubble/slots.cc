@@ -162,9 +162,13 @@ void SlotMap::RemoveFollower(int follower) {
   freed_.notify_all();
 }
 
-void SlotMap::MarkHeld(uint32_t slot) {
+void SlotMap::Reconcile(const std::vector<uint32_t>& held) {
   std::lock_guard<std::mutex> l(mu_);
-  if (slot != 0 && slot <= holders_.size()) holders_[slot - 1] = live_;
+  for (auto& h : holders_) h = 0;
+  for (uint32_t slot : held) {
+    if (slot != 0 && slot <= holders_.size()) holders_[slot - 1] = live_;
+  }
+  freed_.notify_all();
 }
 
 size_t SlotMap::free_slots() const {
@@ -218,8 +222,18 @@ Status SlotFileSystem::Adopt(const lsm::FileMeta& meta) {
   return Status::Ok();
 }
 
+void SlotFileSystem::TakeTables() {
+  std::lock_guard<std::mutex> l(mu_);
+  own_tables_ = true;
+}
+
 Result<std::unique_ptr<lsm::WritableFile>> SlotFileSystem::Create(const std::string& path, Kind kind) {
-  if (kind == Kind::kTable || TableNumber(path)) {
+  bool own;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    own = own_tables_;
+  }
+  if (!own && (kind == Kind::kTable || TableNumber(path))) {
     return Status::NotSupported("a follower writes no table (" + path + "): its slots are the head's to write");
   }
   return logs_->Create(path, kind);
@@ -229,6 +243,7 @@ Result<std::unique_ptr<lsm::RandomAccessFile>> SlotFileSystem::Open(const std::s
   if (auto n = TableNumber(path)) {
     std::lock_guard<std::mutex> l(mu_);
     auto it = tables_.find(*n);
+    if (it == tables_.end() && own_tables_) return logs_->Open(path, kind);
     if (it == tables_.end()) return Status::NotFound(path + ": in no slot");
     return std::unique_ptr<lsm::RandomAccessFile>(
         new SlotFile(image_, (it->second.slot - 1) * geometry_.slot_bytes, it->second.size));
@@ -242,6 +257,7 @@ Status SlotFileSystem::Remove(const std::string& path) {
     {
       std::lock_guard<std::mutex> l(mu_);
       auto it = tables_.find(*n);
+      if (it == tables_.end() && own_tables_) return logs_->Remove(path);
       if (it == tables_.end()) return Status::NotFound(path + ": in no slot");
       slot = it->second.slot;
       tables_.erase(it);

@@ -71,9 +71,9 @@ class SlotMap {
   void Release(int follower, uint32_t slot);
   // Follower `f` is gone: it holds nothing, now or later.
   void RemoveFollower(int follower);
-  // Marks `slot` held by every live follower (a head taking over from its
-  // predecessor's version).
-  void MarkHeld(uint32_t slot);
+  // A head taking over from its predecessor: exactly `held` (the slots its
+  // version's tables are in) are held, by every live follower.
+  void Reconcile(const std::vector<uint32_t>& held);
   size_t free_slots() const;
 
  private:
@@ -96,6 +96,9 @@ class SlotFileSystem final : public lsm::FileSystem {
                                                       lsm::IoCounters* counters = nullptr);
 
   Status Adopt(const lsm::FileMeta& meta);
+  // The follower became its chain's head: from now on it writes tables of
+  // its own, as files in its directory (its slots keep the ones it has).
+  void TakeTables();
 
   Result<std::unique_ptr<lsm::WritableFile>> Create(const std::string& path, Kind kind) override;
   Result<std::unique_ptr<lsm::RandomAccessFile>> Open(const std::string& path, Kind kind) override;
@@ -126,6 +129,7 @@ class SlotFileSystem final : public lsm::FileSystem {
     uint64_t size = 0;
   };
   std::map<uint64_t, Place> tables_;
+  bool own_tables_ = false;
 };
 
 }  // namespace slip::rubble

@@ -24,6 +24,14 @@ struct TempDir {
 
 const SlotGeometry kGeometry{.count = 4, .slot_bytes = 16 << 10};
 
+lsm::FileMeta Meta(uint64_t number, uint64_t size, uint32_t slot) {
+  lsm::FileMeta m;
+  m.number = number;
+  m.size = size;
+  m.slot = slot;
+  return m;
+}
+
 TEST(SlotsTest, AHeadWritesATableAndAFollowerReadsItBackAsAFileOfItsSize) {
   TempDir t;
   const std::string image = t.path + "/f.slots";
@@ -42,7 +50,7 @@ TEST(SlotsTest, AHeadWritesATableAndAFollowerReadsItBackAsAFileOfItsSize) {
   ASSERT_TRUE((*w)->Write(2, big).ok());
   ASSERT_TRUE((*w)->Write(2, small).ok());
   EXPECT_EQ(shipped.bytes_written.load(), 2 * kGeometry.slot_bytes) << "the slot is written whole (the padding)";
-  ASSERT_TRUE((*fs)->Adopt({.number = 7, .size = small.size(), .smallest = "", .largest = "", .slot = 2}).ok());
+  ASSERT_TRUE((*fs)->Adopt(Meta(7, small.size(), 2)).ok());
   auto f = (*fs)->Open(t.path + "/f/000007.sst", lsm::FileSystem::Kind::kTable);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   EXPECT_EQ((*f)->size(), small.size());
@@ -76,10 +84,10 @@ TEST(SlotsTest, WhatDoesNotFitOrDoesNotAddUpIsRefused) {
   ASSERT_TRUE(fs.ok());
   // A follower writes no table: the slots are the head's.
   EXPECT_TRUE((*fs)->Create(t.path + "/f/000009.sst", lsm::FileSystem::Kind::kTable).status().Is(Code::kNotSupported));
-  EXPECT_TRUE((*fs)->Adopt({.number = 1, .size = 10, .slot = 0}).Is(Code::kCorruption));
-  EXPECT_TRUE((*fs)->Adopt({.number = 1, .size = kGeometry.slot_bytes + 1, .slot = 1}).Is(Code::kCorruption));
-  ASSERT_TRUE((*fs)->Adopt({.number = 1, .size = 10, .slot = 3}).ok());
-  EXPECT_TRUE((*fs)->Adopt({.number = 2, .size = 10, .slot = 3}).Is(Code::kCorruption))
+  EXPECT_TRUE((*fs)->Adopt(Meta(1, 10, 0)).Is(Code::kCorruption));
+  EXPECT_TRUE((*fs)->Adopt(Meta(1, kGeometry.slot_bytes + 1, 1)).Is(Code::kCorruption));
+  ASSERT_TRUE((*fs)->Adopt(Meta(1, 10, 3)).ok());
+  EXPECT_TRUE((*fs)->Adopt(Meta(2, 10, 3)).Is(Code::kCorruption))
       << "a slot a live table holds is not shipped into";
   // The MANIFEST and friends are ordinary files in its directory.
   auto m = (*fs)->Create(t.path + "/f/MANIFEST-000001", lsm::FileSystem::Kind::kLog);
