@@ -23,7 +23,7 @@
 //
 //   rubble_bench [--replicas 2,3,4] [--records 200000] [--value-size 1000]
 //                [--threads 4] [--workloads load,a,b,c,d,e,f] [--ops N]
-//                [--dir /tmp] [--memtable-kb 4096] [--kill-tail]
+//                [--dir /tmp] [--memtable-kb 4096] [--batch 1] [--modes both] [--kill-tail]
 #include <sys/resource.h>
 #include <time.h>
 
@@ -67,9 +67,11 @@ struct Args {
   int threads = 4;
   std::vector<std::string> workloads = {"load"};
   uint64_t ops = 0;  // per workload after load (0: records / 2)
+  uint32_t batch = 1;  // load: records per chain write (the paper's client sends batches of up to 1000)
   std::string dir = "/tmp";
   uint64_t memtable_kb = 4096;
   bool kill_tail = false;
+  std::string modes = "both";  // both | rubble | all-compact (one, for profiling)
 };
 
 // Everything a phase measured, summed over a chain's replicas.
@@ -98,7 +100,8 @@ struct Phase {
   double head_jobs_s = 0, follower_jobs_s = 0;  // flush + compaction
   double compaction_s = 0;                      // all replicas' compaction alone
   double head_read = 0, head_write = 0, follower_read = 0, follower_write = 0;  // bytes per replica
-  double head_table_bytes = 0, shipped = 0, ship_cpu_s = 0;
+  double head_table_bytes = 0, shipped = 0, ship_cpu_s = 0, head_stall_s = 0;
+  uint64_t head_flushes = 0, head_compactions = 0, head_moves = 0;
   int followers = 0;
 };
 
@@ -121,6 +124,10 @@ Phase Diff(const std::string& name, uint64_t ops, const Sample& a, const Sample&
       p.head_jobs_s += jobs;
       p.head_read += rd;
       p.head_write += wr;
+      p.head_stall_s = static_cast<double>(y.db.stall_us - x.db.stall_us) / 1e6;
+      p.head_flushes = y.db.flushes - x.db.flushes;
+      p.head_compactions = y.db.compactions - x.db.compactions;
+      p.head_moves = y.db.trivial_moves - x.db.trivial_moves;
       p.head_table_bytes = static_cast<double>(y.db.flush_bytes + y.db.compaction_write_bytes - x.db.flush_bytes -
                                                x.db.compaction_write_bytes);
     } else if (y.alive) {
@@ -143,7 +150,7 @@ Phase Diff(const std::string& name, uint64_t ops, const Sample& a, const Sample&
 // Runs `ops` operations of `spec` on `threads` threads; returns the client
 // threads' CPU (the head's request role: the chain's Write runs there).
 double Drive(Chain& chain, const ycsb::WorkloadSpec& spec, ycsb::InsertCounter* inserts, uint64_t ops, int threads,
-             bool load, std::atomic<uint64_t>* done, std::atomic<int>* errors) {
+             bool load, uint32_t batch, std::atomic<uint64_t>* done, std::atomic<int>* errors) {
   std::atomic<uint64_t> next{0};
   std::atomic<double> cpu{0};
   std::vector<std::thread> ts;
@@ -154,11 +161,20 @@ double Drive(Chain& chain, const ycsb::WorkloadSpec& spec, ycsb::InsertCounter* 
       Random rng(1000 + t);
       std::vector<std::pair<std::string, std::string>> scan;
       uint64_t version = 0;
-      while (next.fetch_add(1) < ops) {
+      while (true) {
+        const uint64_t n = load ? batch : 1;
+        const uint64_t first = next.fetch_add(n);
+        if (first >= ops) break;
         Status s;
         if (load) {
-          const uint64_t r = inserts->Take();
-          s = chain.Put(gen.Key(r), gen.Value(r, 0));
+          lsm::WriteBatch b;
+          for (uint64_t i = first; i < std::min(ops, first + n); ++i) {
+            const uint64_t r = inserts->Take();
+            b.ops.push_back({lsm::ValueType::kValue, gen.Key(r), gen.Value(r, 0)});
+          }
+          const uint64_t count = b.ops.size();
+          s = chain.Write(std::move(b));
+          (*done) += count - 1;
         } else {
           const ycsb::Op op = gen.Next(rng);
           switch (op.type) {
@@ -208,19 +224,22 @@ ChainOptions Shape(const Args& a, const std::string& dir, Mode mode, int r) {
   o.db.level1_bytes = 4 * (a.memtable_kb << 10);
   o.db.wal = false;
   const uint64_t slot = ((a.memtable_kb << 10) * 17 / 16 + 4095) / 4096 * 4096;
-  // Enough slots for the data and the compactions in flight.
-  const uint64_t data = a.records * (a.value_size + 40) * 3;
-  o.slots = {.count = static_cast<uint32_t>(std::max<uint64_t>(64, data / slot + 64)), .slot_bytes = slot};
+  // Enough slots for the live data twice over (a compaction's outputs are
+  // shipped before its inputs are released) and the jobs in flight.
+  const uint64_t data = a.records * (a.value_size + 40) * 2;
+  o.slots = {.count = static_cast<uint32_t>(std::max<uint64_t>(64, data / slot + 32)), .slot_bytes = slot};
   return o;
 }
 
 void Print(int r, const char* mode, const Phase& p) {
   std::printf("  R=%d %-11s %-5s %8.0f ops/s  cpu %7.2f s  %8.0f ops/cpu-s  | head req %6.2f jobs %6.2f | "
               "followers req %6.2f jobs %6.2f | compaction %6.2f s (%4.1f%%) | io/replica MB head r %.0f w %.0f, "
-              "follower r %.0f w %.0f | shipped %.0f MB\n",
+              "follower r %.0f w %.0f | shipped %.0f MB | head stalled %.1f s, %llu flushes, %llu compactions, %llu moves\n",
               r, mode, p.workload.c_str(), p.ops / p.wall_s, p.cpu_s, p.ops / p.cpu_s, p.head_request_s,
               p.head_jobs_s, p.follower_request_s, p.follower_jobs_s, p.compaction_s, 100 * p.compaction_s / p.cpu_s,
-              p.head_read / 1e6, p.head_write / 1e6, p.follower_read / 1e6, p.follower_write / 1e6, p.shipped / 1e6);
+              p.head_read / 1e6, p.head_write / 1e6, p.follower_read / 1e6, p.follower_write / 1e6, p.shipped / 1e6,
+              p.head_stall_s, static_cast<unsigned long long>(p.head_flushes),
+              static_cast<unsigned long long>(p.head_compactions), static_cast<unsigned long long>(p.head_moves));
 }
 
 int KillTail(const Args& a) {
@@ -239,7 +258,7 @@ int KillTail(const Args& a) {
   ycsb::InsertCounter inserts(0);
   std::atomic<uint64_t> done{0};
   std::atomic<int> errors{0};
-  std::thread driver([&] { Drive(**chain, *spec, &inserts, a.records, a.threads, true, &done, &errors); });
+  std::thread driver([&] { Drive(**chain, *spec, &inserts, a.records, a.threads, true, a.batch, &done, &errors); });
   std::printf("B13: R=3 rubble, YCSB load of %llu x %u B, %d threads; the tail is killed at 1/3 of the records\n",
               static_cast<unsigned long long>(a.records), a.value_size, a.threads);
   uint64_t last = 0;
@@ -268,15 +287,16 @@ int KillTail(const Args& a) {
 
 int Main(const Args& a) {
   if (a.kill_tail) return KillTail(a);
-  std::printf("rubble_bench: %llu records x %u B values, %d client threads, MemTables/tables %llu KB, one process "
-              "per chain, %u cores\n",
-              static_cast<unsigned long long>(a.records), a.value_size, a.threads,
+  std::printf("rubble_bench: %llu records x %u B values, %d client threads (load in batches of %u), MemTables/tables "
+              "%llu KB, one process per chain, %u cores\n",
+              static_cast<unsigned long long>(a.records), a.value_size, a.threads, a.batch,
               static_cast<unsigned long long>(a.memtable_kb), std::thread::hardware_concurrency());
   for (int r : a.replicas) {
     Phase phases[2][8];
     size_t n = 0;
     for (Mode mode : {Mode::kAllCompact, Mode::kRubble}) {
       const int m = mode == Mode::kRubble ? 1 : 0;
+      if (a.modes != "both" && a.modes != (m ? "rubble" : "all-compact")) continue;
       const std::string dir = a.dir + "/rubble-bench-" + std::to_string(r) + (m ? "-rubble" : "-base");
       std::filesystem::remove_all(dir);
       auto chain = Chain::Open(Shape(a, dir, mode, r));
@@ -300,7 +320,7 @@ int Main(const Args& a) {
         std::atomic<uint64_t> done{0};
         std::atomic<int> errors{0};
         const Sample before = Take(**chain, client);
-        client += Drive(**chain, *spec, &inserts, ops, a.threads, load, &done, &errors);
+        client += Drive(**chain, *spec, &inserts, ops, a.threads, load, a.batch, &done, &errors);
         // The work a phase leaves (its flushes and compactions) is its own.
         if (Status s = (*chain)->Drain(); !s.ok()) std::fprintf(stderr, "drain: %s\n", s.ToString().c_str());
         const Sample after = Take(**chain, client);
@@ -312,6 +332,7 @@ int Main(const Args& a) {
       chain->reset();
       std::filesystem::remove_all(dir);
     }
+    if (a.modes != "both") continue;
     const Phase& b = phases[0][0];
     const Phase& rb = phases[1][0];
     std::printf("R=%d, %s:\n", r, b.workload.c_str());
@@ -380,6 +401,10 @@ int main(int argc, char** argv) {
       a.ops = std::strtoull(v, nullptr, 10);
     } else if (arg == "--dir") {
       a.dir = v;
+    } else if (arg == "--batch") {
+      a.batch = static_cast<uint32_t>(std::max(1ul, std::strtoul(v, nullptr, 10)));
+    } else if (arg == "--modes") {
+      a.modes = v;
     } else if (arg == "--memtable-kb") {
       a.memtable_kb = std::strtoull(v, nullptr, 10);
     } else {

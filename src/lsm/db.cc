@@ -381,7 +381,12 @@ Status Db::LogAndApply(std::unique_lock<std::mutex>& l, VersionEdit edit,
       }
     }
     s = ship_tables_(&edit, contents);
-    for (const auto& t : added) std::string().swap(t->contents);  // shipped: the memory goes
+    // Shipped: the buffers serve the next tables.
+    std::lock_guard<std::mutex> g(mu_);
+    for (const auto& t : added) {
+      if (spare_contents_.size() < 4) spare_contents_.push_back(std::move(t->contents));
+      std::string().swap(t->contents);
+    }
   }
   if (s.ok()) s = AppendEdit(manifest_.get(), edit);
   l.lock();
@@ -669,15 +674,16 @@ Status Db::FlushOldest(std::unique_lock<std::mutex>& l) {
   CompactionStats cs;
   std::vector<std::string> contents;
   Status s = WriteTables({source.get()}, CompactionOptions{}, &out, &cs, ship_tables_ ? &contents : nullptr);
-  std::shared_ptr<TableFile> table;
-  if (s.ok() && !out.empty()) {
-    auto t = OpenTable(out.front());
-    if (t.ok()) {
-      table = std::move(*t);
-      if (!contents.empty()) table->contents = std::move(contents.front());
-    } else {
+  // A MemTable larger than a table's target flushes into several.
+  std::vector<std::shared_ptr<TableFile>> added;
+  for (size_t i = 0; s.ok() && i < out.size(); ++i) {
+    auto t = OpenTable(out[i]);
+    if (!t.ok()) {
       s = t.status();
+      break;
     }
+    if (i < contents.size()) (*t)->contents = std::move(contents[i]);
+    added.push_back(std::move(*t));
   }
   l.lock();
   if (!s.ok()) return s;
@@ -691,8 +697,6 @@ Status Db::FlushOldest(std::unique_lock<std::mutex>& l) {
   } else if (options_.wal && mem_) {
     edit.log_number = mem_->wal;
   }
-  std::vector<std::shared_ptr<TableFile>> added;
-  if (table) added.push_back(table);
   SLIP_RETURN_IF_ERROR(LogAndApply(l, std::move(edit), std::move(added)));
   imm_.pop_front();
   InstallView();
@@ -940,7 +944,20 @@ Status Db::WriteTables(const std::vector<EntrySource*>& sources, const Compactio
       }
       SLIP_ASSIGN_OR_RETURN(file, fs_->Create(TablePath(meta.number), FileSystem::Kind::kTable));
       if (contents != nullptr) {
-        contents->emplace_back();
+        // A buffer a shipped table left, or a new one with room for a whole
+        // table (growing by doubling would copy each table twice more; a
+        // fresh 4 MB allocation costs a page fault per 4 KB).
+        {
+          std::lock_guard<std::mutex> g(mu_);
+          if (!spare_contents_.empty()) {
+            contents->push_back(std::move(spare_contents_.back()));
+            spare_contents_.pop_back();
+          } else {
+            contents->emplace_back();
+          }
+        }
+        contents->back().clear();
+        contents->back().reserve(options_.target_file_bytes + options_.target_file_bytes / 8);
         file = std::make_unique<TeeFile>(std::move(file), &contents->back());
       }
       builder = std::make_unique<TableBuilder>(options_.table, file.get());

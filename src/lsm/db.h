@@ -274,6 +274,7 @@ class Db {
   std::map<uint64_t, uint64_t> memtable_first_;
   std::map<uint64_t, VersionEdit> held_edits_;
   bool seeded_ = false;
+  std::vector<std::string> spare_contents_;  // a head's table buffers, reused once shipped
   // The role: a follower until promoted (then a head with these hooks).
   bool follower_;
   ShipTables ship_tables_;

@@ -107,6 +107,30 @@ TEST(DbTest, MatchesAModelAcrossFlushesCompactionsAndReopens) {
   }
 }
 
+// A MemTable larger than a table's target flushes into several tables,
+// every one of them installed (a head's flush used to install only the
+// first).
+TEST(DbTest, AMemTableLargerThanATableFlushesIntoSeveral) {
+  MemFileSystem fs;
+  DbOptions o = SmallOptions(&fs);
+  o.memtable_bytes = 64 << 10;
+  o.l0_compaction_trigger = 100;
+  o.l0_slowdown = 100;
+  o.l0_stop = 100;
+  auto db = Db::Open("/db", o);
+  ASSERT_TRUE(db.ok());
+  Model model;
+  for (int i = 0; i < 3000; ++i) {
+    const std::string k = KeyOf(i % 700), v = std::string(40, 'a' + i % 26);
+    ASSERT_TRUE((*db)->Put(k, v).ok());
+    model[k] = v;
+  }
+  ASSERT_TRUE((*db)->Flush().ok());
+  const Db::Stats s = (*db)->stats();
+  EXPECT_GT(s.files[0], s.flushes) << "some flush wrote more than one table";
+  ExpectMatches(**db, model, 700);
+}
+
 TEST(DbTest, CompactionToTheBottomDropsDeletedKeys) {
   MemFileSystem fs;
   auto db = Db::Open("/db", SmallOptions(&fs));
