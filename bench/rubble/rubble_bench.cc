@@ -13,6 +13,9 @@
 //   B6  write I/O per replica, rubble / baseline                (1.11/1.13/1.06)
 //   B7  shipped bytes / ((R-1) x the head's table bytes)        (~1.0; 17/16 with padding)
 //   B8  ops per CPU-second, rubble / baseline, per workload     (load 1.5x at R=3, C=1)
+//   B11 (--open-loop) p99 of updates and reads at offered rates, YCSB A
+//   B12 (--transport-mb) shipping 1 MB chunks one-sidedly vs through the
+//       follower's application: MB/s and CPU per GB on each side
 //   B13 (--kill-tail) throughput per 100 ms while the tail dies (never 0)
 //
 // CPU is the process's (getrusage), split into roles by thread CPU time:
@@ -23,9 +26,16 @@
 //
 //   rubble_bench [--replicas 2,3,4] [--records 200000] [--value-size 1000]
 //                [--threads 4] [--workloads load,a,b,c,d,e,f] [--ops N]
-//                [--dir /tmp] [--memtable-kb 4096] [--batch 1] [--modes both] [--kill-tail]
+//                [--dir /tmp] [--memtable-kb 4096] [--batch 1] [--modes both]
+//   rubble_bench --kill-tail [--records N] [--batch B]      (B13)
+//   rubble_bench --transport-mb 1024                         (B12)
+//   rubble_bench --open-loop 2000,5000,10000 [--ops N]      (B11)
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -38,6 +48,7 @@
 #include <vector>
 
 #include "bench/workload/workload.h"
+#include "common/histogram.h"
 #include "rubble/chain.h"
 
 namespace slip::rubble {
@@ -71,6 +82,8 @@ struct Args {
   std::string dir = "/tmp";
   uint64_t memtable_kb = 4096;
   bool kill_tail = false;
+  uint64_t transport_mb = 0;  // B12 instead: ship this many MB both ways
+  std::vector<double> rates;  // B11 instead: YCSB A open loop at these rates (ops/s)
   std::string modes = "both";  // both | rubble | all-compact (one, for profiling)
 };
 
@@ -242,6 +255,173 @@ void Print(int r, const char* mode, const Phase& p) {
               static_cast<unsigned long long>(p.head_compactions), static_cast<unsigned long long>(p.head_moves));
 }
 
+// B12 (the paper's Table 1): shipping 1 MB chunks to a follower's device
+// two ways. Direct: the head writes the follower's image itself (O_DIRECT |
+// O_DSYNC), the follower's CPU does nothing (NVMe-oF with target offload).
+// Two-sided: the follower's application receives each chunk over TCP
+// (loopback) and writes it itself (gRPC + write()). Per way: MB/s, and the
+// CPU each side spends per GB shipped.
+int Transport(const Args& a) {
+  const uint64_t chunk = 1 << 20, total = static_cast<uint64_t>(a.transport_mb) << 20;
+  const std::string dir = a.dir + "/rubble-bench-transport";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const SlotGeometry g{.count = static_cast<uint32_t>(total / chunk), .slot_bytes = chunk};
+  std::string data(chunk, 'x');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 131);
+  std::printf("B12: %llu MB in 1 MB chunks to a follower's device, durable per chunk (O_DIRECT | O_DSYNC)\n",
+              static_cast<unsigned long long>(a.transport_mb));
+
+  {  // Direct: one-sided.
+    if (Status s = CreateSlotImage(dir + "/direct.slots", g); !s.ok()) return 1;
+    auto w = SlotWriter::Open(dir + "/direct.slots", g);
+    if (!w.ok()) return 1;
+    const double t0 = Now(), c0 = ThreadCpuS();
+    for (uint32_t i = 1; i <= g.count; ++i) {
+      if (Status s = (*w)->Write(i, data); !s.ok()) return 1;
+    }
+    const double wall = Now() - t0, head = ThreadCpuS() - c0, gb = static_cast<double>(total) / 1e9;
+    std::printf("  direct      %7.0f MB/s   head %.2f core-s/GB   follower 0.00 core-s/GB (it runs no code)\n",
+                total / 1e6 / wall, head / gb);
+  }
+  {  // Two-sided: the follower's application receives and writes.
+    if (Status s = CreateSlotImage(dir + "/two-sided.slots", g); !s.ok()) return 1;
+    const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(listener, 1) != 0 ||
+        ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      std::perror("listen");
+      return 1;
+    }
+    std::atomic<double> follower_cpu{0};
+    std::thread follower([&] {
+      const double c0 = ThreadCpuS();
+      const int conn = ::accept(listener, nullptr, nullptr);
+      auto w = SlotWriter::Open(dir + "/two-sided.slots", g);
+      std::string buf(chunk, '\0');
+      for (uint32_t i = 1; i <= g.count && w.ok(); ++i) {
+        size_t got = 0;
+        while (got < chunk) {
+          const ssize_t r = ::recv(conn, buf.data() + got, chunk - got, 0);
+          if (r <= 0) break;
+          got += static_cast<size_t>(r);
+        }
+        if (!(*w)->Write(i, buf).ok()) break;
+        const char ack = 1;
+        (void)::send(conn, &ack, 1, 0);
+      }
+      ::close(conn);
+      follower_cpu = ThreadCpuS() - c0;
+    });
+    const int sock = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (::connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      std::perror("connect");
+      return 1;
+    }
+    const double t0 = Now(), c0 = ThreadCpuS();
+    for (uint32_t i = 1; i <= g.count; ++i) {
+      size_t sent = 0;
+      while (sent < chunk) {
+        const ssize_t w = ::send(sock, data.data() + sent, chunk - sent, 0);
+        if (w <= 0) break;
+        sent += static_cast<size_t>(w);
+      }
+      char ack;
+      if (::recv(sock, &ack, 1, 0) != 1) break;  // durable on the follower
+    }
+    const double wall = Now() - t0, head = ThreadCpuS() - c0;
+    follower.join();
+    ::close(sock);
+    ::close(listener);
+    const double gb = static_cast<double>(total) / 1e9;
+    std::printf("  two-sided   %7.0f MB/s   head %.2f core-s/GB   follower %.2f core-s/GB\n", total / 1e6 / wall,
+                head / gb, follower_cpu.load() / gb);
+  }
+  std::printf("  (paper, Table 1, both sides: gRPC+write() 1.51, NVMe/TCP 0.45, NVMe/RDMA 0.13 core-s/GB)\n");
+  std::filesystem::remove_all(dir);
+  return 0;
+}
+
+// B11: YCSB A open loop at R = 3 — each thread issues at its share of a
+// target rate, latency measured from when an operation was due (so a
+// stall counts against every operation it delays); p99 of updates and of
+// reads per rate, both modes, after the same load.
+int OpenLoop(const Args& a) {
+  std::printf("B11: YCSB A open loop, R=3, %llu records x %u B, %d threads, %llu ops per rate; p99 in us\n",
+              static_cast<unsigned long long>(a.records), a.value_size, a.threads,
+              static_cast<unsigned long long>(a.ops ? a.ops : a.records / 2));
+  for (Mode mode : {Mode::kAllCompact, Mode::kRubble}) {
+    const bool rubble = mode == Mode::kRubble;
+    const std::string dir = a.dir + "/rubble-bench-open";
+    std::filesystem::remove_all(dir);
+    auto chain = Chain::Open(Shape(a, dir, mode, 3));
+    if (!chain.ok()) return 1;
+    auto load = ycsb::StandardWorkload("load");
+    load->records = a.records;
+    load->sizes.value_bytes = a.value_size;
+    ycsb::InsertCounter inserts(0);
+    std::atomic<uint64_t> done{0};
+    std::atomic<int> errors{0};
+    Drive(**chain, *load, &inserts, a.records, a.threads, true, a.batch, &done, &errors);
+    (void)(*chain)->Drain();
+    auto spec = ycsb::StandardWorkload("a");
+    spec->records = a.records;
+    spec->sizes.value_bytes = a.value_size;
+    for (double rate : a.rates) {
+      const uint64_t ops = a.ops ? a.ops : a.records / 2;
+      const auto before = (*chain)->replicas();
+      Histogram reads, updates;
+      std::mutex mu;
+      std::vector<std::thread> ts;
+      const double start = Now() + 0.01;
+      for (int t = 0; t < a.threads; ++t) {
+        ts.emplace_back([&, t] {
+          ycsb::OpGenerator gen(*spec, &inserts);
+          Random rng(7000 + t);
+          Histogram r, u;
+          const double gap = a.threads / rate;
+          uint64_t version = 0;
+          for (uint64_t i = 0; i < ops / a.threads; ++i) {
+            const double due = start + (static_cast<double>(i) + rng.NextDouble()) * gap;
+            const double now = Now();
+            if (due > now) std::this_thread::sleep_for(std::chrono::duration<double>(due - now));
+            const ycsb::Op op = gen.Next(rng);
+            if (op.type == ycsb::OpType::kRead) {
+              (void)(*chain)->Get(gen.Key(op.record));
+              r.Record(static_cast<uint64_t>((Now() - due) * 1e6));
+            } else {
+              (void)(*chain)->Put(gen.Key(op.record), gen.Value(op.record, ++version));
+              u.Record(static_cast<uint64_t>((Now() - due) * 1e6));
+            }
+          }
+          std::lock_guard<std::mutex> l(mu);
+          reads.Merge(r);
+          updates.Merge(u);
+        });
+      }
+      for (auto& t : ts) t.join();
+      const auto after = (*chain)->replicas();
+      char line[320];
+      std::snprintf(line, sizeof line,
+                    "  %-11s %8.0f ops/s offered   update p50 %6llu p99 %8llu   read p50 %6llu p99 %8llu   (head "
+                    "stalled %.2f s)",
+                    rubble ? "rubble" : "all-compact", rate, static_cast<unsigned long long>(updates.Percentile(0.5)),
+                    static_cast<unsigned long long>(updates.Percentile(0.99)),
+                    static_cast<unsigned long long>(reads.Percentile(0.5)),
+                    static_cast<unsigned long long>(reads.Percentile(0.99)),
+                    static_cast<double>(after[0].db.stall_us - before[0].db.stall_us) / 1e6);
+      std::printf("%s\n", line);
+      std::fflush(stdout);
+    }
+    chain->reset();
+    std::filesystem::remove_all(dir);
+  }
+  return 0;
+}
+
 int KillTail(const Args& a) {
   // B13: R=3 rubble under the load workload; the tail dies a third of the
   // way in; throughput per 100 ms, never 0.
@@ -261,25 +441,34 @@ int KillTail(const Args& a) {
   std::thread driver([&] { Drive(**chain, *spec, &inserts, a.records, a.threads, true, a.batch, &done, &errors); });
   std::printf("B13: R=3 rubble, YCSB load of %llu x %u B, %d threads; the tail is killed at 1/3 of the records\n",
               static_cast<unsigned long long>(a.records), a.value_size, a.threads);
-  uint64_t last = 0;
-  bool killed = false;
-  double min_after = 1e18;
+  // Per 100 ms, and the lowest one-second window before and after the
+  // kill: writes also stall (level 0 full) with no failure at all.
+  std::vector<uint64_t> counts;  // done, every 100 ms
+  size_t kill_at = 0;
   const double t0 = Now();
   while (done.load() < a.records) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const uint64_t d = done.load();
-    const double rate = static_cast<double>(d - last) * 10;
-    last = d;
-    std::printf("  t=%5.1f s  %8.0f ops/s%s\n", Now() - t0, rate, killed ? "" : "");
-    if (killed && d < a.records) min_after = std::min(min_after, rate);
-    if (!killed && d >= a.records / 3) {
+    counts.push_back(d);
+    const uint64_t prev = counts.size() > 1 ? counts[counts.size() - 2] : 0;
+    std::printf("  t=%5.1f s  %8.0f ops/s\n", Now() - t0, static_cast<double>(d - prev) * 10);
+    if (kill_at == 0 && d >= a.records / 3) {
       if (Status s = (*chain)->KillTail(); !s.ok()) std::fprintf(stderr, "kill: %s\n", s.ToString().c_str());
-      killed = true;
+      kill_at = counts.size();
       std::printf("  -- tail killed; %d replicas live\n", (*chain)->live_replicas());
     }
   }
   driver.join();
-  std::printf("B13: lowest throughput after the kill %.0f ops/s (paper: never 0); %d errors\n", min_after, errors.load());
+  auto lowest_second = [&](size_t from, size_t to) {
+    double low = 1e18;
+    for (size_t i = from; i + 10 <= to; ++i) {
+      low = std::min(low, static_cast<double>(counts[i + 9] - (i > 0 ? counts[i - 1] : 0)));
+    }
+    return low;
+  };
+  std::printf("B13: lowest one-second throughput before the kill %.0f ops/s, after it %.0f ops/s (paper: never 0); "
+              "%d errors\n",
+              lowest_second(0, kill_at), lowest_second(kill_at, counts.size() - 1), errors.load());
   chain->reset();
   std::filesystem::remove_all(dir);
   return 0;
@@ -287,6 +476,8 @@ int KillTail(const Args& a) {
 
 int Main(const Args& a) {
   if (a.kill_tail) return KillTail(a);
+  if (a.transport_mb > 0) return Transport(a);
+  if (!a.rates.empty()) return OpenLoop(a);
   std::printf("rubble_bench: %llu records x %u B values, %d client threads (load in batches of %u), MemTables/tables "
               "%llu KB, one process per chain, %u cores\n",
               static_cast<unsigned long long>(a.records), a.value_size, a.threads, a.batch,
@@ -401,6 +592,10 @@ int main(int argc, char** argv) {
       a.ops = std::strtoull(v, nullptr, 10);
     } else if (arg == "--dir") {
       a.dir = v;
+    } else if (arg == "--open-loop") {
+      for (const auto& x : slip::rubble::Split(v)) a.rates.push_back(std::atof(x.c_str()));
+    } else if (arg == "--transport-mb") {
+      a.transport_mb = std::strtoull(v, nullptr, 10);
     } else if (arg == "--batch") {
       a.batch = static_cast<uint32_t>(std::max(1ul, std::strtoul(v, nullptr, 10)));
     } else if (arg == "--modes") {

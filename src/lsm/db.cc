@@ -356,6 +356,32 @@ Result<std::shared_ptr<Db::TableFile>> Db::OpenTable(const FileMeta& meta) {
 
 Status Db::LogAndApply(std::unique_lock<std::mutex>& l, VersionEdit edit,
                        std::vector<std::shared_ptr<TableFile>> added, bool as_given) {
+  Status s;
+  if (ship_tables_ && !added.empty() && !as_given) {
+    // The followers' copies are in place before any edit names them —
+    // shipped before this edit's turn, so a flush's edit does not wait
+    // behind a compaction's shipping. A table moved down a level is where
+    // it was.
+    l.unlock();
+    std::vector<std::string_view> contents(edit.added.size());
+    for (size_t i = 0; i < edit.added.size(); ++i) {
+      for (const auto& t : added) {
+        if (t->meta.number == edit.added[i].second.number) contents[i] = t->contents;
+      }
+    }
+    s = ship_tables_(&edit, contents);
+    l.lock();
+    // Shipped: the buffers serve the next tables.
+    for (const auto& t : added) {
+      if (spare_contents_.size() < 4) spare_contents_.push_back(std::move(t->contents));
+      std::string().swap(t->contents);
+    }
+    if (!s.ok()) {
+      bg_error_ = s;
+      done_cv_.notify_all();
+      return s;
+    }
+  }
   // Edits are logged one at a time: the version each is checked against
   // stays the current one while the lock is dropped for the sync.
   l.unlock();
@@ -370,30 +396,8 @@ Status Db::LogAndApply(std::unique_lock<std::mutex>& l, VersionEdit edit,
   Version next = version_;
   SLIP_RETURN_IF_ERROR(next.Apply(edit));
   l.unlock();
-  Status s;
-  if (ship_tables_ && !added.empty() && !as_given) {
-    // The followers' copies are in place before any edit names them. A
-    // table moved down a level is where it was.
-    std::vector<std::string_view> contents(edit.added.size());
-    for (size_t i = 0; i < edit.added.size(); ++i) {
-      for (const auto& t : added) {
-        if (t->meta.number == edit.added[i].second.number) contents[i] = t->contents;
-      }
-    }
-    s = ship_tables_(&edit, contents);
-    // Shipped: the buffers serve the next tables.
-    std::lock_guard<std::mutex> g(mu_);
-    for (const auto& t : added) {
-      if (spare_contents_.size() < 4) spare_contents_.push_back(std::move(t->contents));
-      std::string().swap(t->contents);
-    }
-  }
-  if (s.ok()) s = AppendEdit(manifest_.get(), edit);
+  s = AppendEdit(manifest_.get(), edit);
   l.lock();
-  if (s.ok()) {
-    next = version_;  // the slots the shipping chose
-    s = next.Apply(edit);
-  }
   if (!s.ok()) {
     // The MANIFEST may hold the edit or not: only a reopen can tell.
     bg_error_ = s;

@@ -130,8 +130,11 @@ int Chain::live_replicas() const {
   return n;
 }
 
-void Chain::Forward(int from, Item item) {
+void Chain::Forward(int from, Item item, std::optional<uint64_t> generation) {
   std::lock_guard<std::mutex> chain(chain_mu_);
+  // Checked under the lock KillHead changes heads under: a failed head's
+  // last edit does not slip past its successor.
+  if (generation && *generation != head_generation_.load()) return;
   Follower* next = Next(from);
   if (next == nullptr) {
     if (item.ack) item.ack->Done(Status::Ok());  // the tail applied it
@@ -240,9 +243,7 @@ lsm::DbOptions::ShipTables Chain::ShipHook(uint64_t generation) {
 }
 
 lsm::DbOptions::EditLogged Chain::LoggedHook(uint64_t generation, int from) {
-  return [this, generation, from](const lsm::VersionEdit& e) {
-    if (generation == head_generation_.load()) Forward(from, Item{e, nullptr});
-  };
+  return [this, generation, from](const lsm::VersionEdit& e) { Forward(from, Item{e, nullptr}, generation); };
 }
 
 Status Chain::Write(lsm::WriteBatch batch) {

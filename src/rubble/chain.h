@@ -117,9 +117,10 @@ class Chain {
   explicit Chain(const ChainOptions& o) : options_(o) {}
   Status Start();
   void Run(Follower* f);
-  // Passes `item` to the follower after `from` (-1: the head), or
-  // acknowledges it when `from` is the tail.
-  void Forward(int from, Item item);
+  // Passes `item` to the follower after `from` (-1: the first head), or
+  // acknowledges it when `from` is the tail; nothing when `generation` is
+  // given and a head failed since.
+  void Forward(int from, Item item, std::optional<uint64_t> generation = std::nullopt);
   Status Ship(lsm::VersionEdit* edit, const std::vector<std::string_view>& contents);
   // The head's hooks, inert once that head failed (`generation` passed).
   lsm::DbOptions::ShipTables ShipHook(uint64_t generation);

@@ -96,7 +96,7 @@ Result<std::unique_ptr<SlotWriter>> SlotWriter::Open(const std::string& image, c
 
 SlotWriter::~SlotWriter() {
   ::close(fd_);
-  std::free(buffer_);
+  for (auto& [buf, dirty] : free_) std::free(buf);
 }
 
 Status SlotWriter::Write(uint32_t slot, std::string_view table) {
@@ -105,18 +105,34 @@ Status SlotWriter::Write(uint32_t slot, std::string_view table) {
     return Status::TooLarge("a table of " + std::to_string(table.size()) + " bytes for a slot of " +
                             std::to_string(geometry_.slot_bytes));
   }
-  // The whole slot in one aligned buffer, kept between writes (a fresh
-  // 4 MB allocation costs its page faults each time): the table, then
-  // zeros where the last table was longer.
-  if (buffer_ == nullptr) {
-    buffer_ = static_cast<char*>(std::aligned_alloc(kAlign, geometry_.slot_bytes));
-    if (buffer_ == nullptr) return Status::NoSpace("no memory for a slot's buffer");
-    std::memset(buffer_, 0, geometry_.slot_bytes);
+  // The whole slot in one aligned buffer: the table, then zeros. Buffers
+  // are kept between writes (a fresh 4 MB allocation costs its page
+  // faults), one per write in flight: a flush ships while a compaction does.
+  char* buf = nullptr;
+  size_t dirty = geometry_.slot_bytes;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!free_.empty()) {
+      buf = free_.back().first;
+      dirty = free_.back().second;
+      free_.pop_back();
+    }
   }
-  char* buf = buffer_;
+  if (buf == nullptr) {
+    buf = static_cast<char*>(std::aligned_alloc(kAlign, geometry_.slot_bytes));
+    if (buf == nullptr) return Status::NoSpace("no memory for a slot's buffer");
+  }
   std::memcpy(buf, table.data(), table.size());
-  if (dirty_ > table.size()) std::memset(buf + table.size(), 0, dirty_ - table.size());
-  dirty_ = table.size();
+  if (dirty > table.size()) std::memset(buf + table.size(), 0, dirty - table.size());
+  struct Return {
+    SlotWriter* w;
+    char* buf;
+    size_t dirty;
+    ~Return() {
+      std::lock_guard<std::mutex> l(w->mu_);
+      w->free_.emplace_back(buf, dirty);
+    }
+  } give_back{this, buf, table.size()};
   SLIP_RETURN_IF_ERROR(
       PwriteAll(fd_, buf, geometry_.slot_bytes, (slot - 1) * geometry_.slot_bytes, "slot " + std::to_string(slot)));
   if (counters_ != nullptr) {

@@ -48,7 +48,7 @@ class SlotWriter {
   ~SlotWriter();
   // Writes `table` at the start of `slot` and zeros after it to the slot's
   // end (a reused slot keeps nothing of its last table); durable when it
-  // returns. TooLarge when the table does not fit. One writer at a time.
+  // returns. TooLarge when the table does not fit. Thread-safe.
   Status Write(uint32_t slot, std::string_view table);
 
  private:
@@ -56,8 +56,10 @@ class SlotWriter {
   const int fd_;
   const SlotGeometry geometry_;
   lsm::IoCounters* const counters_;
-  char* buffer_ = nullptr;  // slot_bytes, aligned; zero past `dirty_`
-  size_t dirty_ = 0;
+  std::mutex mu_;
+  // Slot buffers (aligned) not in use, each with how much of it is not
+  // zero (nothing past that was written).
+  std::vector<std::pair<char*, size_t>> free_;
 };
 
 // The head's record of which follower holds which slot: a bit per follower
