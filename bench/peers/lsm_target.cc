@@ -4,8 +4,6 @@
 // blocks, 10 Bloom bits per key, no compression, 4 MB MemTables and files,
 // level 0 compacting at 4 files, 16 MB at level 1, a 64 MB block cache
 // (lsm::DbOptions' defaults; the rocksdb target is set to the same).
-#include <filesystem>
-
 #include "bench/peers/peers.h"
 #include "bench/peers/server_process.h"
 #include "lsm/db.h"
@@ -63,15 +61,7 @@ class LsmTarget final : public KvTarget {
 
 Result<std::unique_ptr<KvTarget>> MakeLsmTarget(const LsmTargetOptions& o) {
   std::unique_ptr<TempDir> tmp;
-  std::string dir = o.dir;
-  if (dir.empty()) {
-    SLIP_ASSIGN_OR_RETURN(tmp, TempDir::Create("slip-bench-lsm-"));
-    dir = tmp->path() + "/lsm";
-  } else {
-    dir += "/lsm";  // a fresh database per run
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
+  SLIP_ASSIGN_OR_RETURN(std::string dir, FreshDatabaseDir(o.dir, "lsm", &tmp));
   SLIP_ASSIGN_OR_RETURN(auto db, lsm::Db::Open(dir, lsm::DbOptions{}));
   return std::unique_ptr<KvTarget>(new LsmTarget(std::move(tmp), dir, std::move(db)));
 }

@@ -91,16 +91,7 @@ class RocksDbTarget final : public KvTarget {
 
 Result<std::unique_ptr<KvTarget>> MakeRocksDbTarget(const RocksDbTargetOptions& o) {
   std::unique_ptr<TempDir> tmp;
-  std::string dir = o.dir;
-  if (dir.empty()) {
-    SLIP_ASSIGN_OR_RETURN(tmp, TempDir::Create("slip-bench-rocksdb-"));
-    dir = tmp->path();
-  } else {
-    // A fresh database per run, so results do not depend on earlier runs.
-    dir += "/rocksdb";
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
+  SLIP_ASSIGN_OR_RETURN(std::string dir, FreshDatabaseDir(o.dir, "rocksdb", &tmp));
   rocksdb::Options options;
   options.create_if_missing = true;
   // The shape of Slipstream's LSM engine (the lsm target), so the two

@@ -153,4 +153,16 @@ std::string ServerProcess::LogTail() const {
   return last.empty() ? "(empty log " + log_ + ")" : last;
 }
 
+Result<std::string> FreshDatabaseDir(const std::string& dir, const std::string& name, std::unique_ptr<TempDir>* tmp) {
+  if (dir.empty()) {
+    SLIP_ASSIGN_OR_RETURN(*tmp, TempDir::Create("slip-bench-" + name + "-"));
+    return (*tmp)->path();
+  }
+  // A fresh database per run, so results do not depend on earlier runs.
+  const std::string fresh = dir + "/" + name;
+  std::error_code ec;
+  std::filesystem::remove_all(fresh, ec);
+  return fresh;
+}
+
 }  // namespace slip::bench

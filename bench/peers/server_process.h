@@ -33,6 +33,10 @@ class TempDir {
   std::string path_;
 };
 
+// A database directory of a fresh run: `<dir>/<name>` emptied, or (no
+// `dir`) a new temporary directory kept alive by `*tmp`.
+Result<std::string> FreshDatabaseDir(const std::string& dir, const std::string& name, std::unique_ptr<TempDir>* tmp);
+
 // `n` distinct TCP ports that were free on 127.0.0.1 a moment ago (the
 // kernel's choice for port 0). Another process may still take one before
 // the server binds it; starting then fails with a clear error.

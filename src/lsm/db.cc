@@ -1,25 +1,19 @@
 #include "lsm/db.h"
 
 #include <pthread.h>
-#include <time.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
 
+#include "common/cpu_time.h"
 #include "lsm/iterator.h"
 #include "lsm/merge.h"
 
 namespace slip::lsm {
 
 namespace {
-
-uint64_t ThreadCpuNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 uint64_t NowUs() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -337,6 +331,22 @@ void Db::RemoveObsoleteFiles() {
     }
     if (remove) (void)fs_->Remove(dir_ + "/" + name);
   }
+}
+
+Status Db::OpenOutputs(const std::vector<FileMeta>& out, std::vector<std::string>* contents,
+                       std::vector<std::shared_ptr<TableFile>>* added) {
+  for (size_t i = 0; i < out.size(); ++i) {
+    auto t = OpenTable(out[i]);
+    if (!t.ok()) {
+      // The ones opened go with their files: no edit will name them.
+      for (auto& a : *added) a->obsolete = true;
+      added->clear();
+      return t.status();
+    }
+    if (i < contents->size()) (*t)->contents = std::move((*contents)[i]);
+    added->push_back(std::move(*t));
+  }
+  return Status::Ok();
 }
 
 Result<std::shared_ptr<Db::TableFile>> Db::OpenTable(const FileMeta& meta) {
@@ -672,7 +682,7 @@ void Db::BackgroundLoop(bool flusher) {
 Status Db::FlushOldest(std::unique_lock<std::mutex>& l) {
   const std::shared_ptr<Mem> mem = imm_.front();
   l.unlock();
-  const uint64_t cpu0 = ThreadCpuNs();
+  const uint64_t cpu0 = ThreadCpuNanos();
   auto source = MemTableSource(*mem->table);
   std::vector<FileMeta> out;
   CompactionStats cs;
@@ -680,15 +690,7 @@ Status Db::FlushOldest(std::unique_lock<std::mutex>& l) {
   Status s = WriteTables({source.get()}, CompactionOptions{}, &out, &cs, ship_tables_ ? &contents : nullptr);
   // A MemTable larger than a table's target flushes into several.
   std::vector<std::shared_ptr<TableFile>> added;
-  for (size_t i = 0; s.ok() && i < out.size(); ++i) {
-    auto t = OpenTable(out[i]);
-    if (!t.ok()) {
-      s = t.status();
-      break;
-    }
-    if (i < contents.size()) (*t)->contents = std::move(contents[i]);
-    added.push_back(std::move(*t));
-  }
+  if (s.ok()) s = OpenOutputs(out, &contents, &added);
   l.lock();
   if (!s.ok()) return s;
   VersionEdit edit;
@@ -706,7 +708,7 @@ Status Db::FlushOldest(std::unique_lock<std::mutex>& l) {
   InstallView();
   stats_.flushes += 1;
   for (const auto& f : out) stats_.flush_bytes += f.size;
-  stats_.flush_cpu_ns += ThreadCpuNs() - cpu0;  // shipping the table included
+  stats_.flush_cpu_ns += ThreadCpuNanos() - cpu0;  // shipping the table included
   if (mem->wal != 0) (void)fs_->Remove(WalPath(mem->wal));
   return Status::Ok();
 }
@@ -851,7 +853,7 @@ Status Db::RunCompaction(std::unique_lock<std::mutex>& l, const Compaction& comp
   }
 
   l.unlock();
-  const uint64_t cpu0 = ThreadCpuNs();
+  const uint64_t cpu0 = ThreadCpuNanos();
   // Each input read front to back in 1 MB chunks, bypassing the block
   // cache (a compaction's blocks are read once; caching them would evict
   // what readers use).
@@ -889,16 +891,7 @@ Status Db::RunCompaction(std::unique_lock<std::mutex>& l, const Compaction& comp
   std::vector<std::string> contents;
   if (s.ok()) s = WriteTables(sources, co, &out, &cs, ship_tables_ ? &contents : nullptr);
   std::vector<std::shared_ptr<TableFile>> added;
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (!s.ok()) break;
-    auto t = OpenTable(out[i]);
-    if (!t.ok()) {
-      s = t.status();
-      break;
-    }
-    if (i < contents.size()) (*t)->contents = std::move(contents[i]);
-    added.push_back(std::move(*t));
-  }
+  if (s.ok()) s = OpenOutputs(out, &contents, &added);
   l.lock();
   if (!s.ok()) {
     for (auto& t : added) t->obsolete = true;
@@ -912,7 +905,7 @@ Status Db::RunCompaction(std::unique_lock<std::mutex>& l, const Compaction& comp
   stats_.compactions += 1;
   stats_.compaction_read_bytes += read_bytes;
   stats_.compaction_write_bytes += written;
-  stats_.compaction_cpu_ns += ThreadCpuNs() - cpu0;  // shipping the tables included
+  stats_.compaction_cpu_ns += ThreadCpuNanos() - cpu0;  // shipping the tables included
   return Status::Ok();
 }
 

@@ -224,6 +224,9 @@ class Db {
   Status WriteTables(const std::vector<EntrySource*>& sources, const CompactionOptions& co, std::vector<FileMeta>* out,
                      CompactionStats* stats, std::vector<std::string>* contents = nullptr);
   Result<std::shared_ptr<TableFile>> OpenTable(const FileMeta& meta);
+  // A job's new tables, opened (each with its shipping copy from `contents`).
+  Status OpenOutputs(const std::vector<FileMeta>& out, std::vector<std::string>* contents,
+                     std::vector<std::shared_ptr<TableFile>>* added);
   // Logs `edit` (its id assigned here) and installs the version with
   // `files` added. Called with `l` held; drops it while the MANIFEST syncs.
   // A follower's edit keeps the head's id and fields (`as_given`).

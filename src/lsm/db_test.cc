@@ -84,7 +84,9 @@ TEST(DbTest, MatchesAModelAcrossFlushesCompactionsAndReopens) {
           auto got = (*db)->Get(k);
           auto it = model.find(k);
           ASSERT_EQ(got.ok(), it != model.end()) << k;
-          if (got.ok()) ASSERT_EQ(*got, it->second);
+          if (got.ok()) {
+            ASSERT_EQ(*got, it->second);
+          }
         } else {
           std::vector<std::pair<std::string, std::string>> out;
           ASSERT_TRUE((*db)->Scan(k, 10, &out).ok());

@@ -1,6 +1,6 @@
 #include "rubble/chain.h"
 
-#include <time.h>
+#include "common/cpu_time.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -8,15 +8,6 @@
 
 namespace slip::rubble {
 
-namespace {
-
-uint64_t ThreadCpuNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-}  // namespace
 
 struct Chain::Ack {
   std::mutex mu;
@@ -165,7 +156,7 @@ void Chain::Run(Follower* f) {
       f->queue.pop_front();
       f->busy = true;
     }
-    const uint64_t t0 = ThreadCpuNs();
+    const uint64_t t0 = ThreadCpuNanos();
     Status s;
     std::vector<uint64_t> visible;
     auto* w = std::get_if<std::pair<lsm::WriteBatch, lsm::WriteTicket>>(&item.what);
@@ -177,7 +168,7 @@ void Chain::Run(Follower* f) {
     } else {
       s = f->db->InstallEdit(std::get<lsm::VersionEdit>(item.what), &visible);
     }
-    f->cpu_ns += ThreadCpuNs() - t0;
+    f->cpu_ns += ThreadCpuNanos() - t0;
     if (!s.ok()) {
       // A replica that cannot apply what its head sent has diverged: the
       // write fails rather than be acknowledged by a chain that lacks it.
@@ -204,11 +195,11 @@ void Chain::Run(Follower* f) {
 }
 
 Status Chain::Ship(lsm::VersionEdit* edit, const std::vector<std::string_view>& contents) {
-  const uint64_t t0 = ThreadCpuNs();
+  const uint64_t t0 = ThreadCpuNanos();
   struct Count {
     std::atomic<uint64_t>* total;
     uint64_t t0;
-    ~Count() { *total += ThreadCpuNs() - t0; }
+    ~Count() { *total += ThreadCpuNanos() - t0; }
   } count{&ship_cpu_ns_, t0};
   size_t tables = 0;
   for (const auto& c : contents) tables += !c.empty();
