@@ -1139,12 +1139,13 @@ Status Db::Seed(const FollowerSeed& seed) {
     }
   }
   last_sequence_ = seed.last_sequence;
+  applied_through_ = seed.last_sequence;
   seeded_ = true;
   InstallView();
   return ApplyHeld(l);
 }
 
-Status Db::ApplyReplicated(WriteBatch batch, const WriteTicket& ticket, std::vector<uint64_t>* visible) {
+Status Db::ApplyReplicated(WriteBatch batch, const WriteTicket& ticket, Applied* applied) {
   if (!follower_) return Status::InvalidArgument("only a follower applies the head's writes");
   if (batch.ops.empty()) return Status::Ok();
   if (ticket.sequence == 0 || ticket.memtable == 0 || ticket.memtable_first > ticket.sequence) {
@@ -1153,21 +1154,38 @@ Status Db::ApplyReplicated(WriteBatch batch, const WriteTicket& ticket, std::vec
   batch.sequence = ticket.sequence;
   std::unique_lock<std::mutex> l(mu_);
   SLIP_RETURN_IF_ERROR(bg_error_);
+  if (seeded_ && (ticket.sequence <= applied_through_ || applied_ahead_.contains(ticket.sequence))) {
+    // A write this replica has: its predecessor resends what it is not
+    // sure got past a replica that failed. Readable here already.
+    if (applied != nullptr) applied->writes.push_back(ticket.sequence);
+    return Status::Ok();
+  }
+  if (held_sequences_.contains(ticket.sequence)) return Status::Ok();
   if (seeded_ && ticket.memtable < mem_->id) {
     return Status::InvalidArgument("a write for MemTable " + std::to_string(ticket.memtable) + ", sealed here");
   }
   memtable_first_[ticket.memtable] = ticket.memtable_first;
   if (!seeded_ || ticket.memtable > mem_->id) {
+    held_sequences_.insert(batch.sequence);
     held_writes_[ticket.memtable].push_back(std::move(batch));
     return Status::Ok();
   }
   AddToMem(mem_.get(), batch);
+  MarkApplied(batch.sequence, batch.ops.size());
   mem_->ops += batch.ops.size();
   last_sequence_.store(std::max(last_sequence_.load(), batch.sequence + batch.ops.size() - 1),
                        std::memory_order_release);
   stats_.writes += 1;
-  if (visible != nullptr) visible->push_back(batch.sequence);
-  return ApplyHeld(l, visible);
+  if (applied != nullptr) applied->writes.push_back(batch.sequence);
+  return ApplyHeld(l, applied);
+}
+
+void Db::MarkApplied(uint64_t sequence, uint64_t ops) {
+  applied_ahead_[sequence] = ops;
+  while (!applied_ahead_.empty() && applied_ahead_.begin()->first == applied_through_ + 1) {
+    applied_through_ += applied_ahead_.begin()->second;
+    applied_ahead_.erase(applied_ahead_.begin());
+  }
 }
 
 Status Db::Promote(ShipTables ship, EditLogged logged) {
@@ -1176,6 +1194,7 @@ Status Db::Promote(ShipTables ship, EditLogged logged) {
   SLIP_RETURN_IF_ERROR(bg_error_);
   // What is held was never readable here, so never acknowledged: it goes.
   held_writes_.clear();
+  held_sequences_.clear();
   held_edits_.clear();
   memtable_first_.clear();
   follower_ = false;
@@ -1199,12 +1218,17 @@ Status Db::Promote(ShipTables ship, EditLogged logged) {
   return Status::Ok();
 }
 
-Status Db::InstallEdit(VersionEdit edit, std::vector<uint64_t>* visible) {
+Status Db::InstallEdit(VersionEdit edit, Applied* applied) {
   if (!follower_) return Status::InvalidArgument("only a follower installs the head's edits");
   if (edit.snapshot) return Status::InvalidArgument("a snapshot edit seeds (Seed), it is not installed");
   std::unique_lock<std::mutex> l(mu_);
   SLIP_RETURN_IF_ERROR(bg_error_);
-  if (seeded_ && edit.id <= version_.last_edit()) return Status::Ok();  // applied already
+  if (seeded_ && edit.id <= version_.last_edit()) {
+    // Applied already (resent after a failure): passed on again, as a
+    // resent write is.
+    if (applied != nullptr) applied->edits.push_back(edit.id);
+    return Status::Ok();
+  }
   if (edit.flushed_memtable && !edit.added.empty()) {
     // A flush's table holds its MemTable's newest write (nothing in the
     // MemTable shadows it): the next MemTable starts after it. A quiet
@@ -1214,10 +1238,10 @@ Status Db::InstallEdit(VersionEdit edit, std::vector<uint64_t>* visible) {
     memtable_first_.emplace(*edit.flushed_memtable + 1, largest + 1);
   }
   held_edits_[edit.id] = std::move(edit);
-  return ApplyHeld(l, visible);
+  return ApplyHeld(l, applied);
 }
 
-Status Db::ApplyHeld(std::unique_lock<std::mutex>& l, std::vector<uint64_t>* visible) {
+Status Db::ApplyHeld(std::unique_lock<std::mutex>& l, Applied* applied) {
   if (!seeded_) return Status::Ok();
   while (true) {
     // The active MemTable is whole once it holds every sequence before the
@@ -1233,10 +1257,12 @@ Status Db::ApplyHeld(std::unique_lock<std::mutex>& l, std::vector<uint64_t>* vis
       if (auto held = held_writes_.find(mem_->id); held != held_writes_.end()) {
         for (const WriteBatch& b : held->second) {
           AddToMem(mem_.get(), b);
+          MarkApplied(b.sequence, b.ops.size());
+          held_sequences_.erase(b.sequence);
           mem_->ops += b.ops.size();
           last_sequence_.store(std::max(last_sequence_.load(), b.sequence + b.ops.size() - 1));
           stats_.writes += 1;
-          if (visible != nullptr) visible->push_back(b.sequence);
+          if (applied != nullptr) applied->writes.push_back(b.sequence);
         }
         held_writes_.erase(held);
       }
@@ -1267,7 +1293,9 @@ Status Db::ApplyHeld(std::unique_lock<std::mutex>& l, std::vector<uint64_t>* vis
       added.push_back(std::move(*t));
     }
     const std::optional<uint64_t> flushed = edit.flushed_memtable;
+    const uint64_t id = edit.id;
     SLIP_RETURN_IF_ERROR(LogAndApply(l, std::move(edit), std::move(added), /*as_given=*/true));
+    if (applied != nullptr) applied->edits.push_back(id);
     if (flushed) {
       // Its writes are in the table now: the MemTable goes, unflushed.
       while (!imm_.empty() && imm_.front()->id <= *flushed) imm_.pop_front();

@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -97,6 +98,15 @@ struct WriteTicket {
   uint64_t memtable_first = 0;  // that MemTable's first sequence
 };
 
+// What a follower's call made take effect, in order: the writes now
+// readable (their first sequences) and the edits applied (their ids). Only
+// these may be passed down the chain (or, at the tail, acknowledged): a
+// write or edit held for later is not, so a successor never has what its
+// predecessor might drop.
+struct Applied {
+  std::vector<uint64_t> writes, edits;
+};
+
 // What a follower starts from: the head's version, its MemTables' ids and
 // first sequences and their writes up to `last_sequence`. Writes after it
 // and edits after the version's follow.
@@ -138,15 +148,15 @@ class Db {
   // MemTable the ticket names, or holds it until that MemTable is the
   // active one. A MemTable is sealed once it holds every sequence below the
   // next one's first (which the first write of the next one tells).
-  // `visible` gets the first sequence of each batch this call made
-  // readable (this one, held ones it released): only those may be passed
-  // on or acknowledged.
-  Status ApplyReplicated(WriteBatch batch, const WriteTicket& ticket, std::vector<uint64_t>* visible = nullptr);
+  // `applied` gets what this call made take effect (this write, held ones
+  // it released, held edits that could then apply). A write it has already
+  // (resent after a failure) is reported again and changes nothing.
+  Status ApplyReplicated(WriteBatch batch, const WriteTicket& ticket, Applied* applied = nullptr);
   // Follower: applies `edit` once every edit before it is applied and — a
   // flush's — once the MemTable it holds is sealed here (then drops that
-  // MemTable unflushed); holds it until then. An edit applied already is
-  // ignored.
-  Status InstallEdit(VersionEdit edit, std::vector<uint64_t>* visible = nullptr);
+  // MemTable unflushed); holds it until then. An edit applied already
+  // changes nothing (and is reported applied again).
+  Status InstallEdit(VersionEdit edit, Applied* applied = nullptr);
   // Follower: becomes the chain's head (its head failed): drops what it
   // holds (never readable, so never acknowledged), flushes its MemTables
   // into tables of its own (through `fs`, which must take them now) and
@@ -233,8 +243,9 @@ class Db {
   Status LogAndApply(std::unique_lock<std::mutex>& l, VersionEdit edit,
                      std::vector<std::shared_ptr<TableFile>> added, bool as_given = false);
   // Follower: applies what is held while its turn has come.
-  Status ApplyHeld(std::unique_lock<std::mutex>& l, std::vector<uint64_t>* visible = nullptr);
+  Status ApplyHeld(std::unique_lock<std::mutex>& l, Applied* applied = nullptr);
   void AddToMem(Mem* mem, const WriteBatch& b);
+  void MarkApplied(uint64_t sequence, uint64_t ops);  // REQUIRES: mu_ held
   Status NewManifest(const Version& base);
   void InstallView();  // REQUIRES: mu_ held
   std::shared_ptr<const View> CurrentView() const;
@@ -276,6 +287,12 @@ class Db {
   std::map<uint64_t, std::vector<WriteBatch>> held_writes_;
   std::map<uint64_t, uint64_t> memtable_first_;
   std::map<uint64_t, VersionEdit> held_edits_;
+  std::set<uint64_t> held_sequences_;  // the first sequences of held_writes_' batches
+  // Follower: every sequence up to applied_through_ is applied, and the
+  // batches (first sequence -> ops) applied beyond it: a resent write is
+  // recognised.
+  uint64_t applied_through_ = 0;
+  std::map<uint64_t, uint64_t> applied_ahead_;
   bool seeded_ = false;
   std::vector<std::string> spare_contents_;  // a head's table buffers, reused once shipped
   // The role: a follower until promoted (then a head with these hooks).

@@ -139,21 +139,27 @@ struct Chain {
     shuffle(w);
     shuffle(e);
     size_t wi = 0, ei = 0;
-    std::vector<uint64_t> visible, sent;
+    Applied applied;
+    std::vector<uint64_t> sent, sent_edits;
     while (wi < w.size() || ei < e.size()) {
       if (ei < e.size() && (wi == w.size() || rng->Uniform(8) == 0)) {
-        ASSERT_TRUE(followers[i]->InstallEdit(e[ei++], &visible).ok());
+        sent_edits.push_back(e[ei].id);
+        ASSERT_TRUE(followers[i]->InstallEdit(e[ei++], &applied).ok());
       } else {
         sent.push_back(w[wi].ticket.sequence);
-        ASSERT_TRUE(followers[i]->ApplyReplicated(w[wi].batch, w[wi].ticket, &visible).ok());
+        ASSERT_TRUE(followers[i]->ApplyReplicated(w[wi].batch, w[wi].ticket, &applied).ok());
         ++wi;
       }
     }
-    // Each write is reported readable once, when it is: what a chain node
-    // passes on and acknowledges by.
-    std::sort(visible.begin(), visible.end());
+    // Each write is reported readable once, when it is, and each edit
+    // applied once, in id order: what a chain node passes on by.
+    std::sort(applied.writes.begin(), applied.writes.end());
     std::sort(sent.begin(), sent.end());
-    EXPECT_EQ(visible, sent);
+    EXPECT_EQ(applied.writes, sent);
+    EXPECT_TRUE(std::is_sorted(applied.edits.begin(), applied.edits.end())) << "edits apply in id order";
+    for (uint64_t id : sent_edits) {
+      EXPECT_NE(std::find(applied.edits.begin(), applied.edits.end(), id), applied.edits.end()) << "edit " << id;
+    }
     w.clear();
     e.clear();
   }

@@ -158,15 +158,15 @@ void Chain::Run(Follower* f) {
     }
     const uint64_t t0 = ThreadCpuNanos();
     Status s;
-    std::vector<uint64_t> visible;
+    lsm::Applied applied;
     auto* w = std::get_if<std::pair<lsm::WriteBatch, lsm::WriteTicket>>(&item.what);
     if (w != nullptr && options_.mode == Mode::kAllCompact) {
       s = f->db->Write(w->first);
-      if (s.ok()) visible.push_back(w->first.sequence);
+      if (s.ok()) applied.writes.push_back(w->first.sequence);
     } else if (w != nullptr) {
-      s = f->db->ApplyReplicated(w->first, w->second, &visible);
+      s = f->db->ApplyReplicated(w->first, w->second, &applied);
     } else {
-      s = f->db->InstallEdit(std::get<lsm::VersionEdit>(item.what), &visible);
+      s = f->db->InstallEdit(std::get<lsm::VersionEdit>(item.what), &applied);
     }
     f->cpu_ns += ThreadCpuNanos() - t0;
     if (!s.ok()) {
@@ -175,20 +175,25 @@ void Chain::Run(Follower* f) {
       if (item.ack) item.ack->Done(s);
       continue;
     }
-    if (w == nullptr) {
-      Forward(f->index, std::move(item));  // the edit
-    } else if (visible.empty() || visible.front() != w->first.sequence) {
-      f->held.emplace(w->first.sequence, std::move(item));  // its MemTable is not this replica's yet
+    // Held until it takes effect here: a write until readable, an edit until
+    // applied — a successor never has what this replica might drop.
+    if (w != nullptr) {
+      f->held.emplace(w->first.sequence, std::move(item));
     } else {
-      visible.erase(visible.begin());
-      Forward(f->index, std::move(item));
+      f->held_edits.emplace(std::get<lsm::VersionEdit>(item.what).id, std::move(item));
     }
-    // A write passes on (and is acknowledged) only once readable here.
-    for (uint64_t seq : visible) {
+    for (uint64_t seq : applied.writes) {
       auto it = f->held.find(seq);
       if (it == f->held.end()) continue;
       Item released = std::move(it->second);
       f->held.erase(it);
+      Forward(f->index, std::move(released));
+    }
+    for (uint64_t id : applied.edits) {
+      auto it = f->held_edits.find(id);
+      if (it == f->held_edits.end()) continue;
+      Item released = std::move(it->second);
+      f->held_edits.erase(it);
       Forward(f->index, std::move(released));
     }
   }
@@ -369,6 +374,7 @@ Status Chain::KillHead() {
   }
   next->queue.clear();
   next->held.clear();
+  next->held_edits.clear();
   for (auto& a : lost) a->Done(Status::Unavailable("the chain's head failed before the write reached its successor"));
   {
     std::lock_guard<std::mutex> chain(chain_mu_);

@@ -109,6 +109,7 @@ class Chain {
     std::deque<Item> queue;
     std::deque<std::shared_ptr<Ack>> unacked;  // applied and passed on, not yet acknowledged by the tail
     std::map<uint64_t, Item> held;             // writes the engine holds for a later MemTable (its thread only)
+    std::map<uint64_t, Item> held_edits;       // edits it holds for their turn (its thread only)
     bool stop = false, busy = false, alive = true;
     std::atomic<uint64_t> cpu_ns{0};
     std::thread thread;
