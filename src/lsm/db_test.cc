@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "common/random.h"
+#include "lsm/testing/tiny_shape.h"
 
 namespace slip::lsm {
 namespace {
@@ -17,18 +18,8 @@ namespace {
 // Small enough that a few thousand writes flush and compact through
 // several levels.
 DbOptions SmallOptions(MemFileSystem* fs, bool background = false) {
-  DbOptions o;
-  o.fs = fs;
+  DbOptions o = testing::TinyShape(fs, 8);
   o.background = background;
-  o.memtable_bytes = 8 << 10;
-  o.target_file_bytes = 8 << 10;
-  o.level1_bytes = 32 << 10;
-  o.l0_compaction_trigger = 2;
-  o.l0_slowdown = 6;
-  o.l0_stop = 8;
-  o.levels = 4;
-  o.table.block_bytes = 512;
-  o.block_cache_bytes = 64 << 10;
   return o;
 }
 

@@ -13,23 +13,13 @@
 
 #include "common/random.h"
 #include "lsm/db.h"
+#include "lsm/testing/tiny_shape.h"
 
 namespace slip::lsm {
 namespace {
 
 DbOptions Shape(MemFileSystem* fs) {
-  DbOptions o;
-  o.fs = fs;
-  o.background = false;
-  o.memtable_bytes = 4 << 10;
-  o.target_file_bytes = 4 << 10;
-  o.level1_bytes = 16 << 10;
-  o.l0_compaction_trigger = 2;
-  o.l0_slowdown = 6;
-  o.l0_stop = 8;
-  o.levels = 4;
-  o.table.block_bytes = 512;
-  o.block_cache_bytes = 32 << 10;
+  DbOptions o = testing::TinyShape(fs);
   o.wal = false;  // as in the paper's runs: the chain is the durability
   return o;
 }

@@ -19,6 +19,7 @@
 
 #include "common/random.h"
 #include "lsm/db.h"
+#include "lsm/testing/tiny_shape.h"
 #include "rubble/slots.h"
 
 namespace slip::rubble {
@@ -189,18 +190,8 @@ class Sim {
 
  private:
   static lsm::DbOptions Shape() {
-    lsm::DbOptions o;
-    o.background = false;
+    lsm::DbOptions o = lsm::testing::TinyShape(nullptr);
     o.wal = false;
-    o.memtable_bytes = 4 << 10;
-    o.target_file_bytes = 4 << 10;
-    o.level1_bytes = 16 << 10;
-    o.l0_compaction_trigger = 2;
-    o.l0_slowdown = 6;
-    o.l0_stop = 8;
-    o.levels = 4;
-    o.table.block_bytes = 512;
-    o.block_cache_bytes = 16 << 10;
     return o;
   }
 
