@@ -617,10 +617,10 @@ Status Db::SealMemTable(std::unique_lock<std::mutex>&) {
 
 Status Db::Flush() {
   std::unique_lock<std::mutex> l(mu_);
-  return Flush(l, true);
+  return Flush(l);
 }
 
-Status Db::Flush(std::unique_lock<std::mutex>& l, bool wait) {
+Status Db::Flush(std::unique_lock<std::mutex>& l) {
   // Queue as a writer so no group is between its WAL write and its
   // MemTable inserts while the MemTable is sealed.
   Writer w;
@@ -632,7 +632,7 @@ Status Db::Flush(std::unique_lock<std::mutex>& l, bool wait) {
   if (!writers_.empty()) writers_.front()->cv.notify_one();
   SLIP_RETURN_IF_ERROR(s);
   work_cv_.notify_all();
-  while (wait && bg_error_.ok() && (!imm_.empty() || flushing_)) done_cv_.wait(l);
+  while (bg_error_.ok() && (!imm_.empty() || flushing_)) done_cv_.wait(l);
   return bg_error_;
 }
 
@@ -685,9 +685,8 @@ Status Db::FlushOldest(std::unique_lock<std::mutex>& l) {
   const uint64_t cpu0 = ThreadCpuNanos();
   auto source = MemTableSource(*mem->table);
   std::vector<FileMeta> out;
-  CompactionStats cs;
   std::vector<std::string> contents;
-  Status s = WriteTables({source.get()}, CompactionOptions{}, &out, &cs, ship_tables_ ? &contents : nullptr);
+  Status s = WriteTables({source.get()}, CompactionOptions{}, &out, ship_tables_ ? &contents : nullptr);
   // A MemTable larger than a table's target flushes into several.
   std::vector<std::shared_ptr<TableFile>> added;
   if (s.ok()) s = OpenOutputs(out, &contents, &added);
@@ -809,7 +808,7 @@ std::optional<Db::Compaction> Db::WholeLevel(int level) const {
 
 Status Db::CompactAll() {
   std::unique_lock<std::mutex> l(mu_);
-  SLIP_RETURN_IF_ERROR(Flush(l, true));
+  SLIP_RETURN_IF_ERROR(Flush(l));
   while (compacting_ || manual_) done_cv_.wait(l);
   manual_ = true;
   Status s;
@@ -887,9 +886,8 @@ Status Db::RunCompaction(std::unique_lock<std::mutex>& l, const Compaction& comp
   CompactionOptions co;
   co.bottommost = c->bottommost;
   std::vector<FileMeta> out;
-  CompactionStats cs;
   std::vector<std::string> contents;
-  if (s.ok()) s = WriteTables(sources, co, &out, &cs, ship_tables_ ? &contents : nullptr);
+  if (s.ok()) s = WriteTables(sources, co, &out, ship_tables_ ? &contents : nullptr);
   std::vector<std::shared_ptr<TableFile>> added;
   if (s.ok()) s = OpenOutputs(out, &contents, &added);
   l.lock();
@@ -910,7 +908,7 @@ Status Db::RunCompaction(std::unique_lock<std::mutex>& l, const Compaction& comp
 }
 
 Status Db::WriteTables(const std::vector<EntrySource*>& sources, const CompactionOptions& co, std::vector<FileMeta>* out,
-                       CompactionStats* stats, std::vector<std::string>* contents) {
+                       std::vector<std::string>* contents) {
   std::unique_ptr<WritableFile> file;
   std::unique_ptr<TableBuilder> builder;
   FileMeta meta;
@@ -973,7 +971,6 @@ Status Db::WriteTables(const std::vector<EntrySource*>& sources, const Compactio
   if (!r.ok()) {
     s = r.status();
   } else {
-    *stats = *r;
     s = finish();
   }
   if (!s.ok()) {

@@ -212,7 +212,7 @@ class Db {
   Status StartFollower();
   Status ReplayWals(const std::vector<uint64_t>& wals);
 
-  Status Flush(std::unique_lock<std::mutex>& l, bool wait);
+  Status Flush(std::unique_lock<std::mutex>& l);
   Status MakeRoomForWrite(std::unique_lock<std::mutex>& l, bool force);
   Status SealMemTable(std::unique_lock<std::mutex>& l);
   // The jobs: called with `l` held; they drop it while they work.
@@ -232,7 +232,7 @@ class Db {
   // splitting one user key's versions over two.
   // With `contents`, also each table's bytes (a head ships them from memory).
   Status WriteTables(const std::vector<EntrySource*>& sources, const CompactionOptions& co, std::vector<FileMeta>* out,
-                     CompactionStats* stats, std::vector<std::string>* contents = nullptr);
+                     std::vector<std::string>* contents = nullptr);
   Result<std::shared_ptr<TableFile>> OpenTable(const FileMeta& meta);
   // A job's new tables, opened (each with its shipping copy from `contents`).
   Status OpenOutputs(const std::vector<FileMeta>& out, std::vector<std::string>* contents,

@@ -230,6 +230,19 @@ TEST(DbTest, AWriteAfterAFailedOneIsRefusedUntilReopen) {
   EXPECT_TRUE((*again)->Put("c", "3").ok());
 }
 
+// Flips one bit of `path` at `at(size)`, as a bad disk would.
+void FlipBit(MemFileSystem& fs, const std::string& path, size_t (*at)(size_t)) {
+  auto f = fs.Open(path, FileSystem::Kind::kLog);
+  ASSERT_TRUE(f.ok());
+  std::string scratch;
+  std::string bytes(*(*f)->Read(0, (*f)->size(), &scratch));
+  ASSERT_FALSE(bytes.empty());
+  bytes[at(bytes.size())] ^= 0x40;
+  auto w = fs.Create(path, FileSystem::Kind::kLog);
+  ASSERT_TRUE((*w)->Append(bytes).ok());
+  ASSERT_TRUE((*w)->Sync().ok());
+}
+
 TEST(DbTest, DamageIsReportedNotServed) {
   MemFileSystem fs;
   {
@@ -246,15 +259,7 @@ TEST(DbTest, DamageIsReportedNotServed) {
   for (const auto& n : *names) {
     if (!n.ends_with(".sst")) continue;
     ++tables;
-    auto f = fs.Open("/db/" + n, FileSystem::Kind::kTable);
-    ASSERT_TRUE(f.ok());
-    std::string scratch;
-    auto bytes = (*f)->Read(0, (*f)->size(), &scratch);
-    std::string damaged(*bytes);
-    damaged[damaged.size() / 3] ^= 0x40;
-    auto w = fs.Create("/db/" + n, FileSystem::Kind::kTable);
-    ASSERT_TRUE((*w)->Append(damaged).ok());
-    ASSERT_TRUE((*w)->Sync().ok());
+    FlipBit(fs, "/db/" + n, [](size_t size) { return size / 3; });
   }
   ASSERT_GT(tables, 0);
   auto db = Db::Open("/db", SmallOptions(&fs));
@@ -285,26 +290,10 @@ TEST(DbTest, AManifestDamagedBeforeItsEndIsRefused) {
     if (n.starts_with("MANIFEST-")) manifest = "/db/" + n;
   }
   ASSERT_FALSE(manifest.empty());
-  auto f = fs.Open(manifest, FileSystem::Kind::kLog);
-  std::string scratch;
-  std::string bytes(*(*f)->Read(0, (*f)->size(), &scratch));
-  ASSERT_GT(bytes.size(), 40u);
-  bytes[bytes.size() / 2] ^= 1;
-  auto w = fs.Create(manifest, FileSystem::Kind::kLog);
-  ASSERT_TRUE((*w)->Append(bytes).ok());
-  ASSERT_TRUE((*w)->Sync().ok());
+  // In the middle: an edit with whole edits after it, not a crash's tear.
+  FlipBit(fs, manifest, [](size_t size) { return size / 2; });
   auto db = Db::Open("/db", SmallOptions(&fs));
-  // Either the damaged edit is the last whole one (a tear: dropped, and the
-  // files it named are then unknown) or the open is refused; it must not
-  // serve a version that skips an edit.
-  if (db.ok()) {
-    for (int i = 0; i < 500; ++i) {
-      auto got = (*db)->Get(KeyOf(i));
-      ASSERT_TRUE(got.ok() || got.status().Is(Code::kNotFound) || got.status().Is(Code::kCorruption));
-    }
-  } else {
-    EXPECT_TRUE(db.status().Is(Code::kCorruption)) << db.status().ToString();
-  }
+  EXPECT_TRUE(db.status().Is(Code::kCorruption)) << db.status().ToString();
 }
 
 TEST(DbTest, RefusesOptionsOutOfRange) {

@@ -15,27 +15,12 @@
 #include "lsm/cache.h"
 #include "lsm/posix_file.h"
 #include "lsm/table.h"
+#include "lsm/testing/temp_dir.h"
 
 namespace slip::lsm {
 namespace {
 
-class TempDir {
- public:
-  explicit TempDir(const char* base) {
-    std::string tmpl = std::string(base) + "/slip-lsm-io-XXXXXX";
-    if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  bool ok() const { return !path_.empty(); }
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using testing::TempDir;
 
 std::string Bytes(Random* rng, size_t n) {
   std::string s(n, '\0');

@@ -332,9 +332,11 @@ Status Chain::KillTail() {
   std::lock_guard<std::mutex> chain(chain_mu_);
   tail->alive = false;
   if (slot_map_) slot_map_->RemoveFollower(tail->index);
-  // The new tail acknowledges what it applied and passed to the dead one.
+  // The new tail acknowledges what it applied and passed to the dead one:
+  // the last live follower before it, or the head (a promoted follower is
+  // not `alive` as a follower, but it passes on from its own place).
   int prev = tail->index - 1;
-  while (prev >= 0 && !followers_[static_cast<size_t>(prev)]->alive) --prev;
+  while (prev > head_pos_ && !followers_[static_cast<size_t>(prev)]->alive) --prev;
   auto& unacked = prev < 0 ? head_unacked_ : followers_[static_cast<size_t>(prev)]->unacked;
   for (auto& a : unacked) a->Done(Status::Ok());
   unacked.clear();
@@ -342,6 +344,9 @@ Status Chain::KillTail() {
 }
 
 Status Chain::KillHead() {
+  if (options_.mode != Mode::kRubble) {
+    return Status::NotSupported("a head fails over in rubble mode (all-compact followers are not followers)");
+  }
   // No write is between the head and its successor while the head changes.
   std::unique_lock<std::shared_mutex> writes(head_mu_);
   Follower* next = nullptr;

@@ -8,7 +8,6 @@
 #include "rubble/chain.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -16,18 +15,12 @@
 #include <thread>
 
 #include "common/random.h"
+#include "lsm/testing/temp_dir.h"
 
 namespace slip::rubble {
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/slip-chain-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
+using lsm::testing::TempDir;
 
 ChainOptions Small(const std::string& dir, Mode mode, int replicas) {
   ChainOptions o;
@@ -92,7 +85,8 @@ void ExpectModel(Chain& chain, const Model& model) {
 
 TEST(ChainTest, OnlyTheHeadCompactsAndFollowersHoldItsTablesInTheirSlots) {
   TempDir t;
-  auto chain = Chain::Open(Small(t.path, Mode::kRubble, 3));
+  ASSERT_TRUE(t.ok());
+  auto chain = Chain::Open(Small(t.path(), Mode::kRubble, 3));
   ASSERT_TRUE(chain.ok()) << chain.status().ToString();
   const Model model = RunWorkload(**chain, 1, 6000);
   ASSERT_TRUE((*chain)->Drain().ok());
@@ -113,9 +107,9 @@ TEST(ChainTest, OnlyTheHeadCompactsAndFollowersHoldItsTablesInTheirSlots) {
       ++live;
       char name[32];
       std::snprintf(name, sizeof name, "/head/%06llu.sst", static_cast<unsigned long long>(f.number));
-      const std::string mine = ReadFile(t.path + name, 0, f.size);
+      const std::string mine = ReadFile(t.path() + name, 0, f.size);
       for (int r = 1; r <= 2; ++r) {
-        const std::string image = t.path + "/follower-" + std::to_string(r) + ".slots";
+        const std::string image = t.path() + "/follower-" + std::to_string(r) + ".slots";
         const uint64_t base = (f.slot - 1) * (36 << 10);
         ASSERT_EQ(ReadFile(image, base, f.size), mine) << "table " << f.number << " in slot " << f.slot;
         ASSERT_EQ(ReadFile(image, base + f.size, (36 << 10) - f.size), std::string((36 << 10) - f.size, '\0'));
@@ -133,7 +127,8 @@ TEST(ChainTest, BothModesAnswerAlike) {
   int i = 0;
   for (Mode mode : {Mode::kRubble, Mode::kAllCompact}) {
     TempDir t;
-    auto chain = Chain::Open(Small(t.path, mode, 2));
+  ASSERT_TRUE(t.ok());
+    auto chain = Chain::Open(Small(t.path(), mode, 2));
     ASSERT_TRUE(chain.ok());
     models[i] = RunWorkload(**chain, 9, 4000);
     ASSERT_TRUE((*chain)->Drain().ok());
@@ -153,7 +148,8 @@ TEST(ChainTest, BothModesAnswerAlike) {
 // slots are free for the head again.
 TEST(ChainTest, ATailKilledUnderLoadLosesNoAcknowledgedWrite) {
   TempDir t;
-  auto chain = Chain::Open(Small(t.path, Mode::kRubble, 3));
+  ASSERT_TRUE(t.ok());
+  auto chain = Chain::Open(Small(t.path(), Mode::kRubble, 3));
   ASSERT_TRUE(chain.ok());
   std::vector<Model> acked(4);
   std::atomic<bool> killed{false};
@@ -189,7 +185,8 @@ TEST(ChainTest, ATailKilledUnderLoadLosesNoAcknowledgedWrite) {
 // one is read back, and the remaining follower matches the new head.
 TEST(ChainTest, AHeadKilledUnderLoadHandsOverToItsSuccessor) {
   TempDir t;
-  auto chain = Chain::Open(Small(t.path, Mode::kRubble, 3));
+  ASSERT_TRUE(t.ok());
+  auto chain = Chain::Open(Small(t.path(), Mode::kRubble, 3));
   ASSERT_TRUE(chain.ok());
   std::vector<Model> acked(4);
   std::atomic<int> retries{0};
@@ -231,6 +228,27 @@ TEST(ChainTest, AHeadKilledUnderLoadHandsOverToItsSuccessor) {
   auto replicas = (*chain)->replicas();
   EXPECT_GT(replicas[1].db.flushes, 0u) << "the new head flushes";
   EXPECT_EQ(replicas[2].db.flushes + replicas[2].db.compactions, 0u);
+
+  // Then the tail dies under load too: the promoted head, now alone,
+  // acknowledges what it had passed on.
+  std::vector<std::thread> more;
+  for (int w = 0; w < 4; ++w) {
+    more.emplace_back([&, w] {
+      for (int i = 0; i < 500; ++i) {
+        const std::string k = "w" + std::to_string(w) + Key(i % 200);
+        const std::string v = "after" + std::to_string(i);
+        if ((*chain)->Put(k, v).ok()) acked[w][k] = v;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE((*chain)->KillTail().ok());
+  for (auto& th : more) th.join();
+  ASSERT_TRUE((*chain)->Drain().ok());
+  EXPECT_EQ((*chain)->live_replicas(), 1);
+  for (const Model& m : acked) {
+    for (const auto& [k, v] : m) ASSERT_EQ(*(*chain)->Get(k), v) << k;
+  }
 }
 
 }  // namespace

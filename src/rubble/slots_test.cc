@@ -5,22 +5,16 @@
 #include "rubble/slots.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <filesystem>
 #include <thread>
 
+#include "lsm/testing/temp_dir.h"
+
 namespace slip::rubble {
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/slip-rubble-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
+using lsm::testing::TempDir;
 
 const SlotGeometry kGeometry{.count = 4, .slot_bytes = 16 << 10};
 
@@ -34,14 +28,15 @@ lsm::FileMeta Meta(uint64_t number, uint64_t size, uint32_t slot) {
 
 TEST(SlotsTest, AHeadWritesATableAndAFollowerReadsItBackAsAFileOfItsSize) {
   TempDir t;
-  const std::string image = t.path + "/f.slots";
+  ASSERT_TRUE(t.ok());
+  const std::string image = t.path() + "/f.slots";
   ASSERT_TRUE(CreateSlotImage(image, kGeometry).ok());
   EXPECT_EQ(std::filesystem::file_size(image), kGeometry.image_bytes());
   lsm::IoCounters shipped;
   auto w = SlotWriter::Open(image, kGeometry, &shipped);
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   std::vector<uint32_t> released;
-  auto fs = SlotFileSystem::Open(t.path + "/f", image, kGeometry, [&](uint32_t s) { released.push_back(s); });
+  auto fs = SlotFileSystem::Open(t.path() + "/f", image, kGeometry, [&](uint32_t s) { released.push_back(s); });
   ASSERT_TRUE(fs.ok()) << fs.status().ToString();
 
   // A long table, then a short one in the same slot: no byte of the first
@@ -51,7 +46,7 @@ TEST(SlotsTest, AHeadWritesATableAndAFollowerReadsItBackAsAFileOfItsSize) {
   ASSERT_TRUE((*w)->Write(2, small).ok());
   EXPECT_EQ(shipped.bytes_written.load(), 2 * kGeometry.slot_bytes) << "the slot is written whole (the padding)";
   ASSERT_TRUE((*fs)->Adopt(Meta(7, small.size(), 2)).ok());
-  auto f = (*fs)->Open(t.path + "/f/000007.sst", lsm::FileSystem::Kind::kTable);
+  auto f = (*fs)->Open(t.path() + "/f/000007.sst", lsm::FileSystem::Kind::kTable);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   EXPECT_EQ((*f)->size(), small.size());
   std::string scratch;
@@ -63,14 +58,15 @@ TEST(SlotsTest, AHeadWritesATableAndAFollowerReadsItBackAsAFileOfItsSize) {
   EXPECT_EQ(*tail, std::string(kGeometry.slot_bytes - small.size(), '\0'));
 
   // Removing the table frees its slot; the name is gone.
-  ASSERT_TRUE((*fs)->Remove(t.path + "/f/000007.sst").ok());
+  ASSERT_TRUE((*fs)->Remove(t.path() + "/f/000007.sst").ok());
   EXPECT_EQ(released, std::vector<uint32_t>{2});
-  EXPECT_TRUE((*fs)->Open(t.path + "/f/000007.sst", lsm::FileSystem::Kind::kTable).status().Is(Code::kNotFound));
+  EXPECT_TRUE((*fs)->Open(t.path() + "/f/000007.sst", lsm::FileSystem::Kind::kTable).status().Is(Code::kNotFound));
 }
 
 TEST(SlotsTest, WhatDoesNotFitOrDoesNotAddUpIsRefused) {
   TempDir t;
-  const std::string image = t.path + "/f.slots";
+  ASSERT_TRUE(t.ok());
+  const std::string image = t.path() + "/f.slots";
   EXPECT_TRUE(CreateSlotImage(image, {.count = 2, .slot_bytes = 1000}).Is(Code::kInvalidArgument));
   ASSERT_TRUE(CreateSlotImage(image, kGeometry).ok());
   auto w = SlotWriter::Open(image, kGeometry);
@@ -80,19 +76,19 @@ TEST(SlotsTest, WhatDoesNotFitOrDoesNotAddUpIsRefused) {
   EXPECT_TRUE((*w)->Write(5, "x").Is(Code::kInvalidArgument));
   EXPECT_FALSE(SlotWriter::Open(image, {.count = 8, .slot_bytes = 16 << 10}).ok()) << "a geometry the image is not";
 
-  auto fs = SlotFileSystem::Open(t.path + "/f", image, kGeometry, nullptr);
+  auto fs = SlotFileSystem::Open(t.path() + "/f", image, kGeometry, nullptr);
   ASSERT_TRUE(fs.ok());
   // A follower writes no table: the slots are the head's.
-  EXPECT_TRUE((*fs)->Create(t.path + "/f/000009.sst", lsm::FileSystem::Kind::kTable).status().Is(Code::kNotSupported));
+  EXPECT_TRUE((*fs)->Create(t.path() + "/f/000009.sst", lsm::FileSystem::Kind::kTable).status().Is(Code::kNotSupported));
   EXPECT_TRUE((*fs)->Adopt(Meta(1, 10, 0)).Is(Code::kCorruption));
   EXPECT_TRUE((*fs)->Adopt(Meta(1, kGeometry.slot_bytes + 1, 1)).Is(Code::kCorruption));
   ASSERT_TRUE((*fs)->Adopt(Meta(1, 10, 3)).ok());
   EXPECT_TRUE((*fs)->Adopt(Meta(2, 10, 3)).Is(Code::kCorruption))
       << "a slot a live table holds is not shipped into";
   // The MANIFEST and friends are ordinary files in its directory.
-  auto m = (*fs)->Create(t.path + "/f/MANIFEST-000001", lsm::FileSystem::Kind::kLog);
+  auto m = (*fs)->Create(t.path() + "/f/MANIFEST-000001", lsm::FileSystem::Kind::kLog);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
-  auto names = (*fs)->List(t.path + "/f");
+  auto names = (*fs)->List(t.path() + "/f");
   ASSERT_TRUE(names.ok());
   EXPECT_NE(std::find(names->begin(), names->end(), "000001.sst"), names->end());
   EXPECT_NE(std::find(names->begin(), names->end(), "MANIFEST-000001"), names->end());
