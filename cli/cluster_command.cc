@@ -114,7 +114,7 @@ Status WriteFirstConfig(cluster::ConfigStore& store, const ClusterCommandOptions
   // A pool design's nodes own shards and hold no data: no replicas (the
   // pool keeps the data).
   const bool pool = cluster::UsesPool(o.design);
-  if (!pool) SLIP_RETURN_IF_ERROR(replication::ParseDesign(o.design).status());
+  if (!pool && !cluster::UsesChain(o.design)) SLIP_RETURN_IF_ERROR(replication::ParseDesign(o.design).status());
   SLIP_ASSIGN_OR_RETURN(cluster::ClusterConfig placed, cluster::Place(members, o.shards, pool ? 1 : o.replication));
   placed.design = o.design;
   placed.provider = o.provider;
@@ -555,15 +555,23 @@ int ClusterStatus(const ClusterCommandOptions& o) {
   auto place = pool ? node::PlacePm(c->config.pm, o.dir, std::string("pool"))
                     : node::PlacePm(c->config.pm, o.dir, c->config.nodes.empty() ? 0 : c->config.nodes.begin()->first);
   if (!place.ok()) return Fail("cluster status", place.status());
+  const bool chain = cluster::UsesChain(c->config.design);
   std::printf("provider %s, durability %s\n", c->config.provider.c_str(),
-              pool ? (place->pm_class == "dram" ? "dram (the pool's region in memory: survives process crashes, not "
+              chain ? "file (a head's WAL fdatasync'd before a write goes down the chain; tables written "
+                      "O_DIRECT|O_DSYNC into every follower's slot image before the edit naming them): survives "
+                      "power loss"
+              : pool ? (place->pm_class == "dram" ? "dram (the pool's region in memory: survives process crashes, not "
                                                   "power loss)"
                                                 : "pool region in a file: every batch of a KVS node is persisted "
                                                   "(POOL_PERSIST) before it is acknowledged: survives power loss")
               : place->pm_class == "dram" ? "dram (PM emulated in memory: survives process crashes, not power loss)"
               : place->pm_class == "dax"  ? "dax (real PM: cache-line write-back + fence on every replica)"
                                           : "file (PM files msync'd on every replica before an acknowledgement)");
-  std::printf("%s %s\n", pool ? "pool region" : "pm files like", place->path.c_str());
+  if (chain) {
+    std::printf("engines in %s/node-<id>/rubble\n", o.dir.c_str());
+  } else {
+    std::printf("%s %s\n", pool ? "pool region" : "pm files like", place->path.c_str());
+  }
   if (pool) std::printf("pool at %s\n", c->config.pool.empty() ? "(not started yet)" : c->config.pool.c_str());
   auto prim = c->config.PrimaryCounts();
   auto back = c->config.BackupCounts();
@@ -571,6 +579,11 @@ int ClusterStatus(const ClusterCommandOptions& o) {
     const std::string state(cluster::NodeStateName(info.state));
     if (pool) {
       std::printf("node %-3u %-7s %-24s owner of %u shards\n", id, state.c_str(), info.address.c_str(), prim[id]);
+    } else if (chain) {
+      uint32_t seeding = 0;
+      for (const auto& s : c->config.shards) seeding += std::count(s.syncing.begin(), s.syncing.end(), id);
+      std::printf("node %-3u %-4s %-24s head of %u, follower of %u (%u being seeded)\n", id, state.c_str(),
+                  info.address.c_str(), prim[id], back[id], seeding);
     } else {
       std::printf("node %-3u %-4s %-24s primary of %u, backup of %u\n", id, state.c_str(), info.address.c_str(),
                   prim[id], back[id]);

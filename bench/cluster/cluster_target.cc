@@ -102,6 +102,13 @@ class ClusterTarget final : public KvTarget {
              "no replicas; a write is acknowledged once it is in the pool's region (batched one-sided WRITE + flush "
              "READ)";
     }
+    if (cluster::UsesChain(c_.design)) {
+      return c_.design + ": " + std::to_string(c_.nodes) + " slip server processes" + where + "chains of " +
+             std::to_string(c_.replication) +
+             " LSM engines; a write is acknowledged once in the head's synced WAL and applied by every member "
+             "(reads at the tail); only heads flush and compact, their tables written O_DIRECT|O_DSYNC into the "
+             "followers' slot images";
+    }
     return c_.design + ": " + std::to_string(c_.nodes) + " slip server processes" + where + "RF " +
            std::to_string(c_.replication) + "; a write is acknowledged once persistent on every replica";
   }
@@ -154,7 +161,9 @@ class ClusterTarget final : public KvTarget {
 }  // namespace
 
 Result<std::unique_ptr<KvTarget>> MakeClusterTarget(const ClusterTargetConfig& config) {
-  if (!cluster::UsesPool(config.design)) SLIP_RETURN_IF_ERROR(replication::ParseDesign(config.design).status());
+  if (!cluster::UsesPool(config.design) && !cluster::UsesChain(config.design)) {
+    SLIP_RETURN_IF_ERROR(replication::ParseDesign(config.design).status());
+  }
   ClusterTargetConfig c = config;
   const bool own = c.dir.empty();
   // $TMPDIR picks the medium: the PM regions are files there, persisted

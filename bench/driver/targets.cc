@@ -31,7 +31,7 @@ std::pair<std::string, uint32_t> SplitWorkers(const std::string& name) {
 
 // A replication design, or one that keeps its data in a pool (dinomo).
 bool IsDesign(const std::string& design) {
-  return replication::ParseDesign(design).ok() || cluster::UsesPool(design);
+  return replication::ParseDesign(design).ok() || cluster::UsesPool(design) || cluster::UsesChain(design);
 }
 
 }  // namespace

@@ -84,6 +84,7 @@ void ClientCore::Attempt(std::shared_ptr<Op> op) {
   const uint32_t shard = routing_.ShardOf(op->hash);
   NodeId node = routing_.primaries[shard];
   if (!routing_.any_node.empty()) node = routing_.any_node[exec_->Rng().Uniform(routing_.any_node.size())];
+  if (op->kind == OpRecord::Kind::kGet && !routing_.readers.empty()) node = routing_.readers[shard];
   if (!routing_.shared.empty()) {
     // A shared key: any of its owners serves it.
     if (auto it = routing_.shared.find(op->key); it != routing_.shared.end()) {

@@ -324,6 +324,39 @@ bool UsesPool(std::string_view design) {
 
 bool AnyNodeServes(std::string_view design) { return design == "clover"; }
 
+bool UsesChain(std::string_view design) { return design == "rubble"; }
+
+NodeId ChainTail(const ShardReplicas& shard) {
+  NodeId tail = shard.primary;
+  for (NodeId b : shard.backups) {
+    if (std::find(shard.syncing.begin(), shard.syncing.end(), b) == shard.syncing.end()) tail = b;
+  }
+  return tail;
+}
+
+Result<ClusterConfig> Resync(const ClusterConfig& config, NodeId node) {
+  SLIP_RETURN_IF_ERROR(config.Validate());
+  auto it = config.nodes.find(node);
+  if (it == config.nodes.end() || it->second.state != NodeState::kUp) {
+    return Status::InvalidArgument("Resync: node " + N(node) + " is not an up member");
+  }
+  ClusterConfig next = config;
+  next.term++;
+  for (ShardReplicas& s : next.shards) {
+    if (s.primary == node) {
+      s.syncing = s.backups;
+      continue;
+    }
+    auto b = std::find(s.backups.begin(), s.backups.end(), node);
+    if (b == s.backups.end()) continue;
+    s.backups.erase(b);
+    s.backups.push_back(node);
+    if (std::find(s.syncing.begin(), s.syncing.end(), node) == s.syncing.end()) s.syncing.push_back(node);
+  }
+  SLIP_RETURN_IF_ERROR(next.Validate());
+  return next;
+}
+
 Result<ClusterConfig> ReassignOwners(const ClusterConfig& config, NodeId failed) {
   SLIP_RETURN_IF_ERROR(config.Validate());
   auto it = config.nodes.find(failed);

@@ -171,6 +171,24 @@ Result<ClusterConfig> Reassign(const ClusterConfig& config, NodeId failed);
 // dinomo.md): a shard's "primary" is then the node that owns its keys, it has no backups (replication_factor 1), and a
 // failed owner's shards move to live nodes with no data copied.
 bool UsesPool(std::string_view design);
+// Whether `design` replicates each shard in a chain of LSM engines
+// (rubble: RubbleDB, docs/papers/rubbledb.md): the primary is the chain's
+// head and takes writes, the backups follow in order — syncing ones last —
+// and the last backup not syncing answers reads.
+bool UsesChain(std::string_view design);
+// The reader of a chain design's shard: its last backup not syncing (the
+// primary when there is none).
+NodeId ChainTail(const ShardReplicas& shard);
+
+// A chain design's node `node` starts again with what it had on disk
+// (it was not declared failed): term + 1, and every replica that has to
+// be seeded again is syncing — its own follower replicas (a follower keeps
+// its MemTables in memory only), moved behind the complete backups, and
+// every backup of the shards it heads (a restarted head recovers its
+// writes into new tables and MemTables, which its followers' no longer
+// match). InvalidArgument if `config` is invalid or `node` is not an up member.
+Result<ClusterConfig> Resync(const ClusterConfig& config, NodeId node);
+
 // Whether any up node serves any key in `design` (clover): shards' owners
 // are then only placement, and clients pick a node at random.
 bool AnyNodeServes(std::string_view design);

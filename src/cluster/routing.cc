@@ -12,6 +12,9 @@ RoutingTable RoutingFromConfig(const ClusterConfig& config) {
   RoutingTable t;
   t.term = config.term;
   for (const auto& s : config.shards) t.primaries.push_back(s.primary);
+  if (UsesChain(config.design)) {
+    for (const auto& s : config.shards) t.readers.push_back(ChainTail(s));
+  }
   t.direct = DirectAccessOf(config.design);
   if (AnyNodeServes(config.design)) {
     for (const auto& [id, info] : config.nodes) {

@@ -30,6 +30,9 @@ struct RoutingTable {
   // Designs where any node serves any key (AnyNodeServes: clover): the up
   // nodes, one picked at random per request; empty otherwise.
   std::vector<NodeId> any_node = {};
+  // Chain designs (UsesChain: rubble): each shard's reader, the tail;
+  // writes still go to the primary, the head. Empty otherwise.
+  std::vector<NodeId> readers = {};
   // The shard a key hash belongs to (common/hash.h ShardOfHash, as the
   // store and the configuration compute it). REQUIRES: primaries non-empty.
   uint32_t ShardOf(uint64_t hash) const;

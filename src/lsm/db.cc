@@ -222,6 +222,8 @@ Status Db::Recover() {
   auto levels = std::make_shared<Levels>();
   for (int level = 0; level < kLevels; ++level) {
     for (const FileMeta& meta : version_.files(level)) {
+      // A head that was a follower: its first tables are in its slots.
+      if (meta.slot != 0 && options_.adopt_table) SLIP_RETURN_IF_ERROR(options_.adopt_table(meta));
       auto t = OpenTable(meta);
       if (t.status().Is(Code::kNotFound)) {
         return Status::Corruption("the MANIFEST names table " + std::to_string(meta.number) + ", which is missing");

@@ -1,6 +1,7 @@
 #include "node/node_process.h"
 
 #include "node/kvs_node_process.h"
+#include "node/rubble_node_process.h"
 #include "node/membership.h"
 #include "node/outcome.h"
 
@@ -476,6 +477,7 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::Start(const NodeOptions& optio
     SLIP_ASSIGN_OR_RETURN(auto store, cluster::OpenConfigStore(options.dir, options.zookeeper));
     SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig vc, cluster::LoadWhenPresent(store.get(), 60 * runtime::kSecond));
     if (cluster::UsesPool(vc.config.design)) return StartKvsNode(options);
+    if (cluster::UsesChain(vc.config.design)) return StartRubbleNode(options);
   }
   auto n = std::make_unique<Node>(options);
   Status s = n->Boot();

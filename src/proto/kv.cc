@@ -93,6 +93,10 @@ const char* MethodName(uint16_t method) {
     case Method::kPoolUnshare: return "POOL_UNSHARE";
     case Method::kPoolShared: return "POOL_SHARED";
     case Method::kPoolAdopt: return "POOL_ADOPT";
+    case Method::kRubbleApply: return "RUBBLE_APPLY";
+    case Method::kRubbleLink: return "RUBBLE_LINK";
+    case Method::kRubbleSeed: return "RUBBLE_SEED";
+    case Method::kRubbleSlots: return "RUBBLE_SLOTS";
   }
   return "UNKNOWN";
 }

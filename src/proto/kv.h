@@ -72,6 +72,11 @@ enum class Method : uint16_t {
   // DINOMO-N: a KVS node -> pool: copy the newest entries of these shards'
   // keys from every other node's partition into mine (PoolAdoptRequest).
   kPoolAdopt = 59,
+  // RubbleDB's chains (rubble/wire.h, server/rubble_server.h):
+  kRubbleApply = 64,  // member -> its successor: a write or a version edit
+  kRubbleLink = 65,   // head -> follower: where its slot image is (or: start over)
+  kRubbleSeed = 66,   // head -> follower: part of its seed (version and MemTables)
+  kRubbleSlots = 67,  // follower -> head: the slots it holds, up to an edit
 };
 
 const char* MethodName(uint16_t method);

@@ -237,6 +237,13 @@ Status SlotFileSystem::Adopt(const lsm::FileMeta& meta) {
                               " with " + std::to_string(meta.size) + " bytes: not in the pool");
   }
   std::lock_guard<std::mutex> l(mu_);
+  if (own_tables_) {
+    // A head's own table (written since it took over) names the slot its
+    // followers hold it in; the file is in this replica's directory.
+    char name[32];
+    std::snprintf(name, sizeof name, "/%06llu.sst", static_cast<unsigned long long>(meta.number));
+    if (logs_->Open(dir_ + name, Kind::kTable).ok()) return Status::Ok();
+  }
   for (const auto& [number, place] : tables_) {
     if (place.slot == meta.slot && number != meta.number) {
       return Status::Corruption("slot " + std::to_string(meta.slot) + " holds table " + std::to_string(number) +
@@ -311,6 +318,13 @@ Result<std::vector<std::string>> SlotFileSystem::List(const std::string& dir) {
 }
 
 Status SlotFileSystem::CreateDir(const std::string& dir) { return logs_->CreateDir(dir); }
+
+std::vector<uint32_t> SlotFileSystem::held_slots() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<uint32_t> out;
+  for (const auto& [number, place] : tables_) out.push_back(place.slot);
+  return out;
+}
 
 size_t SlotFileSystem::tables() const {
   std::lock_guard<std::mutex> l(mu_);

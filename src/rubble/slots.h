@@ -113,6 +113,8 @@ class SlotFileSystem final : public lsm::FileSystem {
   bool direct_io() const override { return true; }
 
   size_t tables() const;
+  // The slots its tables are in (what a follower reports to its head).
+  std::vector<uint32_t> held_slots() const;
 
  private:
   SlotFileSystem(std::string dir, SlotGeometry g, std::shared_ptr<lsm::RandomAccessFile> image,

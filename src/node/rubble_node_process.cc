@@ -1,0 +1,214 @@
+#include "node/rubble_node_process.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cluster/config_access.h"
+#include "common/log.h"
+#include "fabric/ofi/ofi_fabric.h"
+#include "node/membership.h"
+#include "node/outcome.h"
+#include "proto/kv.h"
+#include "rpc/channel.h"
+#include "rpc/rpc_peers.h"
+#include "runtime/thread_runtime.h"
+#include "server/rubble_server.h"
+
+namespace slip::node {
+namespace {
+
+namespace fs = std::filesystem;
+using cluster::ClusterConfig;
+
+constexpr const char* kNoChange = "no change to make";
+
+class RubbleNode final : public NodeProcess {
+ public:
+  explicit RubbleNode(NodeOptions o) : o_(std::move(o)) {}
+  ~RubbleNode() override {
+    Stop();
+    rt_.Stop();
+    config_store_.reset();  // its watcher thread posts to control_ex_
+    server_.reset();
+  }
+
+  Status Boot();
+  Status Wait() override { return outcome_.Wait(); }
+  void Stop() override { Finish(Status::Ok()); }
+
+ private:
+  void Finish(Status s) { outcome_.Finish(std::move(s)); }
+  void Stats(rpc::RpcChannel::Reply reply);
+  void MarkSynced(cluster::ShardId shard, uint32_t node);
+
+  NodeOptions o_;
+  std::unique_ptr<cluster::ConfigStore> config_store_;
+  std::unique_ptr<fabric::Fabric> fabric_;
+  runtime::ThreadRuntime rt_{
+      runtime::ThreadRuntimeOptions{.seed = 1, .spin_turns = 8, .max_park = runtime::kMillisecond}};
+  runtime::Executor* node_ex_ = nullptr;
+  runtime::Executor* control_ex_ = nullptr;
+  std::unique_ptr<rpc::RpcChannel> channel_;
+  std::unique_ptr<rpc::RpcPeers> peers_;
+  std::unique_ptr<Membership> membership_;
+  std::unique_ptr<server::RubbleServer> server_;  // node executor only
+  Outcome outcome_;
+};
+
+Status RubbleNode::Boot() {
+  SLIP_ASSIGN_OR_RETURN(config_store_, cluster::OpenConfigStore(o_.dir, o_.zookeeper));
+  SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig vc,
+                        cluster::LoadWhenPresent(config_store_.get(), 60 * runtime::kSecond));
+  auto me = vc.config.nodes.find(o_.id);
+  if (me == vc.config.nodes.end()) {
+    return Status::InvalidArgument("node " + std::to_string(o_.id) + " is not a member of the cluster");
+  }
+  if (o_.provider.empty()) {
+    o_.provider = vc.config.provider;
+  } else if (o_.provider != vc.config.provider) {
+    return Status::InvalidArgument("the cluster runs over provider " + vc.config.provider + ", not " + o_.provider);
+  }
+  // Listed as down: replaced while away, unless it holds a stranded
+  // shard's last copy (then it comes back with its data, as in Node).
+  bool sole_copy = false;
+  for (const auto& s : vc.config.shards) sole_copy |= s.primary == o_.id;
+  const bool replaced = me->second.state == cluster::NodeState::kDown && !sole_copy;
+  const std::string data = DataDir(o_.dir, o_.id) + "/rubble";
+  std::error_code ec;
+  if (replaced && fs::exists(data)) {
+    logging::Info("{}", "was replaced while away: rejoining empty");
+    fs::remove_all(data, ec);
+  }
+  fs::create_directories(data, ec);
+  if (ec) return Status::IoError("cannot create " + data + ": " + ec.message());
+  const bool empty = fs::is_empty(data, ec);
+
+  SLIP_ASSIGN_OR_RETURN(
+      fabric_, fabric::OpenOfiFabric(fabric::FabricOptions{.provider = o_.provider, .node_address = o_.bind_address},
+                                     fabric::OfiOptions{.max_multi_recv_message = proto::kMaxMessage}));
+  const std::string name = "node" + std::to_string(o_.id);
+  node_ex_ = rt_.CreateExecutor(name);
+  control_ex_ = rt_.CreateExecutor(name + "/control");
+  SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = name}));
+  SLIP_ASSIGN_OR_RETURN(channel_, OpenServingChannel(node_ex_, std::move(ep)));
+  peers_ =
+      std::make_unique<rpc::RpcPeers>(channel_.get(), node_ex_, rpc::RpcChannel::CallOptions{.timeout = o_.lease / 2});
+  membership_ = std::make_unique<Membership>(config_store_.get(), control_ex_, o_.lease);
+  server_ = std::make_unique<server::RubbleServer>(server::RubbleServerEnv{
+      .self = o_.id,
+      .exec = node_ex_,
+      .calls = peers_.get(),
+      .dir = data,
+      .set_peers =
+          [this](const ClusterConfig& c) {
+            std::map<rpc::NodeId, std::string> hex;
+            for (const auto& [id, info] : c.nodes) hex[id] = info.address;
+            peers_->SetAddresses(hex);
+          },
+      .mark_synced = [this](cluster::ShardId shard, uint32_t node) { MarkSynced(shard, node); },
+      .lease_left = [this] { return membership_->lease_expiry() - MachineNow(); },
+      .fatal = [this](Status s) { Finish(std::move(s)); },
+  });
+  channel_->SetHandler([this](uint16_t method, std::span<const std::byte> payload, rpc::RpcChannel::Reply reply) {
+    if (method == static_cast<uint16_t>(proto::Method::kStats)) return Stats(std::move(reply));
+    server_->Handle(method, payload, std::move(reply));
+  });
+
+  const std::string address = rpc::RpcPeers::HexEncode(channel_->address());
+  SLIP_RETURN_IF_ERROR(membership_->Update([&](const ClusterConfig& c) -> Result<ClusterConfig> {
+    bool sole_copy_now = false;
+    for (const auto& s : c.shards) sole_copy_now |= s.primary == o_.id;
+    const bool down = c.nodes.at(o_.id).state == cluster::NodeState::kDown;
+    // Declared failed while starting, with data: start over empty.
+    if (down && !replaced && !sole_copy_now && !empty) return Status::Aborted(kReplacedWhileStarting);
+    ClusterConfig next;
+    if (down && (replaced || !sole_copy_now)) {
+      SLIP_ASSIGN_OR_RETURN(next, cluster::Rejoin(c, o_.id));
+    } else {
+      ClusterConfig up = c;
+      if (down) {
+        SLIP_ASSIGN_OR_RETURN(up, cluster::ReturnWithData(c, o_.id));
+      }
+      SLIP_ASSIGN_OR_RETURN(next, cluster::Resync(up, o_.id));
+    }
+    next.nodes[o_.id].address = address;
+    return next;
+  }));
+  SLIP_RETURN_IF_ERROR(membership_->Acquire(cluster::NodeLeaseName(o_.id),
+                                            "node-" + std::to_string(o_.id) + "-pid" + std::to_string(getpid())));
+  SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig now, config_store_->Load());
+  const auto listed = now.config.nodes.find(o_.id);
+  if (listed == now.config.nodes.end()) {
+    return Status::InvalidArgument("node " + std::to_string(o_.id) + " is no longer a member of the cluster");
+  }
+  if (listed->second.state == cluster::NodeState::kDown) return Status::Aborted(kReplacedWhileStarting);
+  SLIP_RETURN_IF_ERROR(rt_.Start());
+  node_ex_->Post([this, c = now.config] { server_->Adopt(c); });
+  membership_->KeepAlive([this](Status) { Finish(Status::Aborted("lost the node lease")); });
+  membership_->Watch(now.version, [this](const cluster::VersionedConfig& newer) {
+    const auto self = newer.config.nodes.find(o_.id);
+    if (self == newer.config.nodes.end() || self->second.state == cluster::NodeState::kDown) {
+      logging::Warn("{}", "declared failed in term " + std::to_string(newer.config.term) + ": stopping");
+      return Finish(Status::Aborted("declared failed by the manager"));
+    }
+    node_ex_->Post([this, c = newer.config] { server_->Adopt(c); });
+  });
+  logging::Info("{}", "rubble node serving at " + address + " (" + o_.provider + "), term " +
+                          std::to_string(now.config.term));
+  return Status::Ok();
+}
+
+void RubbleNode::MarkSynced(cluster::ShardId shard, uint32_t node) {
+  control_ex_->Post([this, shard, node] {
+    Status s = membership_->Update([&](const ClusterConfig& c) -> Result<ClusterConfig> {
+      const auto& sync = c.shards.at(shard).syncing;
+      // Synced already, or no longer a replica (it failed meanwhile): no change.
+      if (std::find(sync.begin(), sync.end(), node) == sync.end()) return Status::Aborted(kNoChange);
+      return cluster::MarkSynced(c, shard, node);
+    });
+    if (!s.ok() && s.message() != kNoChange) {
+      logging::Warn("shard {}: recording node {} as synced: {}", shard, node, s.ToString());
+    }
+  });
+}
+
+void RubbleNode::Stats(rpc::RpcChannel::Reply reply) {
+  const server::PoolNode::Counters st = server_->counters();
+  const server::RubbleServer::Cpu cpu = server_->cpu();
+  const nlohmann::json j = {
+      {"node", o_.id},
+      {"design", "rubble"},
+      {"cpu_ns",
+       {{"worker", node_ex_->CpuTime() + cpu.writers_ns},
+        {"backup_worker", cpu.apply_ns},
+        {"nic", 0},
+        {"control", control_ex_->CpuTime()},
+        {"digest", 0},
+        {"flush", cpu.flush_ns},
+        {"compaction", cpu.compaction_ns}}},
+      {"gets", st.gets},
+      {"writes", st.writes},
+      {"serving_term", server_->serving_term()},
+  };
+  reply(Code::kOk, j.dump());
+}
+
+}  // namespace
+
+Result<std::unique_ptr<NodeProcess>> StartRubbleNode(const NodeOptions& options) {
+  auto n = std::make_unique<RubbleNode>(options);
+  Status s = n->Boot();
+  for (int again = 0; again < 5 && s.Is(Code::kAborted) && s.message() == kReplacedWhileStarting; ++again) {
+    logging::Warn("{}", std::string(kReplacedWhileStarting) + "; booting again to rejoin");
+    n.reset();
+    n = std::make_unique<RubbleNode>(options);
+    s = n->Boot();
+  }
+  SLIP_RETURN_IF_ERROR(s);
+  return std::unique_ptr<NodeProcess>(std::move(n));
+}
+
+}  // namespace slip::node
