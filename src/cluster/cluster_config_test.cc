@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "cluster/routing.h"
+
 #include <algorithm>
 #include <limits>
 #include <random>
@@ -817,6 +819,44 @@ TEST(ReassignPropertyTest, RandomFailureSequences) {
       c = std::move(next).value();
     }
   }
+}
+
+// A chain design's node restarting: what it follows, and every follower
+// of what it heads, must be seeded again; syncing members go last in the
+// chain, the tail (the reader) is the last complete one.
+TEST(ResyncTest, ARestartedNodesFollowersAndTheFollowersOfItsHeadsAreSyncing) {
+  ClusterConfig c = MustPlace(3, 6, 3);
+  c.design = "rubble";
+  ASSERT_TRUE(UsesChain(c.design));
+  Result<ClusterConfig> next = Resync(c, 1);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_EQ(next->term, c.term + 1);
+  ASSERT_TRUE(next->Validate().ok());
+  for (size_t s = 0; s < c.shards.size(); ++s) {
+    const ShardReplicas& was = c.shards[s];
+    const ShardReplicas& now = next->shards[s];
+    EXPECT_EQ(now.primary, was.primary);
+    if (was.primary == 1) {
+      EXPECT_EQ(now.backups, was.backups);
+      EXPECT_EQ(now.syncing, was.backups) << "shard " << s;
+      EXPECT_EQ(ChainTail(now), 1u) << "the head reads until a follower is seeded";
+    } else {
+      EXPECT_EQ(now.backups.back(), 1u) << "shard " << s << ": the restarted follower goes last";
+      EXPECT_EQ(now.syncing, std::vector<NodeId>{1});
+      EXPECT_NE(ChainTail(now), 1u);
+      EXPECT_EQ(ChainTail(now), now.backups.front());
+    }
+  }
+  // Clients read at the tails, write at the heads.
+  const RoutingTable t = RoutingFromConfig(*next);
+  ASSERT_EQ(t.readers.size(), next->shards.size());
+  for (size_t s = 0; s < next->shards.size(); ++s) EXPECT_EQ(t.readers[s], ChainTail(next->shards[s]));
+  c.design = "rpc-kv";
+  EXPECT_TRUE(RoutingFromConfig(c).readers.empty());
+  EXPECT_FALSE(Resync(c, 9).ok()) << "not a member";
+  ClusterConfig down = c;
+  down.nodes[2].state = NodeState::kDown;
+  EXPECT_FALSE(Resync(down, 2).ok()) << "not up";
 }
 
 }  // namespace
