@@ -485,7 +485,9 @@ void RubbleServer::Place(const ReplicaPtr& r, const ClusterConfig& c) {
   std::set<uint32_t> members;
   for (size_t i = 1; i < chain.size(); ++i) {
     const bool syncing = std::find(s.syncing.begin(), s.syncing.end(), chain[i]) != s.syncing.end();
-    if (!syncing || r->seeded_followers.contains(chain[i])) members.insert(chain[i]);
+    // A follower being seeded keeps the image its seed is in: it gets the
+    // tables of every edit after its seed.
+    if (!syncing || r->seeded_followers.contains(chain[i]) || chain[i] == r->seeding) members.insert(chain[i]);
   }
   for (auto it = r->seeded_followers.begin(); it != r->seeded_followers.end();) {
     it = std::find(chain.begin(), chain.end(), *it) == chain.end() ? r->seeded_followers.erase(it) : std::next(it);
@@ -847,6 +849,7 @@ void RubbleServer::OnLink(std::span<const std::byte> payload, Reply reply) {
     r->slots = nullptr;
     std::error_code ec;
     fs::remove_all(r->dir, ec);
+    fs::create_directories(env_.dir, ec);
     Status s;
     if (!fs::exists(r->image, ec) || fs::file_size(r->image, ec) != env_.shape.slots.image_bytes()) {
       s = rubble::CreateSlotImage(r->image, env_.shape.slots);
@@ -958,7 +961,7 @@ void RubbleServer::OnSlots(std::span<const std::byte> payload, Reply reply) {
 
 void RubbleServer::LinkFollowers(const ReplicaPtr& r) {
   for (uint32_t m : r->ship->Members()) {
-    if (!r->linked.contains(m)) Link(r, m, false);
+    if (!r->linked.contains(m) && m != r->seeding) Link(r, m, false);  // one being seeded is linked fresh
   }
 }
 

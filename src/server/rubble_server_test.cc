@@ -1,0 +1,271 @@
+// RubbleServer (server/rubble_server.h): three nodes in one process over
+// rpc::LocalNetwork, real engines and slot images in a temporary
+// directory, engines shaped tiny so every few writes flush and compact and
+// their tables ship. The test plays the manager: it seeds the chains as a
+// first boot does (cluster::Resync), publishes what the heads report
+// seeded, and on a kill removes the node (cluster::Reassign); later the
+// node comes back empty (cluster::Rejoin) and is seeded again. A client
+// writes throughout, retrying until each write is acknowledged; at every
+// step every key reads its last acknowledged value at its tail.
+#include "server/rubble_server.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <future>
+
+#include "common/random.h"
+#include "lsm/testing/temp_dir.h"
+#include "proto/kv.h"
+#include "rpc/local_network.h"
+#include "runtime/thread_runtime.h"
+
+namespace slip::server {
+namespace {
+
+using cluster::ClusterConfig;
+
+RubbleShape TinyShape() {
+  RubbleShape s;
+  s.db.memtable_bytes = 8 << 10;
+  s.db.target_file_bytes = 8 << 10;
+  s.db.level1_bytes = 32 << 10;
+  s.db.l0_compaction_trigger = 2;
+  s.db.block_cache_bytes = 1 << 20;
+  s.db.table.block_bytes = 1024;
+  s.slots.count = 256;
+  s.slots.slot_bytes = 16 << 10;
+  return s;
+}
+
+class RubbleCluster {
+ public:
+  explicit RubbleCluster(const std::string& dir) : dir_(dir) {
+    exec_ = rt_.CreateExecutor("cluster");
+    EXPECT_TRUE(rt_.Start().ok());
+    std::map<cluster::NodeId, std::string> nodes = {{0, "a"}, {1, "b"}, {2, "c"}};
+    auto c = cluster::Place(nodes, 2, 3);
+    EXPECT_TRUE(c.ok());
+    config_ = *c;
+    config_.design = "rubble";
+    // As the nodes' first boots leave it: every follower to be seeded.
+    for (uint32_t n = 0; n < 3; ++n) config_ = *cluster::Resync(config_, n);
+    On([&] {
+      client_ = net_.CallerFor(exec_, runtime::kSecond);
+      for (uint32_t n = 0; n < 3; ++n) Start(n);
+      Publish();
+    });
+  }
+  ~RubbleCluster() {
+    On([&] {
+      for (auto& [n, s] : servers_) net_.Detach(n);
+    });
+    // The servers stop their threads before the executor goes.
+    On([&] { servers_.clear(); });
+    rt_.Stop();
+  }
+
+  // Runs `fn` on the cluster's executor and waits.
+  void On(std::function<void()> fn) {
+    std::promise<void> done;
+    exec_->Post([&] {
+      fn();
+      done.set_value();
+    });
+    done.get_future().wait();
+  }
+
+  // A client operation, retried until it is answered (a write's effect is
+  // then known: retrying a PUT or DEL of the same key is idempotent here).
+  // Returns the answer's code and value.
+  std::pair<Code, std::string> Op(proto::Method m, const std::string& key, const std::string& value = "") {
+    for (int attempt = 0; attempt < 2000; ++attempt) {
+      std::promise<std::pair<Code, std::string>> answer;
+      On([&] {
+        const uint32_t shard = config_.ShardOf(HashKey(key));
+        const auto& s = config_.shards[shard];
+        const uint32_t node = m == proto::Method::kGet ? cluster::ChainTail(s) : s.primary;
+        client_->Call(node, static_cast<uint16_t>(m), proto::Encode(proto::KvRequest{config_.term, shard, key, value}),
+                      [&answer](Result<rpc::PeerResponse> r) {
+                        if (!r.ok()) return answer.set_value({r.status().code(), {}});
+                        auto resp = proto::DecodeKvResponse(proto::AsBytes(r->payload), log::Limits{});
+                        answer.set_value({r->status, resp.ok() ? std::string(resp->value) : std::string()});
+                      });
+      });
+      auto got = answer.get_future().get();
+      if (got.first == Code::kOk || got.first == Code::kNotFound) return got;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    ADD_FAILURE() << "no answer for " << key;
+    return {Code::kTimeout, {}};
+  }
+
+  // The node dies: its calls go unanswered, the manager removes it.
+  void Kill(uint32_t n) {
+    On([&] {
+      net_.Detach(n);
+      dead_.push_back(std::move(servers_.at(n)));
+      servers_.erase(n);
+      config_ = *cluster::Reassign(config_, n);
+      Publish();
+    });
+  }
+  // It comes back empty and is seeded again.
+  void Rejoin(uint32_t n) {
+    On([&] {
+      dead_.clear();
+      std::error_code ec;
+      std::filesystem::remove_all(dir_ + "/node-" + std::to_string(n), ec);
+      config_ = *cluster::Rejoin(config_, n);
+      Start(n);
+      Publish();
+    });
+  }
+  // Waits until no replica is being seeded.
+  bool Synced() {
+    for (int i = 0; i < 3000; ++i) {
+      bool synced = true;
+      On([&] {
+        for (const auto& s : config_.shards) synced &= s.syncing.empty();
+      });
+      if (synced) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  }
+  std::string fatal() {
+    std::string f;
+    On([&] { f = fatal_; });
+    return f;
+  }
+  ClusterConfig config() {
+    ClusterConfig c;
+    On([&] { c = config_; });
+    return c;
+  }
+  RubbleServer::Cpu cpu(uint32_t n) {
+    RubbleServer::Cpu c;
+    On([&] { c = servers_.at(n)->cpu(); });
+    return c;
+  }
+
+ private:
+  void Start(uint32_t n) {
+    RubbleServerEnv env;
+    env.self = n;
+    env.exec = exec_;
+    callers_[n] = net_.CallerFor(exec_, 200 * runtime::kMillisecond);
+    env.calls = callers_[n].get();
+    env.dir = dir_ + "/node-" + std::to_string(n);
+    env.set_peers = [](const ClusterConfig&) {};
+    env.mark_synced = [this](cluster::ShardId shard, uint32_t node) {
+      auto next = cluster::MarkSynced(config_, shard, node);
+      if (!next.ok()) return;
+      config_ = *next;
+      Publish();
+    };
+    env.lease_left = [] { return runtime::kSecond; };
+    env.fatal = [this, n](Status s) { fatal_ += "node " + std::to_string(n) + ": " + s.ToString() + "\n"; };
+    env.shape = TinyShape();
+    env.writer_threads = 2;
+    auto server = std::make_unique<RubbleServer>(std::move(env));
+    RubbleServer* raw = server.get();
+    net_.Attach(n, exec_, [raw](uint16_t m, std::span<const std::byte> p, rpc::LocalNetwork::Reply r) {
+      raw->Handle(m, p, std::move(r));
+    });
+    servers_[n] = std::move(server);
+  }
+  void Publish() {
+    for (auto& [n, s] : servers_) s->Adopt(config_);
+  }
+
+  const std::string dir_;
+  runtime::ThreadRuntime rt_{runtime::ThreadRuntimeOptions{.seed = 1}};
+  runtime::Executor* exec_ = nullptr;
+  rpc::LocalNetwork net_;
+  std::unique_ptr<rpc::PeerCaller> client_;
+  std::map<uint32_t, std::unique_ptr<rpc::PeerCaller>> callers_;
+  std::map<uint32_t, std::unique_ptr<RubbleServer>> servers_;
+  std::vector<std::unique_ptr<RubbleServer>> dead_;  // kept until their threads are idle
+  ClusterConfig config_;
+  std::string fatal_;
+};
+
+class Expected {
+ public:
+  void Write(RubbleCluster& c, Random& rng) {
+    const std::string key = "key-" + std::to_string(rng.Uniform(150));
+    if (rng.Uniform(5) == 0) {
+      const auto [code, v] = c.Op(proto::Method::kDel, key);
+      // A DEL says whether it found the key: the model agrees.
+      EXPECT_EQ(code == Code::kOk, values_.contains(key)) << key;
+      values_.erase(key);
+      return;
+    }
+    std::string value = key + "@" + std::to_string(++writes_) + std::string(100 + rng.Uniform(200), 'v');
+    EXPECT_EQ(c.Op(proto::Method::kPut, key, value).first, Code::kOk);
+    values_[key] = std::move(value);
+  }
+  void Check(RubbleCluster& c, const char* when) {
+    for (int k = 0; k < 150; ++k) {
+      const std::string key = "key-" + std::to_string(k);
+      const auto [code, v] = c.Op(proto::Method::kGet, key);
+      auto it = values_.find(key);
+      if (it == values_.end()) {
+        EXPECT_EQ(code, Code::kNotFound) << key << " " << when;
+      } else {
+        EXPECT_EQ(code, Code::kOk) << key << " " << when;
+        EXPECT_EQ(v, it->second) << key << " " << when;
+      }
+    }
+  }
+
+ private:
+  std::map<std::string, std::string> values_;
+  uint64_t writes_ = 0;
+};
+
+TEST(RubbleServerTest, ChainsFlushCompactShipAndLoseNothingThroughKillsAndRejoins) {
+  lsm::testing::TempDir dir;
+  RubbleCluster c(dir.path());
+  ASSERT_TRUE(c.Synced()) << "the first seeding never finished: " << c.fatal();
+  Random rng(7);
+  Expected model;
+  for (int i = 0; i < 1500; ++i) model.Write(c, rng);
+  model.Check(c, "before any failure");
+  const ClusterConfig before = c.config();
+  // Only heads flush and compact; the followers' engines never do.
+  for (uint32_t n = 0; n < 3; ++n) {
+    const auto cpu = c.cpu(n);
+    bool heads = false;
+    for (const auto& s : before.shards) heads |= s.primary == n;
+    if (heads) {
+      EXPECT_GT(cpu.flush_ns, 0u) << "node " << n << " heads a shard";
+      EXPECT_GT(cpu.compaction_ns, 0u) << "node " << n << " heads a shard";
+    } else {
+      EXPECT_EQ(cpu.flush_ns + cpu.compaction_ns, 0u) << "node " << n << " only follows";
+    }
+  }
+
+  // The head of shard 0 dies mid-load: its successor takes over.
+  const uint32_t head = before.shards[0].primary;
+  for (int i = 0; i < 300; ++i) model.Write(c, rng);
+  c.Kill(head);
+  for (int i = 0; i < 800; ++i) model.Write(c, rng);
+  model.Check(c, "after the head failed");
+  ASSERT_EQ(c.fatal(), "");
+
+  // It comes back empty, is seeded, and then a tail dies.
+  c.Rejoin(head);
+  for (int i = 0; i < 300; ++i) model.Write(c, rng);
+  ASSERT_TRUE(c.Synced()) << "the rejoined node was never seeded";
+  model.Check(c, "after the rejoin");
+  const uint32_t tail = cluster::ChainTail(c.config().shards[1]);
+  c.Kill(tail);
+  for (int i = 0; i < 800; ++i) model.Write(c, rng);
+  model.Check(c, "after a tail failed");
+  EXPECT_EQ(c.fatal(), "");
+}
+
+}  // namespace
+}  // namespace slip::server
