@@ -324,7 +324,7 @@ bool UsesPool(std::string_view design) {
 
 bool AnyNodeServes(std::string_view design) { return design == "clover"; }
 
-bool UsesChain(std::string_view design) { return design == "rubble"; }
+bool UsesChain(std::string_view design) { return design == "rubble" || design == "rubble-all-compact"; }
 
 NodeId ChainTail(const ShardReplicas& shard) {
   NodeId tail = shard.primary;

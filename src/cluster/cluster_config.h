@@ -172,7 +172,8 @@ Result<ClusterConfig> Reassign(const ClusterConfig& config, NodeId failed);
 // failed owner's shards move to live nodes with no data copied.
 bool UsesPool(std::string_view design);
 // Whether `design` replicates each shard in a chain of LSM engines
-// (rubble: RubbleDB, docs/papers/rubbledb.md): the primary is the chain's
+// (rubble, and its baseline rubble-all-compact: RubbleDB, docs/papers/
+// rubbledb.md): the primary is the chain's
 // head and takes writes, the backups follow in order — syncing ones last —
 // and the last backup not syncing answers reads.
 bool UsesChain(std::string_view design);

@@ -107,6 +107,7 @@ struct Db::Writer {
   WriteBatch* batch = nullptr;
   WriteTicket* ticket = nullptr;
   bool sync = true;
+  bool given = false;
   bool done = false;
   Status status;
   std::condition_variable cv;
@@ -487,6 +488,7 @@ Status Db::Write(WriteBatch batch, const WriteOptions& o, WriteTicket* ticket) {
   Writer w;
   w.batch = &batch;
   w.sync = o.sync;
+  w.given = o.given_sequence;
   w.ticket = ticket;
   std::unique_lock<std::mutex> l(mu_);
   writers_.push_back(&w);
@@ -509,10 +511,22 @@ Status Db::Write(WriteBatch batch, const WriteOptions& o, WriteTicket* ticket) {
     uint64_t sequence = last_sequence_.load() + 1;
     bool sync = false;
     for (Writer* x : group) {
+      if (x->given && x->batch->sequence != sequence) {
+        // Out of order: this group writes nothing (and stops nothing).
+        s = Status::InvalidArgument("a write at sequence " + std::to_string(x->batch->sequence) +
+                                    " where the next is " + std::to_string(sequence));
+        break;
+      }
       x->batch->sequence = sequence;
       sequence += x->batch->ops.size();
       sync |= x->sync;
     }
+  }
+  if (s.ok()) {
+    std::vector<Writer*> group(writers_.begin(), std::find(writers_.begin(), writers_.end(), last) + 1);
+    uint64_t sequence = last->batch->sequence + last->batch->ops.size();
+    bool sync = false;
+    for (Writer* x : group) sync |= x->sync;
     const std::shared_ptr<Mem> mem = mem_;
     for (Writer* x : group) {
       if (x->ticket != nullptr) *x->ticket = {x->batch->sequence, mem->id, mem->first_sequence};

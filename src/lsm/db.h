@@ -88,6 +88,11 @@ struct DbOptions {
 
 struct WriteOptions {
   bool sync = true;  // the WAL is synced before Write returns
+  // The batch keeps its sequence, which must be the next one (a replica
+  // of an all-compact chain writes at its head's sequences, so a write
+  // resent to it is recognised, and it can take over as head). Else
+  // InvalidArgument, and nothing is written.
+  bool given_sequence = false;
 };
 
 // Where the head put a batch: what a follower needs to put it in the same

@@ -55,6 +55,7 @@ class RubbleNode final : public NodeProcess {
   std::unique_ptr<rpc::RpcPeers> peers_;
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<server::RubbleServer> server_;  // node executor only
+  std::string design_;
   Outcome outcome_;
 };
 
@@ -111,7 +112,9 @@ Status RubbleNode::Boot() {
       .mark_synced = [this](cluster::ShardId shard, uint32_t node) { MarkSynced(shard, node); },
       .lease_left = [this] { return membership_->lease_expiry() - MachineNow(); },
       .fatal = [this](Status s) { Finish(std::move(s)); },
+      .all_compact = vc.config.design == "rubble-all-compact",
   });
+  design_ = vc.config.design;
   channel_->SetHandler([this](uint16_t method, std::span<const std::byte> payload, rpc::RpcChannel::Reply reply) {
     if (method == static_cast<uint16_t>(proto::Method::kStats)) return Stats(std::move(reply));
     server_->Handle(method, payload, std::move(reply));
@@ -180,7 +183,7 @@ void RubbleNode::Stats(rpc::RpcChannel::Reply reply) {
   const server::RubbleServer::Cpu cpu = server_->cpu();
   const nlohmann::json j = {
       {"node", o_.id},
-      {"design", "rubble"},
+      {"design", design_},
       {"cpu_ns",
        {{"worker", node_ex_->CpuTime() + cpu.writers_ns},
         {"backup_worker", cpu.apply_ns},

@@ -307,7 +307,13 @@ struct RubbleServer::Replica {
   std::string seed_bytes;
   uint64_t report_number = 0;
   bool report_armed = false;
+  // All-compact follower: the next head sequence to write, writes waiting
+  // for it, and writes being written (with the callers of resends).
+  uint64_t next_to_write = 0;
+  std::map<uint64_t, Held> waiting;
+  std::map<uint64_t, std::vector<Reply>> writing_now;
   bool linking = false;  // a fresh link is being set up
+  uint64_t incarnation = 0;  // of its follower engine: each fresh link starts a new one
 
   // Head.
   std::shared_ptr<Ship> ship;
@@ -452,6 +458,14 @@ Status RubbleServer::Open(Replica& r, bool head) {
   o.fs = r.fs.get();
   o.follower = false;
   std::shared_ptr<Ship> ship = r.ship;
+  if (env_.all_compact) {
+    // Its own tables stay its own; its followers compact for themselves.
+    o.adopt_table = [slots = r.slots](const lsm::FileMeta& m) {
+      return slots != nullptr ? slots->Adopt(m) : Status::Ok();
+    };
+    SLIP_ASSIGN_OR_RETURN(r.db, lsm::Db::Open(r.dir, o));
+    return Status::Ok();
+  }
   // Recovery names each table it opens here, before any new one is shipped.
   o.adopt_table = [ship, slots = r.slots](const lsm::FileMeta& m) {
     ship->Own(m);
@@ -481,6 +495,12 @@ void RubbleServer::Place(const ReplicaPtr& r, const ClusterConfig& c) {
     ResendAll(r);
   }
   if (!r->head || !r->ready) return;
+  if (env_.all_compact) {
+    for (auto it = r->seeded_followers.begin(); it != r->seeded_followers.end();) {
+      it = std::find(chain.begin(), chain.end(), *it) == chain.end() ? r->seeded_followers.erase(it) : std::next(it);
+    }
+    return SeedNext(r);
+  }
   // The head: followers gone are forgotten, complete ones get every table.
   std::set<uint32_t> members;
   for (size_t i = 1; i < chain.size(); ++i) {
@@ -504,6 +524,15 @@ void RubbleServer::Promote(const ReplicaPtr& r) {
                                       ": made head while not a complete follower (the configuration is wrong)"));
   }
   logging::Info("shard {}: promoted to head in term {}", r->shard, term_);
+  if (env_.all_compact) {
+    // An engine of its own already, at its head's sequences: what it
+    // waits for was never readable here, so never acknowledged.
+    r->head = true;
+    r->waiting.clear();
+    r->ship = std::make_shared<Ship>(env_.shape.slots.count);
+    r->next_sequence = r->db->stats().last_sequence + 1;
+    return;
+  }
   r->ready = false;
   r->head = true;
   r->ship = std::make_shared<Ship>(env_.shape.slots.count);
@@ -781,6 +810,7 @@ void RubbleServer::OnApply(std::span<const std::byte> payload, Reply reply) {
   }
   ReplicaPtr r = Find(item->header.shard);
   if (!r->ready || !r->seeded) return reply(Code::kUnavailable, {});  // its predecessor keeps it and tries again
+  if (env_.all_compact) return ApplyInOrder(r, std::move(*item), std::move(reply));
   applier_->Post([this, r, item = std::move(*item), reply = std::move(reply)]() mutable {
     lsm::Applied applied;
     Status s = item.kind == ChainItem::Kind::kWrite ? r->db->ApplyReplicated(item.batch, item.ticket, &applied)
@@ -814,6 +844,49 @@ void RubbleServer::OnApply(std::span<const std::byte> payload, Reply reply) {
   });
 }
 
+void RubbleServer::ApplyInOrder(const ReplicaPtr& r, ChainItem item, Reply reply) {
+  if (item.kind != ChainItem::Kind::kWrite) return reply(Code::kInvalidArgument, {});
+  const uint64_t seq = item.ticket.sequence;
+  if (auto it = r->writing_now.find(seq); it != r->writing_now.end()) {
+    it->second.push_back(std::move(reply));  // resent while being written
+    return;
+  }
+  if (seq < r->next_to_write) {
+    // Written already: passed on again (its successor recognises it too).
+    std::vector<std::function<void(Status)>> callers;
+    callers.push_back([reply](Status s) { reply(s.code(), {}); });
+    return Emit(r, std::move(item), std::move(callers));
+  }
+  auto& h = r->waiting[seq];
+  if (h.replies.empty()) h.item = std::move(item);
+  h.replies.push_back(std::move(reply));
+  // The next ones in the head's order go to the engine, one by one on the
+  // applier thread (its order is theirs).
+  while (!r->waiting.empty() && r->waiting.begin()->first == r->next_to_write) {
+    Replica::Held next = std::move(r->waiting.begin()->second);
+    r->waiting.erase(r->waiting.begin());
+    const uint64_t at = next.item.ticket.sequence;
+    r->next_to_write = at + next.item.batch.ops.size();
+    r->writing_now[at] = std::move(next.replies);
+    applier_->Post([this, r, item = std::move(next.item)]() mutable {
+      Status s = r->db->Write(item.batch, {.sync = false, .given_sequence = true});
+      env_.exec->Post([this, r, s, item = std::move(item)]() mutable {
+        auto it = r->writing_now.find(item.ticket.sequence);
+        if (it == r->writing_now.end()) return;
+        std::vector<Reply> replies = std::move(it->second);
+        r->writing_now.erase(it);
+        if (!s.ok()) {
+          for (auto& reply : replies) reply(Code::kUnavailable, {});
+          return env_.fatal(Status(s.code(), "shard " + std::to_string(r->shard) + ": " + s.message()));
+        }
+        std::vector<std::function<void(Status)>> callers;
+        for (auto& reply : replies) callers.push_back([reply](Status st) { reply(st.code(), {}); });
+        Emit(r, std::move(item), std::move(callers));
+      });
+    });
+  }
+}
+
 void RubbleServer::OnLink(std::span<const std::byte> payload, Reply reply) {
   auto req = rubble::DecodeLink(AsView(payload));
   if (!req.ok()) return reply(req.status().code(), {});
@@ -838,12 +911,13 @@ void RubbleServer::OnLink(std::span<const std::byte> payload, Reply reply) {
   // any edit names it).
   if (r->linking) return reply(Code::kBusy, {});
   r->linking = true;
+  const uint64_t incarnation = ++r->incarnation;
   r->ready = false;
   r->seeded = false;
   r->held.clear();
   r->seed_bytes.clear();
   r->seed_id = 0;
-  applier_->Post([this, r, reply = std::move(reply)] {
+  applier_->Post([this, r, incarnation, reply = std::move(reply)] {
     r->db.reset();
     r->fs.reset();
     r->slots = nullptr;
@@ -881,7 +955,8 @@ void RubbleServer::OnLink(std::span<const std::byte> payload, Reply reply) {
         r->db = std::move(*db);
       }
     }
-    env_.exec->Post([this, r, s, reply] {
+    env_.exec->Post([this, r, s, reply, incarnation] {
+      if (incarnation != r->incarnation) return reply(Code::kUnavailable, {});
       r->linking = false;
       if (!s.ok()) {
         reply(Code::kUnavailable, {});
@@ -900,7 +975,7 @@ void RubbleServer::OnSeed(std::span<const std::byte> payload, Reply reply) {
   if (c->header.term > term_) return reply(Code::kBusy, {});
   ReplicaPtr r = Find(shard);
   if (!r || r->head || config_.shards[shard].primary != c->header.sender) return reply(Code::kStaleTerm, {});
-  if (!r->ready || r->seeded) return reply(Code::kUnavailable, {});  // not linked fresh for it
+  if (!r->ready || r->seeded || r->linking) return reply(Code::kUnavailable, {});  // not linked fresh for it
   if (c->seed_id != r->seed_id || c->offset == 0) {
     r->seed_id = c->seed_id;
     r->seed_bytes.clear();
@@ -909,10 +984,19 @@ void RubbleServer::OnSeed(std::span<const std::byte> payload, Reply reply) {
   r->seed_bytes.append(c->bytes);
   if (r->seed_bytes.size() < c->total) return reply(Code::kOk, {});
   r->ready = false;
-  applier_->Post([this, r, bytes = std::move(r->seed_bytes), reply = std::move(reply)] {
+  applier_->Post([this, r, incarnation = r->incarnation, bytes = std::move(r->seed_bytes), reply = std::move(reply)] {
     auto seed = rubble::DecodeSeed(bytes);
     Status s = seed.ok() ? r->db->Seed(*seed) : seed.status();
-    env_.exec->Post([this, r, s, reply] {
+    if (s.ok() && env_.all_compact) {
+      // From here on an engine of its own: it flushes and compacts.
+      r->slots->TakeTables();
+      s = r->db->Promote(nullptr, nullptr);
+    }
+    const uint64_t next = seed.ok() ? seed->last_sequence + 1 : 0;
+    env_.exec->Post([this, r, s, reply, next, incarnation] {
+      // Linked afresh meanwhile: this seed went into an engine since replaced.
+      if (incarnation != r->incarnation) return reply(Code::kUnavailable, {});
+      r->next_to_write = next;
       r->ready = true;
       if (!s.ok()) {
         logging::Warn("shard {}: seed refused: {}", r->shard, s.ToString());
@@ -1028,10 +1112,13 @@ void RubbleServer::SeedNext(const ReplicaPtr& r) {
                          SLIP_ASSIGN_OR_RETURN(lsm::FollowerSeed seed, r->db->SeedFollower());
                          std::vector<uint32_t> slots;
                          std::string scratch;
-                         for (const auto& [level, meta] : seed.version.added) {
-                           if (meta.slot == 0) {
+                         uint32_t next_slot = 0;
+                         for (auto& [level, meta] : seed.version.added) {
+                           // All-compact: the new replica's image is its own, filled in order.
+                           if (env_.all_compact) meta.slot = ++next_slot;
+                           if (meta.slot == 0 || meta.slot > env_.shape.slots.count) {
                              return Status::InvalidArgument("table " + std::to_string(meta.number) +
-                                                            " was never given a slot");
+                                                            " has no slot in the new replica's image");
                            }
                            char name[32];
                            std::snprintf(name, sizeof name, "/%06llu.sst", static_cast<unsigned long long>(meta.number));
@@ -1040,10 +1127,12 @@ void RubbleServer::SeedNext(const ReplicaPtr& r) {
                            SLIP_RETURN_IF_ERROR(writer->Write(meta.slot, bytes));
                            slots.push_back(meta.slot);
                          }
-                         ship->ledger.AddFollower(next, seed.version.id);
-                         ship->ledger.Report(next, 0, slots, seed.version.id);
-                         ship->AddWriter(next, writer);
-                         ship->AddMember(next);
+                         if (!env_.all_compact) {
+                           ship->ledger.AddFollower(next, seed.version.id);
+                           ship->ledger.Report(next, 0, slots, seed.version.id);
+                           ship->AddWriter(next, writer);
+                           ship->AddMember(next);
+                         }
                          return rubble::EncodeSeed(seed);
                        }();
                        env_.exec->Post([this, r, next, seeded = std::move(seeded)]() mutable {

@@ -73,6 +73,12 @@ struct RubbleServerEnv {
   std::function<runtime::Nanos()> lease_left;
   std::function<void(Status)> fatal;
   RubbleShape shape = DefaultRubbleShape();
+  // The paper's baseline (design rubble-all-compact): every replica
+  // flushes and compacts for itself; the chain carries writes only, which
+  // followers write at the head's sequences. Seeding is the same (the
+  // head's tables copied into the new replica's image, which it then
+  // compacts away like any table of its own).
+  bool all_compact = false;
   int writer_threads = 4;
 };
 
@@ -130,6 +136,8 @@ class RubbleServer final : public PoolNode {
 
   // Follower.
   void OnApply(std::span<const std::byte> payload, Reply reply);
+  // An all-compact follower: writes in the head's order, each once.
+  void ApplyInOrder(const ReplicaPtr& r, rubble::ChainItem item, Reply reply);
   void OnLink(std::span<const std::byte> payload, Reply reply);
   void OnSeed(std::span<const std::byte> payload, Reply reply);
   void OnSlots(std::span<const std::byte> payload, Reply reply);

@@ -40,14 +40,14 @@ RubbleShape TinyShape() {
 
 class RubbleCluster {
  public:
-  explicit RubbleCluster(const std::string& dir) : dir_(dir) {
+  RubbleCluster(const std::string& dir, bool all_compact) : dir_(dir), all_compact_(all_compact) {
     exec_ = rt_.CreateExecutor("cluster");
     EXPECT_TRUE(rt_.Start().ok());
     std::map<cluster::NodeId, std::string> nodes = {{0, "a"}, {1, "b"}, {2, "c"}};
     auto c = cluster::Place(nodes, 2, 3);
     EXPECT_TRUE(c.ok());
     config_ = *c;
-    config_.design = "rubble";
+    config_.design = all_compact ? "rubble-all-compact" : "rubble";
     // As the nodes' first boots leave it: every follower to be seeded.
     for (uint32_t n = 0; n < 3; ++n) config_ = *cluster::Resync(config_, n);
     On([&] {
@@ -168,6 +168,7 @@ class RubbleCluster {
     env.fatal = [this, n](Status s) { fatal_ += "node " + std::to_string(n) + ": " + s.ToString() + "\n"; };
     env.shape = TinyShape();
     env.writer_threads = 2;
+    env.all_compact = all_compact_;
     auto server = std::make_unique<RubbleServer>(std::move(env));
     RubbleServer* raw = server.get();
     net_.Attach(n, exec_, [raw](uint16_t m, std::span<const std::byte> p, rpc::LocalNetwork::Reply r) {
@@ -180,6 +181,7 @@ class RubbleCluster {
   }
 
   const std::string dir_;
+  const bool all_compact_;
   runtime::ThreadRuntime rt_{runtime::ThreadRuntimeOptions{.seed = 1}};
   runtime::Executor* exec_ = nullptr;
   rpc::LocalNetwork net_;
@@ -225,16 +227,20 @@ class Expected {
   uint64_t writes_ = 0;
 };
 
-TEST(RubbleServerTest, ChainsFlushCompactShipAndLoseNothingThroughKillsAndRejoins) {
+class RubbleServerTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(RubbleServerTest, ChainsFlushCompactShipAndLoseNothingThroughKillsAndRejoins) {
+  const bool all_compact = GetParam();
   lsm::testing::TempDir dir;
-  RubbleCluster c(dir.path());
+  RubbleCluster c(dir.path(), all_compact);
   ASSERT_TRUE(c.Synced()) << "the first seeding never finished: " << c.fatal();
   Random rng(7);
   Expected model;
   for (int i = 0; i < 1500; ++i) model.Write(c, rng);
   model.Check(c, "before any failure");
   const ClusterConfig before = c.config();
-  // Only heads flush and compact; the followers' engines never do.
+  // Only heads flush and compact; the followers' engines never do — but
+  // in the baseline every engine does.
   for (uint32_t n = 0; n < 3; ++n) {
     const auto cpu = c.cpu(n);
     bool heads = false;
@@ -242,6 +248,8 @@ TEST(RubbleServerTest, ChainsFlushCompactShipAndLoseNothingThroughKillsAndRejoin
     if (heads) {
       EXPECT_GT(cpu.flush_ns, 0u) << "node " << n << " heads a shard";
       EXPECT_GT(cpu.compaction_ns, 0u) << "node " << n << " heads a shard";
+    } else if (all_compact) {
+      EXPECT_GT(cpu.flush_ns, 0u) << "node " << n << " follows, and flushes for itself";
     } else {
       EXPECT_EQ(cpu.flush_ns + cpu.compaction_ns, 0u) << "node " << n << " only follows";
     }
@@ -266,6 +274,9 @@ TEST(RubbleServerTest, ChainsFlushCompactShipAndLoseNothingThroughKillsAndRejoin
   model.Check(c, "after a tail failed");
   EXPECT_EQ(c.fatal(), "");
 }
+
+INSTANTIATE_TEST_SUITE_P(Modes, RubbleServerTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "all_compact" : "rubble"; });
 
 }  // namespace
 }  // namespace slip::server

@@ -552,7 +552,7 @@ TEST(CommandLine, PmClassesAreCheckedRecordedAndShown) {
 INSTANTIATE_TEST_SUITE_P(Designs, ClusterIntegrationTest,
                          ::testing::Values("rpc-kv", "rowan-kv", "rwrite-kv", "batch-kv", "share-kv", "tailwind",
                                            "erda", "erda-raw", "erda-redo", "rpc-kv/3", "share-kv/3", "erda/3",
-                                           "rpc-kv@shm", "rowan-kv@shm", "erda@shm", "rubble"),
+                                           "rpc-kv@shm", "rowan-kv@shm", "erda@shm", "rubble", "rubble-all-compact"),
                          integration::DesignParamName);
 
 }  // namespace
