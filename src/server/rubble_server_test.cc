@@ -4,7 +4,8 @@
 // their tables ship. The test plays the manager: it seeds the chains as a
 // first boot does (cluster::Resync), publishes what the heads report
 // seeded, and on a kill removes the node (cluster::Reassign); later the
-// node comes back empty (cluster::Rejoin) and is seeded again. A client
+// node comes back empty (cluster::Rejoin) and is seeded again. A head, a
+// tail and a middle die in turn. A client
 // writes throughout, retrying until each write is acknowledged; at every
 // step every key reads its last acknowledged value at its tail.
 #include "server/rubble_server.h"
@@ -272,6 +273,18 @@ TEST_P(RubbleServerTest, ChainsFlushCompactShipAndLoseNothingThroughKillsAndRejo
   c.Kill(tail);
   for (int i = 0; i < 800; ++i) model.Write(c, rng);
   model.Check(c, "after a tail failed");
+  ASSERT_EQ(c.fatal(), "");
+
+  // It comes back too, and then a middle dies mid-load: its predecessor
+  // sends what it had passed on to the tail instead.
+  c.Rejoin(tail);
+  ASSERT_TRUE(c.Synced()) << "the rejoined tail was never seeded";
+  const auto chain = RubbleServer::ChainOf(c.config(), 0);
+  ASSERT_EQ(chain.size(), 3u);
+  for (int i = 0; i < 200; ++i) model.Write(c, rng);
+  c.Kill(chain[1]);
+  for (int i = 0; i < 800; ++i) model.Write(c, rng);
+  model.Check(c, "after a middle failed");
   EXPECT_EQ(c.fatal(), "");
 }
 
