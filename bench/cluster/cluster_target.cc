@@ -125,8 +125,8 @@ class ClusterTarget final : public KvTarget {
     // clocks; backup work inside the worker is timed by the node itself).
     auto stats = client_->NodeStats();
     if (!stats.ok()) return s;
-    double worker = 0, backup_worker = 0, nic = 0, control = 0, digest = 0, pool = 0;
-    bool has_pool = false;
+    double worker = 0, backup_worker = 0, nic = 0, control = 0, digest = 0, pool = 0, clean = 0;
+    bool has_pool = false, has_clean = false;
     for (const std::string& text : *stats) {
       auto j = nlohmann::json::parse(text, nullptr, false);
       if (j.is_discarded() || !j.contains("cpu_ns")) return s;
@@ -136,6 +136,10 @@ class ClusterTarget final : public KvTarget {
       nic += cpu.value("nic", 0.0) / 1e3;
       control += cpu.value("control", 0.0) / 1e3;
       digest += cpu.value("digest", 0.0) / 1e3;
+      if (cpu.contains("clean")) {
+        has_clean = true;
+        clean += cpu.value("clean", 0.0) / 1e3;
+      }
       if (cpu.contains("pool")) {
         has_pool = true;
         pool += cpu.value("pool", 0.0) / 1e3;
@@ -147,6 +151,7 @@ class ClusterTarget final : public KvTarget {
     s.cpu_us.control = control;
     s.cpu_us.digest = digest;
     if (has_pool) s.cpu_us.pool = pool;
+    if (has_clean) s.cpu_us.clean = clean;
     return s;
   }
 

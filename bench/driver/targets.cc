@@ -13,7 +13,7 @@ namespace slip::bench {
 
 const std::vector<std::string>& TargetNames() {
   static const std::vector<std::string> names = {"rpc-kv", "rowan-kv",   "rwrite-kv", "batch-kv",
-                                                 "share-kv", "tailwind", "erda",      "erda-raw",  "erda-redo", "local", "rocksdb", "lsm",
+                                                 "share-kv", "tailwind", "erda",      "erda-raw",  "erda-redo", "rubble", "rubble-all-compact", "local", "rocksdb", "lsm",
                                                  "redis",  "redis-wait", "redis-wait-aof", "memcached"};
   return names;
 }
@@ -29,7 +29,8 @@ std::pair<std::string, uint32_t> SplitWorkers(const std::string& name) {
   return {name.substr(0, slash), static_cast<uint32_t>(std::stoul(n))};
 }
 
-// A replication design, or one that keeps its data in a pool (dinomo).
+// A replication design, one that keeps its data in a pool (dinomo), or one
+// of chains of LSM engines (rubble).
 bool IsDesign(const std::string& design) {
   return replication::ParseDesign(design).ok() || cluster::UsesPool(design) || cluster::UsesChain(design);
 }

@@ -190,6 +190,9 @@ void RubbleNode::Stats(rpc::RpcChannel::Reply reply) {
         {"nic", 0},
         {"control", control_ex_->CpuTime()},
         {"digest", 0},
+        // The LSM's background work (as a log store's cleaner): flushes
+        // and compactions, the head's shipping included.
+        {"clean", cpu.flush_ns + cpu.compaction_ns},
         {"flush", cpu.flush_ns},
         {"compaction", cpu.compaction_ns}}},
       {"gets", st.gets},
