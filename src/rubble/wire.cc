@@ -135,6 +135,25 @@ Result<LinkRequest> DecodeLink(std::string_view bytes) {
   return r;
 }
 
+std::string EncodeLinkResponse(const LinkResponse& r) {
+  std::string out;
+  PutBytes(&out, r.image);
+  PutVarint64(&out, r.last_sequence);
+  PutVarint64(&out, r.last_edit);
+  return out;
+}
+
+Result<LinkResponse> DecodeLinkResponse(std::string_view bytes) {
+  In in(bytes);
+  LinkResponse r;
+  r.image = std::string(in.Bytes());
+  r.last_sequence = in.U64();
+  r.last_edit = in.U64();
+  SLIP_RETURN_IF_ERROR(in.Finish("RUBBLE_LINK's answer"));
+  if (r.image.empty()) return Status::Corruption("RUBBLE_LINK's answer names no image");
+  return r;
+}
+
 std::string EncodeSeedChunk(const SeedChunk& c) {
   std::string out;
   PutHeader(&out, c.header);

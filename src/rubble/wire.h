@@ -49,6 +49,16 @@ struct LinkRequest {
 std::string EncodeLink(const LinkRequest& r);
 Result<LinkRequest> DecodeLink(std::string_view bytes);
 
+// Its answer: the image's path, and how far the follower is (its readable
+// writes and applied edits; a fresh one: 0, 0).
+struct LinkResponse {
+  std::string image;
+  uint64_t last_sequence = 0, last_edit = 0;
+  bool operator==(const LinkResponse&) const = default;
+};
+std::string EncodeLinkResponse(const LinkResponse& r);
+Result<LinkResponse> DecodeLinkResponse(std::string_view bytes);
+
 // RUBBLE_SEED: part of a seed (EncodeSeed's bytes) at `offset`; the part
 // ending at `total` makes the follower seed itself from the whole.
 struct SeedChunk {

@@ -90,6 +90,11 @@ TEST(ChainWireTest, LinksSeedsAndReportsRoundTrip) {
   EXPECT_EQ(link->slot_count, 64u);
   EXPECT_EQ(link->slot_bytes, uint64_t{1} << 20);
   RefusesEveryTruncation(EncodeLink(l), DecodeLink);
+  const LinkResponse lr{"/data/node-1/rubble/shard-2.slots", 901, 17};
+  auto answer = DecodeLinkResponse(EncodeLinkResponse(lr));
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ(*answer, lr);
+  RefusesEveryTruncation(EncodeLinkResponse(lr), DecodeLinkResponse);
 
   const std::string blob = "part of a seed";
   SeedChunk c{{2, 5, 1}, 77, 10, 24, blob};

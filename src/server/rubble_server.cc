@@ -37,6 +37,12 @@ constexpr runtime::Nanos kReportDelay = 5 * runtime::kMillisecond;
 
 uint16_t M(proto::Method m) { return static_cast<uint16_t>(m); }
 
+// A new follower's copy of its head, and how far it reaches.
+struct Seeded {
+  std::string bytes;
+  uint64_t last_sequence = 0, last_edit = 0;
+};
+
 // No node (node ids start at 0).
 constexpr uint32_t kNone = UINT32_MAX;
 
@@ -127,7 +133,8 @@ class RubbleServer::Threads {
 // needs (no table shipped, none shipped but unlogged, while a new
 // follower's copy of the version is taken).
 struct RubbleServer::Ship {
-  explicit Ship(uint32_t slots) : ledger(slots) {}
+  Ship(uint32_t slots, std::function<runtime::Nanos()> lease_left)
+      : ledger(slots), lease_left_(std::move(lease_left)) {}
 
   Status Tables(lsm::VersionEdit* edit, const std::vector<std::string_view>& contents) {
     std::vector<std::shared_ptr<rubble::SlotWriter>> to;
@@ -144,6 +151,10 @@ struct RubbleServer::Ship {
         return true;
       });
       if (closed) return Status::Aborted("this head stopped");
+      // Fencing: a head whose lease ran out may have been replaced, and
+      // its successor may hand the slots out again — it writes none. (The
+      // manager declares it failed only after its lease expired.)
+      if (lease_left_() <= 0) return Status::Aborted("this head's lease ran out: it ships nothing more");
       for (uint32_t m : members) to.push_back(writers.at(m));
       ++shipping;
     }
@@ -252,6 +263,7 @@ struct RubbleServer::Ship {
   std::atomic<uint64_t> shipped_bytes{0};
 
  private:
+  const std::function<runtime::Nanos()> lease_left_;
   std::mutex mu;
   std::condition_variable cv;
   std::map<uint32_t, std::shared_ptr<rubble::SlotWriter>> writers;
@@ -394,7 +406,7 @@ void RubbleServer::Adopt(const ClusterConfig& c) {
         // a follower waits for its head to link and seed it.
         r->head = true;
         r->seeded = true;
-        r->ship = std::make_shared<Ship>(env_.shape.slots.count);
+        r->ship = std::make_shared<Ship>(env_.shape.slots.count, env_.lease_left);
         applier_->Post([this, r] {
           Status s = Open(*r, true);
           env_.exec->Post([this, r, s] {
@@ -529,13 +541,13 @@ void RubbleServer::Promote(const ReplicaPtr& r) {
     // waits for was never readable here, so never acknowledged.
     r->head = true;
     r->waiting.clear();
-    r->ship = std::make_shared<Ship>(env_.shape.slots.count);
+    r->ship = std::make_shared<Ship>(env_.shape.slots.count, env_.lease_left);
     r->next_sequence = r->db->stats().last_sequence + 1;
     return;
   }
   r->ready = false;
   r->head = true;
-  r->ship = std::make_shared<Ship>(env_.shape.slots.count);
+  r->ship = std::make_shared<Ship>(env_.shape.slots.count, env_.lease_left);
   // Its followers' reports count from the edit it took over at: before
   // it, they may still apply its predecessor's edits.
   const uint64_t took_over_at = r->db->version().last_edit();
@@ -899,7 +911,7 @@ void RubbleServer::OnLink(std::span<const std::byte> payload, Reply reply) {
   if (!req->fresh) {
     // A new head asks where our slots are; it learns which we hold next.
     if (!r->ready || !r->seeded) return reply(Code::kUnavailable, {});
-    reply(Code::kOk, r->image);
+    reply(Code::kOk, rubble::EncodeLinkResponse({r->image, r->db->stats().last_sequence, r->db->version().last_edit()}));
     r->report_number = std::max(r->report_number, uint64_t{1});
     return ReportLater(r);
   }
@@ -963,7 +975,7 @@ void RubbleServer::OnLink(std::span<const std::byte> payload, Reply reply) {
         return env_.fatal(Status(s.code(), "shard " + std::to_string(r->shard) + ": " + s.message()));
       }
       r->ready = true;
-      reply(Code::kOk, r->image);
+      reply(Code::kOk, rubble::EncodeLinkResponse({r->image, 0, 0}));
     });
   });
 }
@@ -1066,7 +1078,9 @@ void RubbleServer::Link(const ReplicaPtr& r, uint32_t node, bool fresh) {
                      }
                      // Here, not on a thread of ours: the engine may be
                      // waiting for this link in one of them.
-                     auto w = rubble::SlotWriter::Open(res->payload, env_.shape.slots);
+                     auto answer = rubble::DecodeLinkResponse(res->payload);
+                     auto w = answer.ok() ? rubble::SlotWriter::Open(answer->image, env_.shape.slots)
+                                          : Result<std::unique_ptr<rubble::SlotWriter>>(answer.status());
                      if (!w.ok()) {
                        return env_.fatal(Status(w.status().code(), "shard " + std::to_string(r->shard) + ": node " +
                                                                        std::to_string(node) + "'s slot image: " +
@@ -1098,10 +1112,12 @@ void RubbleServer::SeedNext(const ReplicaPtr& r) {
                        return SeedFailed(r, next, res.ok() ? Status(res->status, "linking") : res.status());
                      }
                      std::shared_ptr<Ship> ship = r->ship;
-                     writers_->Post([this, r, ship, next, image = res->payload] {
+                     auto answer = rubble::DecodeLinkResponse(res->payload);
+                     if (!answer.ok()) return SeedFailed(r, next, answer.status());
+                     writers_->Post([this, r, ship, next, image = answer->image] {
                        // The follower's copy: every table of the version in
                        // its slot, then the MemTables; no edit in between.
-                       auto seeded = [&]() -> Result<std::string> {
+                       auto seeded = [&]() -> Result<Seeded> {
                          SLIP_ASSIGN_OR_RETURN(auto w, rubble::SlotWriter::Open(image, env_.shape.slots));
                          std::shared_ptr<rubble::SlotWriter> writer(std::move(w));
                          if (!ship->Pause()) return Status::Aborted("the head is stopping");
@@ -1133,13 +1149,43 @@ void RubbleServer::SeedNext(const ReplicaPtr& r) {
                            ship->AddWriter(next, writer);
                            ship->AddMember(next);
                          }
-                         return rubble::EncodeSeed(seed);
+                         return Seeded{rubble::EncodeSeed(seed), seed.last_sequence, seed.version.id};
                        }();
                        env_.exec->Post([this, r, next, seeded = std::move(seeded)]() mutable {
                          if (!seeded.ok()) return SeedFailed(r, next, seeded.status());
-                         SendSeed(r, next, env_.exec->Rng().Next() | 1,
-                                  std::make_shared<std::string>(std::move(*seeded)), 0);
+                         auto bytes = std::make_shared<std::string>(std::move(seeded->bytes));
+                         AfterPredecessorHas(r, next, seeded->last_sequence, seeded->last_edit, [this, r, next, bytes] {
+                           SendSeed(r, next, env_.exec->Rng().Next() | 1, bytes, 0);
+                         });
                        });
+                     });
+                   });
+}
+
+// A seed may be no newer than what the new follower's predecessor has: a
+// follower ahead of a member before it would hold writes that member lacks
+// — never acknowledged, readable at it once it is the tail, and gone if
+// that member were promoted (found by rubble_server_test's seeded kills).
+void RubbleServer::AfterPredecessorHas(const ReplicaPtr& r, uint32_t node, uint64_t sequence, uint64_t edit,
+                                       std::function<void()> then) {
+  if (Find(r->shard) != r || !r->head || r->seeding != node) return;
+  const auto chain = ChainOf(config_, r->shard);
+  const auto at = std::find(chain.begin(), chain.end(), node);
+  if (at == chain.end() || at == chain.begin()) {
+    return SeedFailed(r, node, Status::Aborted("no longer a follower of the shard"));
+  }
+  const uint32_t predecessor = *(at - 1);
+  if (predecessor == env_.self) return then();
+  rubble::LinkRequest req{ChainHeader{r->shard, term_, env_.self}, false, env_.shape.slots.count,
+                          env_.shape.slots.slot_bytes};
+  env_.calls->Call(predecessor, M(proto::Method::kRubbleLink), rubble::EncodeLink(req),
+                   [this, r, node, sequence, edit, then = std::move(then)](Result<rpc::PeerResponse> res) mutable {
+                     auto a = res.ok() && res->status == Code::kOk
+                                  ? rubble::DecodeLinkResponse(res->payload)
+                                  : Result<rubble::LinkResponse>(Status::Unavailable("no answer"));
+                     if (a.ok() && a->last_sequence >= sequence && a->last_edit >= edit) return then();
+                     env_.exec->After(kReportDelay, [this, r, node, sequence, edit, then = std::move(then)]() mutable {
+                       AfterPredecessorHas(r, node, sequence, edit, std::move(then));
                      });
                    });
 }

@@ -70,6 +70,7 @@ struct RubbleServerEnv {
   // The head finished seeding `node` with `shard`: publish it (the
   // server learns the outcome from Adopt).
   std::function<void(cluster::ShardId shard, uint32_t node)> mark_synced;
+  // Thread-safe (the engine's jobs ask it before they ship).
   std::function<runtime::Nanos()> lease_left;
   std::function<void(Status)> fatal;
   RubbleShape shape = DefaultRubbleShape();
@@ -121,6 +122,10 @@ class RubbleServer final : public PoolNode {
   void LinkFollowers(const ReplicaPtr& r);
   void Link(const ReplicaPtr& r, uint32_t node, bool fresh);
   void SeedNext(const ReplicaPtr& r);
+  // Runs `then` once `node`'s predecessor has every write up to `sequence`
+  // and every edit up to `edit`.
+  void AfterPredecessorHas(const ReplicaPtr& r, uint32_t node, uint64_t sequence, uint64_t edit,
+                           std::function<void()> then);
   void SendSeed(const ReplicaPtr& r, uint32_t node, uint64_t seed_id, std::shared_ptr<std::string> bytes,
                 uint64_t offset);
   void SeedFailed(const ReplicaPtr& r, uint32_t node, const Status& s);

@@ -62,9 +62,12 @@ class RubbleCluster {
     On([&] {
       for (auto& [n, s] : servers_) net_.Detach(n);
     });
-    // The servers stop their threads before the executor goes.
-    On([&] { servers_.clear(); });
+    // As a process does: the runtime stops before the servers go (their
+    // timers and callbacks never run again).
     rt_.Stop();
+    servers_.clear();
+    dead_.clear();
+    callers_.clear();
   }
 
   // Runs `fn` on the cluster's executor and waits.
@@ -81,6 +84,7 @@ class RubbleCluster {
   // then known: retrying a PUT or DEL of the same key is idempotent here).
   // Returns the answer's code and value.
   std::pair<Code, std::string> Op(proto::Method m, const std::string& key, const std::string& value = "") {
+    std::pair<Code, std::string> last;
     for (int attempt = 0; attempt < 2000; ++attempt) {
       std::promise<std::pair<Code, std::string>> answer;
       On([&] {
@@ -96,28 +100,30 @@ class RubbleCluster {
       });
       auto got = answer.get_future().get();
       if (got.first == Code::kOk || got.first == Code::kNotFound) return got;
+      last = got;
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
-    ADD_FAILURE() << "no answer for " << key;
+    ADD_FAILURE() << "no answer for " << proto::MethodName(static_cast<uint16_t>(m)) << " " << key << ": last "
+                  << CodeName(last.first) << " " << last.second << " in term " << config().term;
     return {Code::kTimeout, {}};
   }
 
-  // The node dies: its calls go unanswered, the manager removes it.
+  // The node dies: its calls go unanswered, its lease runs out (it serves
+  // and ships nothing more), the manager removes it. Its engines live on
+  // until the end, as a process cut off from the others would.
   void Kill(uint32_t n) {
     On([&] {
       net_.Detach(n);
+      *leases_.at(n) = false;
       dead_.push_back(std::move(servers_.at(n)));
       servers_.erase(n);
       config_ = *cluster::Reassign(config_, n);
       Publish();
     });
   }
-  // It comes back empty and is seeded again.
+  // It comes back empty (in a directory of its own) and is seeded again.
   void Rejoin(uint32_t n) {
     On([&] {
-      dead_.clear();
-      std::error_code ec;
-      std::filesystem::remove_all(dir_ + "/node-" + std::to_string(n), ec);
       config_ = *cluster::Rejoin(config_, n);
       Start(n);
       Publish();
@@ -156,9 +162,10 @@ class RubbleCluster {
     RubbleServerEnv env;
     env.self = n;
     env.exec = exec_;
-    callers_[n] = net_.CallerFor(exec_, 200 * runtime::kMillisecond);
-    env.calls = callers_[n].get();
-    env.dir = dir_ + "/node-" + std::to_string(n);
+    // Each incarnation its own: a dead one's calls go on until the end.
+    callers_.push_back(net_.CallerFor(exec_, 200 * runtime::kMillisecond));
+    env.calls = callers_.back().get();
+    env.dir = dir_ + "/node-" + std::to_string(n) + "-" + std::to_string(++incarnations_);
     env.set_peers = [](const ClusterConfig&) {};
     env.mark_synced = [this](cluster::ShardId shard, uint32_t node) {
       auto next = cluster::MarkSynced(config_, shard, node);
@@ -166,8 +173,12 @@ class RubbleCluster {
       config_ = *next;
       Publish();
     };
-    env.lease_left = [] { return runtime::kSecond; };
-    env.fatal = [this, n](Status s) { fatal_ += "node " + std::to_string(n) + ": " + s.ToString() + "\n"; };
+    auto lease = std::make_shared<std::atomic<bool>>(true);
+    leases_[n] = lease;
+    env.lease_left = [lease] { return lease->load() ? runtime::kSecond : 0; };
+    env.fatal = [this, n, lease](Status s) {
+      if (lease->load()) fatal_ += "node " + std::to_string(n) + ": " + s.ToString() + "\n";  // a dead one's don't count
+    };
     env.shape = TinyShape();
     env.writer_threads = 2;
     env.all_compact = all_compact_;
@@ -188,9 +199,11 @@ class RubbleCluster {
   runtime::Executor* exec_ = nullptr;
   rpc::LocalNetwork net_;
   std::unique_ptr<rpc::PeerCaller> client_;
-  std::map<uint32_t, std::unique_ptr<rpc::PeerCaller>> callers_;
+  std::vector<std::unique_ptr<rpc::PeerCaller>> callers_;
   std::map<uint32_t, std::unique_ptr<RubbleServer>> servers_;
-  std::vector<std::unique_ptr<RubbleServer>> dead_;  // kept until their threads are idle
+  std::vector<std::unique_ptr<RubbleServer>> dead_;  // cut off, alive until the end
+  std::map<uint32_t, std::shared_ptr<std::atomic<bool>>> leases_;
+  int incarnations_ = 0;
   ClusterConfig config_;
   std::string fatal_;
 };
