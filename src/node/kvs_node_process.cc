@@ -237,15 +237,7 @@ void KvsNodeServer::Stats(rpc::RpcChannel::Reply reply) {
 }  // namespace
 
 Result<std::unique_ptr<NodeProcess>> StartKvsNode(const NodeOptions& options) {
-  auto n = std::make_unique<KvsNodeServer>(options);
-  Status s = n->Boot();
-  for (int again = 0; again < 5 && s.Is(Code::kAborted) && s.message() == kReplacedWhileStarting; ++again) {
-    logging::Warn("{}", std::string(kReplacedWhileStarting) + "; booting again to rejoin");
-    n = std::make_unique<KvsNodeServer>(options);
-    s = n->Boot();
-  }
-  SLIP_RETURN_IF_ERROR(s);
-  return std::unique_ptr<NodeProcess>(std::move(n));
+  return BootUntilNotReplaced<KvsNodeServer>(options);
 }
 
 }  // namespace slip::node

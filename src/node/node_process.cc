@@ -479,18 +479,7 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::Start(const NodeOptions& optio
     if (cluster::UsesPool(vc.config.design)) return StartKvsNode(options);
     if (cluster::UsesChain(vc.config.design)) return StartRubbleNode(options);
   }
-  auto n = std::make_unique<Node>(options);
-  Status s = n->Boot();
-  // Nothing was served yet: boot again, now as a replaced node (empty). A
-  // slow machine can lose the race with the manager more than once.
-  for (int again = 0; again < 5 && s.Is(Code::kAborted) && s.message() == kReplacedWhileStarting; ++again) {
-    logging::Warn("{}", std::string(kReplacedWhileStarting) + "; booting again to rejoin");
-    n.reset();
-    n = std::make_unique<Node>(options);
-    s = n->Boot();
-  }
-  SLIP_RETURN_IF_ERROR(s);
-  return std::unique_ptr<NodeProcess>(std::move(n));
+  return BootUntilNotReplaced<Node>(options);
 }
 
 Result<std::unique_ptr<pm::PmRegion>> OpenPm(const PmPlace& place, uint64_t create_bytes) {

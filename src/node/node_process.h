@@ -30,6 +30,7 @@
 #include <memory>
 #include <string>
 
+#include "common/log.h"
 #include "common/status.h"
 #include "fabric/fabric.h"
 #include "pm/region.h"
@@ -68,6 +69,25 @@ class NodeProcess {
 // starting (nothing served yet): Start boots it again, as a replaced node.
 inline constexpr const char* kReplacedWhileStarting =
     "declared failed while starting, with data that may be stale by now";
+
+// Boots a `P` (a NodeProcess with Boot()), and boots a fresh one again —
+// up to 5 times — while Boot gives up because the manager declared the
+// node failed while it was starting: nothing was served yet, and a fresh
+// boot takes the path of a replaced node. A slow machine can lose that
+// race with the manager more than once.
+template <typename P>
+Result<std::unique_ptr<NodeProcess>> BootUntilNotReplaced(const NodeOptions& options) {
+  auto n = std::make_unique<P>(options);
+  Status s = n->Boot();
+  for (int again = 0; again < 5 && s.Is(Code::kAborted) && s.message() == kReplacedWhileStarting; ++again) {
+    logging::Warn("{}", std::string(kReplacedWhileStarting) + "; booting again to rejoin");
+    n.reset();
+    n = std::make_unique<P>(options);
+    s = n->Boot();
+  }
+  SLIP_RETURN_IF_ERROR(s);
+  return std::unique_ptr<NodeProcess>(std::move(n));
+}
 
 // Node `id`'s data directory in the cluster directory.
 std::string DataDir(const std::string& cluster_dir, uint32_t id);

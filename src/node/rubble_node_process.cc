@@ -205,16 +205,7 @@ void RubbleNode::Stats(rpc::RpcChannel::Reply reply) {
 }  // namespace
 
 Result<std::unique_ptr<NodeProcess>> StartRubbleNode(const NodeOptions& options) {
-  auto n = std::make_unique<RubbleNode>(options);
-  Status s = n->Boot();
-  for (int again = 0; again < 5 && s.Is(Code::kAborted) && s.message() == kReplacedWhileStarting; ++again) {
-    logging::Warn("{}", std::string(kReplacedWhileStarting) + "; booting again to rejoin");
-    n.reset();
-    n = std::make_unique<RubbleNode>(options);
-    s = n->Boot();
-  }
-  SLIP_RETURN_IF_ERROR(s);
-  return std::unique_ptr<NodeProcess>(std::move(n));
+  return BootUntilNotReplaced<RubbleNode>(options);
 }
 
 }  // namespace slip::node
