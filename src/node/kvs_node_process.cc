@@ -72,11 +72,7 @@ Status KvsNodeServer::Boot() {
   // A node that is not a member joins (docs/papers/dinomo.md §5b): the
   // manager gives it its share of the shards once it holds its lease.
   const bool joining = !vc.config.nodes.contains(o_.id);
-  if (o_.provider.empty()) {
-    o_.provider = vc.config.provider;
-  } else if (o_.provider != vc.config.provider) {
-    return Status::InvalidArgument("the cluster runs over provider " + vc.config.provider + ", not " + o_.provider);
-  }
+  SLIP_RETURN_IF_ERROR(TakeProvider(vc.config.provider, &o_.provider));
   SLIP_ASSIGN_OR_RETURN(
       fabric_, fabric::OpenOfiFabric(fabric::FabricOptions{.provider = o_.provider, .node_address = o_.bind_address},
                                      fabric::OfiOptions{.max_multi_recv_message = proto::kMaxMessage}));

@@ -136,11 +136,7 @@ Status Node::Boot() {
     return Status::InvalidArgument("node " + std::to_string(o_.id) + " is not a member of the cluster");
   }
   SLIP_ASSIGN_OR_RETURN(protocol_, replication::ParseDesign(vc.config.design));
-  if (o_.provider.empty()) {
-    o_.provider = vc.config.provider;
-  } else if (o_.provider != vc.config.provider) {
-    return Status::InvalidArgument("the cluster runs over provider " + vc.config.provider + ", not " + o_.provider);
-  }
+  SLIP_RETURN_IF_ERROR(TakeProvider(vc.config.provider, &o_.provider));
   if (o_.workers < 1 || o_.workers > 32) {
     return Status::InvalidArgument("workers must be 1..32, not " + std::to_string(o_.workers));
   }
@@ -511,6 +507,15 @@ Result<std::unique_ptr<rpc::RpcChannel>> OpenServingChannel(runtime::Executor* e
   // Park on the provider's wait object when idle instead of sleeping (tcp).
   if (raw->wait_fd() >= 0) ex->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
   return channel;
+}
+
+Status TakeProvider(const std::string& cluster_provider, std::string* provider) {
+  if (provider->empty()) {
+    *provider = cluster_provider;
+  } else if (*provider != cluster_provider) {
+    return Status::InvalidArgument("the cluster runs over provider " + cluster_provider + ", not " + *provider);
+  }
+  return Status::Ok();
 }
 
 std::string DataDir(const std::string& cluster_dir, uint32_t id) {

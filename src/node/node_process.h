@@ -89,6 +89,11 @@ Result<std::unique_ptr<NodeProcess>> BootUntilNotReplaced(const NodeOptions& opt
   return std::unique_ptr<NodeProcess>(std::move(n));
 }
 
+// The libfabric provider a process of the cluster runs over: the
+// cluster's, when `*provider` (its option) is empty; InvalidArgument when
+// the option names another.
+Status TakeProvider(const std::string& cluster_provider, std::string* provider);
+
 // Node `id`'s data directory in the cluster directory.
 std::string DataDir(const std::string& cluster_dir, uint32_t id);
 

@@ -67,11 +67,7 @@ Status RubbleNode::Boot() {
   if (me == vc.config.nodes.end()) {
     return Status::InvalidArgument("node " + std::to_string(o_.id) + " is not a member of the cluster");
   }
-  if (o_.provider.empty()) {
-    o_.provider = vc.config.provider;
-  } else if (o_.provider != vc.config.provider) {
-    return Status::InvalidArgument("the cluster runs over provider " + vc.config.provider + ", not " + o_.provider);
-  }
+  SLIP_RETURN_IF_ERROR(TakeProvider(vc.config.provider, &o_.provider));
   // Listed as down: replaced while away, unless it holds a stranded
   // shard's last copy (then it comes back with its data, as in Node).
   bool sole_copy = false;

@@ -7,7 +7,9 @@ namespace slip::rubble {
 
 void SlotLedger::AddFollower(Follower f, uint64_t required) {
   std::lock_guard<std::mutex> l(mu_);
-  followers_[f] = Known{.required = required};
+  Known k;
+  k.required = required;
+  followers_[f] = std::move(k);
 }
 
 void SlotLedger::RemoveFollower(Follower f) {

@@ -46,6 +46,18 @@ struct Seeded {
 // No node (node ids start at 0).
 constexpr uint32_t kNone = UINT32_MAX;
 
+// Whether `node` is a backup of `s` still being seeded.
+// Callers answered with an item's outcome once the rest of the chain has it.
+std::vector<std::function<void(Status)>> Answering(std::vector<PoolNode::Reply> replies) {
+  std::vector<std::function<void(Status)>> out;
+  for (auto& reply : replies) out.push_back([reply](Status s) { reply(s.code(), {}); });
+  return out;
+}
+
+bool Syncing(const cluster::ShardReplicas& s, uint32_t node) {
+  return std::find(s.syncing.begin(), s.syncing.end(), node) != s.syncing.end();
+}
+
 // An item by what it is: a write by its first sequence, an edit by its id.
 using ItemKey = std::pair<ChainItem::Kind, uint64_t>;
 ItemKey KeyOf(const ChainItem& item) {
@@ -361,13 +373,12 @@ RubbleServer::~RubbleServer() {
 
 std::vector<uint32_t> RubbleServer::ChainOf(const ClusterConfig& c, ShardId shard) {
   const auto& s = c.shards.at(shard);
-  auto syncing = [&](uint32_t n) { return std::find(s.syncing.begin(), s.syncing.end(), n) != s.syncing.end(); };
   std::vector<uint32_t> chain = {s.primary};
   for (uint32_t b : s.backups) {
-    if (!syncing(b)) chain.push_back(b);
+    if (!Syncing(s, b)) chain.push_back(b);
   }
   for (uint32_t b : s.backups) {
-    if (syncing(b)) chain.push_back(b);
+    if (Syncing(s, b)) chain.push_back(b);
   }
   return chain;
 }
@@ -408,9 +419,11 @@ void RubbleServer::Adopt(const ClusterConfig& c) {
         r->seeded = true;
         r->ship = std::make_shared<Ship>(env_.shape.slots.count, env_.lease_left);
         applier_->Post([this, r] {
-          Status s = Open(*r, true);
-          env_.exec->Post([this, r, s] {
-            if (!s.ok()) return env_.fatal(Status(s.code(), "opening shard " + std::to_string(r->shard) + ": " + s.message()));
+          Status opened = Open(*r, true);
+          env_.exec->Post([this, r, opened] {
+            if (!opened.ok()) {
+              return env_.fatal(Status(opened.code(), "opening shard " + std::to_string(r->shard) + ": " + opened.message()));
+            }
             r->next_sequence = r->db->stats().last_sequence + 1;
             r->ready = true;
             logging::Info("shard {}: head, {} writes recovered", r->shard, r->next_sequence - 1);
@@ -496,33 +509,23 @@ void RubbleServer::Place(const ReplicaPtr& r, const ClusterConfig& c) {
   const size_t pos = std::find(chain.begin(), chain.end(), env_.self) - chain.begin();
   r->predecessor = pos == 0 ? kNone : chain[pos - 1];
   const uint32_t successor = pos + 1 < chain.size() ? chain[pos + 1] : kNone;
-  // The read tail: the last member not being seeded.
-  uint32_t tail = s.primary;
-  for (uint32_t b : s.backups) {
-    if (std::find(s.syncing.begin(), s.syncing.end(), b) == s.syncing.end()) tail = b;
-  }
-  r->read_tail = tail == env_.self;
+  r->read_tail = cluster::ChainTail(s) == env_.self;
   if (successor != r->successor) {
     r->successor = successor;
     ResendAll(r);
   }
   if (!r->head || !r->ready) return;
-  if (env_.all_compact) {
-    for (auto it = r->seeded_followers.begin(); it != r->seeded_followers.end();) {
-      it = std::find(chain.begin(), chain.end(), *it) == chain.end() ? r->seeded_followers.erase(it) : std::next(it);
-    }
-    return SeedNext(r);
-  }
-  // The head: followers gone are forgotten, complete ones get every table.
+  // The head: followers gone are forgotten.
+  std::erase_if(r->seeded_followers,
+                [&](uint32_t n) { return std::find(chain.begin(), chain.end(), n) == chain.end(); });
+  if (env_.all_compact) return SeedNext(r);  // nothing is shipped
+  // Complete followers get every table, and so does one being seeded (its
+  // image holds its seed's tables; it gets those of every edit after).
   std::set<uint32_t> members;
   for (size_t i = 1; i < chain.size(); ++i) {
-    const bool syncing = std::find(s.syncing.begin(), s.syncing.end(), chain[i]) != s.syncing.end();
-    // A follower being seeded keeps the image its seed is in: it gets the
-    // tables of every edit after its seed.
-    if (!syncing || r->seeded_followers.contains(chain[i]) || chain[i] == r->seeding) members.insert(chain[i]);
-  }
-  for (auto it = r->seeded_followers.begin(); it != r->seeded_followers.end();) {
-    it = std::find(chain.begin(), chain.end(), *it) == chain.end() ? r->seeded_followers.erase(it) : std::next(it);
+    if (!Syncing(s, chain[i]) || r->seeded_followers.contains(chain[i]) || chain[i] == r->seeding) {
+      members.insert(chain[i]);
+    }
   }
   std::erase_if(r->linked, [&](uint32_t n) { return !members.contains(n); });
   r->ship->SetMembers(members);
@@ -554,8 +557,7 @@ void RubbleServer::Promote(const ReplicaPtr& r) {
   const auto chain = ChainOf(config_, r->shard);
   std::set<uint32_t> members;
   for (size_t i = 1; i < chain.size(); ++i) {
-    const auto& sync = config_.shards[r->shard].syncing;
-    if (std::find(sync.begin(), sync.end(), chain[i]) == sync.end()) members.insert(chain[i]);
+    if (!Syncing(config_.shards[r->shard], chain[i])) members.insert(chain[i]);
   }
   for (uint32_t m : members) r->ship->ledger.AddFollower(m, took_over_at);
   r->ship->SetMembers(members);
@@ -845,9 +847,7 @@ void RubbleServer::OnApply(std::span<const std::byte> payload, Reply reply) {
         if (it == r->held.end()) return;
         Replica::Held taken = std::move(it->second);
         r->held.erase(it);
-        std::vector<std::function<void(Status)>> callers;
-        for (auto& reply : taken.replies) callers.push_back([reply](Status s) { reply(s.code(), {}); });
-        Emit(r, std::move(taken.item), std::move(callers));
+        Emit(r, std::move(taken.item), Answering(std::move(taken.replies)));
       };
       for (uint64_t seq : applied.writes) release(ItemKey{ChainItem::Kind::kWrite, seq});
       for (uint64_t e : applied.edits) release(ItemKey{ChainItem::Kind::kEdit, e});
@@ -865,9 +865,7 @@ void RubbleServer::ApplyInOrder(const ReplicaPtr& r, ChainItem item, Reply reply
   }
   if (seq < r->next_to_write) {
     // Written already: passed on again (its successor recognises it too).
-    std::vector<std::function<void(Status)>> callers;
-    callers.push_back([reply](Status s) { reply(s.code(), {}); });
-    return Emit(r, std::move(item), std::move(callers));
+    return Emit(r, std::move(item), Answering({std::move(reply)}));
   }
   auto& h = r->waiting[seq];
   if (h.replies.empty()) h.item = std::move(item);
@@ -888,12 +886,10 @@ void RubbleServer::ApplyInOrder(const ReplicaPtr& r, ChainItem item, Reply reply
         std::vector<Reply> replies = std::move(it->second);
         r->writing_now.erase(it);
         if (!s.ok()) {
-          for (auto& reply : replies) reply(Code::kUnavailable, {});
+          for (auto& caller : replies) caller(Code::kUnavailable, {});
           return env_.fatal(Status(s.code(), "shard " + std::to_string(r->shard) + ": " + s.message()));
         }
-        std::vector<std::function<void(Status)>> callers;
-        for (auto& reply : replies) callers.push_back([reply](Status st) { reply(st.code(), {}); });
-        Emit(r, std::move(item), std::move(callers));
+        Emit(r, std::move(item), Answering(std::move(replies)));
       });
     });
   }
@@ -946,7 +942,7 @@ void RubbleServer::OnLink(std::span<const std::byte> payload, Reply reply) {
           r->dir, r->image, env_.shape.slots,
           [this, shard = r->shard](uint32_t) {
             env_.exec->Post([this, shard] {
-              if (ReplicaPtr r = Find(shard)) ReportLater(r);
+              if (ReplicaPtr replica = Find(shard)) ReportLater(replica);
             });
           },
           &r->io);
@@ -1095,8 +1091,7 @@ void RubbleServer::SeedNext(const ReplicaPtr& r) {
   const auto& s = config_.shards[r->shard];
   uint32_t next = kNone;
   for (uint32_t n : ChainOf(config_, r->shard)) {
-    const bool syncing = std::find(s.syncing.begin(), s.syncing.end(), n) != s.syncing.end();
-    if (syncing && !r->seeded_followers.contains(n)) {
+    if (Syncing(s, n) && !r->seeded_followers.contains(n)) {
       next = n;
       break;
     }

@@ -90,6 +90,7 @@ class RubbleServer final : public PoolNode {
 
   void Adopt(const cluster::ClusterConfig& config) override;
   void Handle(uint16_t method, std::span<const std::byte> payload, Reply reply) override;
+  // Nothing to poll: the engines' completions arrive as posted tasks.
   bool Poll() override { return false; }
   uint64_t serving_term() const override { return term_; }
   Counters counters() const override;
