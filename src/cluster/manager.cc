@@ -54,9 +54,14 @@ void Manager::Tick() {
   auto renewed = store_->RenewLease(lease_, o_.lease, Now());
   if (!renewed.ok()) {
     if (renewed.status().Is(Code::kAborted) || Now() >= lease_.expiry) {
+      // Someone else may be managing now (or will be): act no more, and
+      // stand by like any other manager. Exiting instead left a cluster
+      // whose only manager missed a renewal on a loaded machine with no
+      // manager at all — and no failover ever again.
       holding_ = false;
-      if (o_.log) logging::Error("lost the manager lease: {}", renewed.status().ToString());
-      return Finish(Status::Aborted("lost the manager lease"));
+      if (o_.log) logging::Warn("lost the manager lease ({}): standing by", renewed.status().ToString());
+      exec_->After(o_.lease / 4, [this] { TryAcquire(); });
+      return;
     }
     // A transient store error: keep trying while the lease lasts.
   } else {

@@ -6,7 +6,10 @@
 // (server/node_agent.h). docs/papers/rowan.md §3.6, §3.8.
 //
 // One manager at a time: it holds the lease "manager" (a standby retries
-// every tick until the holder is gone) and stops the moment a renewal fails.
+// every tick until the holder is gone). It stops acting the moment a renewal
+// fails and becomes a standby itself: when it takes the lease again (its own
+// expired, or the other manager went away) it starts over with the boot grace,
+// so the pause that cost it the lease never makes it declare nodes failed.
 //
 // Liveness: a node is alive while it holds its lease "node-<id>" in the
 // store. Every tick (a quarter lease) the manager tries to take that lease
@@ -60,8 +63,8 @@ class Manager {
   Manager& operator=(const Manager&) = delete;
 
   // Call on the executor. `on_reassigned` runs after each replacement;
-  // `on_stopped` once, when the manager lost its lease or the store failed
-  // in a way retrying cannot fix (never after Stop()).
+  // `on_stopped` once, when the store failed in a way retrying cannot fix
+  // (never after Stop()). Losing the lease is not that: it stands by.
   void Start(std::function<void(const Reassigned&)> on_reassigned, std::function<void(Status)> on_stopped);
   // Call on the executor: gives the lease up, no callbacks run afterwards.
   // The object must outlive timers it has already set; they do nothing.

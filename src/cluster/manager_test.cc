@@ -147,18 +147,45 @@ TEST_F(ManagerTest, AStandbyTakesOverWhenTheActiveManagerGoesAway) {
   EXPECT_EQ(reassigned_[0].failed, 1u);
 }
 
-TEST_F(ManagerTest, AManagerThatLosesItsLeaseStopsActing) {
+TEST_F(ManagerTest, AManagerThatLosesItsLeaseStopsActingAndStandsBy) {
   for (NodeId i = 0; i < 4; ++i) Hold(i, i == 0 ? 10 * kLease : 1'000 * kLease);
   auto m = NewManager("cm");
   rt_.RunUntil(2 * kLease);
   // Someone takes the manager lease away (as after a long pause of ours).
   ASSERT_TRUE(store_->ReleaseLease(Lease{"manager", "cm", 1, 0}).ok());
-  ASSERT_TRUE(store_->AcquireLease("manager", "usurper", 1'000 * kLease, rt_.Now()).ok());
+  auto usurper = store_->AcquireLease("manager", "usurper", 1'000 * kLease, rt_.Now());
+  ASSERT_TRUE(usurper.ok());
   rt_.RunUntil(30 * kLease);
-  ASSERT_EQ(stopped_.size(), 1u);
-  EXPECT_TRUE(stopped_[0].Is(Code::kAborted)) << stopped_[0].ToString();
+  EXPECT_TRUE(stopped_.empty()) << "losing the lease is no reason to stop: " << stopped_[0].ToString();
   EXPECT_FALSE(m->holds_lease());
   EXPECT_TRUE(reassigned_.empty()) << "node 0 failed after the manager lost its lease";
+  // The other manager goes away: ours takes over again and does the work
+  // it left (node 0 stopped renewing long ago).
+  ASSERT_TRUE(store_->ReleaseLease(*usurper).ok());
+  rt_.RunUntil(40 * kLease);
+  EXPECT_TRUE(m->holds_lease());
+  ASSERT_EQ(reassigned_.size(), 1u);
+  EXPECT_EQ(reassigned_[0].failed, 0u);
+  EXPECT_TRUE(stopped_.empty());
+}
+
+// A renewal that comes too late (the manager's own executor stalled past
+// the lease, as on an overloaded machine with one manager): it stands by,
+// takes the lease again at once since no one else wanted it, and the
+// cluster still has a manager — a node that fails afterwards is replaced.
+TEST_F(ManagerTest, AManagerThatStalledPastItsLeaseManagesAgain) {
+  for (NodeId i = 0; i < 4; ++i) Hold(i, i == 2 ? 20 * kLease : 1'000 * kLease);
+  auto m = NewManager("cm");
+  rt_.RunUntil(2 * kLease);
+  ASSERT_TRUE(m->holds_lease());
+  // What a stall looks like to the store: our lease ran out before the
+  // next renewal came, and nobody else took it.
+  ASSERT_TRUE(store_->ReleaseLease(Lease{"manager", "cm", 1, 0}).ok());
+  rt_.RunUntil(60 * kLease);
+  EXPECT_TRUE(stopped_.empty());
+  EXPECT_TRUE(m->holds_lease());
+  ASSERT_EQ(reassigned_.size(), 1u) << "no manager after the stall";
+  EXPECT_EQ(reassigned_[0].failed, 2u);
 }
 
 // Forwards to a store, but just before the first compare-and-swap another
