@@ -163,6 +163,7 @@ Db::~Db() {
 
 std::string Db::TablePath(uint64_t number) const { return dir_ + "/" + NumberedName(number, ".sst"); }
 std::string Db::WalPath(uint64_t number) const { return dir_ + "/" + NumberedName(number, ".log"); }
+std::string Db::ReplicaLogPath(uint64_t mem_id) const { return dir_ + "/" + NumberedName(mem_id, ".rlog"); }
 
 // --- Opening --------------------------------------------------------------
 
@@ -170,8 +171,9 @@ Status Db::Recover() {
   SLIP_RETURN_IF_ERROR(fs_->CreateDir(dir_));
   SLIP_ASSIGN_OR_RETURN(std::vector<std::string> names, fs_->List(dir_));
   uint64_t largest_number = 1;
-  std::vector<uint64_t> wals;
+  std::vector<uint64_t> wals, replica_logs;
   for (const auto& name : names) {
+    if (auto m = ParseNumbered(name, ".rlog")) replica_logs.push_back(*m);
     for (std::string_view suffix : {".sst", ".log"}) {
       if (auto n = ParseNumbered(name, suffix)) {
         largest_number = std::max(largest_number, *n);
@@ -241,7 +243,8 @@ Status Db::Recover() {
 
   std::sort(wals.begin(), wals.end());
   std::erase_if(wals, [&](uint64_t n) { return n < version_.log_number(); });
-  SLIP_RETURN_IF_ERROR(ReplayWals(wals));
+  std::sort(replica_logs.begin(), replica_logs.end());
+  SLIP_RETURN_IF_ERROR(ReplayWals(replica_logs, wals));
 
   mem_ = std::make_shared<Mem>();
   mem_->id = next_mem_id_++;
@@ -257,11 +260,13 @@ Status Db::Recover() {
     edit.log_number = mem_->wal != 0 ? mem_->wal : next_file_;
     SLIP_RETURN_IF_ERROR(LogAndApply(l, std::move(edit), {}));
   }
+  // What it applied as a follower is in tables now too.
+  for (uint64_t m : replica_logs) (void)fs_->Remove(ReplicaLogPath(m));
   RemoveObsoleteFiles();
   return Status::Ok();
 }
 
-Status Db::ReplayWals(const std::vector<uint64_t>& wals) {
+Status Db::ReplayWals(const std::vector<uint64_t>& replica_logs, const std::vector<uint64_t>& wals) {
   auto mem = std::make_shared<Mem>();
   auto flush_replayed = [&]() -> Status {
     if (mem->table->entries() == 0) return Status::Ok();
@@ -270,11 +275,24 @@ Status Db::ReplayWals(const std::vector<uint64_t>& wals) {
     mem = std::make_shared<Mem>();
     return FlushOldest(l);
   };
-  for (uint64_t n : wals) {
-    SLIP_ASSIGN_OR_RETURN(auto file, fs_->Open(WalPath(n), FileSystem::Kind::kLog));
+  // A replica that was a follower logged what it applied per MemTable:
+  // what its tables do not hold yet (every table holds writes older than
+  // every MemTable's, MemTables being flushed in order) goes first, then
+  // the WALs of its own (written as a head, after).
+  uint64_t in_tables = 0;
+  for (int level = 0; level < kLevels; ++level) {
+    for (const auto& f : version_.files(level)) in_tables = std::max(in_tables, f.largest_sequence);
+  }
+  std::vector<std::string> logs;
+  for (uint64_t m : replica_logs) logs.push_back(ReplicaLogPath(m));
+  for (uint64_t n : wals) logs.push_back(WalPath(n));
+  for (size_t n = 0; n < logs.size(); ++n) {
+    const bool replica_log = n < replica_logs.size();
+    SLIP_ASSIGN_OR_RETURN(auto file, fs_->Open(logs[n], FileSystem::Kind::kLog));
     Status applied;
     SLIP_ASSIGN_OR_RETURN(WalReplay r, ReplayWal(*file, [&](const WriteBatch& b) -> Status {
                             for (size_t i = 0; i < b.ops.size(); ++i) {
+                              if (replica_log && b.sequence + i <= in_tables) continue;
                               mem->table->Add(b.sequence + i, b.ops[i].type, b.ops[i].key, b.ops[i].value);
                             }
                             if (mem->table->ApproximateBytes() >= options_.memtable_bytes) {
@@ -388,6 +406,12 @@ Status Db::LogAndApply(std::unique_lock<std::mutex>& l, VersionEdit edit,
     for (const auto& t : added) {
       if (spare_contents_.size() < 4) spare_contents_.push_back(std::move(t->contents));
       std::string().swap(t->contents);
+    }
+    if (s.Is(Code::kBusy) && !options_.background) {
+      // Not now (an engine without threads never waits for its hook): the
+      // job is done again later, and these tables are never named.
+      for (const auto& t : added) t->obsolete = true;
+      return s;
     }
     if (!s.ok()) {
       bg_error_ = s;
@@ -594,7 +618,10 @@ Status Db::MakeRoomForWrite(std::unique_lock<std::mutex>& l, bool force) {
     }
     if (!options_.background) {
       SLIP_RETURN_IF_ERROR(SealMemTable(l));
-      return RunDueWork(l);
+      // Work its hook put off (Busy) stays due: the next seal, Flush or
+      // WaitForIdle tries again. The write goes on meanwhile.
+      Status s = RunDueWork(l);
+      return s.Is(Code::kBusy) ? Status::Ok() : s;
     }
     if (static_cast<int>(imm_.size()) >= options_.max_immutables || l0 >= options_.l0_stop) {
       const uint64_t t0 = NowUs();
@@ -725,7 +752,40 @@ Status Db::FlushOldest(std::unique_lock<std::mutex>& l) {
   for (const auto& f : out) stats_.flush_bytes += f.size;
   stats_.flush_cpu_ns += ThreadCpuNanos() - cpu0;  // shipping the table included
   if (mem->wal != 0) (void)fs_->Remove(WalPath(mem->wal));
+  RemoveReplicaLogs(mem->id);  // a promoted follower's
   return Status::Ok();
+}
+
+// --- A follower's replica logs ------------------------------------------------
+
+Status Db::LogApplied(uint64_t mem_id, const WriteBatch& batch) {
+  if (!options_.wal) return Status::Ok();
+  if (!replica_log_ || replica_log_mem_ != mem_id) {
+    if (replica_log_) SLIP_RETURN_IF_ERROR(replica_log_->Sync());
+    SLIP_ASSIGN_OR_RETURN(replica_log_, fs_->Create(ReplicaLogPath(mem_id), FileSystem::Kind::kLog));
+    replica_log_mem_ = mem_id;
+    replica_logs_.insert(mem_id);
+  }
+  replica_log_dirty_ = true;
+  return AppendRecord(replica_log_.get(), EncodeBatch(batch), false);
+}
+
+Status Db::SyncReplicaLog() {
+  if (!replica_log_dirty_) return Status::Ok();
+  replica_log_dirty_ = false;
+  return replica_log_->Sync();
+}
+
+void Db::RemoveReplicaLogs(uint64_t through_mem_id) {
+  while (!replica_logs_.empty() && *replica_logs_.begin() <= through_mem_id) {
+    const uint64_t m = *replica_logs_.begin();
+    replica_logs_.erase(replica_logs_.begin());
+    if (replica_log_ && replica_log_mem_ == m) {
+      replica_log_.reset();
+      replica_log_dirty_ = false;
+    }
+    (void)fs_->Remove(ReplicaLogPath(m));
+  }
 }
 
 uint64_t Db::MaxBytes(int level) const {
@@ -1142,6 +1202,10 @@ Status Db::Seed(const FollowerSeed& seed) {
     m->first_sequence = seed.mems[i].first_sequence;
     memtable_first_[m->id] = m->first_sequence;
     for (const auto& [sequence, op] : seed.mems[i].entries) {
+      WriteBatch one;
+      one.sequence = sequence;
+      one.ops.push_back(op);
+      SLIP_RETURN_IF_ERROR(LogApplied(m->id, one));
       m->table->Add(sequence, op.type, op.key, op.value);
       ++m->ops;
     }
@@ -1155,7 +1219,7 @@ Status Db::Seed(const FollowerSeed& seed) {
   applied_through_ = seed.last_sequence;
   seeded_ = true;
   InstallView();
-  return ApplyHeld(l);
+  return ApplyHeldAndSync(l, nullptr);
 }
 
 Status Db::ApplyReplicated(WriteBatch batch, const WriteTicket& ticket, Applied* applied) {
@@ -1183,6 +1247,10 @@ Status Db::ApplyReplicated(WriteBatch batch, const WriteTicket& ticket, Applied*
     held_writes_[ticket.memtable].push_back(std::move(batch));
     return Status::Ok();
   }
+  if (Status s = LogApplied(mem_->id, batch); !s.ok()) {
+    bg_error_ = s;
+    return s;
+  }
   AddToMem(mem_.get(), batch);
   MarkApplied(batch.sequence, batch.ops.size());
   mem_->ops += batch.ops.size();
@@ -1190,7 +1258,19 @@ Status Db::ApplyReplicated(WriteBatch batch, const WriteTicket& ticket, Applied*
                        std::memory_order_release);
   stats_.writes += 1;
   if (applied != nullptr) applied->writes.push_back(batch.sequence);
-  return ApplyHeld(l, applied);
+  return ApplyHeldAndSync(l, applied);
+}
+
+Status Db::ApplyHeldAndSync(std::unique_lock<std::mutex>& l, Applied* applied) {
+  SLIP_RETURN_IF_ERROR(ApplyHeld(l, applied));
+  // What it applied is passed on (and acknowledged) once it returns: on
+  // this replica's disk first, so any replica can be the head after a
+  // restart of them all.
+  if (Status s = SyncReplicaLog(); !s.ok()) {
+    bg_error_ = s;
+    return s;
+  }
+  return Status::Ok();
 }
 
 void Db::MarkApplied(uint64_t sequence, uint64_t ops) {
@@ -1219,7 +1299,12 @@ Status Db::Promote(ShipTables ship, EditLogged logged) {
   // this replica's own: into tables now (shipped to the followers), so a
   // WAL from here on covers the rest.
   SLIP_RETURN_IF_ERROR(SealMemTable(l));
-  while (!imm_.empty()) SLIP_RETURN_IF_ERROR(FlushOldest(l));
+  bool put_off = false;
+  while (!imm_.empty() && !put_off) {
+    Status s = FlushOldest(l);
+    put_off = s.Is(Code::kBusy) && !options_.background;
+    if (!put_off) SLIP_RETURN_IF_ERROR(s);
+  }
   if (options_.wal && !wal_) {
     mem_->wal = next_file_++;
     SLIP_ASSIGN_OR_RETURN(wal_, fs_->Create(WalPath(mem_->wal), FileSystem::Kind::kLog));
@@ -1228,6 +1313,7 @@ Status Db::Promote(ShipTables ship, EditLogged logged) {
     threads_.emplace_back([this] { BackgroundLoop(true); });
     threads_.emplace_back([this] { BackgroundLoop(false); });
   }
+  if (put_off) return Status::Busy("promoted; its sealed MemTables are still to be flushed (Flush)");
   return Status::Ok();
 }
 
@@ -1251,7 +1337,7 @@ Status Db::InstallEdit(VersionEdit edit, Applied* applied) {
     memtable_first_.emplace(*edit.flushed_memtable + 1, largest + 1);
   }
   held_edits_[edit.id] = std::move(edit);
-  return ApplyHeld(l, applied);
+  return ApplyHeldAndSync(l, applied);
 }
 
 Status Db::ApplyHeld(std::unique_lock<std::mutex>& l, Applied* applied) {
@@ -1269,6 +1355,10 @@ Status Db::ApplyHeld(std::unique_lock<std::mutex>& l, Applied* applied) {
       memtable_first_.erase(memtable_first_.begin(), memtable_first_.find(mem_->id));
       if (auto held = held_writes_.find(mem_->id); held != held_writes_.end()) {
         for (const WriteBatch& b : held->second) {
+          if (Status s = LogApplied(mem_->id, b); !s.ok()) {
+            bg_error_ = s;
+            return s;
+          }
           AddToMem(mem_.get(), b);
           MarkApplied(b.sequence, b.ops.size());
           held_sequences_.erase(b.sequence);
@@ -1313,6 +1403,7 @@ Status Db::ApplyHeld(std::unique_lock<std::mutex>& l, Applied* applied) {
       // Its writes are in the table now: the MemTable goes, unflushed.
       while (!imm_.empty() && imm_.front()->id <= *flushed) imm_.pop_front();
       InstallView();
+      RemoveReplicaLogs(*flushed);
     }
   }
   stats_.held_writes = 0;

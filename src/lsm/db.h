@@ -72,14 +72,20 @@ struct DbOptions {
   // Head: for each edit that adds tables, once they are written and synced
   // and before the edit is logged: ship them and set each added file's slot.
   // `contents[i]` is added file i's bytes (empty for a table moved down a
-  // level: it keeps its slot). An error fails the job (and stops writes).
+  // level: it keeps its slot). An error fails the job (and stops writes) —
+  // except Busy in an engine without background threads (the simulator
+  // runs engines so, and their hooks never wait): the job is put off, its
+  // tables dropped, and the next seal, Flush or WaitForIdle tries again.
   using ShipTables = std::function<Status(VersionEdit* edit, const std::vector<std::string_view>& contents)>;
   ShipTables ship_tables;
   // Head: each edit once logged and installed, in id order.
   using EditLogged = std::function<void(const VersionEdit&)>;
   EditLogged edit_logged;
-  // Follower: never flushes or compacts and keeps no WAL; takes writes by
-  // ApplyReplicated and versions by InstallEdit, after Seed. `adopt_table`
+  // Follower: never flushes or compacts; takes writes by ApplyReplicated
+  // and versions by InstallEdit, after Seed. With `wal`, it logs what it
+  // applies, per MemTable (NNNNNN.rlog, synced before each call returns,
+  // removed with the MemTable): a replica that was a follower recovers
+  // them when it opens as a head. `adopt_table`
   // makes an added table openable through `fs` before it is opened (maps
   // its number to the slot the head shipped it into).
   bool follower = false;
@@ -165,7 +171,10 @@ class Db {
   // Follower: becomes the chain's head (its head failed): drops what it
   // holds (never readable, so never acknowledged), flushes its MemTables
   // into tables of its own (through `fs`, which must take them now) and
-  // ships them with `ship`, then takes writes, flushes and compacts.
+  // ships them with `ship`, then takes writes, flushes and compacts. Busy
+  // (an engine without background threads whose `ship` put the flush off):
+  // promoted, but the MemTables it had are still to be flushed — Flush()
+  // until it succeeds before anything is acknowledged as written here.
   using ShipTables = DbOptions::ShipTables;
   using EditLogged = DbOptions::EditLogged;
   Status Promote(ShipTables ship, EditLogged logged);
@@ -215,7 +224,15 @@ class Db {
   Db(std::string dir, const DbOptions& options, std::unique_ptr<FileSystem> owned_fs);
   Status Recover();
   Status StartFollower();
-  Status ReplayWals(const std::vector<uint64_t>& wals);
+  Status ReplayWals(const std::vector<uint64_t>& replica_logs, const std::vector<uint64_t>& wals);
+  std::string ReplicaLogPath(uint64_t mem_id) const;
+  // Follower (with a WAL): appends what it applies to the log of the
+  // MemTable it went into; synced before ApplyReplicated, InstallEdit or
+  // Seed return. A flush's edit removes the logs of the MemTables it drops.
+  Status LogApplied(uint64_t mem_id, const WriteBatch& batch);
+  Status SyncReplicaLog();
+  void RemoveReplicaLogs(uint64_t through_mem_id);
+  Status ApplyHeldAndSync(std::unique_lock<std::mutex>& l, Applied* applied);
 
   Status Flush(std::unique_lock<std::mutex>& l);
   Status MakeRoomForWrite(std::unique_lock<std::mutex>& l, bool force);
@@ -291,6 +308,10 @@ class Db {
   // of each MemTable it has heard of, edits ahead of their turn.
   std::map<uint64_t, std::vector<WriteBatch>> held_writes_;
   std::map<uint64_t, uint64_t> memtable_first_;
+  std::unique_ptr<WritableFile> replica_log_;  // the active MemTable's
+  uint64_t replica_log_mem_ = 0;
+  bool replica_log_dirty_ = false;
+  std::set<uint64_t> replica_logs_;  // MemTables with a replica log
   std::map<uint64_t, VersionEdit> held_edits_;
   std::set<uint64_t> held_sequences_;  // the first sequences of held_writes_' batches
   // Follower: every sequence up to applied_through_ is applied, and the

@@ -44,8 +44,10 @@ struct Chain {
   std::vector<std::vector<VersionEdit>> edits;  // per follower
   uint64_t shipped_tables = 0;
   uint32_t next_slot = 1;
+  const bool follower_wal_;
 
-  explicit Chain(int n_followers) {
+  // `follower_wal`: followers log what they apply (as a cluster's do).
+  explicit Chain(int n_followers, bool follower_wal = false) : follower_wal_(follower_wal) {
     DbOptions o = Shape(&fs);
     o.ship_tables = [this, n_followers](VersionEdit* edit, const std::vector<std::string_view>& contents) -> Status {
       // The one-sided write: the table's bytes land in each follower's
@@ -78,9 +80,11 @@ struct Chain {
     for (int i = 0; i < n_followers; ++i) AddFollower(i);
   }
 
-  void AddFollower(int i) {
+  // Follower i's options: its tables are its slots.
+  DbOptions FollowerOptions(int i) {
     DbOptions f = Shape(&fs);
     f.follower = true;
+    f.wal = follower_wal_;
     const std::string dir = "/f" + std::to_string(i);
     f.adopt_table = [this, dir](const FileMeta& meta) -> Status {
       // What a slot file system does: the name the engine opens is the slot.
@@ -91,7 +95,12 @@ struct Chain {
       SLIP_RETURN_IF_ERROR(dst->Append(bytes));
       return dst->Sync();
     };
-    auto db = Db::Open(dir, f);
+    return f;
+  }
+
+  void AddFollower(int i) {
+    const std::string dir = "/f" + std::to_string(i);
+    auto db = Db::Open(dir, FollowerOptions(i));
     ASSERT_TRUE(db.ok()) << db.status().ToString();
     auto seed = head->SeedFollower();
     ASSERT_TRUE(seed.ok());
@@ -262,6 +271,96 @@ TEST(ReplicationTest, AReplacementFollowerSeededMidRunCatchesUp) {
   chain.Deliver(0, &rng, 16);
   ExpectSame(*chain.head, *chain.followers[0], keys);
   EXPECT_EQ(chain.followers[0]->version(), chain.head->version());
+}
+
+// Every replica of a chain can be its head after a restart of them all
+// (the manager may have left any of them head): a follower logs what it
+// applies per MemTable, synced before it passes anything on, and drops a
+// MemTable's log with the MemTable. Reopened as a head after a crash that
+// loses every unsynced byte, it has every write it applied — those in its
+// tables and those only in its MemTables — and no log of a flushed one.
+TEST(ReplicationTest, AFollowersDiskHoldsEveryWriteItAppliedWhenItOpensAsAHead) {
+  Chain chain(1, /*follower_wal=*/true);
+  Random rng(7);
+  const auto keys = Keys(150);
+  for (int i = 0; i < 900; ++i) {
+    ASSERT_TRUE(chain.Put(keys[rng.Uniform(keys.size())], "v" + std::to_string(i), rng.Uniform(7) == 0).ok());
+    if (i % 100 == 99) chain.Deliver(0, &rng, 8);
+  }
+  chain.Deliver(0, &rng, 8);
+  ASSERT_GT(chain.followers[0]->version().files(0).size() + chain.followers[0]->version().files(1).size(), 0u)
+      << "the follower should hold tables";
+  // Writes only in its MemTables too.
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(chain.Put("tail" + std::to_string(i), "t").ok());
+  chain.Deliver(0, &rng, 1);
+  auto keys_and_tail = keys;
+  for (int i = 0; i < 5; ++i) keys_and_tail.push_back("tail" + std::to_string(i));
+  ExpectSame(*chain.head, *chain.followers[0], keys_and_tail);
+  // At most the logs of the MemTables it still has.
+  size_t logs = 0;
+  const auto before = chain.fs.List("/f0");
+  ASSERT_TRUE(before.ok());
+  for (const auto& name : *before) logs += name.ends_with(".rlog");
+  EXPECT_GE(logs, 1u);
+  EXPECT_LE(logs, 3u) << "the logs of flushed MemTables should be gone";
+
+  chain.followers[0].reset();
+  chain.fs.Crash();
+  DbOptions as_head = chain.FollowerOptions(0);
+  as_head.follower = false;
+  auto reopened = Db::Open("/f0", as_head);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  ExpectSame(*chain.head, **reopened, keys_and_tail);
+  const auto after = chain.fs.List("/f0");
+  ASSERT_TRUE(after.ok());
+  for (const auto& name : *after) EXPECT_FALSE(name.ends_with(".rlog")) << name << " left behind";
+  // And it takes writes as a head, which a reopen keeps too.
+  ASSERT_TRUE((*reopened)->Put("after", "promotion").ok());
+  reopened->reset();
+  auto again = Db::Open("/f0", as_head);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*(*again)->Get("after"), "promotion");
+  EXPECT_EQ(*(*again)->Get("tail4"), "t");
+}
+
+// An engine without threads never waits for its ship hook: while the hook
+// says Busy (a follower not linked yet, no free slot) flushes are put off
+// — writes go on, reads see them, nothing is logged half-way — and the
+// next WaitForIdle once the hook says yes does them, with no table of the
+// refused attempts left behind.
+TEST(ReplicationTest, AnEngineWithoutThreadsPutsItsFlushesOffWhileTheShipIsBusy) {
+  MemFileSystem fs;
+  DbOptions o = Shape(&fs);
+  ASSERT_FALSE(o.background);
+  bool busy = true;
+  int refused = 0, shipped = 0;
+  o.ship_tables = [&](VersionEdit* edit, const std::vector<std::string_view>&) -> Status {
+    if (busy) {
+      ++refused;
+      return Status::Busy("not linked yet");
+    }
+    for (auto& [level, f] : edit->added) f.slot = static_cast<uint32_t>(++shipped);
+    return Status::Ok();
+  };
+  auto db = Db::Open("/h", o);
+  ASSERT_TRUE(db.ok());
+  for (int i = 0; i < 300; ++i) ASSERT_TRUE((*db)->Put("k" + std::to_string(i % 97), std::string(60, 'a' + i % 26)).ok());
+  EXPECT_GT(refused, 0);
+  EXPECT_EQ((*db)->stats().flushes, 0u);
+  EXPECT_TRUE((*db)->WaitForIdle().Is(Code::kBusy));
+  EXPECT_EQ(*(*db)->Get("k5"), std::string(60, 'a' + 296 % 26));
+  busy = false;
+  ASSERT_TRUE((*db)->WaitForIdle().ok());
+  EXPECT_GT((*db)->stats().flushes, 0u);
+  EXPECT_GT(shipped, 0);
+  EXPECT_EQ(*(*db)->Get("k5"), std::string(60, 'a' + 296 % 26));
+  size_t tables = 0;
+  for (int level = 0; level < kLevels; ++level) tables += (*db)->version().files(level).size();
+  size_t files = 0;
+  const auto names = fs.List("/h");
+  ASSERT_TRUE(names.ok());
+  for (const auto& name : *names) files += name.ends_with(".sst");
+  EXPECT_EQ(files, tables) << "a refused attempt's tables stayed";
 }
 
 TEST(ReplicationTest, RolesRefuseTheOthersCalls) {
