@@ -83,9 +83,18 @@ RubbleShape DefaultRubbleShape() {
   return s;
 }
 
-// A few threads running blocking tasks in order of posting (one thread:
-// strictly in order), with their CPU time.
-class RubbleServer::Threads {
+// Where blocking tasks run, in order of posting when there is one thread
+// of them; with their CPU time. Stop: no task runs afterwards.
+class RubbleServer::Jobs {
+ public:
+  virtual ~Jobs() = default;
+  virtual void Post(std::function<void()> fn) = 0;
+  virtual void Stop() = 0;
+  virtual uint64_t cpu_ns() const = 0;
+};
+
+// A few threads of the server's own.
+class RubbleServer::Threads final : public Jobs {
  public:
   Threads(int n, const std::string& name) {
     for (int i = 0; i < n; ++i) {
@@ -95,8 +104,8 @@ class RubbleServer::Threads {
       });
     }
   }
-  ~Threads() { Stop(); }
-  void Stop() {
+  ~Threads() override { Stop(); }
+  void Stop() override {
     {
       std::lock_guard<std::mutex> l(mu_);
       stop_ = true;
@@ -106,7 +115,7 @@ class RubbleServer::Threads {
       if (t.joinable()) t.join();
     }
   }
-  void Post(std::function<void()> fn) {
+  void Post(std::function<void()> fn) override {
     {
       std::lock_guard<std::mutex> l(mu_);
       if (stop_) return;
@@ -114,7 +123,7 @@ class RubbleServer::Threads {
     }
     cv_.notify_one();
   }
-  uint64_t cpu_ns() const { return cpu_.load(); }
+  uint64_t cpu_ns() const override { return cpu_.load(); }
 
  private:
   void Run() {
@@ -140,13 +149,35 @@ class RubbleServer::Threads {
   std::atomic<uint64_t> cpu_{0};
 };
 
+// An executor's turns (the simulator's): tasks never block there.
+class RubbleServer::ExecutorJobs final : public Jobs {
+ public:
+  explicit ExecutorJobs(runtime::Executor* exec) : exec_(exec) {}
+  void Post(std::function<void()> fn) override {
+    exec_->Post([stopped = stopped_, cpu = cpu_, fn = std::move(fn)] {
+      if (*stopped) return;
+      const uint64_t t0 = ThreadCpuNanos();
+      fn();
+      *cpu += ThreadCpuNanos() - t0;
+    });
+  }
+  void Stop() override { *stopped_ = true; }
+  uint64_t cpu_ns() const override { return *cpu_; }
+
+ private:
+  runtime::Executor* const exec_;
+  const std::shared_ptr<bool> stopped_ = std::make_shared<bool>(false);
+  const std::shared_ptr<uint64_t> cpu_ = std::make_shared<uint64_t>(0);
+};
+
 // A head's shipping, shared with its engine's job threads: which followers
 // get every table, their images, the slot ledger, and the pause a seed
 // needs (no table shipped, none shipped but unlogged, while a new
 // follower's copy of the version is taken).
 struct RubbleServer::Ship {
-  Ship(uint32_t slots, std::function<runtime::Nanos()> lease_left)
-      : ledger(slots), lease_left_(std::move(lease_left)) {}
+  // `never_wait`: Busy where a job would wait (RubbleServerEnv::jobs).
+  Ship(uint32_t slots, std::function<runtime::Nanos()> lease_left, bool never_wait)
+      : ledger(slots), lease_left_(std::move(lease_left)), never_wait_(never_wait) {}
 
   Status Tables(lsm::VersionEdit* edit, const std::vector<std::string_view>& contents) {
     std::vector<std::shared_ptr<rubble::SlotWriter>> to;
@@ -154,14 +185,16 @@ struct RubbleServer::Ship {
       std::unique_lock<std::mutex> l(mu);
       // A follower's image must be linked before any table is shipped: it
       // would miss this one.
-      cv.wait(l, [&] {
+      auto may_ship = [&] {
         if (closed) return true;
         if (seeding) return false;
         for (uint32_t m : members) {
           if (!writers.contains(m)) return false;
         }
         return true;
-      });
+      };
+      if (never_wait_ && !may_ship()) return Status::Busy("a follower is not linked yet, or one is being seeded");
+      cv.wait(l, may_ship);
       if (closed) return Status::Aborted("this head stopped");
       // Fencing: a head whose lease ran out may have been replaced, and
       // its successor may hand the slots out again — it writes none. (The
@@ -173,7 +206,11 @@ struct RubbleServer::Ship {
     Status s = [&]() -> Status {
       size_t tables = 0;
       for (const auto& c : contents) tables += !c.empty();
-      SLIP_ASSIGN_OR_RETURN(std::vector<uint32_t> slots, ledger.Acquire(tables));
+      auto acquired = ledger.Acquire(tables, never_wait_ ? 0 : 60000);
+      if (never_wait_ && acquired.status().Is(Code::kNoSpace) && tables <= ledger.count()) {
+        return Status::Busy("no free slot yet: followers still read them");
+      }
+      SLIP_ASSIGN_OR_RETURN(std::vector<uint32_t> slots, std::move(acquired));
       size_t next = 0;
       for (size_t i = 0; i < edit->added.size(); ++i) {
         if (contents[i].empty()) continue;  // moved down a level: it keeps its slot
@@ -217,13 +254,16 @@ struct RubbleServer::Ship {
   }
 
   // Stops shipping until Resume: waits for tables being shipped, and
-  // shipped ones, to be in the version. False once closed (or after a
-  // minute: an edit that never got logged has stopped the engine).
-  bool Pause() {
+  // shipped ones, to be in the version. Aborted once closed (or after a
+  // minute: an edit that never got logged has stopped the engine); Busy
+  // instead of waiting when it never waits. Resume after any outcome.
+  Status Pause() {
     std::unique_lock<std::mutex> l(mu);
     seeding = true;
-    return cv.wait_for(l, std::chrono::minutes(1), [&] { return closed || (shipping == 0 && unlogged.empty()); }) &&
-           !closed;
+    auto idle = [&] { return closed || (shipping == 0 && unlogged.empty()); };
+    if (never_wait_ && !idle()) return Status::Busy("tables are being shipped");
+    if (!cv.wait_for(l, std::chrono::minutes(1), idle) || closed) return Status::Aborted("the head is stopping");
+    return Status::Ok();
   }
   void Resume() {
     std::lock_guard<std::mutex> l(mu);
@@ -276,6 +316,7 @@ struct RubbleServer::Ship {
 
  private:
   const std::function<runtime::Nanos()> lease_left_;
+  const bool never_wait_;
   std::mutex mu;
   std::condition_variable cv;
   std::map<uint32_t, std::shared_ptr<rubble::SlotWriter>> writers;
@@ -352,14 +393,27 @@ struct RubbleServer::Replica {
   std::unordered_map<std::string, int> writing;  // keys with a PUT between request and sequence
   std::set<std::string> deleting;                // keys with a DEL between its look-up and its sequence
   uint32_t seeding = kNone;                      // the follower being seeded
+  bool catching = false;                         // without threads: put-off work is being retried
+  std::vector<std::function<void()>> after_catch;  // ... and what waits for it
   std::set<uint32_t> seeded_followers;           // by this head, in its life
   std::set<uint32_t> linked;                     // followers whose images it has
 };
 
+namespace {
+
+RubbleServerEnv Shaped(RubbleServerEnv env) {
+  if (env.jobs != nullptr) env.shape.db.background = false;  // engines without threads of their own
+  return env;
+}
+
+}  // namespace
+
 RubbleServer::RubbleServer(RubbleServerEnv env)
-    : env_(std::move(env)),
-      writers_(std::make_unique<Threads>(env_.writer_threads, "rubble:write")),
-      applier_(std::make_unique<Threads>(1, "rubble:apply")) {}
+    : env_(Shaped(std::move(env))),
+      writers_(env_.jobs != nullptr ? std::unique_ptr<Jobs>(std::make_unique<ExecutorJobs>(env_.jobs))
+                                    : std::make_unique<Threads>(env_.writer_threads, "rubble:write")),
+      applier_(env_.jobs != nullptr ? std::unique_ptr<Jobs>(std::make_unique<ExecutorJobs>(env_.jobs))
+                                    : std::make_unique<Threads>(1, "rubble:apply")) {}
 
 RubbleServer::~RubbleServer() {
   stopping_ = true;
@@ -417,7 +471,7 @@ void RubbleServer::Adopt(const ClusterConfig& c) {
         // a follower waits for its head to link and seed it.
         r->head = true;
         r->seeded = true;
-        r->ship = std::make_shared<Ship>(env_.shape.slots.count, env_.lease_left);
+        r->ship = std::make_shared<Ship>(env_.shape.slots.count, env_.lease_left, env_.jobs != nullptr);
         applier_->Post([this, r] {
           Status opened = Open(*r, true);
           env_.exec->Post([this, r, opened] {
@@ -544,13 +598,13 @@ void RubbleServer::Promote(const ReplicaPtr& r) {
     // waits for was never readable here, so never acknowledged.
     r->head = true;
     r->waiting.clear();
-    r->ship = std::make_shared<Ship>(env_.shape.slots.count, env_.lease_left);
+    r->ship = std::make_shared<Ship>(env_.shape.slots.count, env_.lease_left, env_.jobs != nullptr);
     r->next_sequence = r->db->stats().last_sequence + 1;
     return;
   }
   r->ready = false;
   r->head = true;
-  r->ship = std::make_shared<Ship>(env_.shape.slots.count, env_.lease_left);
+  r->ship = std::make_shared<Ship>(env_.shape.slots.count, env_.lease_left, env_.jobs != nullptr);
   // Its followers' reports count from the edit it took over at: before
   // it, they may still apply its predecessor's edits.
   const uint64_t took_over_at = r->db->version().last_edit();
@@ -577,10 +631,37 @@ void RubbleServer::Promote(const ReplicaPtr& r) {
         [ship](lsm::VersionEdit* e, const std::vector<std::string_view>& c) { return ship->Tables(e, c); },
         EditHook(ship, r->shard));
     env_.exec->Post([this, r, s] {
+      auto promoted = [this, r] {
+        r->next_sequence = r->db->stats().last_sequence + 1;
+        r->ready = true;
+        Place(r, config_);
+      };
+      // Without threads the flush of what it had may be put off: it takes
+      // writes only once those are in tables (its WAL holds none of them).
+      if (s.Is(Code::kBusy) && env_.jobs != nullptr) return Catch(r, promoted);
       if (!s.ok()) return env_.fatal(Status(s.code(), "promoting shard " + std::to_string(r->shard) + ": " + s.message()));
-      r->next_sequence = r->db->stats().last_sequence + 1;
-      r->ready = true;
-      Place(r, config_);
+      promoted();
+    });
+  });
+}
+
+void RubbleServer::Catch(const ReplicaPtr& r, std::function<void()> then) {
+  if (then) r->after_catch.push_back(std::move(then));
+  if (r->catching) return;
+  r->catching = true;
+  env_.exec->After(kRetry, [this, r] {
+    if (Find(r->shard) != r || !r->db) return;
+    writers_->Post([this, r] {
+      Status s = r->db->WaitForIdle();
+      env_.exec->Post([this, r, s] {
+        r->catching = false;
+        if (Find(r->shard) != r) return;
+        if (s.Is(Code::kBusy)) return Catch(r);
+        if (!s.ok()) return env_.fatal(Status(s.code(), "shard " + std::to_string(r->shard) + ": " + s.message()));
+        auto waiting = std::move(r->after_catch);
+        r->after_catch.clear();
+        for (auto& then_run : waiting) then_run();
+      });
     });
   });
 }
@@ -703,6 +784,8 @@ void RubbleServer::Write(const ReplicaPtr& r, proto::Method m, std::string key, 
         return;
       }
       Sequenced(r, std::move(batch), ticket, std::move(reply), found);
+      // Without threads this write may have put a flush off.
+      if (env_.jobs != nullptr && !env_.all_compact) Catch(r);
     });
   });
 }
@@ -879,7 +962,7 @@ void RubbleServer::ApplyInOrder(const ReplicaPtr& r, ChainItem item, Reply reply
     r->next_to_write = at + next.item.batch.ops.size();
     r->writing_now[at] = std::move(next.replies);
     applier_->Post([this, r, item = std::move(next.item)]() mutable {
-      Status s = r->db->Write(item.batch, {.sync = false, .given_sequence = true});
+      Status s = r->db->Write(item.batch, {.sync = true, .given_sequence = true});
       env_.exec->Post([this, r, s, item = std::move(item)]() mutable {
         auto it = r->writing_now.find(item.ticket.sequence);
         if (it == r->writing_now.end()) return;
@@ -953,7 +1036,10 @@ void RubbleServer::OnLink(std::span<const std::byte> payload, Reply reply) {
       lsm::DbOptions o = env_.shape.db;
       o.fs = sfs.get();
       o.follower = true;
-      o.wal = true;  // for the day it is promoted: a follower writes none
+      // What it applies is on its disk before it passes it on: after a
+      // restart of every node, whichever replica the manager left as head
+      // has every acknowledged write (rubble_cluster_sim_test's cold starts).
+      o.wal = true;
       o.adopt_table = [f = sfs.get()](const lsm::FileMeta& m) { return f->Adopt(m); };
       auto db = lsm::Db::Open(r->dir, o);
       s = db.status();
@@ -1115,11 +1201,11 @@ void RubbleServer::SeedNext(const ReplicaPtr& r) {
                        auto seeded = [&]() -> Result<Seeded> {
                          SLIP_ASSIGN_OR_RETURN(auto w, rubble::SlotWriter::Open(image, env_.shape.slots));
                          std::shared_ptr<rubble::SlotWriter> writer(std::move(w));
-                         if (!ship->Pause()) return Status::Aborted("the head is stopping");
                          struct Resume {
                            Ship* s;
                            ~Resume() { s->Resume(); }
                          } resume{ship.get()};
+                         SLIP_RETURN_IF_ERROR(ship->Pause());
                          SLIP_ASSIGN_OR_RETURN(lsm::FollowerSeed seed, r->db->SeedFollower());
                          std::vector<uint32_t> slots;
                          std::string scratch;
@@ -1178,7 +1264,12 @@ void RubbleServer::AfterPredecessorHas(const ReplicaPtr& r, uint32_t node, uint6
                      auto a = res.ok() && res->status == Code::kOk
                                   ? rubble::DecodeLinkResponse(res->payload)
                                   : Result<rubble::LinkResponse>(Status::Unavailable("no answer"));
-                     if (a.ok() && a->last_sequence >= sequence && a->last_edit >= edit) return then();
+                     // All-compact: every replica numbers edits of its own
+                     // (found by rubble_cluster_sim_test: a seed waited for
+                     // a predecessor that had compacted less than its head).
+                     if (a.ok() && a->last_sequence >= sequence && (env_.all_compact || a->last_edit >= edit)) {
+                       return then();
+                     }
                      env_.exec->After(kReportDelay, [this, r, node, sequence, edit, then = std::move(then)]() mutable {
                        AfterPredecessorHas(r, node, sequence, edit, std::move(then));
                      });

@@ -26,7 +26,8 @@
 //     then it refuses items, and its predecessor keeps sending them.
 //
 // Every call on the node's executor; the engines' blocking calls run on
-// the server's own threads (writers, and one applying followers' items).
+// the server's own threads (writers, and one applying followers' items), or
+// all on one executor of the simulator's (RubbleServerEnv::jobs).
 #pragma once
 
 #include <atomic>
@@ -81,6 +82,13 @@ struct RubbleServerEnv {
   // compacts away like any table of its own).
   bool all_compact = false;
   int writer_threads = 4;
+  // Where the engines' blocking work runs. Null: the server's own threads
+  // (writers, one applier) and each engine's flush and compaction threads.
+  // An executor (the whole-cluster simulator's): every job is posted there,
+  // engines run without threads, and nothing ever waits — a table that
+  // cannot be shipped yet (a follower not linked, no free slot, a seed
+  // being taken) puts its flush or compaction off, tried again shortly.
+  runtime::Executor* jobs = nullptr;
 };
 
 class RubbleServer final : public PoolNode {
@@ -105,7 +113,9 @@ class RubbleServer final : public PoolNode {
   static std::vector<uint32_t> ChainOf(const cluster::ClusterConfig& c, cluster::ShardId shard);
 
  private:
+  class Jobs;
   class Threads;
+  class ExecutorJobs;
   struct Replica;
   struct Ship;
   struct Out;
@@ -115,6 +125,9 @@ class RubbleServer final : public PoolNode {
   lsm::DbOptions::EditLogged EditHook(std::shared_ptr<Ship> ship, cluster::ShardId shard);
   void Place(const ReplicaPtr& r, const cluster::ClusterConfig& c);
   void Promote(const ReplicaPtr& r);
+  // Without threads (env.jobs): runs a head's put-off flushes and
+  // compactions again until none is left; `then` once they are done.
+  void Catch(const ReplicaPtr& r, std::function<void()> then = nullptr);
   void Drop(const ReplicaPtr& r);
 
   // Head.
@@ -155,8 +168,8 @@ class RubbleServer final : public PoolNode {
   ReplicaPtr Find(cluster::ShardId shard) const;
 
   const RubbleServerEnv env_;
-  std::unique_ptr<Threads> writers_;  // the heads' blocking writes
-  std::unique_ptr<Threads> applier_;  // followers' items, links, seeds, opening and closing engines
+  std::unique_ptr<Jobs> writers_;  // the heads' blocking writes
+  std::unique_ptr<Jobs> applier_;  // followers' items, links, seeds, opening and closing engines
   cluster::ClusterConfig config_;
   uint64_t term_ = 0;
   std::map<cluster::ShardId, ReplicaPtr> replicas_;
