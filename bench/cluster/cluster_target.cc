@@ -105,9 +105,10 @@ class ClusterTarget final : public KvTarget {
     if (cluster::UsesChain(c_.design)) {
       return c_.design + ": " + std::to_string(c_.nodes) + " slip server processes" + where + "chains of " +
              std::to_string(c_.replication) +
-             " LSM engines; a write is acknowledged once in the head's synced WAL and applied by every member "
-             "(reads at the tail); only heads flush and compact, their tables written O_DIRECT|O_DSYNC into the "
-             "followers' slot images";
+             " LSM engines; a write is acknowledged once every member applied it and synced it to its log (the "
+             "head's WAL, the followers' replica logs or, all-compact, WALs; group-committed) (reads at the tail); "
+             "only heads flush and compact (rubble), their tables written O_DIRECT|O_DSYNC into the followers' "
+             "slot images";
     }
     return c_.design + ": " + std::to_string(c_.nodes) + " slip server processes" + where + "RF " +
            std::to_string(c_.replication) + "; a write is acknowledged once persistent on every replica";

@@ -644,6 +644,14 @@ Status Db::SealMemTable(std::unique_lock<std::mutex>&) {
   // leader seals only between groups.
   next->first_sequence = last_sequence_.load() + 1;
   if (options_.wal) {
+    // Writes made without a sync may be in it: durable before it is left
+    // (SyncLogs syncs only the current one).
+    if (wal_) {
+      if (Status s = wal_->Sync(); !s.ok()) {
+        bg_error_ = s;
+        return s;
+      }
+    }
     next->wal = next_file_++;
     auto wal = fs_->Create(WalPath(next->wal), FileSystem::Kind::kLog);
     if (!wal.ok()) {
@@ -768,6 +776,29 @@ Status Db::LogApplied(uint64_t mem_id, const WriteBatch& batch) {
   }
   replica_log_dirty_ = true;
   return AppendRecord(replica_log_.get(), EncodeBatch(batch), false);
+}
+
+Status Db::SyncLogs() {
+  std::unique_lock<std::mutex> l(mu_);
+  SLIP_RETURN_IF_ERROR(bg_error_);
+  if (follower_) {
+    Status s = SyncReplicaLog();
+    if (!s.ok()) bg_error_ = s;
+    return s;
+  }
+  // Queued as a writer (a null batch: no group takes it in), so no group
+  // is between its WAL write and its MemTable inserts meanwhile.
+  Writer w;
+  writers_.push_back(&w);
+  while (&w != writers_.front()) w.cv.wait(l);
+  WritableFile* wal = wal_.get();
+  l.unlock();
+  Status s = wal != nullptr ? wal->Sync() : Status::Ok();
+  l.lock();
+  writers_.pop_front();
+  if (!writers_.empty()) writers_.front()->cv.notify_one();
+  if (!s.ok()) bg_error_ = s;
+  return s;
 }
 
 Status Db::SyncReplicaLog() {
@@ -1219,10 +1250,10 @@ Status Db::Seed(const FollowerSeed& seed) {
   applied_through_ = seed.last_sequence;
   seeded_ = true;
   InstallView();
-  return ApplyHeldAndSync(l, nullptr);
+  return ApplyHeldAndSync(l, nullptr, true);
 }
 
-Status Db::ApplyReplicated(WriteBatch batch, const WriteTicket& ticket, Applied* applied) {
+Status Db::ApplyReplicated(WriteBatch batch, const WriteTicket& ticket, Applied* applied, bool sync) {
   if (!follower_) return Status::InvalidArgument("only a follower applies the head's writes");
   if (batch.ops.empty()) return Status::Ok();
   if (ticket.sequence == 0 || ticket.memtable == 0 || ticket.memtable_first > ticket.sequence) {
@@ -1245,7 +1276,11 @@ Status Db::ApplyReplicated(WriteBatch batch, const WriteTicket& ticket, Applied*
   if (!seeded_ || ticket.memtable > mem_->id) {
     held_sequences_.insert(batch.sequence);
     held_writes_[ticket.memtable].push_back(std::move(batch));
-    return Status::Ok();
+    // Its ticket may be what tells that the active MemTable is whole (the
+    // first write of the next one): then it applies now, not when some
+    // later write or edit comes (found by a test writing one entry per
+    // MemTable, which held every write after the first).
+    return ApplyHeldAndSync(l, applied, sync);
   }
   if (Status s = LogApplied(mem_->id, batch); !s.ok()) {
     bg_error_ = s;
@@ -1258,11 +1293,12 @@ Status Db::ApplyReplicated(WriteBatch batch, const WriteTicket& ticket, Applied*
                        std::memory_order_release);
   stats_.writes += 1;
   if (applied != nullptr) applied->writes.push_back(batch.sequence);
-  return ApplyHeldAndSync(l, applied);
+  return ApplyHeldAndSync(l, applied, sync);
 }
 
-Status Db::ApplyHeldAndSync(std::unique_lock<std::mutex>& l, Applied* applied) {
+Status Db::ApplyHeldAndSync(std::unique_lock<std::mutex>& l, Applied* applied, bool sync) {
   SLIP_RETURN_IF_ERROR(ApplyHeld(l, applied));
+  if (!sync) return Status::Ok();
   // What it applied is passed on (and acknowledged) once it returns: on
   // this replica's disk first, so any replica can be the head after a
   // restart of them all.
@@ -1317,7 +1353,7 @@ Status Db::Promote(ShipTables ship, EditLogged logged) {
   return Status::Ok();
 }
 
-Status Db::InstallEdit(VersionEdit edit, Applied* applied) {
+Status Db::InstallEdit(VersionEdit edit, Applied* applied, bool sync) {
   if (!follower_) return Status::InvalidArgument("only a follower installs the head's edits");
   if (edit.snapshot) return Status::InvalidArgument("a snapshot edit seeds (Seed), it is not installed");
   std::unique_lock<std::mutex> l(mu_);
@@ -1337,7 +1373,7 @@ Status Db::InstallEdit(VersionEdit edit, Applied* applied) {
     memtable_first_.emplace(*edit.flushed_memtable + 1, largest + 1);
   }
   held_edits_[edit.id] = std::move(edit);
-  return ApplyHeldAndSync(l, applied);
+  return ApplyHeldAndSync(l, applied, sync);
 }
 
 Status Db::ApplyHeld(std::unique_lock<std::mutex>& l, Applied* applied) {

@@ -162,12 +162,18 @@ class Db {
   // `applied` gets what this call made take effect (this write, held ones
   // it released, held edits that could then apply). A write it has already
   // (resent after a failure) is reported again and changes nothing.
-  Status ApplyReplicated(WriteBatch batch, const WriteTicket& ticket, Applied* applied = nullptr);
+  // `sync` false: its replica log is left for SyncLogs() (one sync for
+  // many calls; nothing it applied may be passed on before that).
+  Status ApplyReplicated(WriteBatch batch, const WriteTicket& ticket, Applied* applied = nullptr, bool sync = true);
   // Follower: applies `edit` once every edit before it is applied and — a
   // flush's — once the MemTable it holds is sealed here (then drops that
   // MemTable unflushed); holds it until then. An edit applied already
   // changes nothing (and is reported applied again).
-  Status InstallEdit(VersionEdit edit, Applied* applied = nullptr);
+  Status InstallEdit(VersionEdit edit, Applied* applied = nullptr, bool sync = true);
+  // Makes every write taken so far durable: a head's WAL (writes made with
+  // WriteOptions::sync false), a follower's replica log (calls made with
+  // `sync` false).
+  Status SyncLogs();
   // Follower: becomes the chain's head (its head failed): drops what it
   // holds (never readable, so never acknowledged), flushes its MemTables
   // into tables of its own (through `fs`, which must take them now) and
@@ -232,7 +238,7 @@ class Db {
   Status LogApplied(uint64_t mem_id, const WriteBatch& batch);
   Status SyncReplicaLog();
   void RemoveReplicaLogs(uint64_t through_mem_id);
-  Status ApplyHeldAndSync(std::unique_lock<std::mutex>& l, Applied* applied);
+  Status ApplyHeldAndSync(std::unique_lock<std::mutex>& l, Applied* applied, bool sync);
 
   Status Flush(std::unique_lock<std::mutex>& l);
   Status MakeRoomForWrite(std::unique_lock<std::mutex>& l, bool force);

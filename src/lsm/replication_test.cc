@@ -323,6 +323,48 @@ TEST(ReplicationTest, AFollowersDiskHoldsEveryWriteItAppliedWhenItOpensAsAHead) 
   EXPECT_EQ(*(*again)->Get("tail4"), "t");
 }
 
+// Group commit on both sides: writes taken without a sync (a follower's
+// applies, an all-compact follower's writes) are durable once SyncLogs
+// returns — also those in a WAL it left behind when a MemTable was sealed.
+TEST(ReplicationTest, SyncLogsMakesWritesTakenWithoutASyncDurable) {
+  Chain chain(1, /*follower_wal=*/true);
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(chain.Put("k" + std::to_string(i), std::string(100, 'a' + i % 26)).ok());
+  Applied applied;
+  for (const auto& w : chain.writes[0]) {
+    ASSERT_TRUE(chain.followers[0]->ApplyReplicated(w.batch, w.ticket, &applied, /*sync=*/false).ok());
+    // Readable at once, also when it is the first of a new MemTable.
+    ASSERT_TRUE(chain.followers[0]->Get(w.batch.ops[0].key).ok()) << w.batch.ops[0].key;
+  }
+  chain.writes[0].clear();
+  ASSERT_TRUE(chain.followers[0]->SyncLogs().ok());
+  chain.followers[0].reset();
+
+  // A head's writes without a sync, across several MemTables.
+  DbOptions o = Shape(&chain.fs);
+  o.wal = true;
+  auto head = Db::Open("/h2", o);
+  ASSERT_TRUE(head.ok());
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE((*head)->Put("h" + std::to_string(i), std::string(100, 'b'), {.sync = false}).ok());
+  }
+  ASSERT_TRUE((*head)->SyncLogs().ok());
+  head->reset();
+
+  chain.fs.Crash();
+  DbOptions as_head = chain.FollowerOptions(0);
+  as_head.follower = false;
+  auto f = Db::Open("/f0", as_head);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  for (int i = 0; i < 40; ++i) {
+    auto got = (*f)->Get("k" + std::to_string(i));
+    ASSERT_TRUE(got.ok()) << "k" << i << ": " << got.status().ToString();
+    EXPECT_EQ(*got, std::string(100, 'a' + i % 26)) << i;
+  }
+  auto h = Db::Open("/h2", o);
+  ASSERT_TRUE(h.ok());
+  for (int i = 0; i < 200; ++i) EXPECT_TRUE((*h)->Get("h" + std::to_string(i)).ok()) << i;
+}
+
 // An engine without threads never waits for its ship hook: while the hook
 // says Busy (a follower not linked yet, no free slot) flushes are put off
 // — writes go on, reads see them, nothing is logged half-way — and the

@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <optional>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -341,6 +342,20 @@ struct RubbleServer::Out {
   uint64_t generation = 0;  // of the call in flight: answers to older ones are stale
 };
 
+// Callers of an item a follower applied, answered once the rest of the
+// chain has it (`downstream`) and this replica's log holding it is synced.
+struct RubbleServer::SyncGate {
+  uint64_t job = 0;  // the apply that took it
+  bool synced = false, answered = false;
+  std::optional<Status> downstream;
+  std::vector<PoolNode::Reply> replies;
+  void Answer(const Status& s) {
+    if (answered) return;
+    answered = true;
+    for (auto& reply : replies) reply(s.code(), {});
+  }
+};
+
 struct RubbleServer::Replica {
   ShardId shard = 0;
   std::string dir, image;
@@ -378,6 +393,11 @@ struct RubbleServer::Replica {
   std::map<uint64_t, Held> waiting;
   std::map<uint64_t, std::vector<Reply>> writing_now;
   bool linking = false;  // a fresh link is being set up
+  // Follower: applies and the syncs that cover them (SyncLater).
+  uint64_t apply_jobs = 0;   // applier thread
+  bool sync_queued = false;  // applier thread
+  uint64_t synced_jobs = 0, jobs_seen = 0;          // node executor
+  std::deque<std::shared_ptr<SyncGate>> unsynced;  // node executor, by job
   uint64_t incarnation = 0;  // of its follower engine: each fresh link starts a new one
 
   // Head.
@@ -910,9 +930,15 @@ void RubbleServer::OnApply(std::span<const std::byte> payload, Reply reply) {
   if (env_.all_compact) return ApplyInOrder(r, std::move(*item), std::move(reply));
   applier_->Post([this, r, item = std::move(*item), reply = std::move(reply)]() mutable {
     lsm::Applied applied;
-    Status s = item.kind == ChainItem::Kind::kWrite ? r->db->ApplyReplicated(item.batch, item.ticket, &applied)
-                                                    : r->db->InstallEdit(item.edit, &applied);
-    env_.exec->Post([this, r, s, applied = std::move(applied), item = std::move(item), reply = std::move(reply)]() mutable {
+    // Its replica log is synced by a job of its own (SyncLater), one sync
+    // for every item applied before it runs.
+    Status s = item.kind == ChainItem::Kind::kWrite
+                   ? r->db->ApplyReplicated(item.batch, item.ticket, &applied, /*sync=*/false)
+                   : r->db->InstallEdit(item.edit, &applied, /*sync=*/false);
+    const uint64_t job = ++r->apply_jobs;
+    SyncLater(r);
+    env_.exec->Post([this, r, s, job, applied = std::move(applied), item = std::move(item),
+                     reply = std::move(reply)]() mutable {
       if (!s.ok()) {
         // A replica that cannot apply what its head sent has diverged or
         // lost its disk: it must not stay in the chain.
@@ -923,14 +949,14 @@ void RubbleServer::OnApply(std::span<const std::byte> payload, Reply reply) {
       auto& h = r->held[KeyOf(item)];
       if (h.replies.empty()) h.item = std::move(item);
       h.replies.push_back(std::move(reply));
-      // Passed on only once it took effect here: a successor never has
-      // what this replica might drop.
+      // Passed on once it took effect here (a successor never has what
+      // this replica would drop), answered once its log is synced too.
       auto release = [&](ItemKey key) {
         auto it = r->held.find(key);
         if (it == r->held.end()) return;
         Replica::Held taken = std::move(it->second);
         r->held.erase(it);
-        Emit(r, std::move(taken.item), Answering(std::move(taken.replies)));
+        Emit(r, std::move(taken.item), AnsweringWhenSynced(r, job, std::move(taken.replies)));
       };
       for (uint64_t seq : applied.writes) release(ItemKey{ChainItem::Kind::kWrite, seq});
       for (uint64_t e : applied.edits) release(ItemKey{ChainItem::Kind::kEdit, e});
@@ -948,7 +974,7 @@ void RubbleServer::ApplyInOrder(const ReplicaPtr& r, ChainItem item, Reply reply
   }
   if (seq < r->next_to_write) {
     // Written already: passed on again (its successor recognises it too).
-    return Emit(r, std::move(item), Answering({std::move(reply)}));
+    return Emit(r, std::move(item), AnsweringWhenSynced(r, r->jobs_seen, {std::move(reply)}));
   }
   auto& h = r->waiting[seq];
   if (h.replies.empty()) h.item = std::move(item);
@@ -962,8 +988,11 @@ void RubbleServer::ApplyInOrder(const ReplicaPtr& r, ChainItem item, Reply reply
     r->next_to_write = at + next.item.batch.ops.size();
     r->writing_now[at] = std::move(next.replies);
     applier_->Post([this, r, item = std::move(next.item)]() mutable {
-      Status s = r->db->Write(item.batch, {.sync = true, .given_sequence = true});
-      env_.exec->Post([this, r, s, item = std::move(item)]() mutable {
+      // Synced with the others written before the sync job runs (SyncLater).
+      Status s = r->db->Write(item.batch, {.sync = false, .given_sequence = true});
+      const uint64_t job = ++r->apply_jobs;
+      SyncLater(r);
+      env_.exec->Post([this, r, s, job, item = std::move(item)]() mutable {
         auto it = r->writing_now.find(item.ticket.sequence);
         if (it == r->writing_now.end()) return;
         std::vector<Reply> replies = std::move(it->second);
@@ -972,10 +1001,48 @@ void RubbleServer::ApplyInOrder(const ReplicaPtr& r, ChainItem item, Reply reply
           for (auto& caller : replies) caller(Code::kUnavailable, {});
           return env_.fatal(Status(s.code(), "shard " + std::to_string(r->shard) + ": " + s.message()));
         }
-        Emit(r, std::move(item), Answering(std::move(replies)));
+        Emit(r, std::move(item), AnsweringWhenSynced(r, job, std::move(replies)));
       });
     });
   }
+}
+
+// A follower's log: one sync for everything applied before it runs, after
+// which the items it covers may be answered for (their successors may have
+// them already: the syncs down the chain overlap).
+void RubbleServer::SyncLater(const ReplicaPtr& r) {
+  if (r->sync_queued) return;
+  r->sync_queued = true;
+  applier_->Post([this, r] {
+    r->sync_queued = false;
+    const uint64_t through = r->apply_jobs;
+    Status s = r->db ? r->db->SyncLogs() : Status::Ok();
+    env_.exec->Post([this, r, through, s] {
+      if (!s.ok()) return env_.fatal(Status(s.code(), "shard " + std::to_string(r->shard) + ": " + s.message()));
+      r->synced_jobs = std::max(r->synced_jobs, through);
+      while (!r->unsynced.empty() && r->unsynced.front()->job <= r->synced_jobs) {
+        std::shared_ptr<SyncGate> g = std::move(r->unsynced.front());
+        r->unsynced.pop_front();
+        g->synced = true;
+        if (g->downstream) g->Answer(*g->downstream);
+      }
+    });
+  });
+}
+
+std::vector<std::function<void(Status)>> RubbleServer::AnsweringWhenSynced(const ReplicaPtr& r, uint64_t job,
+                                                                            std::vector<Reply> replies) {
+  r->jobs_seen = std::max(r->jobs_seen, job);
+  if (job <= r->synced_jobs) return Answering(std::move(replies));
+  auto gate = std::make_shared<SyncGate>();
+  gate->job = job;
+  gate->replies = std::move(replies);
+  r->unsynced.push_back(gate);
+  return {[gate](Status s) {
+    gate->downstream = s;
+    // A failure downstream is told at once: the predecessor sends again.
+    if (gate->synced || !s.ok()) gate->Answer(s);
+  }};
 }
 
 void RubbleServer::OnLink(std::span<const std::byte> payload, Reply reply) {
@@ -1006,6 +1073,7 @@ void RubbleServer::OnLink(std::span<const std::byte> payload, Reply reply) {
   r->ready = false;
   r->seeded = false;
   r->held.clear();
+  r->unsynced.clear();  // their callers send again, to the new engine
   r->seed_bytes.clear();
   r->seed_id = 0;
   applier_->Post([this, r, incarnation, reply = std::move(reply)] {
@@ -1036,7 +1104,7 @@ void RubbleServer::OnLink(std::span<const std::byte> payload, Reply reply) {
       lsm::DbOptions o = env_.shape.db;
       o.fs = sfs.get();
       o.follower = true;
-      // What it applies is on its disk before it passes it on: after a
+      // What it applies is on its disk before it answers for it: after a
       // restart of every node, whichever replica the manager left as head
       // has every acknowledged write (rubble_cluster_sim_test's cold starts).
       o.wal = true;

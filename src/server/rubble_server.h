@@ -119,6 +119,7 @@ class RubbleServer final : public PoolNode {
   struct Replica;
   struct Ship;
   struct Out;
+  struct SyncGate;
   using ReplicaPtr = std::shared_ptr<Replica>;
 
   Status Open(Replica& r, bool head);
@@ -161,6 +162,12 @@ class RubbleServer final : public PoolNode {
   void OnSeed(std::span<const std::byte> payload, Reply reply);
   void OnSlots(std::span<const std::byte> payload, Reply reply);
   void ReportLater(const ReplicaPtr& r);
+  // Applier thread: syncs `r`'s log soon (once for all applied by then).
+  void SyncLater(const ReplicaPtr& r);
+  // Callers answered once the chain after this replica has the item and
+  // the sync covering apply `job` is done.
+  std::vector<std::function<void(Status)>> AnsweringWhenSynced(const ReplicaPtr& r, uint64_t job,
+                                                               std::vector<Reply> replies);
   // Whether `sender` may send items of `shard` to this node in `term`.
   Status Accepts(cluster::ShardId shard, uint64_t term, uint32_t sender, const char* what) const;
 
