@@ -1276,11 +1276,12 @@ Status Db::ApplyReplicated(WriteBatch batch, const WriteTicket& ticket, Applied*
   if (!seeded_ || ticket.memtable > mem_->id) {
     held_sequences_.insert(batch.sequence);
     held_writes_[ticket.memtable].push_back(std::move(batch));
-    // Its ticket may be what tells that the active MemTable is whole (the
-    // first write of the next one): then it applies now, not when some
-    // later write or edit comes (found by a test writing one entry per
-    // MemTable, which held every write after the first).
-    return ApplyHeldAndSync(l, applied, sync);
+    // Applied with the next write or edit that comes, even when this one's
+    // ticket already tells that the active MemTable is whole. (Applying it
+    // at once, here, made a promoted head's follower stall on its flush
+    // edit in rubble_server_test's seeded kills under TSan; not yet
+    // understood, so not done.)
+    return Status::Ok();
   }
   if (Status s = LogApplied(mem_->id, batch); !s.ok()) {
     bg_error_ = s;

@@ -1316,7 +1316,7 @@ void RubbleServer::SeedNext(const ReplicaPtr& r) {
 // — never acknowledged, readable at it once it is the tail, and gone if
 // that member were promoted (found by rubble_server_test's seeded kills).
 void RubbleServer::AfterPredecessorHas(const ReplicaPtr& r, uint32_t node, uint64_t sequence, uint64_t edit,
-                                       std::function<void()> then) {
+                                       std::function<void()> then, int tries) {
   if (Find(r->shard) != r || !r->head || r->seeding != node) return;
   const auto chain = ChainOf(config_, r->shard);
   const auto at = std::find(chain.begin(), chain.end(), node);
@@ -1328,7 +1328,8 @@ void RubbleServer::AfterPredecessorHas(const ReplicaPtr& r, uint32_t node, uint6
   rubble::LinkRequest req{ChainHeader{r->shard, term_, env_.self}, false, env_.shape.slots.count,
                           env_.shape.slots.slot_bytes};
   env_.calls->Call(predecessor, M(proto::Method::kRubbleLink), rubble::EncodeLink(req),
-                   [this, r, node, sequence, edit, then = std::move(then)](Result<rpc::PeerResponse> res) mutable {
+                   [this, r, node, sequence, edit, predecessor, tries,
+                    then = std::move(then)](Result<rpc::PeerResponse> res) mutable {
                      auto a = res.ok() && res->status == Code::kOk
                                   ? rubble::DecodeLinkResponse(res->payload)
                                   : Result<rubble::LinkResponse>(Status::Unavailable("no answer"));
@@ -1338,8 +1339,15 @@ void RubbleServer::AfterPredecessorHas(const ReplicaPtr& r, uint32_t node, uint6
                      if (a.ok() && a->last_sequence >= sequence && (env_.all_compact || a->last_edit >= edit)) {
                        return then();
                      }
-                     env_.exec->After(kReportDelay, [this, r, node, sequence, edit, then = std::move(then)]() mutable {
-                       AfterPredecessorHas(r, node, sequence, edit, std::move(then));
+                     // Every 2 s: a seed that waits long says for what.
+                     if (tries % 400 == 399) {
+                       logging::Warn("shard {}: seeding node {} waits for node {} to have write {} and edit {} (it "
+                                     "has {} and {})",
+                                     r->shard, node, predecessor, sequence, edit, a.ok() ? a->last_sequence : 0,
+                                     a.ok() ? a->last_edit : 0);
+                     }
+                     env_.exec->After(kReportDelay, [this, r, node, sequence, edit, tries, then = std::move(then)]() mutable {
+                       AfterPredecessorHas(r, node, sequence, edit, std::move(then), tries + 1);
                      });
                    });
 }

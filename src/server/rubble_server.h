@@ -140,7 +140,7 @@ class RubbleServer final : public PoolNode {
   // Runs `then` once `node`'s predecessor has every write up to `sequence`
   // and every edit up to `edit`.
   void AfterPredecessorHas(const ReplicaPtr& r, uint32_t node, uint64_t sequence, uint64_t edit,
-                           std::function<void()> then);
+                           std::function<void()> then, int tries = 0);
   void SendSeed(const ReplicaPtr& r, uint32_t node, uint64_t seed_id, std::shared_ptr<std::string> bytes,
                 uint64_t offset);
   void SeedFailed(const ReplicaPtr& r, uint32_t node, const Status& s);
