@@ -11,7 +11,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <initializer_list>
 #include <map>
@@ -65,6 +69,31 @@ inline std::string WaitFullyReplicated(const std::string& dir,
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
+
+// On a failing test, prints the last lines of every log in `dir`/logs when
+// it goes out of scope (also after an ASSERT returned early): CI keeps the
+// test's output, not the cluster directory.
+class TailLogsOnFailure {
+ public:
+  explicit TailLogsOnFailure(std::string dir) : dir_(std::move(dir)) {}
+  ~TailLogsOnFailure() {
+    if (!::testing::Test::HasFailure()) return;
+    std::error_code ec;
+    for (const auto& f : std::filesystem::directory_iterator(dir_ + "/logs", ec)) {
+      std::ifstream in(f.path());
+      std::deque<std::string> last;
+      for (std::string line; std::getline(in, line);) {
+        last.push_back(std::move(line));
+        if (last.size() > 15) last.pop_front();
+      }
+      std::printf("--- last lines of %s\n", f.path().c_str());
+      for (const auto& line : last) std::printf("  %s\n", line.c_str());
+    }
+  }
+
+ private:
+  const std::string dir_;
+};
 
 // "rowan-kv" -> "rowan_kv": a design as a gtest parameter name.
 inline std::string DesignParamName(const ::testing::TestParamInfo<std::string>& p) {

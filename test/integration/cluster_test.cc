@@ -59,6 +59,7 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
                        ("slip_cluster_" + std::to_string(getpid()) + "_" + design + "_w" + workers + "_" + provider);
   fs::remove_all(dir);
   const std::string d = dir.string();
+  const integration::TailLogsOnFailure logs(d);
   const std::string up = "cluster up --lease-ms 1000 --workers " + workers + " --dir " + d;
   ASSERT_EQ(Slip(up + " --nodes 3 --rf 3 --shards 12 --design " + design + " --provider " + provider), 0)
       << "see " << d << "/logs";
