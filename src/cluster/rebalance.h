@@ -1,0 +1,49 @@
+// Rowan-KV's hotspot policy (docs/papers/rowan.md §3.7) as pure functions of
+// one statistics period, so they are tested without processes: which shards
+// to move where, and the configuration that starts a move.
+//
+//   A node's load is what the shards it is primary of served in the period
+//   (each primary also counts the replication writes it sent for them, as
+//   Rowan does). A node above mean x (1 + overloaded) is overloaded [paper:
+//   30%]; then the hottest shards move from the most loaded node to the
+//   least loaded one that holds no replica of them, one at a time, while a
+//   move lowers the busier of the two, until every node is within
+//   mean x (1 + balanced) [paper: 5%].
+//
+// The migration's data path (the source streams the shard's entries, the
+// target installs them while serving) is the nodes' business; these only
+// decide and describe it in the configuration.
+#pragma once
+
+#include <vector>
+
+#include "cluster/cluster_config.h"
+
+namespace slip::cluster {
+
+struct RebalanceOptions {
+  double overloaded = 0.30;  // above mean x (1 + this): overloaded
+  double balanced = 0.05;    // moves go on until every node is within mean x (1 + this)
+};
+
+struct ShardMove {
+  ShardId shard = 0;
+  NodeId from = 0, to = 0;
+  double load = 0;  // the shard's, in the period
+  bool operator==(const ShardMove&) const = default;
+};
+
+// `load[s]`: shard s's load in the period (missing entries count 0). Only up
+// members take part; shards with a migration under way stay where they are.
+// Empty when no node is overloaded, or no move would help.
+std::vector<ShardMove> PlanRebalance(const ClusterConfig& config, const std::vector<double>& load,
+                                     const RebalanceOptions& options = {});
+
+// The configuration that starts moving `shard`'s replica on `from` to `to`:
+// term + 1, `to` in `from`'s place (as primary or in the backups' order),
+// and a pending migration recorded. InvalidArgument unless `from` holds a
+// replica of `shard`, `to` is an up member holding none, and no migration
+// of `shard` is under way.
+Result<ClusterConfig> StartMigration(const ClusterConfig& config, ShardId shard, NodeId from, NodeId to);
+
+}  // namespace slip::cluster

@@ -1,0 +1,167 @@
+// cluster/rebalance.h: the hotspot policy and the configuration that starts
+// a move, on placed configurations and made-up loads.
+#include "cluster/rebalance.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace slip::cluster {
+namespace {
+
+ClusterConfig Placed(int nodes, uint32_t shards, uint32_t rf) {
+  std::map<NodeId, std::string> m;
+  for (int i = 0; i < nodes; ++i) m[static_cast<NodeId>(i)] = "n" + std::to_string(i);
+  return Place(m, shards, rf).value();
+}
+
+std::map<NodeId, double> NodeLoads(const ClusterConfig& c, const std::vector<double>& load,
+                                   const std::vector<ShardMove>& moves) {
+  std::vector<NodeId> primary;
+  for (const auto& s : c.shards) primary.push_back(s.primary);
+  for (const auto& m : moves) primary[m.shard] = m.to;
+  std::map<NodeId, double> out;
+  for (const auto& [id, info] : c.nodes) out[id] = 0;
+  for (size_t s = 0; s < load.size(); ++s) out[primary[s]] += load[s];
+  return out;
+}
+
+TEST(RebalanceTest, AnEvenLoadMovesNothing) {
+  const ClusterConfig c = Placed(3, 12, 2);
+  EXPECT_TRUE(PlanRebalance(c, std::vector<double>(12, 100)).empty());
+  EXPECT_TRUE(PlanRebalance(c, {}).empty()) << "no load at all";
+  // 25% above the mean is not overloaded (the paper's bound is 30%).
+  std::vector<double> load(12, 100);
+  for (ShardId s = 0; s < 12; ++s) {
+    if (c.shards[s].primary == 0) load[s] = 125;
+  }
+  EXPECT_TRUE(PlanRebalance(c, load).empty());
+}
+
+TEST(RebalanceTest, AnOverloadedNodeShedsItsHottestShardsUntilWithinFivePercent) {
+  const ClusterConfig c = Placed(4, 16, 2);
+  std::vector<double> load(16, 100);
+  std::vector<ShardId> on0;
+  for (ShardId s = 0; s < 16; ++s) {
+    if (c.shards[s].primary == 0) on0.push_back(s);
+  }
+  ASSERT_GE(on0.size(), 2u);
+  load[on0[0]] = 700;  // a hotspot on node 0
+  load[on0[1]] = 300;
+  const auto moves = PlanRebalance(c, load);
+  ASSERT_FALSE(moves.empty());
+  double total = 0;
+  for (double l : load) total += l;
+  const double mean = total / 4;
+  const auto before = NodeLoads(c, load, {});
+  const auto after = NodeLoads(c, load, moves);
+  double max_before = 0, max_after = 0;
+  for (const auto& [n, l] : before) max_before = std::max(max_before, l);
+  for (const auto& [n, l] : after) max_after = std::max(max_after, l);
+  EXPECT_LT(max_after, max_before);
+  for (const auto& m : moves) {
+    EXPECT_NE(m.from, m.to);
+    EXPECT_EQ(c.shards[m.shard].primary, m.from) << "a shard moves once, from its primary";
+    EXPECT_NE(c.shards[m.shard].primary, m.to);
+    for (NodeId b : c.shards[m.shard].backups) EXPECT_NE(b, m.to) << "to a node holding a replica already";
+  }
+  // The first move is node 0's hottest shard, to a node at the least load.
+  EXPECT_EQ(moves[0], (ShardMove{on0[0], 0, moves[0].to, 700}));
+  EXPECT_EQ(before.at(moves[0].to), 400);
+  // The 700 shard alone is above mean x 1.05 (630): the plan stops once no
+  // move lowers the busiest node, within one shard of it.
+  EXPECT_GT(mean * 1.05, 600);
+  EXPECT_LE(max_after, 700 + 100);
+  EXPECT_EQ(PlanRebalance(c, load), moves) << "deterministic";
+}
+
+TEST(RebalanceTest, ASingleShardHotterThanTheRestCannotBeHelpedByMovingIt) {
+  // One shard carries most of the load: moving it only moves the hotspot,
+  // so the node's other shards go instead, and then nothing more helps.
+  const ClusterConfig c = Placed(3, 6, 1);
+  std::vector<double> load(6, 10);
+  ShardId hot = 0;
+  while (c.shards[hot].primary != 0) ++hot;
+  load[hot] = 1000;
+  const auto moves = PlanRebalance(c, load);
+  for (const auto& m : moves) EXPECT_NE(m.shard, hot);
+  for (ShardId s = 0; s < 6; ++s) {
+    if (c.shards[s].primary != 0 || s == hot) continue;
+    bool moved = false;
+    for (const auto& m : moves) moved |= m.shard == s;
+    EXPECT_TRUE(moved) << "node 0's cold shard " << s << " stayed with the hotspot";
+  }
+}
+
+TEST(RebalanceTest, DownNodesAndShardsAlreadyMovingAreLeftAlone) {
+  ClusterConfig c = Placed(3, 6, 1);
+  std::vector<double> load(6, 10);
+  for (ShardId s = 0; s < 6; ++s) {
+    if (c.shards[s].primary == 0) load[s] = 200;
+  }
+  c.nodes[2].state = NodeState::kDown;  // (a down node's shards would be elsewhere; only the targets matter here)
+  for (const auto& m : PlanRebalance(c, load)) EXPECT_NE(m.to, 2u);
+  // Every shard of node 0 already moving: nothing to plan.
+  ClusterConfig moving = Placed(3, 6, 1);
+  for (ShardId s = 0; s < 6; ++s) {
+    if (moving.shards[s].primary != 0) continue;
+    auto next = StartMigration(moving, s, 0, 1);  // RF 1: node 1 holds none of node 0's shards
+    ASSERT_TRUE(next.ok()) << next.status().ToString();
+    moving = *next;
+  }
+  std::vector<double> load0(6, 10);
+  for (ShardId s = 0; s < 6; ++s) {
+    if (Placed(3, 6, 1).shards[s].primary == 0) load0[s] = 200;
+  }
+  for (const auto& m : PlanRebalance(moving, load0)) {
+    for (const auto& mig : moving.migrations) EXPECT_NE(m.shard, mig.shard);
+  }
+}
+
+TEST(RebalanceTest, StartMigrationPutsTheTargetInTheSourcesPlaceAndRecordsIt) {
+  const ClusterConfig c = Placed(4, 8, 2);
+  const ShardId s = 3;
+  const NodeId from = c.shards[s].primary;
+  NodeId to = 0;
+  while (to == from || to == c.shards[s].backups[0]) ++to;
+  auto next = StartMigration(c, s, from, to);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_EQ(next->term, c.term + 1);
+  EXPECT_EQ(next->shards[s].primary, to);
+  EXPECT_EQ(next->shards[s].backups, c.shards[s].backups);
+  ASSERT_EQ(next->migrations.size(), 1u);
+  EXPECT_EQ(next->migrations[0], (Migration{s, from, to, MigrationState::kPending}));
+  EXPECT_TRUE(next->Validate().ok());
+  // A backup moves in its place too.
+  const NodeId backup = c.shards[s].backups[0];
+  NodeId other = 0;
+  while (other == from || other == backup || other == to) ++other;
+  auto moved_backup = StartMigration(c, s, backup, other);
+  ASSERT_TRUE(moved_backup.ok()) << moved_backup.status().ToString();
+  EXPECT_EQ(moved_backup->shards[s].backups[0], other);
+  EXPECT_EQ(moved_backup->shards[s].primary, from);
+}
+
+TEST(RebalanceTest, StartMigrationRefusesWhatCannotBe) {
+  ClusterConfig c = Placed(4, 8, 2);
+  const ShardId s = 1;
+  const NodeId from = c.shards[s].primary;
+  const NodeId backup = c.shards[s].backups[0];
+  NodeId spare = 0;
+  while (spare == from || spare == backup) ++spare;
+  EXPECT_TRUE(StartMigration(c, 99, from, spare).status().Is(Code::kInvalidArgument)) << "no such shard";
+  EXPECT_TRUE(StartMigration(c, s, from, backup).status().Is(Code::kInvalidArgument)) << "target holds it already";
+  EXPECT_TRUE(StartMigration(c, s, spare, from).status().Is(Code::kInvalidArgument)) << "source holds none";
+  EXPECT_TRUE(StartMigration(c, s, from, 42).status().Is(Code::kInvalidArgument)) << "not a member";
+  ClusterConfig down = c;
+  down.nodes[spare].state = NodeState::kDown;
+  EXPECT_TRUE(StartMigration(down, s, from, spare).status().Is(Code::kInvalidArgument)) << "target down";
+  auto once = StartMigration(c, s, from, spare);
+  ASSERT_TRUE(once.ok());
+  NodeId fourth = 0;
+  while (fourth == from || fourth == backup || fourth == spare) ++fourth;
+  EXPECT_TRUE(StartMigration(*once, s, spare, fourth).status().Is(Code::kInvalidArgument)) << "already moving";
+}
+
+}  // namespace
+}  // namespace slip::cluster
