@@ -557,9 +557,9 @@ int ClusterStatus(const ClusterCommandOptions& o) {
   if (!place.ok()) return Fail("cluster status", place.status());
   const bool chain = cluster::UsesChain(c->config.design);
   std::printf("provider %s, durability %s\n", c->config.provider.c_str(),
-              chain ? "file (a head's WAL fdatasync'd before a write goes down the chain; tables written "
-                      "O_DIRECT|O_DSYNC into every follower's slot image before the edit naming them): survives "
-                      "power loss"
+              chain ? "file (a write is acknowledged once every member of its chain fdatasync'd it to its log: "
+                      "the head's WAL, the followers' replica logs; tables written O_DIRECT|O_DSYNC into every "
+                      "follower's slot image before the edit naming them): survives power loss"
               : pool ? (place->pm_class == "dram" ? "dram (the pool's region in memory: survives process crashes, not "
                                                   "power loss)"
                                                 : "pool region in a file: every batch of a KVS node is persisted "
@@ -588,6 +588,10 @@ int ClusterStatus(const ClusterCommandOptions& o) {
       std::printf("node %-3u %-4s %-24s primary of %u, backup of %u\n", id, state.c_str(), info.address.c_str(),
                   prim[id], back[id]);
     }
+  }
+  for (const auto& m : c->config.migrations) {
+    std::printf("shard %u moving from node %u to node %u: %s\n", m.shard, m.from, m.to,
+                std::string(cluster::MigrationStateName(m.state)).c_str());
   }
   for (const auto& [key, secondaries] : c->config.shared) {
     std::string owners;

@@ -29,6 +29,7 @@
 #include "integration/cluster_harness.h"
 #include "node/node_process.h"
 #include "cluster/config_access.h"
+#include "cluster/rebalance.h"
 #include "proto/kv.h"
 #include "slip/client.h"
 
@@ -547,6 +548,32 @@ TEST(CommandLine, PmClassesAreCheckedRecordedAndShown) {
   EXPECT_EQ(sh(slip + " get --dir " + c + " k > " + status), 0);
   EXPECT_EQ(Slip("cluster down --dir " + c), 0);
   fs::remove_all(fs::path(place->path).parent_path().parent_path());  // the cluster's /dev/shm directory
+  if (!HasFailure()) fs::remove_all(dir);
+}
+
+// `slip cluster status` lists the shard moves under way with their state
+// (read from the configuration alone: no process needs to run).
+TEST(CommandLine, StatusShowsMigrationsUnderWay) {
+  const fs::path dir = fs::temp_directory_path() / ("slip_moves_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  auto store = cluster::OpenConfigStore(dir.string(), "");
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  auto placed = cluster::Place({{0, "a"}, {1, "b"}, {2, "c"}}, 3, 1);
+  ASSERT_TRUE(placed.ok());
+  placed->pm = "file";
+  const cluster::NodeId from = placed->shards[1].primary;
+  const cluster::NodeId to = (from + 1) % 3;
+  auto moving = cluster::StartMigration(*placed, 1, from, to);
+  ASSERT_TRUE(moving.ok()) << moving.status().ToString();
+  ASSERT_TRUE((*store)->CompareAndSwap(cluster::kNoVersion, *moving).ok());
+  const std::string out = (dir / "status").string();
+  ASSERT_EQ(std::system((std::string(SLIP_BINARY) + " cluster status --dir " + dir.string() + " > " + out).c_str()), 0);
+  std::ifstream in(out);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("shard 1 moving from node " + std::to_string(from) + " to node " + std::to_string(to) +
+                      ": pending"),
+            std::string::npos)
+      << text;
   if (!HasFailure()) fs::remove_all(dir);
 }
 
