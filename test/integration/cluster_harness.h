@@ -31,9 +31,12 @@
 
 namespace slip::integration {
 
-// Runs `slip ARGS` quietly; its exit status.
+// Runs `slip ARGS` quietly; its exit status. A command that hangs is
+// killed after 200 s (status 124, or 137 if it ignored the TERM): the test
+// then fails with its logs printed instead of running into ctest's timeout
+// with nothing said.
 inline int Slip(const std::string& args) {
-  const std::string cmd = std::string(SLIP_BINARY) + " " + args + " >/dev/null 2>&1";
+  const std::string cmd = "timeout -k 10 200 " + std::string(SLIP_BINARY) + " " + args + " >/dev/null 2>&1";
   return std::system(cmd.c_str());
 }
 
