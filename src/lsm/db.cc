@@ -578,6 +578,7 @@ Status Db::Write(WriteBatch batch, const WriteOptions& o, WriteTicket* ticket) {
       stats_.writes += group.size();
       stats_.write_groups += 1;
       stats_.wal_bytes += wal_bytes;
+      if (wal_bytes > 0) wal_unsynced_ = !sync;
     } else {
       // The WAL may hold part of the group: no later write may follow it.
       bg_error_ = s;
@@ -644,9 +645,9 @@ Status Db::SealMemTable(std::unique_lock<std::mutex>&) {
   // leader seals only between groups.
   next->first_sequence = last_sequence_.load() + 1;
   if (options_.wal) {
-    // Writes made without a sync may be in it: durable before it is left
+    // Writes made without a sync are in it: durable before it is left
     // (SyncLogs syncs only the current one).
-    if (wal_) {
+    if (wal_ && wal_unsynced_) {
       if (Status s = wal_->Sync(); !s.ok()) {
         bg_error_ = s;
         return s;
@@ -659,6 +660,7 @@ Status Db::SealMemTable(std::unique_lock<std::mutex>&) {
       return bg_error_;
     }
     wal_ = std::move(*wal);
+    wal_unsynced_ = false;
   }
   imm_.push_back(std::move(mem_));
   mem_ = std::move(next);
@@ -795,6 +797,7 @@ Status Db::SyncLogs() {
   l.unlock();
   Status s = wal != nullptr ? wal->Sync() : Status::Ok();
   l.lock();
+  if (s.ok() && wal == wal_.get()) wal_unsynced_ = false;
   writers_.pop_front();
   if (!writers_.empty()) writers_.front()->cv.notify_one();
   if (!s.ok()) bg_error_ = s;

@@ -314,6 +314,7 @@ class Db {
   // of each MemTable it has heard of, edits ahead of their turn.
   std::map<uint64_t, std::vector<WriteBatch>> held_writes_;
   std::map<uint64_t, uint64_t> memtable_first_;
+  bool wal_unsynced_ = false;  // the current WAL holds writes made without a sync
   std::unique_ptr<WritableFile> replica_log_;  // the active MemTable's
   uint64_t replica_log_mem_ = 0;
   bool replica_log_dirty_ = false;

@@ -84,6 +84,20 @@ RubbleShape DefaultRubbleShape() {
   return s;
 }
 
+RubbleShape TinyRubbleShape(uint32_t slot_count) {
+  RubbleShape s;
+  s.db.memtable_bytes = 8 << 10;
+  s.db.target_file_bytes = 8 << 10;
+  s.db.level1_bytes = 32 << 10;
+  s.db.l0_compaction_trigger = 2;
+  s.db.block_cache_bytes = 1 << 20;
+  s.db.table.block_bytes = 1024;
+  s.db.direct_io = false;
+  s.slots.count = slot_count;
+  s.slots.slot_bytes = 16 << 10;
+  return s;
+}
+
 // Where blocking tasks run, in order of posting when there is one thread
 // of them; with their CPU time. Stop: no task runs afterwards.
 class RubbleServer::Jobs {

@@ -57,6 +57,9 @@ struct RubbleShape {
 // A cluster's default: 2 MB MemTables and tables, 64 slots of 2.125 MB
 // (136 MB of image per follower and shard).
 RubbleShape DefaultRubbleShape();
+// For tests and the simulator: 8 KB MemTables and tables, so every few
+// writes flush, compact and ship; `slot_count` slots of 16 KB; no direct I/O.
+RubbleShape TinyRubbleShape(uint32_t slot_count);
 
 // The largest key plus value a rubble cluster takes: a table holding it
 // must still fit one slot (a key's versions are never split over tables).

@@ -27,18 +27,6 @@ namespace {
 
 using cluster::ClusterConfig;
 
-RubbleShape TinyShape() {
-  RubbleShape s;
-  s.db.memtable_bytes = 8 << 10;
-  s.db.target_file_bytes = 8 << 10;
-  s.db.level1_bytes = 32 << 10;
-  s.db.l0_compaction_trigger = 2;
-  s.db.block_cache_bytes = 1 << 20;
-  s.db.table.block_bytes = 1024;
-  s.slots.count = 256;
-  s.slots.slot_bytes = 16 << 10;
-  return s;
-}
 
 class RubbleCluster {
  public:
@@ -179,7 +167,7 @@ class RubbleCluster {
     env.fatal = [this, n, lease](Status s) {
       if (lease->load()) fatal_ += "node " + std::to_string(n) + ": " + s.ToString() + "\n";  // a dead one's don't count
     };
-    env.shape = TinyShape();
+    env.shape = TinyRubbleShape(256);
     env.writer_threads = 2;
     env.all_compact = all_compact_;
     auto server = std::make_unique<RubbleServer>(std::move(env));

@@ -84,21 +84,6 @@ class JitteredCaller final : public rpc::PeerCaller {
   runtime::Executor* const exec_;
 };
 
-// `few_slots`: so few that a head's jobs wait for its followers to free
-// slots now and then.
-server::RubbleShape TinyShape(bool few_slots) {
-  server::RubbleShape s;
-  s.db.memtable_bytes = 8 << 10;
-  s.db.target_file_bytes = 8 << 10;
-  s.db.level1_bytes = 32 << 10;
-  s.db.l0_compaction_trigger = 2;
-  s.db.block_cache_bytes = 1 << 20;
-  s.db.table.block_bytes = 1024;
-  s.db.direct_io = false;
-  s.slots.count = few_slots ? 16 : 128;
-  s.slots.slot_bytes = 16 << 10;
-  return s;
-}
 
 // Who is up, who replicates what (for a failure's message).
 std::string Describe(const cluster::ClusterConfig& c) {
@@ -118,7 +103,8 @@ std::string Describe(const cluster::ClusterConfig& c) {
 
 RubbleCampaignResult RunRubbleCampaign(const RubbleCampaignOptions& o) {
   const uint64_t seed = o.seed;
-  const std::string& base = o.base_dir;
+  const std::string base =
+      !o.base_dir.empty() ? o.base_dir : fs::is_directory("/dev/shm") ? "/dev/shm" : fs::temp_directory_path().string();
   runtime::SimRuntime rt(runtime::SimRuntimeOptions{.seed = seed});
   lsm::testing::TempDir dir(base);
   if (!dir.ok()) return RubbleCampaignResult{false, "no temporary directory under " + base};
@@ -247,7 +233,7 @@ RubbleCampaignResult RunRubbleCampaign(const RubbleCampaignOptions& o) {
       // A zombie's engine may stop on its fencing; that is its business.
       if (!raw->cut_off && out.failure.empty()) out.failure = "node " + std::to_string(id) + " fatal: " + s.ToString();
     };
-    env.shape = TinyShape(few_slots);
+    env.shape = server::TinyRubbleShape(few_slots ? 16 : 128);  // 16: heads wait for free slots now and then
     env.all_compact = all_compact;
     env.jobs = p->jobs.get();
     p->server = std::make_unique<server::RubbleServer>(std::move(env));

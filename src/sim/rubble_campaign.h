@@ -39,8 +39,9 @@ namespace slip::sim {
 struct RubbleCampaignOptions {
   uint64_t seed = 1;
   // Where the nodes' files go (a directory of its own is made under it and
-  // removed afterwards): /dev/shm is fastest.
-  std::string base_dir = "/tmp";
+  // removed afterwards); empty: /dev/shm when there is one (fastest), else
+  // the temporary directory.
+  std::string base_dir;
   // "rubble" or "rubble-all-compact"; empty: the seed chooses (all-compact
   // on every third).
   std::string design;
