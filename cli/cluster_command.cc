@@ -17,6 +17,7 @@
 #include "cli/processes.h"
 #include "cluster/autoscale.h"
 #include "cluster/cluster_config.h"
+#include "cluster/rebalance.h"
 #include "cluster/config_access.h"
 #include "pm/region.h"
 #include "node/manager.h"
@@ -354,6 +355,48 @@ int ClusterRemoveNode(const ClusterCommandOptions& o) {
     if (secs > 60) {
       return Fail("cluster remove-node", Status::Timeout("node " + std::to_string(o.node) + " did not leave in 60 s"));
     }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+int ClusterMove(const ClusterCommandOptions& o) {
+  auto store = cluster::OpenConfigStore(o.dir, o.zookeeper);
+  if (!store.ok()) return Fail("cluster move", store.status());
+  const auto t0 = std::chrono::steady_clock::now();
+  cluster::NodeId from = 0;
+  for (;;) {
+    auto vc = (*store)->Load();
+    if (!vc.ok()) return Fail("cluster move", vc.status());
+    if (o.shard >= vc->config.num_shards()) {
+      return Fail("cluster move", Status::InvalidArgument("no shard " + std::to_string(o.shard)));
+    }
+    from = o.from >= 0 ? static_cast<cluster::NodeId>(o.from) : vc->config.shards[o.shard].primary;
+    auto next = cluster::StartMigration(vc->config, o.shard, from, o.node);
+    if (!next.ok()) return Fail("cluster move", next.status());
+    if ((*store)->CompareAndSwap(vc->version, *next).ok()) break;
+  }
+  // The target reports when it holds everything (a primary's move), or the
+  // primary when it seeded it (a backup's); a failure rolls it back.
+  for (;;) {
+    auto now = (*store)->Load();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (now.ok()) {
+      const auto& c = now->config;
+      const bool moving = std::any_of(c.migrations.begin(), c.migrations.end(),
+                                      [&](const cluster::Migration& m) { return m.shard == o.shard; });
+      if (!moving) {
+        const auto r = c.Replicas(o.shard);
+        if (std::find(r.begin(), r.end(), o.node) == r.end()) {
+          return Fail("cluster move", Status::Aborted("the move of shard " + std::to_string(o.shard) +
+                                                      " was rolled back: node " + std::to_string(from) + " or " +
+                                                      std::to_string(o.node) + " failed"));
+        }
+        std::printf("slip cluster: shard %u moved from node %u to node %u in %.2f s (term %llu)\n", o.shard, from,
+                    o.node, secs, static_cast<unsigned long long>(c.term));
+        return 0;
+      }
+    }
+    if (secs > 300) return Fail("cluster move", Status::Timeout("shard " + std::to_string(o.shard) + " still moving after 300 s"));
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }

@@ -40,6 +40,9 @@ struct ClusterCommandOptions {
   // `cluster share` / `unshare`: a hot key and its secondary owners.
   std::string key;
   std::vector<uint32_t> owners;
+  // `cluster move`: the shard, and the node whose replica moves (-1: the primary).
+  uint32_t shard = 0;
+  int64_t from = -1;
 };
 
 int RunServer(const ClusterCommandOptions& o);
@@ -68,6 +71,10 @@ int ClusterShare(const ClusterCommandOptions& o, bool share);
 // node's worker CPU (occupancy) and times probe GETs, and adds or removes a
 // node by the policy of cluster/autoscale.h. Prints one line per epoch.
 int ClusterAutoscale(const ClusterCommandOptions& o);
+// Moves `shard`'s replica on `from` (default: its primary) to node `node`
+// while the cluster serves (docs/papers/rowan.md §3.7) and waits until the
+// move is over: done, or rolled back because the source or target failed.
+int ClusterMove(const ClusterCommandOptions& o);
 // Kills node `node` with SIGKILL (fault injection for tests and demos).
 int ClusterKill(const ClusterCommandOptions& o);
 

@@ -273,6 +273,12 @@ int main(int argc, char** argv) {
   autoscale->add_option("--max-nodes", co.max_nodes, "never more nodes")->capture_default_str();
   autoscale->add_option("--epochs", co.epochs, "stop after this many epochs (0: until a signal)")->capture_default_str();
   autoscale->add_option("--pm-mb", co.pm_mb, "PM per added node")->capture_default_str();
+  auto* move = cluster->add_subcommand(
+      "move", "move a shard's primary (or, with --from, one of its backups) to another node while it serves");
+  cluster_opts(move);
+  move->add_option("--shard", co.shard, "the shard")->required();
+  move->add_option("--to", co.node, "the node it moves to (one holding no replica of it)")->required();
+  move->add_option("--from", co.from, "the node whose replica moves (default: the primary)");
   auto* killcmd = cluster->add_subcommand("kill", "SIGKILL one node (fault injection)");
   killcmd->add_option("--dir", co.dir, "cluster directory")->required();
   killcmd->add_option("--node", co.node, "node id")->required();
@@ -299,6 +305,7 @@ int main(int argc, char** argv) {
   if (*down) return slip::cli::ClusterDown(co);
   if (*status) return slip::cli::ClusterStatus(co);
   if (*killcmd) return slip::cli::ClusterKill(co);
+  if (*move) return slip::cli::ClusterMove(co);
   if (*addnode) {
     co.node_given = addnode_id->count() > 0;
     return slip::cli::ClusterAddNode(co);

@@ -76,7 +76,11 @@ Status ClusterConfig::Validate() const {
   for (ShardId s = 0; s < shards.size(); s++) {
     const std::vector<NodeId> r = Replicas(s);
     const std::string where = "shard " + N(s) + ": ";
-    if (r.size() > replication_factor) {
+    // A backup on the move is held twice until its target is seeded.
+    const bool backup_moving = std::any_of(migrations.begin(), migrations.end(), [&](const Migration& m) {
+      return m.shard == s && m.to != shards[s].primary;
+    });
+    if (r.size() > replication_factor + (backup_moving ? 1 : 0)) {
       return bad(where + N(r.size()) + " replicas, above the replication factor " +
                  N(replication_factor));
     }
@@ -136,8 +140,18 @@ Status ClusterConfig::Validate() const {
     if (std::find(r.begin(), r.end(), m.to) == r.end()) {
       return bad(where + "target " + N(m.to) + " is not a replica");
     }
-    if (std::find(r.begin(), r.end(), m.from) != r.end()) {
-      return bad(where + "source " + N(m.from) + " is still a replica");
+    const ShardReplicas& sh = shards[m.shard];
+    auto syncing = [&](NodeId n) { return std::find(sh.syncing.begin(), sh.syncing.end(), n) != sh.syncing.end(); };
+    if (m.to == sh.primary) {
+      if (std::find(r.begin(), r.end(), m.from) != r.end()) {
+        return bad(where + "source " + N(m.from) + " is still a replica");
+      }
+    } else {
+      // A backup's move: the target is seeded beside the source, which stays until then.
+      if (!syncing(m.to)) return bad(where + "target " + N(m.to) + " is a backup not syncing");
+      if (std::find(sh.backups.begin(), sh.backups.end(), m.from) == sh.backups.end() || syncing(m.from)) {
+        return bad(where + "source " + N(m.from) + " is not a complete backup");
+      }
     }
     if (static_cast<uint8_t>(m.state) > static_cast<uint8_t>(MigrationState::kDone)) {
       return bad(where + "unknown state");
@@ -276,17 +290,17 @@ Result<ClusterConfig> Reassign(const ClusterConfig& config, NodeId failed) {
 
   // Interrupted migrations go back to where they started (docs/papers/rowan.md
   // §3.7): the target's copy is incomplete, the source's is not.
+  // A backup's move just ends: the failed one of the two drops out below as
+  // any failed backup does, and the other is the shard's replica.
   std::vector<Migration> kept;
   for (const Migration& m : next.migrations) {
     if (m.from != failed && m.to != failed) {
       kept.push_back(m);
       continue;
     }
-    if (m.state == MigrationState::kDone) continue;  // the target has everything
     ShardReplicas& s = next.shards[m.shard];
-    if (s.primary == m.to) s.primary = m.from;
-    std::replace(s.backups.begin(), s.backups.end(), m.to, m.from);
-    std::replace(s.syncing.begin(), s.syncing.end(), m.to, m.from);
+    if (m.state == MigrationState::kDone || s.primary != m.to) continue;  // the target has everything
+    s.primary = m.from;
   }
   next.migrations = std::move(kept);
 
@@ -312,6 +326,10 @@ Result<ClusterConfig> Reassign(const ClusterConfig& config, NodeId failed) {
       std::erase(s.syncing, failed);
     }
   }
+
+  // A backup's move whose source was just promoted is over: its target
+  // stays as the shard's new (syncing) backup.
+  std::erase_if(next.migrations, [&](const Migration& m) { return next.shards[m.shard].primary == m.from; });
 
   TopUp(next);
   SLIP_RETURN_IF_ERROR(next.Validate());
@@ -581,7 +599,38 @@ Result<ClusterConfig> MarkSynced(const ClusterConfig& config, ShardId shard, Nod
   ClusterConfig next = config;
   next.term++;
   std::erase(next.shards[shard].syncing, backup);
+  // The target of a backup's move is complete: the source retires.
+  for (auto m = next.migrations.begin(); m != next.migrations.end(); ++m) {
+    if (m->shard == shard && m->to == backup) {
+      std::erase(next.shards[shard].backups, m->from);
+      next.migrations.erase(m);
+      break;
+    }
+  }
   return next;
+}
+
+bool MovesShards(std::string_view design) {
+  return !UsesPool(design) && !UsesChain(design) && !design.starts_with("erda");
+}
+
+bool MovesPrimary(const ClusterConfig& config, const Migration& m) {
+  return m.shard < config.num_shards() && config.shards[m.shard].primary == m.to;
+}
+
+Result<ClusterConfig> FinishMigration(const ClusterConfig& config, ShardId shard, NodeId to) {
+  SLIP_RETURN_IF_ERROR(config.Validate());
+  if (config.term == std::numeric_limits<uint64_t>::max()) {
+    return Status::InvalidArgument("FinishMigration: term exhausted");
+  }
+  ClusterConfig next = config;
+  for (auto m = next.migrations.begin(); m != next.migrations.end(); ++m) {
+    if (m->shard != shard || m->to != to || !MovesPrimary(config, *m)) continue;
+    next.migrations.erase(m);
+    next.term++;
+    return next;
+  }
+  return Status::InvalidArgument("FinishMigration: no move of shard " + N(shard) + "'s primary to node " + N(to));
 }
 
 std::string_view NodeStateName(NodeState s) {

@@ -20,9 +20,12 @@
 //     returns (Reassign never discards the last copy of a shard);
 //   - a leaving node holds no replica, and only UsesPool designs have one;
 //   - a UsesPool design's node ids are at most kMaxPoolNodeId;
-//   - a migration names an existing shard, `to` is one of its replicas and
-//     `from` is a member that is not (the map already shows the shard where
-//     it is going: `to` took `from`'s place); at most one per shard.
+//   - a migration names an existing shard and up members, at most one per
+//     shard. A primary's move: `to` is the primary and `from` holds no
+//     replica (the map shows the shard where it is going). A backup's move:
+//     `to` is a syncing backup and `from` a complete backup, which stays
+//     until `to` is seeded (the shard then has one replica more than the
+//     replication factor).
 //
 // Value type: copy freely; not synchronised.
 #pragma once
@@ -150,8 +153,9 @@ Result<ClusterConfig> Place(const std::map<NodeId, std::string>& nodes, uint32_t
 
 // The configuration that follows `config` when node `failed` is declared dead
 // (docs/papers/rowan.md §3.6 step 1): term + 1, `failed` marked down, and
-//   - a migration involving `failed` is rolled back (`from` back in `to`'s
-//     place) unless it is done, and removed — then failover proceeds as usual;
+//   - a migration involving `failed` is removed; a primary's move is rolled
+//     back first (`from` primary again) unless it is done — then failover
+//     proceeds as usual (of a backup's move, the survivor stays);
 //   - where `failed` was primary, the first backup that is not syncing (all
 //     backups are live in a valid config) becomes primary; the remaining
 //     backups keep their order;
@@ -236,10 +240,27 @@ Result<ClusterConfig> UnshareKey(const ClusterConfig& config, const std::string&
 bool SharesKey(const ClusterConfig& config, const std::string& key, NodeId node);
 
 // The configuration after `backup` finished being seeded with `shard`
-// (its primary reported so): term + 1, `backup` no longer syncing.
+// (its primary reported so): term + 1, `backup` no longer syncing; when it
+// was the target of a backup's move, the source leaves the replica set and
+// the migration ends.
 // InvalidArgument if `config` is invalid or `backup` is not a syncing backup
 // of `shard`.
 Result<ClusterConfig> MarkSynced(const ClusterConfig& config, ShardId shard, NodeId backup);
+
+// Whether `design` moves shards between live nodes by copying them
+// (StartMigration): the sharded primary-backup designs. Not the pool
+// designs (their owners move without copying), the chains (rubble), nor
+// erda (its clients read a node's table one-sidedly, so a key not copied
+// yet could not be fetched from the source on a miss).
+bool MovesShards(std::string_view design);
+
+// Whether `m` moves its shard's primary (else one of its backups).
+bool MovesPrimary(const ClusterConfig& config, const Migration& m);
+
+// The target of a primary's move holds every entry the source had: term +
+// 1, the migration removed (the source then frees the shard). A backup's
+// move ends in MarkSynced instead. InvalidArgument if there is no such move.
+Result<ClusterConfig> FinishMigration(const ClusterConfig& config, ShardId shard, NodeId to);
 
 // The configuration after down node `node` returns EMPTY (its store wiped:
 // a node evicted or restarted rejoins without data, since its entries may

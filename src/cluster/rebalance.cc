@@ -82,6 +82,9 @@ std::vector<ShardMove> PlanRebalance(const ClusterConfig& config, const std::vec
 }
 
 Result<ClusterConfig> StartMigration(const ClusterConfig& config, ShardId shard, NodeId from, NodeId to) {
+  if (!MovesShards(config.design)) {
+    return Status::NotSupported("the " + config.design + " design does not move shards between nodes");
+  }
   if (shard >= config.num_shards()) return Status::InvalidArgument("no shard " + std::to_string(shard));
   for (const auto& m : config.migrations) {
     if (m.shard == shard) return Status::InvalidArgument("shard " + std::to_string(shard) + " is already moving");
@@ -98,14 +101,17 @@ Result<ClusterConfig> StartMigration(const ClusterConfig& config, ShardId shard,
   if (s.primary == from) {
     s.primary = to;
   } else {
-    auto it = std::find(s.backups.begin(), s.backups.end(), from);
-    if (it == s.backups.end()) {
+    if (std::find(s.backups.begin(), s.backups.end(), from) == s.backups.end()) {
       return Status::InvalidArgument("node " + std::to_string(from) + " holds no replica of shard " +
                                      std::to_string(shard));
     }
-    *it = to;
-    // A syncing backup moves as one: the target still lacks older entries.
-    std::replace(s.syncing.begin(), s.syncing.end(), from, to);
+    if (std::find(s.syncing.begin(), s.syncing.end(), from) != s.syncing.end()) {
+      return Status::InvalidArgument("node " + std::to_string(from) + " is still being seeded with shard " +
+                                     std::to_string(shard));
+    }
+    // Re-replication: the target is seeded beside the source (MarkSynced retires it).
+    s.backups.push_back(to);
+    s.syncing.push_back(to);
   }
   next.migrations.push_back(Migration{shard, from, to, MigrationState::kPending});
   ++next.term;

@@ -40,10 +40,11 @@ std::vector<ShardMove> PlanRebalance(const ClusterConfig& config, const std::vec
                                      const RebalanceOptions& options = {});
 
 // The configuration that starts moving `shard`'s replica on `from` to `to`:
-// term + 1, `to` in `from`'s place (as primary or in the backups' order),
-// and a pending migration recorded. InvalidArgument unless `from` holds a
-// replica of `shard`, `to` is an up member holding none, and no migration
-// of `shard` is under way.
+// term + 1 and a pending migration recorded; a primary's move puts `to` in
+// `from`'s place, a backup's adds `to` as a syncing backup beside `from`
+// (cluster_config.h). InvalidArgument unless `from` holds a replica of
+// `shard` (a complete one, if a backup), `to` is an up member holding none,
+// and no migration of `shard` is under way.
 Result<ClusterConfig> StartMigration(const ClusterConfig& config, ShardId shard, NodeId from, NodeId to);
 
 }  // namespace slip::cluster

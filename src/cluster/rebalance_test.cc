@@ -138,8 +138,64 @@ TEST(RebalanceTest, StartMigrationPutsTheTargetInTheSourcesPlaceAndRecordsIt) {
   while (other == from || other == backup || other == to) ++other;
   auto moved_backup = StartMigration(c, s, backup, other);
   ASSERT_TRUE(moved_backup.ok()) << moved_backup.status().ToString();
-  EXPECT_EQ(moved_backup->shards[s].backups[0], other);
+  // A backup's target is seeded beside it; the source stays until then.
+  EXPECT_EQ(moved_backup->shards[s].backups, (std::vector<NodeId>{backup, other}));
+  EXPECT_EQ(moved_backup->shards[s].syncing, (std::vector<NodeId>{other}));
   EXPECT_EQ(moved_backup->shards[s].primary, from);
+  EXPECT_FALSE(MovesPrimary(*moved_backup, moved_backup->migrations[0]));
+  EXPECT_TRUE(MovesPrimary(*next, next->migrations[0]));
+  EXPECT_TRUE(StartMigration(*moved_backup, s, other, 0).status().Is(Code::kInvalidArgument)) << "already moving";
+}
+
+TEST(RebalanceTest, ABackupsMoveEndsWhenItsTargetIsSeededOrEitherFails) {
+  const ClusterConfig c = Placed(4, 8, 2);
+  const ShardId s = 2;
+  const NodeId primary = c.shards[s].primary, backup = c.shards[s].backups[0];
+  NodeId to = 0;
+  while (to == primary || to == backup) ++to;
+  const ClusterConfig moving = StartMigration(c, s, backup, to).value();
+  // Seeded: the source leaves, the migration is over.
+  auto synced = MarkSynced(moving, s, to);
+  ASSERT_TRUE(synced.ok()) << synced.status().ToString();
+  EXPECT_EQ(synced->shards[s].backups, (std::vector<NodeId>{to}));
+  EXPECT_TRUE(synced->shards[s].syncing.empty());
+  EXPECT_TRUE(synced->migrations.empty());
+  EXPECT_TRUE(FinishMigration(moving, s, to).status().Is(Code::kInvalidArgument)) << "a backup's move ends in MarkSynced";
+  // The target fails: the source is still the backup.
+  auto lost_target = Reassign(moving, to);
+  ASSERT_TRUE(lost_target.ok()) << lost_target.status().ToString();
+  EXPECT_TRUE(lost_target->migrations.empty());
+  EXPECT_EQ(lost_target->shards[s].backups, (std::vector<NodeId>{backup}));
+  // The source fails: the target, still syncing, is the replacement.
+  auto lost_source = Reassign(moving, backup);
+  ASSERT_TRUE(lost_source.ok()) << lost_source.status().ToString();
+  EXPECT_TRUE(lost_source->migrations.empty());
+  EXPECT_EQ(lost_source->shards[s].backups, (std::vector<NodeId>{to}));
+  EXPECT_EQ(lost_source->shards[s].syncing, (std::vector<NodeId>{to}));
+  // The primary fails: the source, the only complete backup, is promoted;
+  // the move is over and its target stays as the new backup, syncing.
+  auto lost_primary = Reassign(moving, primary);
+  ASSERT_TRUE(lost_primary.ok()) << lost_primary.status().ToString();
+  EXPECT_EQ(lost_primary->shards[s].primary, backup);
+  EXPECT_EQ(lost_primary->shards[s].backups, (std::vector<NodeId>{to}));
+  EXPECT_EQ(lost_primary->shards[s].syncing, (std::vector<NodeId>{to}));
+  EXPECT_TRUE(lost_primary->migrations.empty());
+}
+
+TEST(RebalanceTest, FinishMigrationEndsAPrimarysMove) {
+  const ClusterConfig c = Placed(4, 8, 2);
+  const ShardId s = 5;
+  const NodeId from = c.shards[s].primary;
+  NodeId to = 0;
+  while (to == from || to == c.shards[s].backups[0]) ++to;
+  const ClusterConfig moving = StartMigration(c, s, from, to).value();
+  auto done = FinishMigration(moving, s, to);
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_EQ(done->term, moving.term + 1);
+  EXPECT_TRUE(done->migrations.empty());
+  EXPECT_EQ(done->shards[s].primary, to);
+  EXPECT_TRUE(FinishMigration(*done, s, to).status().Is(Code::kInvalidArgument)) << "twice";
+  EXPECT_TRUE(FinishMigration(moving, s, from).status().Is(Code::kInvalidArgument)) << "not the target";
 }
 
 TEST(RebalanceTest, StartMigrationRefusesWhatCannotBe) {

@@ -137,6 +137,19 @@ size_t ShardIndex::size() const {
   return used_;
 }
 
+std::vector<uint64_t> ShardIndex::TakeAll() {
+  std::unique_lock lock(mu_);
+  std::vector<uint64_t> held;
+  held.reserve(used_);
+  for (uint64_t s : slots_) {
+    if (s != 0) held.push_back(OffsetOf(s));
+  }
+  slots_.assign(16, 0);
+  counts_.assign(16, 0);
+  used_ = 0;
+  return held;
+}
+
 void ShardIndex::ForEach(const std::function<void(uint64_t)>& fn) const {
   std::shared_lock lock(mu_);
   for (uint64_t s : slots_) {

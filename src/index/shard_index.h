@@ -76,6 +76,9 @@ class ShardIndex {
   uint32_t EntryCount(uint64_t hash, std::string_view key) const;
 
   size_t size() const;  // keys indexed
+  // Empties the index (entry counts too) and returns the offsets it held:
+  // the shard left this node (Store::DropShard).
+  std::vector<uint64_t> TakeAll();
   // Visits every (offset) slot; for recovery bookkeeping and tests.
   void ForEach(const std::function<void(uint64_t offset)>& fn) const;
 

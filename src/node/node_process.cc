@@ -387,6 +387,19 @@ Status Node::StartWorkers(const log::Limits& limits) {
       if (!s.ok() && !s.Is(Code::kAborted)) logging::Warn("{}", "reporting a seeded backup: " + s.ToString());
     });
   };
+  env.on_migrated = [this](uint32_t shard, uint64_t term) {
+    control_ex_->Post([this, shard, term] {
+      Status s = membership_->Update([&](const ClusterConfig& c) -> Result<ClusterConfig> {
+        if (c.term < term) return Status::Aborted("an older configuration");
+        return cluster::FinishMigration(c, shard, o_.id);
+      });
+      if (s.ok()) {
+        logging::Info("{}", "shard " + std::to_string(shard) + " moved here: every entry copied");
+      } else if (!s.Is(Code::kAborted) && !s.Is(Code::kInvalidArgument)) {
+        logging::Warn("{}", "reporting a finished move: " + s.ToString());
+      }
+    });
+  };
   parts_ = server::BuildNode(std::move(env));
   return Status::Ok();
 }

@@ -79,6 +79,8 @@ const char* MethodName(uint16_t method) {
     case Method::kReplOpen: return "REPL_OPEN";
     case Method::kReplClose: return "REPL_CLOSE";
     case Method::kReplPersist: return "REPL_PERSIST";
+    case Method::kMigrateBegin: return "MIGRATE_BEGIN";
+    case Method::kMigrateFetch: return "MIGRATE_FETCH";
     case Method::kGetConfig: return "GET_CONFIG";
     case Method::kStats: return "STATS";
     case Method::kPoolLayout: return "POOL_LAYOUT";

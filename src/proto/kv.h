@@ -45,6 +45,15 @@ enum class Method : uint16_t {
   kReplOpen = 18,   // primary -> backup: where to write entries one-sidedly
   kReplClose = 19,  // primary -> backup: that buffer is full
   kReplPersist = 20,  // primary -> backup: make what landed persistent (file-backed backups)
+  // A primary's move (docs/papers/rowan.md §3.7), target -> source:
+  // MIGRATE_BEGIN (ShardTailRequest; skip and min_version 0) is answered once
+  // the source serves nothing of the shard any more: KvResponse with the
+  // shard's version and, as value, its CommitVersion (EncodeCommitVersion).
+  // MIGRATE_FETCH (KvRequest without value) is a GET the target did not
+  // find yet: ShardTailResponse holding the source's entry of the key (a
+  // tombstone too), or none.
+  kMigrateBegin = 21,
+  kMigrateFetch = 22,
   kGetConfig = 32,  // anyone -> node: the node's current configuration
   kStats = 33,      // anyone -> node: per-role CPU time and counters (JSON)
   // DINOMO's pool (proto/pool.h)

@@ -15,7 +15,8 @@ Result<const ErdaHeads::Reservation*> ErdaHeads::Reserve(runtime::Nanos now, uin
   if (!current_ || current_->tail + bytes > t.segment_size()) {
     SLIP_ASSIGN_OR_RETURN(uint32_t seg, store_->AllocateReceiveSegment());
     if (current_) retired_.push_back(std::move(*current_));
-    current_ = Head{.segment = seg};
+    current_.emplace();
+    current_->segment = seg;
     ++stats_.heads;
   }
   Head& h = *current_;

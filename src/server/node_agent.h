@@ -9,7 +9,13 @@
 //   - a backup newly added to a shard this node serves is seeded with the
 //     whole shard (it already receives live writes: it is in the replica
 //     set);
-//   - at a cold start every shard this node serves is promoted first.
+//   - at a cold start every shard this node serves is promoted first;
+//   - the target of a primary's move (docs/papers/rowan.md §3.7) blocks the
+//     shard until the source handed it over (Promoter::HandOver), then
+//     serves it while copying the source's entries (keys not copied yet
+//     are fetched by NodeCore) and reports when it holds them all;
+//   - a shard this node no longer holds (moved away, a backup retired) is
+//     dropped from its store; at a cold start, every shard it does not hold.
 //
 // Failed promotions and seeds are retried with backoff against the newest
 // configuration; work for a shard this node no longer serves is dropped.
@@ -20,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "runtime/runtime.h"
@@ -28,20 +35,29 @@
 
 namespace slip::server {
 
+// What the agent reports, and how it lets go of a shard's data.
+struct NodeAgentHooks {
+  // A new backup of a shard this node serves holds the whole shard (to be
+  // reported to the configuration manager, which then stops listing it as
+  // syncing). Retried with every later configuration that still lists it.
+  std::function<void(uint32_t shard, NodeId backup, uint64_t term)> on_seeded;
+  // This node, the target of a move of `shard`'s primary, holds every entry
+  // the source had (to be reported: cluster::FinishMigration). Retried with
+  // every later configuration that still lists the move.
+  std::function<void(uint32_t shard, uint64_t term)> on_migrated;
+  // This node holds `shard` no more: free its entries (Store::DropShard).
+  std::function<void(uint32_t shard)> drop_shard;
+};
+
 class NodeAgent {
  public:
-  // `on_seeded` is called when a new backup of a shard this node serves
-  // holds the whole shard (to be reported to the configuration manager,
-  // which then stops listing it as syncing). Retried with every later
-  // configuration that still lists it as syncing.
   NodeAgent(NodeId self, ViewHolder* views, Promoter* promoter, runtime::Executor* exec,
-            std::shared_ptr<NodeShared> shared,
-            std::function<void(uint32_t shard, NodeId backup, uint64_t term)> on_seeded = nullptr)
+            std::shared_ptr<NodeShared> shared, NodeAgentHooks hooks = {})
       : self_(self),
         views_(views),
         promoter_(promoter),
         exec_(exec),
-        on_seeded_(std::move(on_seeded)),
+        hooks_(std::move(hooks)),
         shared_(std::move(shared)) {}
 
   // The first configuration of a brand-new cluster: nothing to reconcile.
@@ -58,14 +74,28 @@ class NodeAgent {
     uint64_t promotions = 0, promotion_failures = 0, seeds = 0, seed_failures = 0;
     uint64_t pulled_entries = 0, pushed_entries = 0;
     uint64_t promotions_with_floor = 0;  // exchanged only above a CommitVer
+    uint64_t migrations_in = 0, copied_entries = 0;  // a primary's moves to here
+    uint64_t handover_retries = 0, copy_failures = 0;
+    uint64_t shards_dropped = 0, keys_dropped = 0;
   };
   const Counters& counters() const { return counters_; }
-  bool busy() const { return !promoting_.empty() || !seeding_.empty(); }
+  bool busy() const { return !promoting_.empty() || !seeding_.empty() || !moving_in_.empty(); }
+  // Shards being moved to this node whose copy is not finished.
+  size_t moves_in_progress() const { return moving_in_.size(); }
 
  private:
   void Publish();
   void StartPromotion(uint32_t shard);
   void StartSeed(uint32_t shard, NodeId backup);
+  // A primary's move to this node: hand-over, then the copy.
+  void StartMoveIn(uint32_t shard);
+  void StartCopy(uint32_t shard);
+  void EndMoveIn(uint32_t shard);
+  // Whether the newest configuration still moves `shard`'s primary to this node (from `source`, if given).
+  bool MovingHere(uint32_t shard, std::optional<NodeId> source = std::nullopt) const;
+  // Whether `view` gives this node a replica of `shard`, or has it hand the shard over.
+  bool Holds(const NodeView& view, uint32_t shard) const;
+  void Drop(uint32_t shard);
 
   const NodeId self_;
   ViewHolder* views_;
@@ -75,8 +105,13 @@ class NodeAgent {
   std::set<uint32_t> blocked_;                // shards waiting for their promotion
   std::set<uint32_t> promoting_;              // promotions in flight
   std::set<std::pair<uint32_t, NodeId>> seeding_;
+  // Moves to this node: shard -> source, from the hand-over until the copy
+  // is done; `move_busy_` while a hand-over or copy request is running.
+  std::map<uint32_t, NodeId> moving_in_;
+  std::set<uint32_t> move_busy_;
+  std::set<uint32_t> copied_;  // copy done, the move still listed (reported)
   Counters counters_;
-  std::function<void(uint32_t, NodeId, uint64_t)> on_seeded_;
+  NodeAgentHooks hooks_;
   std::shared_ptr<NodeShared> shared_;
 };
 

@@ -43,6 +43,7 @@ std::unique_ptr<NodeParts> BuildNode(NodeEnv env) {
       co.erda_exec = env.workers[i].exec;
       co.erda_layout = env.erda_layout;
     }
+    co.peers = env.workers[i].peers;
     parts->workers[i].core = std::make_unique<NodeCore>(env.id, env.store, i, parts->workers[i].replicator.get(),
                                                         env.views, parts->shared, std::move(co));
     pool.push_back({env.workers[i].exec, parts->workers[i].core.get()});
@@ -54,8 +55,11 @@ std::unique_ptr<NodeParts> BuildNode(NodeEnv env) {
   // A store read: any worker's core will do.
   po.commit_floor = [c = parts->workers[0].core.get()](uint32_t shard) { return c->RecordedCommitVersion(shard); };
   parts->promoter = std::make_unique<Promoter>(env.store, count, env.promoter_peers, std::move(po));
+  NodeAgentHooks hooks{.on_seeded = std::move(env.on_seeded),
+                       .on_migrated = std::move(env.on_migrated),
+                       .drop_shard = [store = env.store](uint32_t shard) { store->DropShard(shard); }};
   parts->agent = std::make_unique<NodeAgent>(env.id, env.views, parts->promoter.get(), env.agent_exec, parts->shared,
-                                             std::move(env.on_seeded));
+                                             std::move(hooks));
   return parts;
 }
 

@@ -60,6 +60,7 @@ struct NodeEnv {
   NodeCoreOptions core;
   // Reported to the configuration manager (NodeAgent).
   std::function<void(uint32_t shard, NodeId backup, uint64_t term)> on_seeded;
+  std::function<void(uint32_t shard, uint64_t term)> on_migrated;  // NodeAgentHooks
   // False once the process the node belongs to is gone (WorkerPool).
   std::function<bool()> alive;
   // The erda family (replication::Design::clients): the node-wide

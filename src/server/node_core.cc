@@ -26,7 +26,8 @@ NodeCore::NodeCore(NodeId self, store::Store* store, uint32_t writer,
       defer_(std::move(options.defer)),
       erda_heads_(options.erda_heads),
       erda_exec_(options.erda_exec),
-      erda_layout_(std::move(options.erda_layout)) {
+      erda_layout_(std::move(options.erda_layout)),
+      peers_(options.peers) {
   // Worker 0 releases held segments even before any client writes.
   if (worker_index_ == 0 && erda_layout_) StartErdaTicks();
 }
@@ -92,6 +93,10 @@ void NodeCore::Handle(uint16_t method, std::span<const std::byte> payload, Reply
     }
     case proto::Method::kShardTail:
       return HandleShardTail(payload, std::move(reply));
+    case proto::Method::kMigrateBegin:
+      return HandleMigrateBegin(payload, std::move(reply));
+    case proto::Method::kMigrateFetch:
+      return HandleMigrateFetch(payload, std::move(reply));
     case proto::Method::kErdaGrant:
       return HandleErdaGrant(payload, std::move(reply));
     case proto::Method::kErdaReserve:
@@ -152,11 +157,24 @@ bool NodeCore::CheckServing(const NodeView& v, uint64_t term, uint32_t shard, co
   return true;
 }
 
-void NodeCore::HandleWrite(proto::Method m, std::span<const std::byte> payload, Reply reply) {
+void NodeCore::HandleWrite(proto::Method m, std::span<const std::byte> payload, Reply reply, bool fetched) {
   auto view = views_->Get();
   auto req = proto::DecodeKvRequest(payload, store_->options().limits);
   if (!req.ok()) return Fail(reply, req.status(), view->term);
   if (!CheckPrimary(*view, *req, reply)) return;
+  // A DEL answers whether the key was there: a key still only at a move's
+  // source is fetched first. (A PUT needs nothing: its version is above
+  // every one the source assigned, so it wins over the copy.)
+  if (m == proto::Method::kDel && !fetched) {
+    if (auto source = MayBeAtSource(req->shard, req->key)) {
+      return FetchFromSource(view->term, req->shard, *source, std::string(req->key),
+                             [this, m, body = std::string(reinterpret_cast<const char*>(payload.data()), payload.size()),
+                              reply = std::move(reply)](Status s) mutable {
+                               if (!s.ok()) return Fail(reply, s, views_->Get()->term);
+                               HandleWrite(m, proto::AsBytes(body), std::move(reply), true);
+                             });
+    }
+  }
   if (m == proto::Method::kPut) {
     ++counters_.puts;
   } else {
@@ -217,11 +235,14 @@ void NodeCore::ReplicateAndCommit(const NodeView& view, uint32_t shard,
   auto finish = [this, pending, guarded, reply = std::move(reply), term = view.term, shard,
                  on_done = std::move(on_done)](Status s) mutable {
     guarded.reset();  // commit or abandon comes next, in this handler
-    shared_->writes.End(shard, term);
     if (on_done) on_done(s);
+    // The write ends (InFlightWrites) only once it is committed or
+    // abandoned: a seed or a move's hand-over that waits for it then walks
+    // an index that shows it.
     if (!s.ok()) {
       store_->Abandon(*pending);
       shared_->commits.Abandoned(shard, pending->meta().version);
+      shared_->writes.End(shard, term);
       ++counters_.replication_failures;
       return Fail(reply,
                   Status::Unavailable("replication failed, outcome unknown: " + s.ToString()),
@@ -229,6 +250,7 @@ void NodeCore::ReplicateAndCommit(const NodeView& view, uint32_t shard,
     }
     shared_->commits.Acked(shard, pending->meta().version);
     store_->Commit(*pending);  // flushes first if the group's flush has not run yet
+    shared_->writes.End(shard, term);
     reply(Code::kOk, proto::Encode(proto::KvResponse{term, pending->meta().version, {}}));
   };
   if (backups.empty()) {
@@ -264,11 +286,24 @@ uint64_t NodeCore::RecordedCommitVersion(uint32_t shard) const {
   return DecodeCommitVersion(*v).value_or(0);
 }
 
-void NodeCore::HandleGet(std::span<const std::byte> payload, Reply reply) {
+void NodeCore::HandleGet(std::span<const std::byte> payload, Reply reply, bool fetched) {
   auto view = views_->Get();
   auto req = proto::DecodeKvRequest(payload, store_->options().limits);
   if (!req.ok()) return Fail(reply, req.status(), view->term);
   if (!CheckPrimary(*view, *req, reply)) return;
+  if (!fetched) {
+    if (auto source = MayBeAtSource(req->shard, req->key)) {
+      // Linearizable: the source's entry was the newest when this node
+      // missed the key (the source took no write since the hand-over), and
+      // applying it here changes nothing a newer write left.
+      return FetchFromSource(view->term, req->shard, *source, std::string(req->key),
+                             [this, body = std::string(reinterpret_cast<const char*>(payload.data()), payload.size()),
+                              reply = std::move(reply)](Status s) mutable {
+                               if (!s.ok()) return Fail(reply, s, views_->Get()->term);
+                               HandleGet(proto::AsBytes(body), std::move(reply), true);
+                             });
+    }
+  }
   ++counters_.gets;
   log::EntryMeta meta;
   auto v = store_->Get(req->key, &meta);
@@ -307,6 +342,101 @@ void NodeCore::HandleReplicate(std::span<const std::byte> payload, Reply reply) 
   AfterFlush([reply = std::move(reply), term = view->term, version = req->meta.version] {
     reply(Code::kOk, proto::Encode(proto::KvResponse{term, version, {}}));
   });
+}
+
+std::optional<NodeId> NodeCore::MayBeAtSource(uint32_t shard, std::string_view key) const {
+  std::optional<NodeId> source = shared_->migrations_in.SourceOf(shard);
+  if (!source) return std::nullopt;
+  log::EntryMeta meta{};
+  auto v = store_->Get(key, &meta);
+  if (v.ok() || meta.version != 0 || !v.status().Is(Code::kNotFound)) return std::nullopt;
+  return source;
+}
+
+void NodeCore::FetchFromSource(uint64_t term, uint32_t shard, NodeId source, std::string key,
+                               std::function<void(Status)> then) {
+  if (peers_ == nullptr) {
+    return then(Status::Busy("shard " + std::to_string(shard) + " is still being copied to this node"));
+  }
+  ++counters_.migration_fetches;
+  std::string req = proto::Encode(proto::KvRequest{term, shard, key, {}});
+  peers_->Call(
+      source, static_cast<uint16_t>(proto::Method::kMigrateFetch), std::move(req),
+      [this, shard, source, key = std::move(key), then = std::move(then)](Result<rpc::PeerResponse> r) {
+        // Busy: the client retries; a source that died is rolled back by the manager.
+        if (!r.ok() || r->status != Code::kOk) {
+          return then(Status::Busy("shard " + std::to_string(shard) + ": fetching a key from node " +
+                                   std::to_string(source) + ", the move's source: " +
+                                   (r.ok() ? std::string(CodeName(r->status)) : r.status().ToString())));
+        }
+        auto page = proto::DecodeShardTailResponse(proto::AsBytes(r->payload), store_->options().limits);
+        if (!page.ok()) return then(page.status());
+        for (const proto::TailEntry& e : page->entries) {
+          if (e.meta.shard != shard || e.key != key) {
+            return then(Status::Corruption("node " + std::to_string(source) + " answered a fetch with another key"));
+          }
+          Status s = store_->Apply(writer_, e.meta, e.key, e.value);
+          if (s.Is(Code::kNoSpace)) s = Status::Busy("node out of log space: " + s.message());
+          if (!s.ok()) return then(s);
+        }
+        then(Status::Ok());
+      });
+}
+
+void NodeCore::HandleMigrateBegin(std::span<const std::byte> payload, Reply reply) {
+  auto view = views_->Get();
+  auto req = proto::DecodeShardTailRequest(payload);
+  if (!req.ok()) return Fail(reply, req.status(), view->term);
+  const uint32_t shard = req->shard;
+  if (req->term > view->term) {
+    return Fail(reply, Status::Busy("node " + std::to_string(self_) + " is at term " + std::to_string(view->term) +
+                                    ", behind the move's " + std::to_string(req->term)),
+                view->term);
+  }
+  const PrimaryMove* move = view->MoveOf(shard);
+  if (req->term < view->term || move == nullptr || move->from != self_) {
+    return Fail(reply, Status::StaleTerm("node " + std::to_string(self_) + " hands over no shard " +
+                                         std::to_string(shard) + " in term " + std::to_string(req->term)),
+                view->term);
+  }
+  // Writes this node began as the shard's primary end first (committed or
+  // abandoned): then its index holds every acknowledged one, and its
+  // version counter every version it ever assigned.
+  if (shared_->writes.AnyBefore(shard, view->term)) {
+    return Fail(reply, Status::Busy("writes of shard " + std::to_string(shard) + " are still in flight"),
+                view->term);
+  }
+  const std::string commit = EncodeCommitVersion(shared_->commits.CommitVersion(shard));
+  reply(Code::kOk, proto::Encode(proto::KvResponse{view->term, store_->shard_version(shard), commit}));
+}
+
+void NodeCore::HandleMigrateFetch(std::span<const std::byte> payload, Reply reply) {
+  auto view = views_->Get();
+  auto req = proto::DecodeKvRequest(payload, store_->options().limits);
+  if (!req.ok()) return Fail(reply, req.status(), view->term);
+  if (req->term > view->term) {
+    return Fail(reply, Status::Busy("node " + std::to_string(self_) + " is behind term " + std::to_string(req->term)),
+                view->term);
+  }
+  const PrimaryMove* move = view->MoveOf(req->shard);
+  if (req->term < view->term || move == nullptr || move->from != self_) {
+    return Fail(reply, Status::StaleTerm("node " + std::to_string(self_) + " hands over no shard " +
+                                         std::to_string(req->shard) + " in term " + std::to_string(req->term)),
+                view->term);
+  }
+  if (store_->ShardOf(HashKey(req->key)) != req->shard) {
+    return Fail(reply, Status::InvalidArgument("the key is not of shard " + std::to_string(req->shard)), view->term);
+  }
+  log::EntryMeta meta{};
+  auto v = store_->Get(req->key, &meta);
+  if (!v.ok() && !v.status().Is(Code::kNotFound)) return Fail(reply, v.status(), view->term);
+  proto::ShardTailResponse r;
+  r.term = view->term;
+  r.max_version = store_->shard_version(req->shard);
+  if (v.ok() || meta.version != 0) {
+    r.entries.push_back(proto::TailEntry{meta, req->key, v.ok() ? std::string_view(*v) : std::string_view{}});
+  }
+  reply(Code::kOk, proto::Encode(r));
 }
 
 void NodeCore::HandleShardTail(std::span<const std::byte> payload, Reply reply) {

@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_set>
@@ -36,6 +37,7 @@
 #include "proto/kv.h"
 #include "replication/backup_log.h"
 #include "replication/replicator.h"
+#include "rpc/peer_caller.h"
 #include "runtime/runtime.h"
 #include "server/commit_tracker.h"
 #include "server/erda_heads.h"
@@ -54,11 +56,28 @@ struct ShardReplicas {
   std::vector<NodeId> syncing;
 };
 
+// A shard's primary moving from one node to another (docs/papers/rowan.md
+// §3.7): `to` is the shard's primary in the view; `from` hands it over.
+// (A backup's move is re-replication: the target is a syncing backup.)
+struct PrimaryMove {
+  uint32_t shard = 0;
+  NodeId from = 0, to = 0;
+};
+
 // The part of the cluster configuration a node acts on.
 struct NodeView {
   uint64_t term = 0;
   std::vector<ShardReplicas> shards;  // index = shard id
   std::vector<bool> blocked;          // per shard: refuse requests (Busy)
+  std::vector<PrimaryMove> moves;     // primaries' moves under way
+
+  // The move of `shard`'s primary, if one is under way.
+  const PrimaryMove* MoveOf(uint32_t shard) const {
+    for (const PrimaryMove& m : moves) {
+      if (m.shard == shard) return &m;
+    }
+    return nullptr;
+  }
 };
 
 // Publishes the current view to every worker. A mutex rather than
@@ -131,11 +150,37 @@ class InFlightWrites {
   std::map<std::pair<uint32_t, uint64_t>, uint32_t> count_;
 };
 
+// Shards this node serves as the target of a primary's move while their
+// entries are still being copied from the source: a key not found here may
+// be there (NodeCore fetches it first).
+class MigrationsIn {
+ public:
+  void Copying(uint32_t shard, NodeId source) {
+    std::lock_guard<std::mutex> lock(mu_);
+    copying_[shard] = source;
+  }
+  void Done(uint32_t shard) {
+    std::lock_guard<std::mutex> lock(mu_);
+    copying_.erase(shard);
+  }
+  std::optional<NodeId> SourceOf(uint32_t shard) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = copying_.find(shard);
+    if (it == copying_.end()) return std::nullopt;
+    return it->second;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<uint32_t, NodeId> copying_;
+};
+
 // State every worker of a node shares.
 struct NodeShared {
   DeleteGuard deletes;
   InFlightWrites writes;
   CommitTracker commits;
+  MigrationsIn migrations_in;
 };
 
 // The node-wide part of an ERDA_GRANT answer (its term and grant_ns are per
@@ -193,6 +238,10 @@ struct NodeCoreOptions {
   // What ERDA_GRANT answers besides the term and the grant's length: the
   // node's one-sided endpoint, registrations and table (node-wide).
   std::shared_ptr<const ErdaLayout> erda_layout;
+  // The target of a primary's move fetches keys it has not copied yet from
+  // the source through these (the worker's). Null: it cannot, so it answers
+  // Busy until the copy is done.
+  rpc::PeerCaller* peers = nullptr;
 };
 
 class NodeCore {
@@ -230,15 +279,28 @@ class NodeCore {
     uint64_t group_committed = 0;  // replies they released
     uint64_t erda_commits = 0;     // PUTs whose entry a client wrote one-sidedly
     uint64_t erda_copies = 0;      // PUTs staged, then copied (erda-raw, erda-redo)
+    uint64_t migration_fetches = 0;  // keys fetched from a move's source (GET/DEL misses)
   };
   const Counters& counters() const { return counters_; }
 
  private:
-  void HandleWrite(proto::Method m, std::span<const std::byte> payload, Reply reply);
+  void HandleWrite(proto::Method m, std::span<const std::byte> payload, Reply reply, bool fetched = false);
   // Prepare, replicate to the shard's backups, commit or abandon; reply.
   void Write(const NodeView& view, uint32_t shard, log::EntryType type, std::string_view key,
              std::string_view value, std::shared_ptr<std::string> guarded, Reply reply);
-  void HandleGet(std::span<const std::byte> payload, Reply reply);
+  // `fetched`: the key was fetched from a move's source already (no second time).
+  void HandleGet(std::span<const std::byte> payload, Reply reply, bool fetched = false);
+  // A primary's move (docs/papers/rowan.md §3.7). At the source: hand over
+  // (MIGRATE_BEGIN) and answer fetches (MIGRATE_FETCH). At the target:
+  // fetch a key not copied yet, apply it here, then `then` (with the
+  // outcome) — a GET or DEL that missed reads or deletes it afterwards.
+  void HandleMigrateBegin(std::span<const std::byte> payload, Reply reply);
+  void HandleMigrateFetch(std::span<const std::byte> payload, Reply reply);
+  void FetchFromSource(uint64_t term, uint32_t shard, NodeId source, std::string key,
+                       std::function<void(Status)> then);
+  // Whether `key` of `shard` may still be at a move's source only: nothing
+  // of it here and the shard's copy unfinished. The source, if so.
+  std::optional<NodeId> MayBeAtSource(uint32_t shard, std::string_view key) const;
   void HandleReplicate(std::span<const std::byte> payload, Reply reply);
   void HandleShardTail(std::span<const std::byte> payload, Reply reply);
   void HandleReplControl(proto::Method m, std::span<const std::byte> payload, Reply reply);
@@ -294,6 +356,7 @@ class NodeCore {
   ErdaHeads* const erda_heads_;
   runtime::Executor* const erda_exec_;
   std::shared_ptr<const ErdaLayout> erda_layout_;
+  rpc::PeerCaller* const peers_;
   runtime::TimerId erda_tick_ = 0;
   runtime::Nanos last_segment_release_ = 0;
 };

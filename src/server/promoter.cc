@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "proto/kv.h"
+#include "server/commit_tracker.h"
 
 namespace slip::server {
 
@@ -15,6 +16,7 @@ struct Promoter::Job {
   // (CommitVer); replicas in `full` (still being seeded) get everything.
   uint64_t floor = 0;
   std::vector<NodeId> full;
+  bool copy_only = false;  // a move's copy: pull, push nothing
   std::function<void(Status, PromoteStats)> done;
   PromoteStats stats;
   bool finished = false;
@@ -62,6 +64,36 @@ void Promoter::Seed(uint64_t term, uint32_t shard, NodeId backup,
   Push(job);
 }
 
+void Promoter::HandOver(uint64_t term, uint32_t shard, NodeId source,
+                        std::function<void(Status, uint64_t, uint64_t)> done) {
+  std::string req = proto::Encode(proto::ShardTailRequest{term, shard, 0, 0});
+  peers_->Call(source, static_cast<uint16_t>(proto::Method::kMigrateBegin), std::move(req),
+               [this, shard, source, done = std::move(done)](Result<rpc::PeerResponse> r) {
+                 if (!r.ok()) return done(r.status(), 0, 0);
+                 if (r->status != Code::kOk) {
+                   return done(Status(r->status, "node " + std::to_string(source) + " did not hand shard " +
+                                                     std::to_string(shard) + " over"),
+                               0, 0);
+                 }
+                 auto resp = proto::DecodeKvResponse(proto::AsBytes(r->payload), store_->options().limits);
+                 if (!resp.ok()) return done(resp.status(), 0, 0);
+                 auto commit = DecodeCommitVersion(resp->value);
+                 if (!commit) return done(Status::Corruption("a hand-over without a commit version"), 0, 0);
+                 store_->RaiseShardVersion(shard, resp->version);
+                 done(Status::Ok(), resp->version, *commit);
+               });
+}
+
+void Promoter::Copy(uint64_t term, uint32_t shard, NodeId source, std::function<void(Status, PromoteStats)> done) {
+  auto job = std::make_shared<Job>();
+  job->term = term;
+  job->shard = shard;
+  job->pull_from = {source};
+  job->copy_only = true;
+  job->done = std::move(done);
+  Pull(job, 0, 0);
+}
+
 void Promoter::Pull(std::shared_ptr<Job> job, size_t replica, uint64_t skip) {
   const NodeId from = job->pull_from[replica];
   std::string req = proto::Encode(proto::ShardTailRequest{job->term, job->shard, job->floor, skip});
@@ -88,15 +120,21 @@ void Promoter::Pull(std::shared_ptr<Job> job, size_t replica, uint64_t skip) {
                                                   " sent an entry of shard " +
                                                   std::to_string(e.meta.shard)));
           }
-          Status s = store_->Apply(writer_, e.meta, e.key, e.value);
-          if (!s.ok()) return job->Finish(s);
+          // One persist per page (Flush below), not one per entry.
+          Status s = store_->Apply(writer_, e.meta, e.key, e.value, store::Store::Persist::kDeferred);
+          if (!s.ok()) {
+            store_->Flush(writer_);
+            return job->Finish(s);
+          }
           ++job->stats.pulled_entries;
         }
+        store_->Flush(writer_);
         // Versions above every entry any replica holds, even ones we did
         // not receive (its counter may be ahead of its entries).
         store_->RaiseShardVersion(job->shard, page->max_version);
         if (page->more) return Pull(job, replica, page->walked);
         if (replica + 1 < job->pull_from.size()) return Pull(job, replica + 1, 0);
+        if (job->copy_only) return job->Finish(Status::Ok());
         Push(job);
       });
 }

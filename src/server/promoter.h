@@ -7,6 +7,7 @@
 //     entries to every replica (REPLICATE), so all replicas hold the same
 //     set. Only then may the shard serve requests again.
 //   Seed: push the whole shard to a new backup (re-replication).
+//   HandOver, Copy: a primary's move, below.
 //
 // With a commit floor (set_commit_floor: the CommitVer this node last
 // received, commit_tracker.h) both directions carry only entries above it,
@@ -67,6 +68,16 @@ class Promoter {
                std::function<void(Status, PromoteStats)> done);
   void Seed(uint64_t term, uint32_t shard, NodeId backup,
             std::function<void(Status, PromoteStats)> done);
+
+  // A primary's move, at the target (docs/papers/rowan.md §3.7). HandOver
+  // asks `source` for the shard (MIGRATE_BEGIN): it answers once it serves
+  // nothing of it any more; the shard's version counter here then rises to
+  // the source's, so this node's writes win over everything copied.
+  // `done` gets the source's version counter and CommitVersion. Copy then
+  // pulls every entry of the shard from `source` and applies it by version.
+  void HandOver(uint64_t term, uint32_t shard, NodeId source,
+                std::function<void(Status, uint64_t version, uint64_t commit_version)> done);
+  void Copy(uint64_t term, uint32_t shard, NodeId source, std::function<void(Status, PromoteStats)> done);
 
   // Outstanding REPLICATE requests per push.
   static constexpr size_t kWindow = 32;

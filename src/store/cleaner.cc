@@ -47,7 +47,9 @@ Status Store::RelocateIfLive(uint32_t seg, uint64_t found_at, uint64_t offset0) 
   index::ShardIndex& idx = *shards_[h.shard].index;
   if (idx.Lookup(hash, key) != offset0) return Status::Ok();  // dead
   if (offset0 != found_at && table_->SegmentOf(offset0) == seg) return Status::Ok();  // done at block 0
-  if (h.type == EntryType::kDel && idx.EntryCount(hash, key) == 1 && !HasAbandoned(key)) {
+  // Of a shard dropped once, older entries of the key may lie in the log uncounted.
+  if (h.type == EntryType::kDel && idx.EntryCount(hash, key) == 1 && !HasAbandoned(key) &&
+      dropped_below_[h.shard] == 0) {
     tombstones_dropped_.fetch_add(1, std::memory_order_relaxed);
     return Status::Ok();  // the key's only entry: nothing older can resurface
   }
@@ -142,6 +144,8 @@ Status Store::CleanSegment(uint32_t seg) {
         continue;
       }
     }
+    // Not counted since its shard was dropped (DropShard).
+    if (table_->meta(seg).seq < dropped_below_[h.shard]) continue;
     index::EntryInfo info = Read(f.offset);
     const std::string key(info.key);
     const uint64_t hash = HashKey(key);

@@ -23,6 +23,7 @@ Store::Store(pm::PmRegion* region, StoreOptions options, std::unique_ptr<log::Se
       options_(std::move(options)),
       table_(std::move(table)),
       shards_(table_->geometry().num_shards),
+      dropped_below_(table_->geometry().num_shards, 0),
       writers_(options_.num_writers),
       live_(new std::atomic<int64_t>[table_->num_segments()]) {
   for (auto& s : shards_) s.index = std::make_unique<index::ShardIndex>(static_cast<index::EntryReader*>(this));
@@ -252,6 +253,21 @@ void Store::RaiseShardVersion(uint32_t shard, uint64_t version) {
   uint64_t cur = v.load();
   while (cur < version && !v.compare_exchange_weak(cur, version)) {
   }
+}
+
+size_t Store::DropShard(uint32_t shard) {
+  if (shard >= shards_.size()) return 0;
+  // Under the cleaner's lock: no segment is freed (and no key read from PM
+  // goes stale) while the shard's entries are retired.
+  std::lock_guard<std::mutex> lock(clean_mu_);
+  dropped_below_[shard] = table_->next_seq();
+  const std::vector<uint64_t> held = shards_[shard].index->TakeAll();
+  for (uint64_t offset : held) {
+    Retire(BlocksOf(offset));
+    const std::string key(Read(offset).key);
+    IndexChanged(HashKey(key), key);
+  }
+  return held.size();
 }
 
 Result<uint64_t> Store::ForEachInShard(uint32_t shard, uint64_t min_version, uint64_t skip,

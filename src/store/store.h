@@ -196,6 +196,19 @@ class Store final : private index::EntryReader {
   // new primary must number writes above every entry any replica holds).
   void RaiseShardVersion(uint32_t shard, uint64_t version);
 
+  // The shard left this node (its primary moved away, or this node is no
+  // longer one of its backups): its keys leave the index and their bytes
+  // count as dead, so the cleaner reclaims them. Entries of the shard in
+  // segments allocated before the drop are not subtracted from the index's
+  // entry counts again when the cleaner frees them, so a later copy of the
+  // shard is counted right; and the shard's tombstones are never dropped
+  // again (an older entry of the key may still lie in the log).
+  // Not persistent: a recovery scan indexes the dropped entries again, so
+  // a node drops every shard it does not hold after a cold start too.
+  // Returns the number of keys dropped. The shard must not be written
+  // meanwhile.
+  size_t DropShard(uint32_t shard);
+
   // --- receive segments (one-sided replication) ---
   //
   // Peers write entries straight into this node's PM (Rowan's b-log, RWrite
@@ -385,6 +398,9 @@ class Store final : private index::EntryReader {
   StoreOptions options_;
   std::unique_ptr<log::SegmentTable> table_;
   std::vector<Shard> shards_;
+  // Per shard: DropShard ran when the next segment would get this seq (0:
+  // never dropped since the store opened). Under clean_mu_.
+  std::vector<uint64_t> dropped_below_;
   std::vector<Writer> writers_;
   Writer cleaner_;
   std::mutex clean_mu_;

@@ -174,6 +174,74 @@ TEST(StoreTest, CleanerReclaimsSpaceWithoutLosingOrResurrecting) {
   check(*store);
 }
 
+// A shard that leaves a node and comes back (a migration away and back):
+// the drop frees its space, and the old entries the cleaner finds later
+// must not be subtracted from the new copy's counts (which would drop its
+// keys from the index).
+TEST(StoreTest, ADroppedShardIsReclaimedAndCanComeBack) {
+  auto region = MakeRegion(2 << 20);
+  StoreOptions o = SmallOptions();
+  auto store = std::move(Store::Open(region.get(), o)).value();
+  Random rng(7);
+  std::map<std::string, std::string> model;
+  for (int i = 0; i < 600; ++i) {
+    std::string k = "k" + std::to_string(i % 200);
+    std::string v = Value(rng, 100);
+    ASSERT_TRUE(store->Put(0, k, v).ok());
+    model[k] = v;
+  }
+  ASSERT_TRUE(store->Delete(0, "k1").ok());
+  model.erase("k1");
+  const uint32_t s = store->ShardOf(HashKey("k0"));
+  std::vector<Store::ShardEntry> copy;
+  ASSERT_TRUE(store->ForEachInShard(s, 0, 0, [&](const Store::ShardEntry& e) {
+                  copy.push_back(e);
+                  return true;
+                }).ok());
+  ASSERT_GT(copy.size(), 20u);
+  const int64_t live_before = [&] {
+    int64_t n = 0;
+    for (uint32_t g = 0; g < store->segments().num_segments(); ++g) n += store->live_bytes(g);
+    return n;
+  }();
+  EXPECT_EQ(store->DropShard(s), copy.size());
+  int64_t live_after = 0;
+  for (uint32_t g = 0; g < store->segments().num_segments(); ++g) live_after += store->live_bytes(g);
+  EXPECT_LT(live_after, live_before) << "the dropped entries are dead bytes now";
+  for (const auto& [k, v] : model) {
+    auto got = store->Get(k);
+    if (store->ShardOf(HashKey(k)) == s) {
+      EXPECT_TRUE(got.status().Is(Code::kNotFound)) << k;
+    } else {
+      ASSERT_TRUE(got.ok()) << k;
+      EXPECT_EQ(*got, v);
+    }
+  }
+  // It comes back: the same entries, as a new copy (seed or migration).
+  for (const auto& e : copy) ASSERT_TRUE(store->Apply(1, e.meta, e.key, e.value).ok());
+  // Churn the other shards until every segment that held the old copy is
+  // cleaned and freed.
+  const uint64_t cleaned0 = store->stats().segments_cleaned;
+  for (int i = 0; store->stats().segments_cleaned < cleaned0 + 60; ++i) {
+    ASSERT_LT(i, 200000) << "the cleaner stalled";
+    std::string k = "o" + std::to_string(rng.Uniform(300));
+    if (store->ShardOf(HashKey(k)) == s) continue;
+    Status st = store->Put(0, k, Value(rng, 100));
+    if (st.Is(Code::kNoSpace) || i % 20 == 0) {
+      ASSERT_TRUE(store->CleanStep().ok());
+      continue;
+    }
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  for (const auto& [k, v] : model) {
+    if (store->ShardOf(HashKey(k)) != s) continue;
+    auto got = store->Get(k);
+    ASSERT_TRUE(got.ok()) << k << ": " << got.status().ToString();
+    EXPECT_EQ(*got, v);
+  }
+  EXPECT_TRUE(store->Get("k1").status().Is(Code::kNotFound)) << "its tombstone came back too";
+}
+
 TEST(StoreTest, NoSpaceIsAClearErrorAndKeepsData) {
   auto region = MakeRegion(1 << 20);
   auto store = std::move(Store::Open(region.get(), SmallOptions())).value();
@@ -515,7 +583,9 @@ TEST(StoreGroupCommitTest, ASealedSegmentHoldsNothingDeferred) {
     ASSERT_TRUE(p.ok()) << p.status().ToString();
     store->Commit(*p);
     want[key] = value;
-    if (i % 7 == 0) ASSERT_TRUE(store->CleanStep().ok());
+    if (i % 7 == 0) {
+      ASSERT_TRUE(store->CleanStep().ok());
+    }
   }
   while (*store->CleanStep()) {
   }
