@@ -81,6 +81,8 @@ std::string ReplayFlags(const SimCommandOptions& o) {
   num("--failover-crashes", o.failover_crashes, d.failover_crashes);
   num("--commit-interval-us", o.commit_interval_us, d.commit_interval_us);
   num("--workers", o.workers, d.workers);
+  num("--migrations", o.migrations, d.migrations);
+  if (o.migration_faults) f += " --migration-faults";
   if (o.cold_start) f += " --cold-start";
   if (o.crash_in_cold_start) f += " --crash-in-cold-start";
   if (!o.bug.empty()) f += " --bug " + o.bug;
@@ -176,6 +178,7 @@ int RunSimCommand(const SimCommandOptions& o) {
     return 2;
   }
   uint64_t ops = 0, unknown = 0, faults = 0, failovers = 0, failed = 0, unchecked = 0;
+  uint64_t moves_started = 0, moves_done = 0, moves_failed = 0, move_fetches = 0, move_copied = 0;
   uint64_t promotions = 0, with_floor = 0, moved = 0, records = 0;
   client::ErdaPath::Stats direct;
   const auto t0 = std::chrono::steady_clock::now();
@@ -200,6 +203,8 @@ int RunSimCommand(const SimCommandOptions& o) {
     so.partitions = o.partitions;
     so.slow_nodes = o.slow_nodes;
     so.workers = o.workers;
+    so.migrations = o.migrations;
+    so.migration_faults = o.migration_faults;
     so.bug_ack_before_replication = o.bug == "ack-before-replication";
     so.bug_no_lease = o.bug == "no-lease";
     auto r = sim::RunClusterSim(so);
@@ -212,6 +217,11 @@ int RunSimCommand(const SimCommandOptions& o) {
     with_floor += r.promotions_with_floor;
     moved += r.promotion_entries;
     records += r.commit_records;
+    moves_started += r.migrations_started;
+    moves_done += r.migrations_done;
+    moves_failed += r.migrations_failed;
+    move_fetches += r.migration_fetches;
+    move_copied += r.migration_copied;
     direct.gets += r.direct.gets;
     direct.one_sided_gets += r.direct.one_sided_gets;
     direct.fallback_gets += r.direct.fallback_gets;
@@ -243,6 +253,13 @@ int RunSimCommand(const SimCommandOptions& o) {
               static_cast<unsigned long long>(promotions), static_cast<unsigned long long>(with_floor),
               promotions ? static_cast<double>(moved) / static_cast<double>(promotions) : 0.0,
               static_cast<unsigned long long>(records));
+  if (moves_started > 0) {
+    std::printf("  %llu shard moves: %llu finished, %llu ended by a failure (rolled back); %llu entries copied, "
+                "%llu keys fetched from a source on a miss\n",
+                static_cast<unsigned long long>(moves_started), static_cast<unsigned long long>(moves_done),
+                static_cast<unsigned long long>(moves_failed), static_cast<unsigned long long>(move_copied),
+                static_cast<unsigned long long>(move_fetches));
+  }
   if (direct.gets + direct.puts > 0) {
     std::printf("  direct access: %llu of %llu GETs one-sided (%llu fell back), %llu of %llu PUTs written one-sidedly "
                 "(%llu fell back), %llu grants\n",

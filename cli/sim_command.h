@@ -39,6 +39,8 @@ struct SimCommandOptions {
   uint32_t partitions = 0;
   uint32_t slow_nodes = 0;
   uint32_t workers = 1;  // request workers per node (cluster layer)
+  uint32_t migrations = 0;       // shard moves per seed (cluster layer)
+  bool migration_faults = false;  // crash a move's source or target, or restart the CM, during some
 };
 
 int RunSimCommand(const SimCommandOptions& o);

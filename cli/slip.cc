@@ -176,6 +176,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   sim->add_flag("--crash-in-cold-start", so.crash_in_cold_start, "crash a node while the cold start reconciles shards");
   sim->add_option("--partitions", so.partitions, "network partitions per run (one node cut off)")->capture_default_str();
+  sim->add_option("--migrations", so.migrations,
+                  "shard moves per run: a random shard's primary or backup moved to a node holding none")
+      ->capture_default_str();
+  sim->add_flag("--migration-faults", so.migration_faults,
+                "during half the moves, crash the source or the target, or restart the configuration manager");
   sim->add_option("--slow", so.slow_nodes, "slow-node episodes per run")->capture_default_str();
 
   slip::cli::ClusterCommandOptions co;

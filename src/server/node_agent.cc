@@ -122,11 +122,10 @@ void NodeAgent::StartMoveIn(uint32_t shard) {
       // The source is not at this term yet, or has writes in flight; if it
       // died, the manager rolls the move back (Adopt ends it here).
       ++counters_.handover_retries;
-      exec_->After(kRetry, [this, shard] {
-        if (blocked_.count(shard)) StartMoveIn(shard);
-      });
+      exec_->After(kRetry, [this, shard] { StartMoveIn(shard); });
       return;
     }
+    if (!blocked_.count(shard)) return StartCopy(shard);  // a hand-over again, serving meanwhile
     if (shared_) {
       // This node numbers its writes above the source's. Its CommitVer may
       // not claim what the source could not: versions the source abandoned
@@ -153,10 +152,11 @@ void NodeAgent::StartCopy(uint32_t shard) {
     if (!moving_in_.count(shard)) return;
     if (!MovingHere(shard, source)) return EndMoveIn(shard);
     if (!s.ok()) {
-      // A term changed under the copy, or the source is unreachable: start
-      // over (applying an entry twice changes nothing).
+      // A term changed under the copy, the source is unreachable, or it is a
+      // new incarnation that did not hand the shard over: get the hand-over
+      // again, then start over (applying an entry twice changes nothing).
       ++counters_.copy_failures;
-      exec_->After(kRetry, [this, shard] { StartCopy(shard); });
+      exec_->After(kRetry, [this, shard] { StartMoveIn(shard); });
       return;
     }
     EndMoveIn(shard);
@@ -217,6 +217,9 @@ void NodeAgent::StartPromotion(uint32_t shard) {
 
 void NodeAgent::StartSeed(uint32_t shard, NodeId backup) {
   if (seeding_.count({shard, backup})) return;
+  // Still promoting: this node may not hold the shard yet. The promotion's
+  // scatter gives every syncing backup the whole shard, and reports it.
+  if (blocked_.count(shard)) return;
   // A move's target seeds no one before it holds the whole shard itself.
   if (moving_in_.count(shard) || (MovingHere(shard) && !copied_.count(shard))) {
     exec_->After(kRetry * 10, [this, shard, backup] {

@@ -399,6 +399,11 @@ void NodeCore::HandleMigrateBegin(std::span<const std::byte> payload, Reply repl
                                          std::to_string(shard) + " in term " + std::to_string(req->term)),
                 view->term);
   }
+  // Handing over is serving: not without a lease (a new incarnation gets
+  // none while the manager still counts on the old one).
+  if (!lease_ok()) {
+    return Fail(reply, Status::Busy("node " + std::to_string(self_) + " has no valid lease"), view->term);
+  }
   // Writes this node began as the shard's primary end first (committed or
   // abandoned): then its index holds every acknowledged one, and its
   // version counter every version it ever assigned.
@@ -406,6 +411,7 @@ void NodeCore::HandleMigrateBegin(std::span<const std::byte> payload, Reply repl
     return Fail(reply, Status::Busy("writes of shard " + std::to_string(shard) + " are still in flight"),
                 view->term);
   }
+  shared_->handed_over.Add(shard);
   const std::string commit = EncodeCommitVersion(shared_->commits.CommitVersion(shard));
   reply(Code::kOk, proto::Encode(proto::KvResponse{view->term, store_->shard_version(shard), commit}));
 }
@@ -422,6 +428,10 @@ void NodeCore::HandleMigrateFetch(std::span<const std::byte> payload, Reply repl
   if (req->term < view->term || move == nullptr || move->from != self_) {
     return Fail(reply, Status::StaleTerm("node " + std::to_string(self_) + " hands over no shard " +
                                          std::to_string(req->shard) + " in term " + std::to_string(req->term)),
+                view->term);
+  }
+  if (!shared_->handed_over.Contains(req->shard)) {
+    return Fail(reply, Status::Busy("shard " + std::to_string(req->shard) + " was not handed over by this process"),
                 view->term);
   }
   if (store_->ShardOf(HashKey(req->key)) != req->shard) {
@@ -451,6 +461,12 @@ void NodeCore::HandleShardTail(std::span<const std::byte> payload, Reply reply) 
   }
   if (req->shard >= view->shards.size()) {
     return Fail(reply, Status::InvalidArgument("no shard " + std::to_string(req->shard)), view->term);
+  }
+  // A move's copy: only from the process that handed the shard over.
+  if (const PrimaryMove* m = view->MoveOf(req->shard);
+      m != nullptr && m->from == self_ && !shared_->handed_over.Contains(req->shard)) {
+    return Fail(reply, Status::Busy("shard " + std::to_string(req->shard) + " was not handed over by this process"),
+                view->term);
   }
   if (backup_ != nullptr) {
     // Entries peers wrote one-sidedly are indexed lazily; every one that

@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <unordered_set>
@@ -175,12 +176,33 @@ class MigrationsIn {
   std::map<uint32_t, NodeId> copying_;
 };
 
+// Shards this process handed over as a move's source (MIGRATE_BEGIN). It
+// serves their entries to the target (copy, fetches) only then: a new
+// incarnation of the node may not hold what the one that was primary held,
+// so the target must get the hand-over again (which needs a valid lease).
+class HandedOver {
+ public:
+  void Add(uint32_t shard) {
+    std::lock_guard<std::mutex> lock(mu_);
+    shards_.insert(shard);
+  }
+  bool Contains(uint32_t shard) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return shards_.contains(shard);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::set<uint32_t> shards_;
+};
+
 // State every worker of a node shares.
 struct NodeShared {
   DeleteGuard deletes;
   InFlightWrites writes;
   CommitTracker commits;
   MigrationsIn migrations_in;
+  HandedOver handed_over;
 };
 
 // The node-wide part of an ERDA_GRANT answer (its term and grant_ns are per

@@ -488,5 +488,134 @@ TEST_F(NodeCoreTest, CommitRecordsLetAPromotionExchangeOnlyTheTail) {
   for (const auto& k : keys) EXPECT_EQ(*nodes[b1].store->Get(k), *nodes[b2].store->Get(k)) << k;
 }
 
+
+// A primary's move (docs/papers/rowan.md §3.7), node 0 -> node 3 (which
+// holds no replica): the source hands over only once its writes are done;
+// the target serves at once, fetching from the source a key it has not
+// copied yet (a GET, a DEL's existence check); its writes are numbered above
+// the source's, so the copy that lands afterwards never overrides them.
+TEST_F(NodeCoreTest, AMovedPrimaryServesAtOnceFetchingWhatItHasNotCopiedAndVersionsOrderTheRace) {
+  std::shared_ptr<NodeShared> shared[4];
+  NodeCoreOptions o;
+  o.peers = &rep;
+  for (NodeId n = 0; n < 4; ++n) {
+    shared[n] = std::make_shared<NodeShared>();
+    nodes[n].core = std::make_unique<NodeCore>(n, nodes[n].store.get(), 0, &replicator, &views, shared[n], o);
+    rep.nodes[n] = nodes[n].core.get();
+  }
+  const uint32_t shard = 0;  // primary 0, backups 1 and 2
+  const std::vector<std::string> k = KeysOfShard(shard, 6);
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(Put(k[i], "v" + std::to_string(i))->code, Code::kOk);
+  auto gone = Send(0, proto::Method::kDel, k[4]);
+  rep.Pump();
+  ASSERT_EQ(gone->code, Code::kOk);
+  // A write of the old term is still in flight when the move is published.
+  auto late = Send(0, proto::Method::kPut, k[5], "late");
+  auto moved = std::make_shared<NodeView>(*views.Get());
+  moved->term = 6;
+  moved->shards[shard] = ShardReplicas{3, {1, 2}, {}};
+  moved->moves.push_back(PrimaryMove{shard, 0, 3});
+  views.Set(moved);
+
+  auto begin = [&](NodeId at, uint64_t term) {
+    auto r = std::make_shared<Result3>();
+    std::string req = proto::Encode(proto::ShardTailRequest{term, shard, 0, 0});
+    nodes[at].core->Handle(static_cast<uint16_t>(proto::Method::kMigrateBegin), proto::AsBytes(req),
+                           [r](Code c, std::string p) {
+                             r->replied = true;
+                             r->code = c;
+                             r->payload = std::move(p);
+                           });
+    return r;
+  };
+  EXPECT_EQ(begin(0, 6)->code, Code::kBusy) << "a write of the shard is in flight";
+  EXPECT_EQ(begin(0, 7)->code, Code::kBusy) << "the source is behind the move's term";
+  EXPECT_EQ(begin(1, 6)->code, Code::kStaleTerm) << "not the source";
+  rep.Pump();  // the late write ends (its backups moved on: outcome unknown)
+  ASSERT_TRUE(late->replied);
+  EXPECT_EQ(late->code, Code::kUnavailable);
+  // The source no longer serves the shard.
+  EXPECT_EQ(Send(0, proto::Method::kGet, k[0])->code, Code::kStaleTerm);
+
+  Promoter target(nodes[3].store.get(), 1, &rep);
+  Status handed = Status::Aborted("no answer");
+  uint64_t version = 0;
+  target.HandOver(6, shard, 0, [&](Status s, uint64_t v, uint64_t) {
+    handed = s;
+    version = v;
+  });
+  rep.Pump();
+  ASSERT_TRUE(handed.ok()) << handed.ToString();
+  EXPECT_EQ(version, nodes[0].store->shard_version(shard)) << "every version the source assigned";
+  EXPECT_EQ(nodes[3].store->shard_version(shard), version);
+  shared[3]->migrations_in.Copying(shard, 0);
+
+  // Nothing copied yet: a GET fetches from the source (and keeps the entry).
+  auto g = Send(3, proto::Method::kGet, k[0]);
+  EXPECT_FALSE(g->replied) << "waits for the fetch";
+  rep.Pump();
+  ASSERT_EQ(g->code, Code::kOk) << g->payload;
+  EXPECT_EQ(Decode(*g).value, "v0");
+  EXPECT_EQ(*nodes[3].store->Get(k[0]), "v0");
+  EXPECT_EQ(nodes[3].core->counters().migration_fetches, 1u);
+  EXPECT_EQ(Send(3, proto::Method::kGet, k[0])->code, Code::kOk) << "no second fetch";
+  EXPECT_EQ(nodes[3].core->counters().migration_fetches, 1u);
+  // Deleted at the source: its tombstone comes over.
+  auto g4 = Send(3, proto::Method::kGet, k[4]);
+  rep.Pump();
+  EXPECT_EQ(g4->code, Code::kNotFound);
+  // A DEL must know whether the key exists: fetched first.
+  auto d1 = Send(3, proto::Method::kDel, k[1]);
+  rep.Pump();
+  EXPECT_EQ(d1->code, Code::kOk) << d1->payload;
+  // A PUT needs no fetch: its version is above every one of the source's.
+  auto p2 = Send(3, proto::Method::kPut, k[2], "new");
+  rep.Pump();
+  ASSERT_EQ(p2->code, Code::kOk);
+  EXPECT_GT(Decode(*p2).version, version);
+
+  // The copy lands after those writes: versions decide, not arrival.
+  Status copied = Status::Aborted("no answer");
+  PromoteStats st;
+  target.Copy(6, shard, 0, [&](Status s, PromoteStats x) {
+    copied = s;
+    st = x;
+  });
+  rep.Pump();
+  ASSERT_TRUE(copied.ok()) << copied.ToString();
+  EXPECT_GE(st.pulled_entries, 5u);
+  shared[3]->migrations_in.Done(shard);
+  auto get = [&](const std::string& key) -> std::string {
+    auto r = Send(3, proto::Method::kGet, key);
+    rep.Pump();
+    if (r->code != Code::kOk) return std::string(CodeName(r->code));
+    return std::string(Decode(*r).value);
+  };
+  EXPECT_EQ(get(k[0]), "v0");
+  EXPECT_EQ(get(k[1]), "NotFound") << "the copied entry is older than the target's delete";
+  EXPECT_EQ(get(k[2]), "new") << "the copied entry is older than the target's put";
+  EXPECT_EQ(get(k[3]), "v3");
+  EXPECT_EQ(get(k[4]), "NotFound");
+  for (NodeId b : {1u, 2u}) {
+    EXPECT_EQ(*nodes[b].store->Get(k[2]), "new");
+    EXPECT_TRUE(nodes[b].store->Get(k[1]).status().Is(Code::kNotFound));
+  }
+
+  // A new incarnation of the source did not hand the shard over: it serves
+  // no copy and no fetch (the target must get the hand-over again).
+  nodes[0].core = std::make_unique<NodeCore>(0, nodes[0].store.get(), 0, &replicator, &views,
+                                             std::make_shared<NodeShared>(), o);
+  rep.nodes[0] = nodes[0].core.get();
+  Status again = Status::Ok();
+  target.Copy(6, shard, 0, [&](Status s, PromoteStats) { again = s; });
+  rep.Pump();
+  EXPECT_TRUE(again.Is(Code::kBusy)) << again.ToString();
+  std::string fetch = proto::Encode(proto::KvRequest{6, shard, k[0], {}});
+  Code fetched = Code::kOk;
+  nodes[0].core->Handle(static_cast<uint16_t>(proto::Method::kMigrateFetch), proto::AsBytes(fetch),
+                        [&](Code c, std::string) { fetched = c; });
+  EXPECT_EQ(fetched, Code::kBusy);
+}
+
 }  // namespace
 }  // namespace slip::server

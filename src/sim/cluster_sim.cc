@@ -12,12 +12,16 @@ namespace detail {
 // live, in-sync replica: the harness injects only faults the design is
 // meant to survive (RF - 1 failures of in-sync replicas).
 bool World::SafeToFail(NodeId victim) const {
-  for (const auto& rep : view_->shards) {
+  for (uint32_t sh = 0; sh < view_->shards.size(); ++sh) {
+    const auto& rep = view_->shards[sh];
     std::vector<NodeId> all = rep.backups;
     all.push_back(rep.primary);
+    // A primary's move: the target holds only what it copied so far.
+    const server::PrimaryMove* move = view_->MoveOf(sh);
     bool ok = false;
     for (NodeId n : all) {
-      const bool syncing = std::find(rep.syncing.begin(), rep.syncing.end(), n) != rep.syncing.end();
+      const bool syncing = std::find(rep.syncing.begin(), rep.syncing.end(), n) != rep.syncing.end() ||
+                           (move != nullptr && move->to == n);
       // A node that has not renewed its lease lately may be about to be
       // evicted (e.g. just healed from a partition): it does not count.
       auto g = last_grant_.find(n);
@@ -182,6 +186,12 @@ ClusterSimResult World::Run() {
     t = std::max(t, at + length);
   }
 
+  for (uint32_t i = 0; i < o_.migrations; ++i) {
+    const Nanos at = 2 * kMillisecond + static_cast<Nanos>(rng.Uniform(40'000)) * kMicrosecond;
+    rt_.Schedule(at, cm_, kEventFault, "move", i, [this] { StartRandomMigration(); });
+    t = std::max(t, at + 5 * static_cast<Nanos>(o_.lease_us) * kMicrosecond);
+  }
+
   if (o_.cold_start) {
     t += static_cast<Nanos>(rng.Uniform(20'000)) * kMicrosecond;
     rt_.Schedule(t, nullptr, kEventFault, "power-loss", 0, [this] { PowerLoss(); });
@@ -231,6 +241,11 @@ ClusterSimResult World::Run() {
       res.promotions += a.promotions;
       res.promotion_entries += a.pulled_entries + a.pushed_entries;
       res.promotions_with_floor += a.promotions_with_floor;
+      res.migration_copied += a.copied_entries;
+      res.shards_dropped += a.shards_dropped;
+      for (const auto& w : i.parts->workers) {
+        if (w.core) res.migration_fetches += w.core->counters().migration_fetches;
+      }
     };
     if (n->live) count(*n->live);
     for (const auto& d : n->dead) count(*d);
@@ -251,6 +266,9 @@ ClusterSimResult World::Run() {
     res.fabric_ops = fabric_->stats().ops;
     res.fabric_timeouts = fabric_->stats().timeouts;
   }
+  res.migrations_started = migrations_started_;
+  res.migrations_done = migrations_done_;
+  res.migrations_failed = migrations_failed_;
   res.trace_hash = rt_.TraceHash();
   res.virtual_ns = rt_.Now();
   if (!failure_.empty()) {

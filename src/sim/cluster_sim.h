@@ -79,6 +79,15 @@ struct ClusterSimOptions {
   // times slower for up to 30 ms (timeouts fire; its lease may lapse).
   uint32_t slow_nodes = 0;
   int64_t slow_factor = 20;
+  // Shard moves (docs/papers/rowan.md §3.7): this many times, at random,
+  // the CM moves a random shard's primary — or, one time in three, one of
+  // its complete backups — to a random up node holding no replica of it.
+  uint32_t migrations = 0;
+  // With migrations: one move in two gets a fault 0-3 ms after it starts —
+  // its source or its target crashes (restarted as a spare after 4 leases),
+  // or the configuration manager restarts (a new one takes over a lease
+  // later).
+  bool migration_faults = false;
   // Whole-cluster power loss after the single-node faults: every node
   // crashes at once and restarts from its PM (cold start); the configuration
   // manager then reconciles every shard's replicas before serving.
@@ -109,6 +118,12 @@ struct ClusterSimResult {
   // how many used a CommitVer floor above 0.
   uint64_t promotions = 0, promotion_entries = 0, promotions_with_floor = 0;
   uint64_t commit_records = 0;
+  // Shard moves: started, finished (the target reported, or the moved
+  // backup was seeded), ended by a failure of the source or the target
+  // (rolled back); keys the targets fetched from sources on a miss, and
+  // entries they copied.
+  uint64_t migrations_started = 0, migrations_done = 0, migrations_failed = 0;
+  uint64_t migration_fetches = 0, migration_copied = 0, shards_dropped = 0;
   // erda: GETs answered one-sidedly / by the two-sided fallback, PUTs whose
   // entry the client wrote / that fell back to a two-sided PUT.
   client::ErdaPath::Stats direct;

@@ -87,6 +87,7 @@ void World::StartManager() {
 // The manager replaced a node whose lease expired (a new term).
 void World::OnReassigned(const cluster::Manager::Reassigned& r) {
   down_.insert(r.failed);
+  CountEndedMoves(r.before.config, r.after.config, /*failure=*/true);
   std::vector<uint32_t> moved;
   for (uint32_t sh = 0; sh < r.before.config.num_shards(); ++sh) {
     if (r.before.config.shards[sh].primary == r.failed) moved.push_back(sh);
@@ -143,6 +144,24 @@ void World::Adopt(const cluster::VersionedConfig& stored) {
   }
   config_ = next;
   cm_version_ = stored.version;
+  if (o_.trace) {
+    // The map as the CM stored it: shard primary[backups, syncing*], moves.
+    std::string line = "t=" + std::to_string(rt_.Now()) + " cm: term " + std::to_string(config_.term) + ":";
+    for (uint32_t sh = 0; sh < config_.num_shards(); ++sh) {
+      const auto& r = config_.shards[sh];
+      line += " " + std::to_string(sh) + ":" + std::to_string(r.primary) + "[";
+      for (NodeId b : r.backups) {
+        line += std::to_string(b);
+        if (std::find(r.syncing.begin(), r.syncing.end(), b) != r.syncing.end()) line += "*";
+        line += ",";
+      }
+      line += "]";
+    }
+    for (const auto& m : config_.migrations) {
+      line += " move " + std::to_string(m.shard) + ":" + std::to_string(m.from) + "->" + std::to_string(m.to);
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
   auto v = server::ViewFromConfig(config_);
   Publish(std::const_pointer_cast<server::NodeView>(v));
 }
@@ -155,8 +174,92 @@ void World::OnSeeded(uint32_t shard, NodeId backup, uint64_t term) {
   // Only if the report is about the replica set as it still is: the backup
   // must have been a replica without interruption since `term`.
   if (term < seeded_since_[{shard, backup}]) return;
+  const cluster::ClusterConfig before = config_;
   Status st = SetConfig(cluster::MarkSynced(config_, shard, backup));
   if (!st.ok()) failure_ = "mark synced: " + st.ToString();
+  CountEndedMoves(before, config_, /*failure=*/false);
+}
+
+void World::CountEndedMoves(const cluster::ClusterConfig& before, const cluster::ClusterConfig& after, bool failure) {
+  for (const cluster::Migration& m : before.migrations) {
+    const bool still = std::any_of(after.migrations.begin(), after.migrations.end(),
+                                   [&](const cluster::Migration& a) { return a.shard == m.shard; });
+    if (still) continue;
+    move_since_.erase(m.shard);
+    ++(failure ? migrations_failed_ : migrations_done_);
+  }
+}
+
+// CM: move a random shard's replica to a node holding none (as `slip
+// cluster move` or the rebalancer would).
+void World::StartRandomMigration() {
+  if (cold_ || !failure_.empty()) return;
+  Random& rng = rt_.Rng();
+  const uint32_t shard = static_cast<uint32_t>(rng.Uniform(config_.num_shards()));
+  const cluster::ShardReplicas& rep = config_.shards[shard];
+  NodeId from = rep.primary;
+  if (rng.Uniform(3) == 0) {
+    std::vector<NodeId> complete;
+    for (NodeId b : rep.backups) {
+      if (std::find(rep.syncing.begin(), rep.syncing.end(), b) == rep.syncing.end()) complete.push_back(b);
+    }
+    if (!complete.empty()) from = complete[rng.Uniform(complete.size())];
+  }
+  std::vector<NodeId> targets;
+  const auto holders = config_.Replicas(shard);
+  for (const auto& [id, info] : config_.nodes) {
+    if (info.state == cluster::NodeState::kUp && !down_.count(id) &&
+        std::find(holders.begin(), holders.end(), id) == holders.end()) {
+      targets.push_back(id);
+    }
+  }
+  if (targets.empty()) return;
+  const NodeId to = targets[rng.Uniform(targets.size())];
+  auto next = cluster::StartMigration(config_, shard, from, to);
+  if (!next.ok()) return;  // the shard is moving already, or the source is syncing
+  if (Status st = SetConfig(std::move(next)); !st.ok()) {
+    failure_ = "starting a move: " + st.ToString();
+    return;
+  }
+  ++migrations_started_;
+  move_since_[shard] = config_.term;
+  if (o_.migration_faults && rng.Bernoulli(0.5)) {
+    switch (rng.Uniform(3)) {
+      case 0: CrashSoon(from, 3 * kMillisecond, "crash-move-source"); break;
+      case 1: CrashSoon(to, 3 * kMillisecond, "crash-move-target"); break;
+      default:
+        rt_.Schedule(rt_.Now() + static_cast<Nanos>(rng.Uniform(3000)) * kMicrosecond, cm_, kEventFault,
+                     "restart-cm", 0, [this] { RestartManager(); });
+    }
+  }
+}
+
+// A node's report: the store's compare-and-swap, made by the node itself
+// in a real cluster (node_process.cc), so it works with no manager up.
+void World::OnMigrated(uint32_t shard, NodeId to, uint64_t term) {
+  if (cold_) return;
+  auto since = move_since_.find(shard);
+  if (since == move_since_.end() || term < since->second) return;
+  const cluster::ClusterConfig before = config_;
+  auto next = cluster::FinishMigration(config_, shard, to);
+  if (!next.ok()) return;  // not this move any more
+  if (Status st = SetConfig(std::move(next)); !st.ok()) {
+    failure_ = "finishing a move: " + st.ToString();
+    return;
+  }
+  CountEndedMoves(before, config_, /*failure=*/false);
+}
+
+// The CM's process dies and a new one takes over: no failure detection in
+// between, and the new one starts with the boot grace.
+void World::RestartManager() {
+  if (cold_) return;
+  ++faults_;
+  managers_.back()->Stop();
+  rt_.Schedule(rt_.Now() + static_cast<Nanos>(o_.lease_us) * kMicrosecond, cm_, kEventFault, "cm-back", 0,
+               [this] {
+                 if (!cold_) StartManager();
+               });
 }
 
 }  // namespace slip::sim::detail

@@ -64,6 +64,9 @@ void World::StartNode(Node& n, bool fresh) {
   env.onesided.term = [np] { return np->views.Get()->term; };
   env.onesided.shared_logs = std::make_shared<replication::SharedRemoteLogs>();  // share-kv: one per process
   env.core.commit_record_step = o_.commit_record_step;
+  // Small pages: promotions and moves' copies take several round trips, so
+  // requests meet them half done (a real node's page is a frame).
+  env.core.tail_page_bytes = 160;
   if (Clients().any()) {
     // Scaled to the simulation's clock (10 ms leases, microsecond hops).
     server::ErdaNodeOptions eo;
@@ -92,6 +95,11 @@ void World::StartNode(Node& n, bool fresh) {
       if (!nodes_[id]->up || nodes_[id]->incarnation != my_inc || isolated_.count(id)) return;
       rt_.Schedule(rt_.Now() + Latency(), cm_, kEventControl, "seeded", shard,
                    [this, shard, backup, term] { OnSeeded(shard, backup, term); });
+    };
+    env.on_migrated = [this, id, my_inc](uint32_t shard, uint64_t term) {
+      if (!nodes_[id]->up || nodes_[id]->incarnation != my_inc || isolated_.count(id)) return;
+      rt_.Schedule(rt_.Now() + Latency(), cm_, kEventControl, "migrated", shard,
+                   [this, shard, id, term] { OnMigrated(shard, id, term); });
     };
   }
   if (o_.bug_ack_before_replication) {

@@ -23,6 +23,7 @@
 #include "cluster/cluster_config.h"
 #include "cluster/config_store.h"
 #include "cluster/manager.h"
+#include "cluster/rebalance.h"
 #include "common/hash.h"
 #include "fabric/sim/sim_fabric.h"
 #include "pm/region.h"
@@ -217,6 +218,13 @@ class World {
   bool RecordLease(NodeId id, Nanos sent);
   void OnReassigned(const cluster::Manager::Reassigned& r);
   void OnSeeded(uint32_t shard, NodeId backup, uint64_t term);
+  // Shard moves: the CM starts one; the target of a primary's move reports
+  // it holds everything; the CM's process restarts.
+  void StartRandomMigration();
+  void OnMigrated(uint32_t shard, NodeId to, uint64_t term);
+  void RestartManager();
+  // Counts the moves `next` no longer lists: finished or ended by a failure.
+  void CountEndedMoves(const cluster::ClusterConfig& before, const cluster::ClusterConfig& after, bool failure);
   bool SafeToFail(NodeId victim) const;
   std::string Describe() const;
   void Publish(std::shared_ptr<server::NodeView> v);
@@ -281,6 +289,10 @@ class World {
   // CM: the term since which a backup has been a replica of a shard (a seed
   // report from an earlier membership does not count).
   std::map<std::pair<uint32_t, NodeId>, uint64_t> seeded_since_;
+  // CM: the term each move under way started in (a report from an earlier
+  // move of the shard does not count).
+  std::map<uint32_t, uint64_t> move_since_;
+  uint64_t migrations_started_ = 0, migrations_done_ = 0, migrations_failed_ = 0;
   std::string failure_;
 };
 
