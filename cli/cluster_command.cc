@@ -15,6 +15,7 @@
 
 #include "replication/design.h"
 #include "cli/processes.h"
+#include "cli/reshard_command.h"
 #include "cluster/autoscale.h"
 #include "cluster/cluster_config.h"
 #include "cluster/rebalance.h"
@@ -55,7 +56,6 @@ int Fail(const char* what, const Status& s) {
   return 1;
 }
 
-std::string NodeName(uint32_t i) { return "node-" + std::to_string(i); }
 
 // Runs a started process until a fatal error or a signal's Stop().
 template <typename P>
@@ -150,11 +150,6 @@ std::vector<std::string> CommonArgs(const ClusterCommandOptions& o, std::vector<
   return args;
 }
 
-std::vector<std::string> ServerArgs(const ClusterCommandOptions& o, uint32_t id) {
-  return CommonArgs(o, {SelfExecutable(), "server", "--node", std::to_string(id), "--pm-mb", std::to_string(o.pm_mb),
-                        "--commit-interval-ms", std::to_string(o.commit_interval_ms), "--workers",
-                        std::to_string(o.workers)});
-}
 
 // The configuration store of the cluster in o.dir (created if missing).
 Result<std::unique_ptr<cluster::ConfigStore>> OpenStore(const ClusterCommandOptions& o) {
@@ -164,6 +159,14 @@ Result<std::unique_ptr<cluster::ConfigStore>> OpenStore(const ClusterCommandOpti
   return cluster::OpenConfigStore(o.dir, o.zookeeper);
 }
 }  // namespace
+
+std::string NodeName(uint32_t i) { return "node-" + std::to_string(i); }
+
+std::vector<std::string> ServerArgs(const ClusterCommandOptions& o, uint32_t id) {
+  return CommonArgs(o, {SelfExecutable(), "server", "--node", std::to_string(id), "--pm-mb", std::to_string(o.pm_mb),
+                        "--commit-interval-ms", std::to_string(o.commit_interval_ms), "--workers",
+                        std::to_string(o.workers)});
+}
 
 int ClusterInit(const ClusterCommandOptions& o) {
   auto store = OpenStore(o);
@@ -271,6 +274,7 @@ std::map<cluster::NodeId, uint32_t> OwnedCounts(const cluster::ClusterConfig& c)
 int ClusterAddNode(const ClusterCommandOptions& o) {
   auto store = cluster::OpenConfigStore(o.dir, o.zookeeper);
   if (!store.ok()) return Fail("cluster add-node", store.status());
+  if (auto c = (*store)->Load(); c.ok() && cluster::MovesShards(c->config.design)) return ReshardAddNode(o);
   auto vc = LoadForMembership(**store, "cluster add-node");
   if (!vc.ok()) return Fail("cluster add-node", vc.status());
   uint32_t id = o.node;
@@ -317,6 +321,7 @@ int ClusterAddNode(const ClusterCommandOptions& o) {
 int ClusterRemoveNode(const ClusterCommandOptions& o) {
   auto store = cluster::OpenConfigStore(o.dir, o.zookeeper);
   if (!store.ok()) return Fail("cluster remove-node", store.status());
+  if (auto c = (*store)->Load(); c.ok() && cluster::MovesShards(c->config.design)) return ReshardRemoveNode(o);
   const auto t0 = std::chrono::steady_clock::now();
   for (;;) {
     auto vc = LoadForMembership(**store, "cluster remove-node");
@@ -355,48 +360,6 @@ int ClusterRemoveNode(const ClusterCommandOptions& o) {
     if (secs > 60) {
       return Fail("cluster remove-node", Status::Timeout("node " + std::to_string(o.node) + " did not leave in 60 s"));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-}
-
-int ClusterMove(const ClusterCommandOptions& o) {
-  auto store = cluster::OpenConfigStore(o.dir, o.zookeeper);
-  if (!store.ok()) return Fail("cluster move", store.status());
-  const auto t0 = std::chrono::steady_clock::now();
-  cluster::NodeId from = 0;
-  for (;;) {
-    auto vc = (*store)->Load();
-    if (!vc.ok()) return Fail("cluster move", vc.status());
-    if (o.shard >= vc->config.num_shards()) {
-      return Fail("cluster move", Status::InvalidArgument("no shard " + std::to_string(o.shard)));
-    }
-    from = o.from >= 0 ? static_cast<cluster::NodeId>(o.from) : vc->config.shards[o.shard].primary;
-    auto next = cluster::StartMigration(vc->config, o.shard, from, o.node);
-    if (!next.ok()) return Fail("cluster move", next.status());
-    if ((*store)->CompareAndSwap(vc->version, *next).ok()) break;
-  }
-  // The target reports when it holds everything (a primary's move), or the
-  // primary when it seeded it (a backup's); a failure rolls it back.
-  for (;;) {
-    auto now = (*store)->Load();
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (now.ok()) {
-      const auto& c = now->config;
-      const bool moving = std::any_of(c.migrations.begin(), c.migrations.end(),
-                                      [&](const cluster::Migration& m) { return m.shard == o.shard; });
-      if (!moving) {
-        const auto r = c.Replicas(o.shard);
-        if (std::find(r.begin(), r.end(), o.node) == r.end()) {
-          return Fail("cluster move", Status::Aborted("the move of shard " + std::to_string(o.shard) +
-                                                      " was rolled back: node " + std::to_string(from) + " or " +
-                                                      std::to_string(o.node) + " failed"));
-        }
-        std::printf("slip cluster: shard %u moved from node %u to node %u in %.2f s (term %llu)\n", o.shard, from,
-                    o.node, secs, static_cast<unsigned long long>(c.term));
-        return 0;
-      }
-    }
-    if (secs > 300) return Fail("cluster move", Status::Timeout("shard " + std::to_string(o.shard) + " still moving after 300 s"));
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }

@@ -43,7 +43,17 @@ struct ClusterCommandOptions {
   // `cluster move`: the shard, and the node whose replica moves (-1: the primary).
   uint32_t shard = 0;
   int64_t from = -1;
+  // `cluster rebalance` (cluster/rebalance.h): statistics period, thresholds.
+  uint32_t period_ms = 500;
+  double overloaded = 0.30, balanced = 0.05;
+  // Moves under way at once (add-node, remove-node, rebalance).
+  uint32_t parallel = 2;
 };
+
+// For the commands that start node processes: a node's process name, and
+// the `slip server` command line of node `id`.
+std::string NodeName(uint32_t id);
+std::vector<std::string> ServerArgs(const ClusterCommandOptions& o, uint32_t id);
 
 int RunServer(const ClusterCommandOptions& o);
 int RunManagerCommand(const ClusterCommandOptions& o);
@@ -57,8 +67,9 @@ int ClusterUp(const ClusterCommandOptions& o);
 int ClusterDown(const ClusterCommandOptions& o);
 int ClusterStatus(const ClusterCommandOptions& o);
 // Starts a new node (id `node`, or one past the highest) that joins the
-// running cluster and waits until it owns its share of the shards. Only
-// designs whose data lives in a pool (dinomo): NotSupported otherwise.
+// running cluster and waits until it owns its share of the shards. A pool
+// design's (dinomo) shards move without copying; a sharded design's are
+// moved by copying (reshard_command.h); the chains (rubble) cannot.
 int ClusterAddNode(const ClusterCommandOptions& o);
 // Node `node` hands its shards to the others and leaves the membership;
 // waits for it. Only designs whose data lives in a pool (dinomo).
@@ -71,10 +82,6 @@ int ClusterShare(const ClusterCommandOptions& o, bool share);
 // node's worker CPU (occupancy) and times probe GETs, and adds or removes a
 // node by the policy of cluster/autoscale.h. Prints one line per epoch.
 int ClusterAutoscale(const ClusterCommandOptions& o);
-// Moves `shard`'s replica on `from` (default: its primary) to node `node`
-// while the cluster serves (docs/papers/rowan.md §3.7) and waits until the
-// move is over: done, or rolled back because the source or target failed.
-int ClusterMove(const ClusterCommandOptions& o);
 // Kills node `node` with SIGKILL (fault injection for tests and demos).
 int ClusterKill(const ClusterCommandOptions& o);
 

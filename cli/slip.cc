@@ -32,6 +32,7 @@
 #include <iostream>
 
 #include "cli/cluster_command.h"
+#include "cli/reshard_command.h"
 #include "bench/driver/bench_command.h"
 #include "slip/client.h"
 #include "cli/sim_command.h"
@@ -246,12 +247,15 @@ int main(int argc, char** argv) {
   down->add_option("--dir", co.dir, "cluster directory")->required();
   auto* status = cluster->add_subcommand("status", "processes and configuration of the cluster in DIR");
   cluster_opts(status);
-  auto* addnode = cluster->add_subcommand("add-node", "start a node that joins the running cluster (dinomo)");
+  auto* addnode = cluster->add_subcommand(
+      "add-node", "start a node that joins the running cluster and takes its share of the shards");
   cluster_opts(addnode);
+  addnode->add_option("--parallel", co.parallel, "shard moves under way at once (sharded designs)")->capture_default_str();
   auto* addnode_id = addnode->add_option("--node", co.node, "its id (default: one past the highest)");
   addnode->add_option("--pm-mb", co.pm_mb, "PM per node")->capture_default_str();
-  auto* removenode = cluster->add_subcommand("remove-node", "hand a node's shards to the others and stop it (dinomo)");
+  auto* removenode = cluster->add_subcommand("remove-node", "hand a node's shards to the others and stop it");
   cluster_opts(removenode);
+  removenode->add_option("--parallel", co.parallel, "shard moves under way at once (sharded designs)")->capture_default_str();
   removenode->add_option("--node", co.node, "node id")->required();
   auto* share = cluster->add_subcommand(
       "share", "serve a hot key from more nodes through the pool's indirect cell (dinomo selective replication)");
@@ -278,6 +282,15 @@ int main(int argc, char** argv) {
   autoscale->add_option("--max-nodes", co.max_nodes, "never more nodes")->capture_default_str();
   autoscale->add_option("--epochs", co.epochs, "stop after this many epochs (0: until a signal)")->capture_default_str();
   autoscale->add_option("--pm-mb", co.pm_mb, "PM per added node")->capture_default_str();
+  auto* rebalance = cluster->add_subcommand(
+      "rebalance", "move hot shards off overloaded nodes: Rowan's policy, one line per statistics period (sharded designs)");
+  cluster_opts(rebalance);
+  rebalance->add_option("--period-ms", co.period_ms, "statistics period")->capture_default_str();
+  rebalance->add_option("--overloaded", co.overloaded, "a node above mean x (1 + this) is overloaded")
+      ->capture_default_str();
+  rebalance->add_option("--balanced", co.balanced, "moves go on until every node is within mean x (1 + this)")
+      ->capture_default_str();
+  rebalance->add_option("--epochs", co.epochs, "stop after this many periods (0: until a signal)")->capture_default_str();
   auto* move = cluster->add_subcommand(
       "move", "move a shard's primary (or, with --from, one of its backups) to another node while it serves");
   cluster_opts(move);
@@ -311,6 +324,7 @@ int main(int argc, char** argv) {
   if (*status) return slip::cli::ClusterStatus(co);
   if (*killcmd) return slip::cli::ClusterKill(co);
   if (*move) return slip::cli::ClusterMove(co);
+  if (*rebalance) return slip::cli::ClusterRebalance(co);
   if (*addnode) {
     co.node_given = addnode_id->count() > 0;
     return slip::cli::ClusterAddNode(co);

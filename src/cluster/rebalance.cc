@@ -81,6 +81,141 @@ std::vector<ShardMove> PlanRebalance(const ClusterConfig& config, const std::vec
   return moves;
 }
 
+Result<ClusterConfig> AddMember(const ClusterConfig& config, NodeId node, const std::string& address) {
+  if (!MovesShards(config.design)) {
+    return Status::NotSupported("the " + config.design + " design does not move shards to a new node");
+  }
+  if (config.nodes.contains(node)) return Status::InvalidArgument("node " + std::to_string(node) + " is a member already");
+  if (address.empty()) return Status::InvalidArgument("node " + std::to_string(node) + " has no address");
+  ClusterConfig next = config;
+  next.nodes[node] = NodeInfo{address, NodeState::kUp};
+  ++next.term;
+  SLIP_RETURN_IF_ERROR(next.Validate());
+  return next;
+}
+
+Result<ClusterConfig> DropMember(const ClusterConfig& config, NodeId node) {
+  const auto it = config.nodes.find(node);
+  if (it == config.nodes.end() || it->second.state != NodeState::kUp) {
+    return Status::InvalidArgument("node " + std::to_string(node) + " is not an up member");
+  }
+  for (ShardId s = 0; s < config.num_shards(); ++s) {
+    if (HoldsReplica(config.shards[s], node)) {
+      return Status::InvalidArgument("node " + std::to_string(node) + " still holds shard " + std::to_string(s));
+    }
+  }
+  for (const auto& m : config.migrations) {
+    if (m.from == node || m.to == node) {
+      return Status::InvalidArgument("node " + std::to_string(node) + " is in the move of shard " +
+                                     std::to_string(m.shard));
+    }
+  }
+  ClusterConfig next = config;
+  next.nodes.erase(node);
+  ++next.term;
+  SLIP_RETURN_IF_ERROR(next.Validate());
+  return next;
+}
+
+namespace {
+
+// Per-node counts as a plan of moves goes (up nodes only).
+struct Spread {
+  std::map<NodeId, uint32_t> primaries, replicas;
+  std::vector<ShardReplicas> shards;
+  std::set<ShardId> moving;
+
+  Spread(const ClusterConfig& c, const std::set<NodeId>& exclude) : shards(c.shards) {
+    for (const auto& [id, info] : c.nodes) {
+      if (info.state == NodeState::kUp && !exclude.contains(id)) primaries[id] = replicas[id] = 0;
+    }
+    for (const auto& s : c.shards) {
+      if (primaries.contains(s.primary)) ++primaries[s.primary], ++replicas[s.primary];
+      for (NodeId b : s.backups) {
+        if (replicas.contains(b)) ++replicas[b];
+      }
+    }
+    for (const auto& m : c.migrations) moving.insert(m.shard);
+  }
+  bool Syncing(ShardId s, NodeId n) const {
+    return std::find(shards[s].syncing.begin(), shards[s].syncing.end(), n) != shards[s].syncing.end();
+  }
+  void Apply(const ShardMove& m) {
+    ShardReplicas& r = shards[m.shard];
+    if (r.primary == m.from) {
+      r.primary = m.to;
+      if (primaries.contains(m.from)) --primaries[m.from];
+      ++primaries[m.to];
+    } else {
+      std::replace(r.backups.begin(), r.backups.end(), m.from, m.to);
+    }
+    if (replicas.contains(m.from)) --replicas[m.from];
+    ++replicas[m.to];
+    moving.insert(m.shard);
+  }
+  // One move from the node with the most of `count` to one with fewer (by
+  // at least two) that holds no replica of the shard: of a primary, or of a
+  // complete backup (the primaries are even by then); nullopt if none.
+  std::optional<ShardMove> Next(const std::map<NodeId, uint32_t>& count, bool primary) const {
+    std::vector<NodeId> order;
+    for (const auto& [n, c] : count) order.push_back(n);
+    std::stable_sort(order.begin(), order.end(), [&](NodeId a, NodeId b) { return count.at(a) > count.at(b); });
+    for (NodeId from : order) {
+      for (auto to = order.rbegin(); to != order.rend(); ++to) {
+        if (count.at(from) < count.at(*to) + 2) break;
+        for (ShardId s = 0; s < shards.size(); ++s) {
+          if (moving.contains(s) || HoldsReplica(shards[s], *to)) continue;
+          const bool is_primary = shards[s].primary == from;
+          const bool is_backup = !is_primary && HoldsReplica(shards[s], from) && !Syncing(s, from);
+          if (primary ? is_primary : is_backup) return ShardMove{s, from, *to, 0};
+        }
+      }
+    }
+    return std::nullopt;
+  }
+};
+
+}  // namespace
+
+std::vector<ShardMove> PlanSpread(const ClusterConfig& config, const std::set<NodeId>& exclude) {
+  Spread sp(config, exclude);
+  std::vector<ShardMove> moves;
+  for (bool primary : {true, false}) {
+    while (moves.size() < size_t{config.num_shards()} * config.replication_factor) {
+      auto m = sp.Next(primary ? sp.primaries : sp.replicas, primary);
+      if (!m) break;
+      sp.Apply(*m);
+      moves.push_back(*m);
+    }
+  }
+  return moves;
+}
+
+Result<std::vector<ShardMove>> PlanDrain(const ClusterConfig& config, NodeId node, const std::set<NodeId>& exclude) {
+  std::set<NodeId> out = exclude;
+  out.insert(node);
+  Spread sp(config, out);
+  std::vector<ShardMove> moves;
+  for (ShardId s = 0; s < config.num_shards(); ++s) {
+    if (!HoldsReplica(config.shards[s], node) || sp.moving.contains(s)) continue;
+    std::optional<NodeId> best;
+    for (const auto& [n, c] : sp.replicas) {
+      if (HoldsReplica(sp.shards[s], n)) continue;
+      if (!best || c < sp.replicas[*best] || (c == sp.replicas[*best] && sp.primaries[n] < sp.primaries[*best])) {
+        best = n;
+      }
+    }
+    if (!best) {
+      return Status::InvalidArgument("no node can take node " + std::to_string(node) + "'s replica of shard " +
+                                     std::to_string(s) + ": every other up node holds one (add a node first)");
+    }
+    ShardMove m{s, node, *best, 0};
+    sp.Apply(m);
+    moves.push_back(m);
+  }
+  return moves;
+}
+
 Result<ClusterConfig> StartMigration(const ClusterConfig& config, ShardId shard, NodeId from, NodeId to) {
   if (!MovesShards(config.design)) {
     return Status::NotSupported("the " + config.design + " design does not move shards between nodes");

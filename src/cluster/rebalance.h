@@ -15,6 +15,8 @@
 // decide and describe it in the configuration.
 #pragma once
 
+#include <set>
+#include <string>
 #include <vector>
 
 #include "cluster/cluster_config.h"
@@ -38,6 +40,32 @@ struct ShardMove {
 // Empty when no node is overloaded, or no move would help.
 std::vector<ShardMove> PlanRebalance(const ClusterConfig& config, const std::vector<double>& load,
                                      const RebalanceOptions& options = {});
+
+// Growing and shrinking a sharded design's cluster (MovesShards): a node
+// joins holding nothing and PlanSpread moves replicas to it; a node leaves
+// once PlanDrain's moves took every replica off it. Each move is started
+// with StartMigration and ends as any move does.
+
+// `node` joins at `address`: term + 1, an up member holding nothing.
+// InvalidArgument if it is a member already; NotSupported unless the
+// design moves shards (MovesShards).
+Result<ClusterConfig> AddMember(const ClusterConfig& config, NodeId node, const std::string& address);
+// `node`, an up member holding no replica and in no move, leaves the
+// membership: term + 1. InvalidArgument otherwise.
+Result<ClusterConfig> DropMember(const ClusterConfig& config, NodeId node);
+// Moves that even out the up nodes outside `exclude`: first primaries, then
+// replicas, until every node has within one of every other's. Each takes a
+// shard's primary (or complete backup) from the node with the most to the
+// one with the fewest that holds no replica of the shard. Shards already
+// moving stay; nodes in `exclude` (being drained) take nothing.
+std::vector<ShardMove> PlanSpread(const ClusterConfig& config, const std::set<NodeId>& exclude = {});
+// Moves that take every replica off `node` (to be removed): each to the up
+// node outside `exclude` holding the fewest replicas (then primaries) among
+// those holding none of the shard. Shards already moving are skipped (plan
+// again once they are done). InvalidArgument naming a shard that no node
+// can take.
+Result<std::vector<ShardMove>> PlanDrain(const ClusterConfig& config, NodeId node,
+                                         const std::set<NodeId>& exclude = {});
 
 // The configuration that starts moving `shard`'s replica on `from` to `to`:
 // term + 1 and a pending migration recorded; a primary's move puts `to` in

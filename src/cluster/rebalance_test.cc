@@ -219,5 +219,58 @@ TEST(RebalanceTest, StartMigrationRefusesWhatCannotBe) {
   EXPECT_TRUE(StartMigration(*once, s, spare, fourth).status().Is(Code::kInvalidArgument)) << "already moving";
 }
 
+
+// Runs a plan to its end: each move started and finished (a primary's by
+// the target's report, a backup's by its seed).
+ClusterConfig RunMoves(ClusterConfig c, const std::vector<ShardMove>& moves) {
+  for (const ShardMove& m : moves) {
+    c = StartMigration(c, m.shard, m.from, m.to).value();
+    c = c.shards[m.shard].primary == m.to ? FinishMigration(c, m.shard, m.to).value()
+                                          : MarkSynced(c, m.shard, m.to).value();
+  }
+  EXPECT_TRUE(c.migrations.empty());
+  EXPECT_TRUE(c.Validate().ok()) << c.Validate().ToString();
+  return c;
+}
+
+TEST(RebalanceTest, NodesJoinEmptyAndASpreadEvensPrimariesAndReplicas) {
+  ClusterConfig c = Placed(3, 24, 2);
+  c = AddMember(c, 3, "addr3").value();
+  c = AddMember(c, 4, "addr4").value();
+  EXPECT_TRUE(AddMember(c, 4, "again").status().Is(Code::kInvalidArgument));
+  EXPECT_EQ(c.PrimaryCounts()[3], 0u);
+  const ClusterConfig spread = RunMoves(c, PlanSpread(c));
+  for (const auto& [n, k] : spread.PrimaryCounts()) EXPECT_TRUE(k == 4 || k == 5) << "node " << n << ": " << k;
+  for (NodeId n = 0; n < 5; ++n) {
+    const uint32_t replicas = spread.PrimaryCounts()[n] + spread.BackupCounts()[n];
+    EXPECT_TRUE(replicas >= 9 && replicas <= 10) << "node " << n << ": " << replicas;
+  }
+  EXPECT_TRUE(PlanSpread(spread).empty()) << "even already";
+  ClusterConfig pool = Placed(3, 6, 1);
+  pool.design = "dinomo";
+  EXPECT_TRUE(AddMember(pool, 3, "a").status().Is(Code::kNotSupported));
+}
+
+TEST(RebalanceTest, ADrainedNodeHoldsNothingAndLeaves) {
+  ClusterConfig c = Placed(5, 24, 2);
+  EXPECT_TRUE(DropMember(c, 4).status().Is(Code::kInvalidArgument)) << "it holds replicas";
+  auto plan = PlanDrain(c, 4, {3});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  for (const auto& m : *plan) EXPECT_NE(m.to, 3u) << "node 3 is being drained too";
+  c = RunMoves(c, *plan);
+  plan = PlanDrain(c, 3, {4});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  c = RunMoves(c, *plan);
+  c = DropMember(DropMember(c, 4).value(), 3).value();
+  EXPECT_EQ(c.nodes.size(), 3u);
+  c = RunMoves(c, PlanSpread(c));
+  for (const auto& [n, k] : c.PrimaryCounts()) EXPECT_EQ(k, 8u) << "node " << n;
+  for (const auto& [n, k] : c.BackupCounts()) EXPECT_EQ(k, 8u) << "node " << n;
+  // Two nodes, RF 2: every node holds every shard; neither can leave.
+  c = RunMoves(c, PlanDrain(c, 2).value());
+  c = DropMember(c, 2).value();
+  EXPECT_TRUE(PlanDrain(c, 1).status().Is(Code::kInvalidArgument));
+}
+
 }  // namespace
 }  // namespace slip::cluster

@@ -16,6 +16,7 @@
 #include <filesystem>
 
 #include "cluster/cluster_config.h"
+#include "cluster/rebalance.h"
 #include "common/hash.h"
 #include "common/log.h"
 #include "fabric/fabric.h"
@@ -132,7 +133,10 @@ Status Node::Boot() {
   SLIP_ASSIGN_OR_RETURN(config_store_, cluster::OpenConfigStore(o_.dir, o_.zookeeper));
   SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig vc, cluster::LoadWhenPresent(config_store_.get(), 60 * runtime::kSecond));
   auto me = vc.config.nodes.find(o_.id);
-  if (me == vc.config.nodes.end()) {
+  // Not a member: a new node of a design that moves shards to it joins
+  // (cluster::AddMember below), empty.
+  const bool joining = me == vc.config.nodes.end();
+  if (joining && !cluster::MovesShards(vc.config.design)) {
     return Status::InvalidArgument("node " + std::to_string(o_.id) + " is not a member of the cluster");
   }
   SLIP_ASSIGN_OR_RETURN(protocol_, replication::ParseDesign(vc.config.design));
@@ -145,7 +149,7 @@ Status Node::Boot() {
   // shard on its last replica), then it comes back with its data.
   bool sole_copy = false;
   for (const auto& s : vc.config.shards) sole_copy |= s.primary == o_.id;
-  const bool replaced = me->second.state == cluster::NodeState::kDown && !sole_copy;
+  const bool replaced = joining || (me->second.state == cluster::NodeState::kDown && !sole_copy);
 
   // The store: DIR/node-<id>/pm. A replaced node starts empty.
   const std::string data = DataDir(o_.dir, o_.id);
@@ -157,7 +161,7 @@ Status Node::Boot() {
   pm_path_ = pm_path;
   pm_class_ = place.pm_class;
   if (replaced && fs::exists(pm_path)) {
-    logging::Info("{}", "was replaced while away: rejoining empty");
+    logging::Info("{}", joining ? "joining: starting empty" : "was replaced while away: rejoining empty");
     fs::remove(pm_path, ec);
   }
   SLIP_ASSIGN_OR_RETURN(region_, OpenPm(place, o_.pm_mb << 20));
@@ -214,7 +218,11 @@ Status Node::Boot() {
     if (down && !replaced && !sole_copy_now && !empty) {
       return Status::Aborted(kReplacedWhileStarting);
     }
-    if (down && (replaced || !sole_copy_now)) {
+    if (!c.nodes.contains(o_.id)) {
+      // A new node (`slip cluster add-node`): a member holding nothing,
+      // until moves bring it replicas.
+      SLIP_ASSIGN_OR_RETURN(next, cluster::AddMember(c, o_.id, rpc::RpcPeers::HexEncode(address)));
+    } else if (down && (replaced || !sole_copy_now)) {
       SLIP_ASSIGN_OR_RETURN(next, cluster::Rejoin(c, o_.id));
     } else if (down) {
       // Back with a stranded shard's last copy: up, and its shards get backups again.
@@ -444,6 +452,9 @@ void Node::Stats(rpc::RpcChannel::Reply reply) {
                    int64_t worker_cpu = 0;
                    for (size_t i = 0; i < workers_.size(); ++i) {
                      const auto& c = (*counters)[i];
+                     if (sum.shard_load.size() < c.shard_load.size()) sum.shard_load.resize(c.shard_load.size());
+                     for (size_t s = 0; s < c.shard_load.size(); ++s) sum.shard_load[s] += c.shard_load[s];
+                     sum.migration_fetches += c.migration_fetches;
                      sum.puts += c.puts;
                      sum.dels += c.dels;
                      sum.gets += c.gets;
@@ -473,6 +484,12 @@ void Node::Stats(rpc::RpcChannel::Reply reply) {
                        {"group_commits", sum.group_commits},
                        {"group_committed", sum.group_committed},
                        {"received_bytes", store_->received_bytes()},
+                       // Rowan's hotspot statistics (cluster/rebalance.h): cumulative, by shard.
+                       {"shard_load", sum.shard_load},
+                       {"migration_fetches", sum.migration_fetches},
+                       {"moves_in", parts_->agent->counters().migrations_in},
+                       {"moves_in_progress", parts_->agent->moves_in_progress()},
+                       {"copied_entries", parts_->agent->counters().copied_entries},
                    };
                    reply(Code::kOk, j.dump());
                  });

@@ -180,6 +180,7 @@ void NodeCore::HandleWrite(proto::Method m, std::span<const std::byte> payload, 
   } else {
     ++counters_.dels;
   }
+  CountLoad(req->shard, 1 + view->shards[req->shard].backups.size());
 
   const auto type = m == proto::Method::kPut ? log::EntryType::kPut : log::EntryType::kDel;
   // Held from the existence check in Prepare until the DEL commits or fails.
@@ -305,6 +306,7 @@ void NodeCore::HandleGet(std::span<const std::byte> payload, Reply reply, bool f
     }
   }
   ++counters_.gets;
+  CountLoad(req->shard, 1);
   log::EntryMeta meta;
   auto v = store_->Get(req->key, &meta);
   if (!v.ok()) return Fail(reply, v.status(), view->term);

@@ -302,6 +302,10 @@ class NodeCore {
     uint64_t erda_commits = 0;     // PUTs whose entry a client wrote one-sidedly
     uint64_t erda_copies = 0;      // PUTs staged, then copied (erda-raw, erda-redo)
     uint64_t migration_fetches = 0;  // keys fetched from a move's source (GET/DEL misses)
+    // Per shard served as primary: its load as Rowan's hotspot policy
+    // counts it (cluster/rebalance.h) — a GET 1, a PUT or DEL 1 plus the
+    // replication writes it sends (one per backup). Index = shard.
+    std::vector<uint64_t> shard_load;
   };
   const Counters& counters() const { return counters_; }
 
@@ -348,6 +352,10 @@ class NodeCore {
   void ErdaTick();
   void StartErdaTicks();
   bool lease_ok() const { return !lease_left_ || lease_left_() > 0; }
+  void CountLoad(uint32_t shard, uint64_t n) {
+    if (counters_.shard_load.size() <= shard) counters_.shard_load.resize(shard + 1);
+    counters_.shard_load[shard] += n;
+  }
   void Fail(const Reply& reply, const Status& s, uint64_t term);
   // Group commit: runs `after` once this turn's deferred writes are
   // persistent (at once, with nothing deferred, when there is no `defer`).
