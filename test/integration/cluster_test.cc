@@ -577,6 +577,91 @@ TEST(CommandLine, StatusShowsMigrationsUnderWay) {
   if (!HasFailure()) fs::remove_all(dir);
 }
 
+// Elastic sharded clusters (docs/papers/rowan.md §3.7): under a write load
+// with deletes (a DEL of a key not copied yet is fetched from the source),
+// two nodes join (each takes its share by shard moves), a move's target is
+// killed right after the move starts (finished or rolled back, nothing
+// acknowledged is lost), two nodes leave, and the cluster cold-starts.
+class ReshardClusterTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ReshardClusterTest, NodesJoinAndLeaveAndMovesSurviveAKillUnderLoadLosingNothing) {
+  const std::string design = GetParam();
+  const fs::path dir = fs::temp_directory_path() / ("slip_cluster_" + std::to_string(getpid()) + "_reshard_" + design);
+  fs::remove_all(dir);
+  const std::string d = dir.string();
+  const integration::TailLogsOnFailure logs(d);
+  const std::string up = "cluster up --lease-ms 1000 --pm-mb 64 --dir " + d;
+  ASSERT_EQ(Slip(up + " --nodes 3 --rf 2 --shards 12 --design " + design), 0) << "see " << d << "/logs";
+  auto client = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
+                                           .deadline = std::chrono::seconds(20), .bind_address = ""});
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto store = cluster::OpenConfigStore(d, "");
+  ASSERT_TRUE(store.ok());
+  auto config = [&] { return (*store)->Load()->config; };
+
+  AckedWrites m;
+  integration::RunLoadWithFault(**client, m, 300, 300, [&] { ASSERT_EQ(Slip("cluster add-node --lease-ms 1000 --pm-mb 64 --dir " + d), 0); });
+  integration::RunLoadWithFault(**client, m, m.ops + 200, 300, [&] { ASSERT_EQ(Slip("cluster add-node --lease-ms 1000 --pm-mb 64 --dir " + d), 0); });
+  m.Check(**client, "after two nodes joined");
+  {
+    const cluster::ClusterConfig c = config();
+    ASSERT_EQ(c.nodes.size(), 5u);
+    EXPECT_TRUE(c.migrations.empty());
+    for (const auto& [n, k] : c.PrimaryCounts()) EXPECT_GE(k, 2u) << "node " << n << " took its share";
+  }
+
+  // A move whose target dies at once: done or rolled back, nothing lost.
+  {
+    const cluster::ClusterConfig c = config();
+    const uint32_t shard = 0;
+    const auto r = c.Replicas(shard);
+    cluster::NodeId to = 0;
+    while (std::find(r.begin(), r.end(), to) != r.end()) ++to;
+    integration::RunLoadWithFault(**client, m, m.ops + 200, 300, [&] {
+      std::thread mover([&] { (void)Slip("cluster move --shard 0 --to " + std::to_string(to) + " --dir " + d); });
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      ASSERT_EQ(Slip("cluster kill --node " + std::to_string(to) + " --dir " + d), 0);
+      mover.join();
+    });
+    m.Check(**client, "after a move's target was killed");
+    ASSERT_EQ(Slip(up), 0) << "the killed node comes back";
+    m.Check(**client, "after the killed node rejoined");
+  }
+
+  integration::RunLoadWithFault(**client, m, m.ops + 200, 300, [&] { ASSERT_EQ(Slip("cluster remove-node --node 0 --dir " + d), 0); });
+  integration::RunLoadWithFault(**client, m, m.ops + 200, 300, [&] { ASSERT_EQ(Slip("cluster remove-node --node 4 --dir " + d), 0); });
+  m.Check(**client, "after two nodes left");
+  {
+    const cluster::ClusterConfig c = config();
+    EXPECT_EQ(c.nodes.size(), 3u);
+    EXPECT_FALSE(c.nodes.contains(0));
+    EXPECT_FALSE(c.nodes.contains(4));
+    for (const auto& p : cli::ListProcesses(d)) EXPECT_TRUE(p.name != "node-0" && p.name != "node-4") << p.name;
+  }
+  // Bad requests change nothing.
+  const uint64_t term = config().term;
+  EXPECT_NE(Slip("cluster move --shard 99 --to 1 --dir " + d), 0) << "no such shard";
+  EXPECT_NE(Slip("cluster move --shard 1 --to 0 --dir " + d), 0) << "not a member";
+  EXPECT_NE(Slip("cluster remove-node --node 0 --dir " + d), 0) << "not a member any more";
+  EXPECT_EQ(config().term, term);
+
+  client->reset();
+  ASSERT_EQ(Slip("cluster down --dir " + d), 0);
+  ASSERT_EQ(Slip(up), 0) << "see " << d << "/logs";
+  auto again = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
+                                          .deadline = std::chrono::seconds(20), .bind_address = ""});
+  ASSERT_TRUE(again.ok());
+  m.Check(**again, "after cold start");
+  std::printf("  %d operations, %d with unknown outcome, %zu keys checked\n", m.ops.load(), m.unknown.load(),
+              m.acked.size());
+  again->reset();
+  EXPECT_EQ(Slip("cluster down --dir " + d), 0);
+  if (!HasFailure()) fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Designs, ReshardClusterTest, ::testing::Values("rpc-kv", "rowan-kv", "tailwind"),
+                         integration::DesignParamName);
+
 INSTANTIATE_TEST_SUITE_P(Designs, ClusterIntegrationTest,
                          ::testing::Values("rpc-kv", "rowan-kv", "rwrite-kv", "batch-kv", "share-kv", "tailwind",
                                            "erda", "erda-raw", "erda-redo", "rpc-kv/3", "share-kv/3", "erda/3",
