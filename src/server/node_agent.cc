@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/log.h"
+
 namespace slip::server {
 namespace {
 
@@ -115,6 +117,7 @@ void NodeAgent::StartMoveIn(uint32_t shard) {
   const uint64_t term = config_->term;
   moving_in_[shard] = source;
   move_busy_.insert(shard);
+  if (!move_started_.count(shard)) move_started_[shard] = exec_->Now();
   promoter_->HandOver(term, shard, source, [this, shard, source](Status s, uint64_t version, uint64_t commit) {
     move_busy_.erase(shard);
     if (!MovingHere(shard, source)) return EndMoveIn(shard);
@@ -136,6 +139,8 @@ void NodeAgent::StartMoveIn(uint32_t shard) {
     }
     blocked_.erase(shard);
     Publish();
+    logging::Info("shard {}: node {} handed it over after {} us; serving it, copying", shard, source,
+                  (exec_->Now() - move_started_[shard]) / runtime::kMicrosecond);
     StartCopy(shard);
   });
 }
@@ -159,6 +164,8 @@ void NodeAgent::StartCopy(uint32_t shard) {
       exec_->After(kRetry, [this, shard] { StartMoveIn(shard); });
       return;
     }
+    logging::Info("shard {}: {} entries copied from node {}, {} us after the move began", shard, st.pulled_entries,
+                  source, (exec_->Now() - move_started_[shard]) / runtime::kMicrosecond);
     EndMoveIn(shard);
     ++counters_.migrations_in;
     copied_.insert(shard);
@@ -168,6 +175,7 @@ void NodeAgent::StartCopy(uint32_t shard) {
 
 void NodeAgent::EndMoveIn(uint32_t shard) {
   moving_in_.erase(shard);
+  move_started_.erase(shard);
   if (shared_) shared_->migrations_in.Done(shard);
 }
 

@@ -110,6 +110,7 @@ class NodeAgent {
   std::map<uint32_t, NodeId> moving_in_;
   std::set<uint32_t> move_busy_;
   std::set<uint32_t> copied_;  // copy done, the move still listed (reported)
+  std::map<uint32_t, runtime::Nanos> move_started_;  // for the log
   Counters counters_;
   NodeAgentHooks hooks_;
   std::shared_ptr<NodeShared> shared_;
