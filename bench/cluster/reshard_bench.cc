@@ -8,6 +8,8 @@
 //            throughout. Reported: throughput before, during the hotspot and
 //            after the move; time from the hotspot to the move's start (÷ the
 //            statistics period); objects moved per second.
+//   move     One shard's primary moved on an idle cluster, then under the
+//            read-intensive load: objects copied per second.
 //   grow     Throughput while the cluster grows 3 -> 5 nodes and shrinks back
 //            (`slip cluster add-node` twice, `remove-node` twice) under a
 //            50/50 GET/PUT load; every acknowledged write is read back at the
@@ -16,7 +18,7 @@
 // Each prints a summary and writes PREFIX-timeline.csv (time, ops/s per 100
 // ms) and PREFIX-events.csv (time, event) for bench/plot_timeline.
 //
-//   reshard_bench SLIP_BINARY hotspot|grow [--design D] [--threads T] [--keys K] [--value B] [--out PREFIX]
+//   reshard_bench SLIP_BINARY hotspot|move|grow [--design D] [--threads T] [--keys K] [--value B] [--out PREFIX]
 //                 [--keep 1]   (leave the cluster's directory, with its logs)
 //                 [--balanced F]  (hotspot: the rebalancer's target, default 0.05)
 #include <unistd.h>
@@ -270,6 +272,87 @@ int Hotspot(const Options& o) {
   return detected > 0 && move_s > 0 ? 0 : 1;
 }
 
+// One shard's primary moved, on an idle cluster and then under the read-
+// intensive load: objects copied per second (the move ends when the target
+// reported every entry copied).
+int MoveRate(const Options& o) {
+  const int nodes = 4, shards = 16;
+  auto c = Start(o, nodes, shards);
+  if (!c) return 1;
+  std::vector<std::string> keys;
+  std::vector<size_t> per_shard(shards);
+  const cluster::ClusterConfig first = c->Config();
+  for (int i = 0; i < o.keys; ++i) {
+    keys.push_back("k" + std::to_string(i));
+    ++per_shard[first.ShardOf(HashKey(keys.back()))];
+  }
+  Preload(*c->client, keys, o.value);
+  std::printf("%s, %d nodes, RF 2, %d shards, %d keys of %d B; dram class, tcp loopback\n\n", o.design.c_str(), nodes,
+              shards, o.keys, o.value);
+  std::printf("| load | shard | entries copied | hand-over + copy (target) | objects/s | slip cluster move, end to end |\n"
+              "|---|---|---|---|---|---|\n");
+  std::atomic<bool> loaded{false}, stop{false};
+  std::vector<std::thread> workers;
+  for (int round = 0; round < 2; ++round) {
+    if (round == 1) {
+      loaded = true;
+      for (int t = 0; t < o.threads; ++t) {
+        workers.emplace_back([&, t] {
+          Random rng(3000 + t);
+          while (!stop) {
+            const auto& k = keys[rng.Uniform(keys.size())];
+            if (rng.Bernoulli(0.95)) {
+              (void)c->client->Get(k);
+            } else {
+              (void)c->client->Put(k, std::string(o.value, 'u'));
+            }
+          }
+        });
+      }
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    const cluster::ClusterConfig now = c->Config();
+    const uint32_t shard = static_cast<uint32_t>(round);
+    const auto r = now.Replicas(shard);
+    cluster::NodeId to = 0;
+    while (std::find(r.begin(), r.end(), to) != r.end()) ++to;
+    const auto t0 = Clock::now();
+    const int rc = Run(o.slip + " cluster move --shard " + std::to_string(shard) + " --to " + std::to_string(to) +
+                       " --dir " + c->dir);
+    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    // The target's own account: from the move's configuration to the last
+    // entry copied (server/node_agent.cc logs it).
+    double copy_s = -1;
+    uint64_t copied = 0;
+    {
+      std::ifstream in(c->dir + "/logs/node-" + std::to_string(to) + ".log");
+      const std::string want = "shard " + std::to_string(shard) + ": ";
+      for (std::string line; std::getline(in, line);) {
+        const size_t at = line.find(want);
+        unsigned long long n = 0, us = 0;
+        if (at != std::string::npos && line.find("entries copied") != std::string::npos &&
+            std::sscanf(line.c_str() + at + want.size(), "%llu entries copied from node %*u, %llu us", &n, &us) == 2) {
+          copied = n;
+          copy_s = static_cast<double>(us) / 1e6;
+        }
+      }
+    }
+    std::printf("| %s | %u | %llu | %.3f s | %.0f | %.3f s%s |\n", loaded ? "95% GET, 8 threads" : "idle", shard,
+                static_cast<unsigned long long>(copied), copy_s, copy_s > 0 ? static_cast<double>(copied) / copy_s : 0,
+                secs, rc == 0 ? "" : " (FAILED)");
+  }
+  stop = true;
+  for (auto& w : workers) w.join();
+  c->client.reset();
+  Run(o.slip + " cluster down --dir " + c->dir);
+  if (o.keep) {
+    std::printf("cluster directory kept: %s\n", c->dir.c_str());
+  } else {
+    std::filesystem::remove_all(c->dir);
+  }
+  return 0;
+}
+
 int Grow(const Options& o) {
   const int shards = 12;
   auto c = Start(o, 3, shards);
@@ -375,7 +458,7 @@ int Grow(const Options& o) {
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr,
-                 "usage: reshard_bench SLIP_BINARY hotspot|grow [--design D] [--threads T] [--keys K] [--value B] "
+                 "usage: reshard_bench SLIP_BINARY hotspot|move|grow [--design D] [--threads T] [--keys K] [--value B] "
                  "[--out PREFIX]\n");
     return 2;
   }
@@ -393,6 +476,7 @@ int main(int argc, char** argv) {
   }
   if (o.mode == "hotspot") return Hotspot(o);
   if (o.mode == "grow") return Grow(o);
+  if (o.mode == "move") return MoveRate(o);
   std::fprintf(stderr, "unknown experiment %s\n", o.mode.c_str());
   return 2;
 }

@@ -465,12 +465,14 @@ void NodeCore::HandleShardTail(std::span<const std::byte> payload, Reply reply) 
     return Fail(reply, Status::InvalidArgument("no shard " + std::to_string(req->shard)), view->term);
   }
   // A move's copy: only from the process that handed the shard over.
-  if (const PrimaryMove* m = view->MoveOf(req->shard);
-      m != nullptr && m->from == self_ && !shared_->handed_over.Contains(req->shard)) {
+  const PrimaryMove* move = view->MoveOf(req->shard);
+  const bool handing_over = move != nullptr && move->from == self_;
+  if (handing_over && !shared_->handed_over.Contains(req->shard)) {
     return Fail(reply, Status::Busy("shard " + std::to_string(req->shard) + " was not handed over by this process"),
                 view->term);
   }
-  if (backup_ != nullptr) {
+  // (A move's source was the shard's primary: its own writes are indexed.)
+  if (backup_ != nullptr && !handing_over) {
     // Entries peers wrote one-sidedly are indexed lazily; every one that
     // landed (so every acknowledged one) must be in the walk.
     Status s = backup_->CatchUp();

@@ -59,6 +59,14 @@ Result<uint64_t> Store::DigestReceived(uint32_t seg, uint64_t from, uint64_t to,
   uint64_t pos = from;
   uint64_t prefix_end = UINT64_MAX;  // set at the first hole
   while (pos + log::kHeaderSize <= to) {
+    // Never written (or not landed yet): a hole, told apart without a
+    // decode — a catch-up walks the whole unwritten rest of a segment.
+    if (LoadLE<uint64_t>(base + pos) == 0) {
+      if (prefix_end == UINT64_MAX) prefix_end = pos;
+      if (walk == ReceiveWalk::kPrefix) break;
+      pos += log::kAlign;
+      continue;
+    }
     // Decode a copy: a peer may be writing right behind us (a DMA in flight
     // shows up as a torn block).
     auto d = log::DecodeBlock({base + pos, to - pos}, options_.limits);
