@@ -258,8 +258,7 @@ Result<cluster::VersionedConfig> LoadForMembership(cluster::ConfigStore& store, 
   SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig vc, store.Load());
   if (!cluster::UsesPool(vc.config.design)) {
     return Status::NotSupported(std::string(what) + ": the " + vc.config.design +
-                                " design would have to copy shards to a new owner, which slip does not do yet; "
-                                "only dinomo clusters (data in the pool) add and remove nodes");
+                                " design does not move shards between nodes (its chains are placed once)");
   }
   return vc;
 }
@@ -595,9 +594,34 @@ int ClusterStatus(const ClusterCommandOptions& o) {
                   prim[id], back[id]);
     }
   }
+  // Moves under way, with what the targets copied so far (when they answer).
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> copied;  // (node, shard) -> entries
+  if (!c->config.migrations.empty()) {
+    auto client = Client::Open(ClientOptions{.dir = o.dir, .zookeeper = o.zookeeper, .provider = "",
+                                             .deadline = std::chrono::seconds(2), .bind_address = ""});
+    auto stats = client.ok() ? (*client)->NodeStats() : Result<std::vector<std::string>>(client.status());
+    for (const std::string& text : stats.ok() ? *stats : std::vector<std::string>{}) {
+      auto j = nlohmann::json::parse(text, nullptr, false);
+      if (j.is_discarded() || !j.contains("node") || !j["node"].is_number_unsigned() ||
+          !j.contains("moves_in_progress") || !j["moves_in_progress"].is_array()) {
+        continue;
+      }
+      for (const auto& mv : j["moves_in_progress"]) {
+        if (mv.contains("shard") && mv.contains("copied")) {
+          copied[{j["node"].get<uint32_t>(), mv["shard"].get<uint32_t>()}] = mv["copied"].get<uint64_t>();
+        }
+      }
+    }
+  }
   for (const auto& m : c->config.migrations) {
-    std::printf("shard %u moving from node %u to node %u: %s\n", m.shard, m.from, m.to,
-                std::string(cluster::MigrationStateName(m.state)).c_str());
+    std::string detail;
+    if (!cluster::MovesPrimary(c->config, m)) {
+      detail = " (a backup: the primary seeds the target)";
+    } else if (auto it = copied.find({m.to, m.shard}); it != copied.end()) {
+      detail = " (the target serves it; " + std::to_string(it->second) + " entries copied so far)";
+    }
+    std::printf("shard %u moving from node %u to node %u: %s%s\n", m.shard, m.from, m.to,
+                std::string(cluster::MigrationStateName(m.state)).c_str(), detail.c_str());
   }
   for (const auto& [key, secondaries] : c->config.shared) {
     std::string owners;

@@ -143,6 +143,15 @@ int ReshardAddNode(const ClusterCommandOptions& o) {
   }
   // What a join would be refused for, before a process is started.
   if (auto probe = cluster::AddMember(vc->config, id, "probe"); !probe.ok()) return Fail("cluster add-node", probe.status());
+  // Shards move only between running nodes, under a running manager.
+  if (o.zookeeper.empty()) {
+    bool manager = false;
+    for (const auto& proc : ListProcesses(o.dir)) manager |= proc.name == "manager" && proc.alive;
+    if (!manager) {
+      return Fail("cluster add-node", Status::Unavailable("the cluster in " + o.dir +
+                                                          " is not running (start it with slip cluster up)"));
+    }
+  }
   const auto t0 = Clock::now();
   // The node lists itself (cluster::AddMember) once it holds its lease.
   auto p = SpawnDetached(o.dir, NodeName(id), ServerArgs(o, id));

@@ -177,6 +177,8 @@ int RunSimCommand(const SimCommandOptions& o) {
     std::fprintf(stderr, "slip sim: need 1 <= replication <= nodes, 1 <= workers <= 32 and positive shards, clients, keys\n");
     return 2;
   }
+  // The nodes' own lines (hand-overs, copies) with --trace only.
+  logging::SetLevel(o.trace ? logging::Level::kInfo : logging::Level::kError);
   uint64_t ops = 0, unknown = 0, faults = 0, failovers = 0, failed = 0, unchecked = 0;
   uint64_t moves_started = 0, moves_done = 0, moves_failed = 0, move_fetches = 0, move_copied = 0;
   uint64_t promotions = 0, with_floor = 0, moved = 0, records = 0;

@@ -441,6 +441,13 @@ void Node::DigestLoop() {
   digest_ex_->After(runtime::kMillisecond << digest_idle_, [this] { DigestLoop(); });
 }
 
+// Shards being moved here, with their copy's progress (slip cluster status).
+nlohmann::json MovesInJson(const std::vector<server::NodeAgent::MoveIn>& moves) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& m : moves) a.push_back({{"shard", m.shard}, {"from", m.source}, {"copied", m.copied}});
+  return a;
+}
+
 void Node::Stats(rpc::RpcChannel::Reply reply) {
   // Per-role CPU from each executor's thread clock, plus the counters the
   // benchmark divides by operations. Backup work done by a worker is
@@ -488,7 +495,7 @@ void Node::Stats(rpc::RpcChannel::Reply reply) {
                        {"shard_load", sum.shard_load},
                        {"migration_fetches", sum.migration_fetches},
                        {"moves_in", parts_->agent->counters().migrations_in},
-                       {"moves_in_progress", parts_->agent->moves_in_progress()},
+                       {"moves_in_progress", MovesInJson(parts_->agent->moves_in())},
                        {"copied_entries", parts_->agent->counters().copied_entries},
                    };
                    reply(Code::kOk, j.dump());

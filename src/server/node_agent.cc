@@ -120,7 +120,7 @@ void NodeAgent::StartMoveIn(uint32_t shard) {
   if (!move_started_.count(shard)) move_started_[shard] = exec_->Now();
   promoter_->HandOver(term, shard, source, [this, shard, source](Status s, uint64_t version, uint64_t commit) {
     move_busy_.erase(shard);
-    if (!MovingHere(shard, source)) return EndMoveIn(shard);
+    if (!MovingHere(shard, source)) return RestartMoveIn(shard);
     if (!s.ok()) {
       // The source is not at this term yet, or has writes in flight; if it
       // died, the manager rolls the move back (Adopt ends it here).
@@ -151,11 +151,11 @@ void NodeAgent::StartCopy(uint32_t shard) {
   const NodeId source = it->second;
   const uint64_t term = config_->term;
   move_busy_.insert(shard);
+  copy_progress_[shard] = 0;
   promoter_->Copy(term, shard, source, [this, shard, source, term](Status s, PromoteStats st) {
     move_busy_.erase(shard);
     counters_.copied_entries += st.pulled_entries;
-    if (!moving_in_.count(shard)) return;
-    if (!MovingHere(shard, source)) return EndMoveIn(shard);
+    if (!moving_in_.count(shard) || !MovingHere(shard, source)) return RestartMoveIn(shard);
     if (!s.ok()) {
       // A term changed under the copy, the source is unreachable, or it is a
       // new incarnation that did not hand the shard over: get the hand-over
@@ -170,12 +170,24 @@ void NodeAgent::StartCopy(uint32_t shard) {
     ++counters_.migrations_in;
     copied_.insert(shard);
     if (hooks_.on_migrated) hooks_.on_migrated(shard, term);
-  });
+  }, [this, shard](uint64_t pulled) { copy_progress_[shard] = pulled; });
+}
+
+void NodeAgent::RestartMoveIn(uint32_t shard) {
+  // The move this request served is over (rolled back, or replaced by a
+  // move of the shard from another source, which waited for this request).
+  EndMoveIn(shard);
+  if (MovingHere(shard)) {
+    blocked_.insert(shard);
+    Publish();
+    StartMoveIn(shard);
+  }
 }
 
 void NodeAgent::EndMoveIn(uint32_t shard) {
   moving_in_.erase(shard);
   move_started_.erase(shard);
+  copy_progress_.erase(shard);
   if (shared_) shared_->migrations_in.Done(shard);
 }
 

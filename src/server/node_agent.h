@@ -28,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <vector>
 
 #include "runtime/runtime.h"
 #include "server/node_core.h"
@@ -82,6 +83,19 @@ class NodeAgent {
   bool busy() const { return !promoting_.empty() || !seeding_.empty() || !moving_in_.empty(); }
   // Shards being moved to this node whose copy is not finished.
   size_t moves_in_progress() const { return moving_in_.size(); }
+  struct MoveIn {
+    uint32_t shard;
+    NodeId source;
+    uint64_t copied;  // entries so far (the current attempt's)
+  };
+  std::vector<MoveIn> moves_in() const {
+    std::vector<MoveIn> v;
+    for (const auto& [shard, source] : moving_in_) {
+      auto it = copy_progress_.find(shard);
+      v.push_back({shard, source, it == copy_progress_.end() ? 0 : it->second});
+    }
+    return v;
+  }
 
  private:
   void Publish();
@@ -91,6 +105,7 @@ class NodeAgent {
   void StartMoveIn(uint32_t shard);
   void StartCopy(uint32_t shard);
   void EndMoveIn(uint32_t shard);
+  void RestartMoveIn(uint32_t shard);
   // Whether the newest configuration still moves `shard`'s primary to this node (from `source`, if given).
   bool MovingHere(uint32_t shard, std::optional<NodeId> source = std::nullopt) const;
   // Whether `view` gives this node a replica of `shard`, or has it hand the shard over.
@@ -111,6 +126,7 @@ class NodeAgent {
   std::set<uint32_t> move_busy_;
   std::set<uint32_t> copied_;  // copy done, the move still listed (reported)
   std::map<uint32_t, runtime::Nanos> move_started_;  // for the log
+  std::map<uint32_t, uint64_t> copy_progress_;       // entries copied so far
   Counters counters_;
   NodeAgentHooks hooks_;
   std::shared_ptr<NodeShared> shared_;

@@ -17,6 +17,7 @@ struct Promoter::Job {
   uint64_t floor = 0;
   std::vector<NodeId> full;
   bool copy_only = false;  // a move's copy: pull, push nothing
+  std::function<void(uint64_t)> progress;
   std::function<void(Status, PromoteStats)> done;
   PromoteStats stats;
   bool finished = false;
@@ -84,8 +85,10 @@ void Promoter::HandOver(uint64_t term, uint32_t shard, NodeId source,
                });
 }
 
-void Promoter::Copy(uint64_t term, uint32_t shard, NodeId source, std::function<void(Status, PromoteStats)> done) {
+void Promoter::Copy(uint64_t term, uint32_t shard, NodeId source, std::function<void(Status, PromoteStats)> done,
+                    std::function<void(uint64_t)> progress) {
   auto job = std::make_shared<Job>();
+  job->progress = std::move(progress);
   job->term = term;
   job->shard = shard;
   job->pull_from = {source};
@@ -129,6 +132,7 @@ void Promoter::Pull(std::shared_ptr<Job> job, size_t replica, uint64_t skip) {
           ++job->stats.pulled_entries;
         }
         store_->Flush(writer_);
+        if (job->progress) job->progress(job->stats.pulled_entries);
         // Versions above every entry any replica holds, even ones we did
         // not receive (its counter may be ahead of its entries).
         store_->RaiseShardVersion(job->shard, page->max_version);

@@ -77,7 +77,9 @@ class Promoter {
   // pulls every entry of the shard from `source` and applies it by version.
   void HandOver(uint64_t term, uint32_t shard, NodeId source,
                 std::function<void(Status, uint64_t version, uint64_t commit_version)> done);
-  void Copy(uint64_t term, uint32_t shard, NodeId source, std::function<void(Status, PromoteStats)> done);
+  // `progress` (optional) gets the entries pulled so far after each page.
+  void Copy(uint64_t term, uint32_t shard, NodeId source, std::function<void(Status, PromoteStats)> done,
+            std::function<void(uint64_t pulled)> progress = nullptr);
 
   // Outstanding REPLICATE requests per push.
   static constexpr size_t kWindow = 32;

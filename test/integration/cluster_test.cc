@@ -334,11 +334,16 @@ TEST(DinomoClusterTest, NodesJoinAndLeaveUnderLoadLosingNothing) {
   EXPECT_NE(Slip("cluster remove-node --node 0 --dir " + d), 0) << "not a member any more";
   EXPECT_NE(Slip("cluster add-node --node 1 --dir " + d), 0) << "a member already";
   EXPECT_EQ((*store)->Load()->config.term, term);
-  const std::string other = d + "-rpc";
-  ASSERT_EQ(Slip("cluster init --nodes 3 --rf 2 --shards 6 --dir " + other), 0);
-  EXPECT_NE(Slip("cluster add-node --dir " + other), 0) << "rpc-kv would have to copy data";
+  const std::string other = d + "-rubble";
+  ASSERT_EQ(Slip("cluster init --nodes 3 --rf 2 --shards 6 --design rubble --dir " + other), 0);
+  EXPECT_NE(Slip("cluster add-node --dir " + other), 0) << "rubble chains do not move shards";
   EXPECT_TRUE(cli::ListProcesses(other).empty());
+  const std::string idle = d + "-rpc";
+  ASSERT_EQ(Slip("cluster init --nodes 3 --rf 2 --shards 6 --dir " + idle), 0);
+  EXPECT_NE(Slip("cluster add-node --dir " + idle), 0) << "nothing runs there to move shards";
+  EXPECT_TRUE(cli::ListProcesses(idle).empty());
   fs::remove_all(other);
+  fs::remove_all(idle);
 
   // The policy engine as a supervisor (cluster/autoscale.h): thresholds that
   // make every epoch "overloaded" add a node; ones that make it "idle"
