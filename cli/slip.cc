@@ -251,6 +251,9 @@ int main(int argc, char** argv) {
       "add-node", "start a node that joins the running cluster and takes its share of the shards");
   cluster_opts(addnode);
   addnode->add_option("--parallel", co.parallel, "shard moves under way at once (sharded designs)")->capture_default_str();
+  addnode->add_option("--workers", co.workers, "request worker threads of the new server")
+      ->check(CLI::Range(1, 32))
+      ->capture_default_str();
   auto* addnode_id = addnode->add_option("--node", co.node, "its id (default: one past the highest)");
   addnode->add_option("--pm-mb", co.pm_mb, "PM per node")->capture_default_str();
   auto* removenode = cluster->add_subcommand("remove-node", "hand a node's shards to the others and stop it");

@@ -242,13 +242,21 @@ static void TopUp(ClusterConfig& next) {
     }
     for (NodeId b : s.backups) load[b].first++;
   }
-  for (ShardReplicas& s : next.shards) {
+  for (ShardId sh = 0; sh < next.shards.size(); ++sh) {
+    ShardReplicas& s = next.shards[sh];
     if (next.nodes[s.primary].state != NodeState::kUp) continue;  // stranded: nothing to copy from
+    // The source of a move of this shard's primary holds it still (until it
+    // is done) though it is no replica: not a candidate.
+    std::optional<NodeId> handing_over;
+    for (const Migration& m : next.migrations) {
+      if (m.shard == sh && m.to == s.primary) handing_over = m.from;
+    }
     while (1 + s.backups.size() < next.replication_factor) {
       NodeId best = 0;
       bool found = false;
       for (const auto& [id, l] : load) {
-        if (id == s.primary || std::find(s.backups.begin(), s.backups.end(), id) != s.backups.end()) {
+        if (id == s.primary || std::find(s.backups.begin(), s.backups.end(), id) != s.backups.end() ||
+            id == handing_over) {
           continue;
         }
         if (!found || l < load[best]) {  // (replicas, primaries); map order breaks ties by id

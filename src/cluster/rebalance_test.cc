@@ -272,5 +272,23 @@ TEST(RebalanceTest, ADrainedNodeHoldsNothingAndLeaves) {
   EXPECT_TRUE(PlanDrain(c, 1).status().Is(Code::kInvalidArgument));
 }
 
+
+// A move's source still holds the shard though it is no replica: a failure
+// elsewhere must not top the shard up with it (the simulator found a
+// manager that could then reassign nothing: "source is still a replica").
+TEST(RebalanceTest, ATopUpDuringAMoveNeverPicksItsSource) {
+  ClusterConfig c = Placed(4, 4, 2);
+  const ShardId s = 0;
+  const NodeId from = c.shards[s].primary, backup = c.shards[s].backups[0];
+  NodeId to = 0;
+  while (to == from || to == backup) ++to;
+  c = StartMigration(c, s, from, to).value();
+  auto next = Reassign(c, backup);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  ASSERT_EQ(next->migrations.size(), 1u);
+  for (NodeId b : next->shards[s].backups) EXPECT_NE(b, from);
+  EXPECT_EQ(next->shards[s].backups.size(), 1u) << "the one node left that is neither";
+}
+
 }  // namespace
 }  // namespace slip::cluster

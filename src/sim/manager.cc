@@ -76,6 +76,7 @@ void World::StartManager() {
   cluster::ManagerOptions mo;
   mo.lease = static_cast<Nanos>(o_.lease_us) * kMicrosecond;
   mo.holder = "cm" + std::to_string(managers_.size());
+  mo.log = o_.trace;  // its decisions in the trace's log lines
   managers_.push_back(std::make_unique<cluster::Manager>(cm_store_.get(), cm_, mo));
   cluster::Manager* m = managers_.back().get();
   cm_->Post([this, m] {

@@ -29,6 +29,8 @@ void Store::IndexFound(uint64_t offset0, const Blocks& blocks) {
   index::EntryInfo info = Read(offset0);
   const uint64_t hash = HashKey(info.key);
   if (h.shard >= shards_.size() || ShardOf(hash) != h.shard) return;  // foreign or corrupt
+  // Landed before this node let the shard go (DropShard): stale.
+  if (any_dropped_.load(std::memory_order_relaxed) && InDroppedRegion(h.shard, offset0)) return;
   RememberLarge(blocks);
   RaiseShardVersion(h.shard, h.version);
   auto r = shards_[h.shard].index->Upsert(hash, info.key, h.version, offset0);

@@ -224,6 +224,44 @@ TEST(StoreReceiveTest, WalksPastHolesIndexBeyondThemAndResumeAtTheHole) {
   EXPECT_EQ(store->live_bytes(seg), static_cast<int64_t>(end));
 }
 
+// A backup that lets a shard go (it moved away) while entries of it sit in
+// its receive segments, digested or not: none comes back into the index —
+// not by a lazy digest, not by a final re-walk — while what lands later
+// (the shard is back) is indexed as usual.
+TEST(StoreReceiveTest, ADroppedShardsLandedEntriesNeverComeBack) {
+  auto region = MakeRegion(4 << 20);
+  auto store = std::move(Store::Open(region.get(), SmallOptions())).value();
+  const uint32_t seg = store->AllocateReceiveSegment().value();
+  const uint32_t shard = store->ShardOf(HashKey("stale"));
+  std::string other = "o", stale2 = "s";
+  while (store->ShardOf(HashKey(other)) == shard) other += "o";
+  while (store->ShardOf(HashKey(stale2)) != shard) stale2 += "s";
+  uint64_t off = 0;
+  auto land = [&](std::vector<std::byte> bytes) {
+    Land(region.get(), *store, seg, off, bytes);
+    off += bytes.size();
+  };
+  land(PutEntry(*store, "stale", "digested", 3));
+  ASSERT_TRUE(store->DigestReceived(seg, 0, off).ok());
+  const uint64_t digested = off;
+  land(PutEntry(*store, stale2, "not digested yet", 4));
+  land(PutEntry(*store, other, "another shard's", 5));
+  ASSERT_EQ(*store->Get("stale"), "digested");
+  store->DropShard(shard);
+  EXPECT_TRUE(store->Get("stale").status().Is(Code::kNotFound));
+  // The lazy digest, then a final walk of everything.
+  ASSERT_TRUE(store->DigestReceived(seg, digested, off).ok());
+  ASSERT_TRUE(store->DigestReceived(seg, 0, off, Store::ReceiveWalk::kFinal).ok());
+  EXPECT_TRUE(store->Get("stale").status().Is(Code::kNotFound)) << "a re-walk brought it back";
+  EXPECT_TRUE(store->Get(stale2).status().Is(Code::kNotFound)) << "digested after the drop";
+  EXPECT_EQ(*store->Get(other), "another shard's") << "other shards are not touched";
+  // The shard is back: a new entry lands further on.
+  const uint64_t back = off;
+  land(PutEntry(*store, "stale", "new", 9));
+  ASSERT_TRUE(store->DigestReceived(seg, back, off).ok());
+  EXPECT_EQ(*store->Get("stale"), "new");
+}
+
 TEST(StoreReceiveTest, NewerVersionWinsRegardlessOfOrder) {
   auto region = MakeRegion(4 << 20);
   auto store = std::move(Store::Open(region.get(), SmallOptions())).value();

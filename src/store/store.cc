@@ -24,6 +24,7 @@ Store::Store(pm::PmRegion* region, StoreOptions options, std::unique_ptr<log::Se
       table_(std::move(table)),
       shards_(table_->geometry().num_shards),
       dropped_below_(table_->geometry().num_shards, 0),
+      dropped_regions_(table_->geometry().num_shards),
       writers_(options_.num_writers),
       live_(new std::atomic<int64_t>[table_->num_segments()]) {
   for (auto& s : shards_) s.index = std::make_unique<index::ShardIndex>(static_cast<index::EntryReader*>(this));
@@ -261,6 +262,20 @@ size_t Store::DropShard(uint32_t shard) {
   // goes stale) while the shard's entries are retired.
   std::lock_guard<std::mutex> lock(clean_mu_);
   dropped_below_[shard] = table_->next_seq();
+  // First the filter, then the index emptied: a block digested meanwhile is
+  // either taken out with the rest or not indexed at all.
+  std::map<uint32_t, DroppedRegion> regions;
+  for (uint32_t seg = 0; seg < table_->num_segments(); ++seg) {
+    const log::SegmentMeta m = table_->meta(seg);
+    if (m.owner == log::SegmentOwner::kControl && m.state == log::SegmentState::kUsing) {
+      regions[seg] = DroppedRegion{m.seq, LandedExtent(seg)};
+    }
+  }
+  {
+    std::lock_guard<std::mutex> dl(drop_mu_);
+    dropped_regions_[shard] = std::move(regions);
+    any_dropped_ = true;
+  }
   const std::vector<uint64_t> held = shards_[shard].index->TakeAll();
   for (uint64_t offset : held) {
     Retire(BlocksOf(offset));
@@ -268,6 +283,35 @@ size_t Store::DropShard(uint32_t shard) {
     IndexChanged(HashKey(key), key);
   }
   return held.size();
+}
+
+uint64_t Store::LandedExtent(uint32_t seg) const {
+  const std::byte* base = table_->SegmentBase(seg);
+  const uint64_t size = table_->segment_size();
+  uint64_t pos = 0, extent = 0;
+  while (pos + log::kHeaderSize <= size) {
+    if (LoadLE<uint64_t>(base + pos) == 0) {
+      pos += log::kAlign;
+      continue;
+    }
+    auto d = log::DecodeBlock({base + pos, size - pos}, options_.limits);
+    if (!d.status.ok()) {
+      pos = internal::SkipInvalid(base, pos, size, options_.limits);
+      continue;
+    }
+    pos += d.block.encoded_bytes;
+    extent = pos;
+  }
+  return extent;
+}
+
+bool Store::InDroppedRegion(uint32_t shard, uint64_t offset) const {
+  const uint32_t seg = table_->SegmentOf(offset);
+  std::lock_guard<std::mutex> lock(drop_mu_);
+  const auto& regions = dropped_regions_[shard];
+  auto it = regions.find(seg);
+  return it != regions.end() && it->second.seq == table_->meta(seg).seq &&
+         offset - table_->SegmentOffset(seg) < it->second.extent;
 }
 
 Result<uint64_t> Store::ForEachInShard(uint32_t shard, uint64_t min_version, uint64_t skip,

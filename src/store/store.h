@@ -203,6 +203,10 @@ class Store final : private index::EntryReader {
   // entry counts again when the cleaner frees them, so a later copy of the
   // shard is counted right; and the shard's tombstones are never dropped
   // again (an older entry of the key may still lie in the log).
+  // What has landed in receive segments by then is of the shard's old
+  // tenure too: its blocks there are never indexed afterwards (a lazy digest
+  // or a re-walk would otherwise bring stale entries back); what lands later,
+  // further on in those segments, is indexed as usual.
   // Not persistent: a recovery scan indexes the dropped entries again, so
   // a node drops every shard it does not hold after a cold start too.
   // Returns the number of keys dropped. The shard must not be written
@@ -401,6 +405,19 @@ class Store final : private index::EntryReader {
   // Per shard: DropShard ran when the next segment would get this seq (0:
   // never dropped since the store opened). Under clean_mu_.
   std::vector<uint64_t> dropped_below_;
+  // Per shard: receive segments (by index, for the allocation with `seq`)
+  // whose first `extent` bytes had landed when the shard was dropped.
+  struct DroppedRegion {
+    uint64_t seq = 0;
+    uint64_t extent = 0;
+  };
+  mutable std::mutex drop_mu_;  // a leaf lock
+  std::vector<std::map<uint32_t, DroppedRegion>> dropped_regions_;
+  std::atomic<bool> any_dropped_{false};
+  // Whether the block at region offset `offset` is of `shard`'s dropped tenure.
+  bool InDroppedRegion(uint32_t shard, uint64_t offset) const;
+  // The end of the last valid block of receive segment `seg`.
+  uint64_t LandedExtent(uint32_t seg) const;
   std::vector<Writer> writers_;
   Writer cleaner_;
   std::mutex clean_mu_;

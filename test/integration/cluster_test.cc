@@ -590,12 +590,19 @@ TEST(CommandLine, StatusShowsMigrationsUnderWay) {
 class ReshardClusterTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ReshardClusterTest, NodesJoinAndLeaveAndMovesSurviveAKillUnderLoadLosingNothing) {
-  const std::string design = GetParam();
-  const fs::path dir = fs::temp_directory_path() / ("slip_cluster_" + std::to_string(getpid()) + "_reshard_" + design);
+  // "design/N": N request workers per server (a move's requests then cross
+  // threads: MIGRATE_* on worker 0, the shard's writes on its own worker).
+  const std::string param = GetParam();
+  const size_t slash = param.find('/');
+  const std::string design = param.substr(0, slash);
+  const std::string workers = slash == std::string::npos ? "1" : param.substr(slash + 1);
+  const fs::path dir =
+      fs::temp_directory_path() / ("slip_cluster_" + std::to_string(getpid()) + "_reshard_" + design + "_w" + workers);
   fs::remove_all(dir);
   const std::string d = dir.string();
   const integration::TailLogsOnFailure logs(d);
-  const std::string up = "cluster up --lease-ms 1000 --pm-mb 64 --dir " + d;
+  const std::string up = "cluster up --lease-ms 1000 --pm-mb 64 --workers " + workers + " --dir " + d;
+  const std::string add = "cluster add-node --lease-ms 1000 --pm-mb 64 --workers " + workers + " --dir " + d;
   ASSERT_EQ(Slip(up + " --nodes 3 --rf 2 --shards 12 --design " + design), 0) << "see " << d << "/logs";
   auto client = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
                                            .deadline = std::chrono::seconds(20), .bind_address = ""});
@@ -605,8 +612,8 @@ TEST_P(ReshardClusterTest, NodesJoinAndLeaveAndMovesSurviveAKillUnderLoadLosingN
   auto config = [&] { return (*store)->Load()->config; };
 
   AckedWrites m;
-  integration::RunLoadWithFault(**client, m, 300, 300, [&] { ASSERT_EQ(Slip("cluster add-node --lease-ms 1000 --pm-mb 64 --dir " + d), 0); });
-  integration::RunLoadWithFault(**client, m, m.ops + 200, 300, [&] { ASSERT_EQ(Slip("cluster add-node --lease-ms 1000 --pm-mb 64 --dir " + d), 0); });
+  integration::RunLoadWithFault(**client, m, 300, 300, [&] { ASSERT_EQ(Slip(add), 0); });
+  integration::RunLoadWithFault(**client, m, m.ops + 200, 300, [&] { ASSERT_EQ(Slip(add), 0); });
   m.Check(**client, "after two nodes joined");
   {
     const cluster::ClusterConfig c = config();
@@ -664,7 +671,7 @@ TEST_P(ReshardClusterTest, NodesJoinAndLeaveAndMovesSurviveAKillUnderLoadLosingN
   if (!HasFailure()) fs::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Designs, ReshardClusterTest, ::testing::Values("rpc-kv", "rowan-kv", "tailwind"),
+INSTANTIATE_TEST_SUITE_P(Designs, ReshardClusterTest, ::testing::Values("rpc-kv", "rowan-kv", "tailwind", "share-kv/3"),
                          integration::DesignParamName);
 
 INSTANTIATE_TEST_SUITE_P(Designs, ClusterIntegrationTest,
