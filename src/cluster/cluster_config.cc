@@ -618,9 +618,7 @@ Result<ClusterConfig> MarkSynced(const ClusterConfig& config, ShardId shard, Nod
   return next;
 }
 
-bool MovesShards(std::string_view design) {
-  return !UsesPool(design) && !UsesChain(design) && !design.starts_with("erda");
-}
+bool MovesShards(std::string_view design) { return !UsesPool(design) && !UsesChain(design); }
 
 bool MovesPrimary(const ClusterConfig& config, const Migration& m) {
   return m.shard < config.num_shards() && config.shards[m.shard].primary == m.to;

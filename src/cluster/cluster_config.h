@@ -248,10 +248,10 @@ bool SharesKey(const ClusterConfig& config, const std::string& key, NodeId node)
 Result<ClusterConfig> MarkSynced(const ClusterConfig& config, ShardId shard, NodeId backup);
 
 // Whether `design` moves shards between live nodes by copying them
-// (StartMigration): the sharded primary-backup designs. Not the pool
-// designs (their owners move without copying), the chains (rubble), nor
-// erda (its clients read a node's table one-sidedly, so a key not copied
-// yet could not be fetched from the source on a miss).
+// (StartMigration): the sharded primary-backup designs, erda's included
+// (a target grants no one-sided reads of a shard until its copy is done;
+// a source hands over once its grants ran out). Not the pool designs
+// (their owners move without copying) nor the chains (rubble).
 bool MovesShards(std::string_view design);
 
 // Whether `m` moves its shard's primary (else one of its backups).

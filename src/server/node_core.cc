@@ -413,6 +413,11 @@ void NodeCore::HandleMigrateBegin(std::span<const std::byte> payload, Reply repl
     return Fail(reply, Status::Busy("writes of shard " + std::to_string(shard) + " are still in flight"),
                 view->term);
   }
+  // erda: clients may still read this node's table under grants it gave.
+  if (erda_exec_ != nullptr && erda_exec_->Now() < shared_->grants_out.Until(shard)) {
+    return Fail(reply, Status::Busy("grants to read shard " + std::to_string(shard) + " one-sidedly still run"),
+                view->term);
+  }
   shared_->handed_over.Add(shard);
   const std::string commit = EncodeCommitVersion(shared_->commits.CommitVersion(shard));
   reply(Code::kOk, proto::Encode(proto::KvResponse{view->term, store_->shard_version(shard), commit}));

@@ -196,6 +196,27 @@ class HandedOver {
   std::set<uint32_t> shards_;
 };
 
+// erda: how long the grants this node gave for each shard may still be
+// used (clients read its table one-sidedly until then). A move's source
+// hands a shard over only once they have all run out.
+class GrantsOut {
+ public:
+  void Extend(uint32_t shard, runtime::Nanos until) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& u = until_[shard];
+    u = std::max(u, until);
+  }
+  runtime::Nanos Until(uint32_t shard) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = until_.find(shard);
+    return it == until_.end() ? 0 : it->second;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<uint32_t, runtime::Nanos> until_;
+};
+
 // State every worker of a node shares.
 struct NodeShared {
   DeleteGuard deletes;
@@ -203,6 +224,7 @@ struct NodeShared {
   CommitTracker commits;
   MigrationsIn migrations_in;
   HandedOver handed_over;
+  GrantsOut grants_out;
 };
 
 // The node-wide part of an ERDA_GRANT answer (its term and grant_ns are per

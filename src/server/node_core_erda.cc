@@ -32,11 +32,18 @@ void NodeCore::HandleErdaGrant(std::span<const std::byte> payload, Reply reply) 
   auto req = proto::DecodeErdaGrantRequest(payload);
   if (!req.ok()) return Fail(reply, req.status(), view->term);
   if (!CheckServing(*view, req->term, req->shard, reply)) return;
+  // A shard still being copied here: its table lacks what the copy has
+  // not brought yet, and a one-sided reader cannot fetch it from the
+  // source. Two-sided requests (which do) until the copy is done.
+  if (shared_->migrations_in.SourceOf(req->shard)) {
+    return Fail(reply, Status::Busy("shard " + std::to_string(req->shard) + " is being copied to this node"), view->term);
+  }
   proto::ErdaGrantResponse g = erda_layout_->grant;
   g.term = view->term;
   g.address = erda_layout_->address;
   const runtime::Nanos left = lease_left_ ? lease_left_() : erda_layout_->max_grant;
   g.grant_ns = static_cast<uint64_t>(std::max<runtime::Nanos>(0, std::min(left, erda_layout_->max_grant)));
+  if (erda_exec_ != nullptr) shared_->grants_out.Extend(req->shard, erda_exec_->Now() + static_cast<runtime::Nanos>(g.grant_ns));
   reply(Code::kOk, proto::Encode(g));
 }
 

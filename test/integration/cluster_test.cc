@@ -671,7 +671,7 @@ TEST_P(ReshardClusterTest, NodesJoinAndLeaveAndMovesSurviveAKillUnderLoadLosingN
   if (!HasFailure()) fs::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Designs, ReshardClusterTest, ::testing::Values("rpc-kv", "rowan-kv", "tailwind", "share-kv/3"),
+INSTANTIATE_TEST_SUITE_P(Designs, ReshardClusterTest, ::testing::Values("rpc-kv", "rowan-kv", "tailwind", "share-kv/3", "erda"),
                          integration::DesignParamName);
 
 INSTANTIATE_TEST_SUITE_P(Designs, ClusterIntegrationTest,
