@@ -66,7 +66,7 @@ TEST_P(ErdaReaderOfiTest, ReadsValuesOneSidedly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, ErdaReaderOfiTest, ::testing::Values("tcp", "shm", "verbs"),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& p) { return p.param; });
 
 }  // namespace
 }  // namespace slip::erda

@@ -101,7 +101,11 @@ struct EndpointOptions {
   std::string name;          // for logs and traces
   size_t cq_depth = 4096;
   // Bound on any one operation; past it the op completes with Timeout and the
-  // peer is reported unreachable.
+  // peer is reported unreachable. A timed-out (or reset) operation may still
+  // be under way at the provider, which can read its source bytes or write
+  // its destination until it is done with it, and reports nothing more:
+  // keep that memory alive well past the failure (the one-sided replicator
+  // keeps it a minute).
   std::chrono::nanoseconds op_timeout = std::chrono::seconds(2);
 };
 

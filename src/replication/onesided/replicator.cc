@@ -350,11 +350,13 @@ bool OneSidedReplicator::PollOnce() {
   // Writes whose flush Read completed at a backup that persists on request:
   // one REPL_PERSIST per backup for all of them, acknowledged on its answer.
   std::map<std::pair<NodeId, uint64_t>, std::vector<PendingPtr>> to_persist;
+  const runtime::Nanos now = exec_->Now();
+  while (!failed_ops_.empty() && now - failed_ops_.front().first > kFailedOpsKept) failed_ops_.pop_front();
   for (size_t i = 0; i < n; ++i) {
     auto it = ops_.find(c[i].context);
     if (it == ops_.end()) continue;
-    Op op = std::move(it->second);
-    ops_.erase(it);
+    auto node = ops_.extract(it);
+    Op& op = node.mapped();
     if (op.buffer != UINT32_MAX) {
       auto in = inflight_.find({op.node, op.buffer});
       if (in != inflight_.end() && in->second > 0) --in->second;
@@ -372,6 +374,8 @@ bool OneSidedReplicator::PollOnce() {
     }
     if (op.buffer != UINT32_MAX) MaybeClose(op.node, op.buffer);
     if (op.release) op.release();
+    // A failed operation's memory, which the provider may still touch.
+    if (c[i].status != Code::kOk) failed_ops_.emplace_back(now, std::move(node));
   }
   for (auto& [to, writes] : to_persist) RequestPersist(to.first, to.second, std::move(writes));
   return n > 0;

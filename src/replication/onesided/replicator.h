@@ -224,6 +224,12 @@ class OneSidedReplicator final : public Replicator {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   std::map<NodeId, Link> links_;
   std::unordered_map<uint64_t, Op> ops_;
+  // Operations that failed (a timeout, a reset connection) may still be
+  // under way at the provider, which reads their bytes (`keep`, `own`) and
+  // writes their flush byte until it is done with them — and reports no
+  // more (fabric.h). Their nodes are kept this long before they are freed.
+  static constexpr runtime::Nanos kFailedOpsKept = 60 * runtime::kSecond;
+  std::deque<std::pair<runtime::Nanos, decltype(ops_)::node_type>> failed_ops_;
   uint64_t next_context_ = 1;
   // Private buffers: operations still in flight into each, and which ones
   // are full (closed when their count drops to zero).
