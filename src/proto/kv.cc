@@ -81,6 +81,7 @@ const char* MethodName(uint16_t method) {
     case Method::kReplPersist: return "REPL_PERSIST";
     case Method::kMigrateBegin: return "MIGRATE_BEGIN";
     case Method::kMigrateFetch: return "MIGRATE_FETCH";
+    case Method::kMigratePush: return "MIGRATE_PUSH";
     case Method::kGetConfig: return "GET_CONFIG";
     case Method::kStats: return "STATS";
     case Method::kPoolLayout: return "POOL_LAYOUT";

@@ -54,6 +54,12 @@ enum class Method : uint16_t {
   // tombstone too), or none.
   kMigrateBegin = 21,
   kMigrateFetch = 22,
+  // MIGRATE_PUSH (ShardTailRequest: term, shard, skip): the source writes
+  // the next page of the shard's entries into the target's PM one-sidedly
+  // (its replicator, as to a backup) and answers once they landed:
+  // ShardTailResponse with the cursor (walked, more) and no entries.
+  // NotSupported from a source whose design replicates by RPC.
+  kMigratePush = 23,
   kGetConfig = 32,  // anyone -> node: the node's current configuration
   kStats = 33,      // anyone -> node: per-role CPU time and counters (JSON)
   // DINOMO's pool (proto/pool.h)

@@ -97,6 +97,8 @@ void NodeCore::Handle(uint16_t method, std::span<const std::byte> payload, Reply
       return HandleMigrateBegin(payload, std::move(reply));
     case proto::Method::kMigrateFetch:
       return HandleMigrateFetch(payload, std::move(reply));
+    case proto::Method::kMigratePush:
+      return HandleMigratePush(payload, std::move(reply));
     case proto::Method::kErdaGrant:
       return HandleErdaGrant(payload, std::move(reply));
     case proto::Method::kErdaReserve:
@@ -418,29 +420,98 @@ void NodeCore::HandleMigrateBegin(std::span<const std::byte> payload, Reply repl
     return Fail(reply, Status::Busy("grants to read shard " + std::to_string(shard) + " one-sidedly still run"),
                 view->term);
   }
+  // A source that was a backup until lately (promoted, then the shard moved
+  // on before its promotion ended) holds writes its digest has not indexed
+  // yet: index everything landed, once, so the copy and the fetches see it.
+  if (backup_ != nullptr) {
+    Status s = backup_->CatchUp();
+    if (!s.ok()) return Fail(reply, s, view->term);
+  }
   shared_->handed_over.Add(shard);
   const std::string commit = EncodeCommitVersion(shared_->commits.CommitVersion(shard));
   reply(Code::kOk, proto::Encode(proto::KvResponse{view->term, store_->shard_version(shard), commit}));
+}
+
+const PrimaryMove* NodeCore::HandingOver(const NodeView& view, uint64_t term, uint32_t shard, const Reply& reply) {
+  if (term > view.term) {
+    Fail(reply, Status::Busy("node " + std::to_string(self_) + " is behind term " + std::to_string(term)), view.term);
+    return nullptr;
+  }
+  const PrimaryMove* move = view.MoveOf(shard);
+  if (term < view.term || move == nullptr || move->from != self_) {
+    Fail(reply, Status::StaleTerm("node " + std::to_string(self_) + " hands over no shard " + std::to_string(shard) +
+                                  " in term " + std::to_string(term)),
+         view.term);
+    return nullptr;
+  }
+  if (!shared_->handed_over.Contains(shard)) {
+    Fail(reply, Status::Busy("shard " + std::to_string(shard) + " was not handed over by this process"), view.term);
+    return nullptr;
+  }
+  return move;
+}
+
+void NodeCore::HandleMigratePush(std::span<const std::byte> payload, Reply reply) {
+  auto view = views_->Get();
+  auto req = proto::DecodeShardTailRequest(payload);
+  if (!req.ok()) return Fail(reply, req.status(), view->term);
+  if (backup_ == nullptr) {
+    return Fail(reply, Status::NotSupported("this design replicates by RPC: pull the shard (SHARD_TAIL)"), view->term);
+  }
+  const PrimaryMove* move = HandingOver(*view, req->term, req->shard, reply);
+  if (move == nullptr) return;
+  // A page, as SHARD_TAIL's, written into the target's PM by this worker's
+  // replicator exactly as entries go to a backup; the target's digest
+  // indexes them where they land.
+  auto page = std::make_shared<std::vector<store::Store::ShardEntry>>();
+  size_t bytes = 0;
+  bool full = false;
+  auto walked = store_->ForEachInShard(req->shard, 0, req->skip, [&](const store::Store::ShardEntry& e) {
+    const size_t size = 24 + e.key.size() + e.value.size();
+    if (!page->empty() && bytes + size > tail_page_bytes_) {
+      full = true;
+      return false;
+    }
+    bytes += size;
+    page->push_back(e);
+    return true;
+  });
+  if (!walked.ok()) return Fail(reply, walked.status(), view->term);
+  proto::ShardTailResponse r;
+  r.term = view->term;
+  r.max_version = store_->shard_version(req->shard);
+  r.walked = full ? *walked - 1 : *walked;
+  r.more = full;
+  if (page->empty()) return reply(Code::kOk, proto::Encode(r));
+  struct Pending {
+    size_t left;
+    Status first_error;
+    Reply reply;
+    std::string answer;
+  };
+  auto pending = std::make_shared<Pending>(Pending{page->size(), Status::Ok(), std::move(reply), proto::Encode(r)});
+  const NodeId to = move->to;
+  const uint64_t term = view->term;
+  for (const auto& e : *page) {
+    const std::string_view value = e.meta.type == log::EntryType::kPut ? std::string_view(e.value) : std::string_view{};
+    replicator_->Replicate(std::span<const NodeId>(&to, 1), proto::ReplicateRequest{term, e.meta, e.key, value},
+                           [this, pending, term](Status s) {
+                             if (!s.ok() && pending->first_error.ok()) pending->first_error = s;
+                             if (--pending->left > 0) return;
+                             if (!pending->first_error.ok()) {
+                               return Fail(pending->reply, Status::Busy("pushing to the target: " + pending->first_error.ToString()),
+                                           term);
+                             }
+                             pending->reply(Code::kOk, std::move(pending->answer));
+                           });
+  }
 }
 
 void NodeCore::HandleMigrateFetch(std::span<const std::byte> payload, Reply reply) {
   auto view = views_->Get();
   auto req = proto::DecodeKvRequest(payload, store_->options().limits);
   if (!req.ok()) return Fail(reply, req.status(), view->term);
-  if (req->term > view->term) {
-    return Fail(reply, Status::Busy("node " + std::to_string(self_) + " is behind term " + std::to_string(req->term)),
-                view->term);
-  }
-  const PrimaryMove* move = view->MoveOf(req->shard);
-  if (req->term < view->term || move == nullptr || move->from != self_) {
-    return Fail(reply, Status::StaleTerm("node " + std::to_string(self_) + " hands over no shard " +
-                                         std::to_string(req->shard) + " in term " + std::to_string(req->term)),
-                view->term);
-  }
-  if (!shared_->handed_over.Contains(req->shard)) {
-    return Fail(reply, Status::Busy("shard " + std::to_string(req->shard) + " was not handed over by this process"),
-                view->term);
-  }
+  if (HandingOver(*view, req->term, req->shard, reply) == nullptr) return;
   if (store_->ShardOf(HashKey(req->key)) != req->shard) {
     return Fail(reply, Status::InvalidArgument("the key is not of shard " + std::to_string(req->shard)), view->term);
   }
@@ -476,7 +547,7 @@ void NodeCore::HandleShardTail(std::span<const std::byte> payload, Reply reply) 
     return Fail(reply, Status::Busy("shard " + std::to_string(req->shard) + " was not handed over by this process"),
                 view->term);
   }
-  // (A move's source was the shard's primary: its own writes are indexed.)
+  // (A move's source caught up when it handed the shard over.)
   if (backup_ != nullptr && !handing_over) {
     // Entries peers wrote one-sidedly are indexed lazily; every one that
     // landed (so every acknowledged one) must be in the walk.

@@ -344,6 +344,10 @@ class NodeCore {
   // outcome) — a GET or DEL that missed reads or deletes it afterwards.
   void HandleMigrateBegin(std::span<const std::byte> payload, Reply reply);
   void HandleMigrateFetch(std::span<const std::byte> payload, Reply reply);
+  void HandleMigratePush(std::span<const std::byte> payload, Reply reply);
+  // The move of `shard` this node hands over in the request's `term`, or a
+  // refusal already replied (Busy: behind, or not handed over by this process).
+  const PrimaryMove* HandingOver(const NodeView& view, uint64_t term, uint32_t shard, const Reply& reply);
   void FetchFromSource(uint64_t term, uint32_t shard, NodeId source, std::string key,
                        std::function<void(Status)> then);
   // Whether `key` of `shard` may still be at a move's source only: nothing

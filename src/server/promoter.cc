@@ -17,6 +17,9 @@ struct Promoter::Job {
   uint64_t floor = 0;
   std::vector<NodeId> full;
   bool copy_only = false;  // a move's copy: pull, push nothing
+  // A move's copy asks the source to write its pages into this node's PM
+  // one-sidedly (MIGRATE_PUSH) until it says its design cannot.
+  bool pushed = false;
   std::function<void(uint64_t)> progress;
   std::function<void(Status, PromoteStats)> done;
   PromoteStats stats;
@@ -93,6 +96,7 @@ void Promoter::Copy(uint64_t term, uint32_t shard, NodeId source, std::function<
   job->shard = shard;
   job->pull_from = {source};
   job->copy_only = true;
+  job->pushed = true;
   job->done = std::move(done);
   Pull(job, 0, 0);
 }
@@ -100,13 +104,18 @@ void Promoter::Copy(uint64_t term, uint32_t shard, NodeId source, std::function<
 void Promoter::Pull(std::shared_ptr<Job> job, size_t replica, uint64_t skip) {
   const NodeId from = job->pull_from[replica];
   std::string req = proto::Encode(proto::ShardTailRequest{job->term, job->shard, job->floor, skip});
+  const proto::Method method = job->pushed ? proto::Method::kMigratePush : proto::Method::kShardTail;
   peers_->Call(
-      from, static_cast<uint16_t>(proto::Method::kShardTail), std::move(req),
-      [this, job, replica, from](Result<rpc::PeerResponse> r) {
+      from, static_cast<uint16_t>(method), std::move(req),
+      [this, job, replica, from, skip](Result<rpc::PeerResponse> r) {
         if (!r.ok()) {
           return job->Finish(Status(r.status().code(), "pulling shard " + std::to_string(job->shard) +
                                                            " from node " + std::to_string(from) +
                                                            ": " + r.status().message()));
+        }
+        if (job->pushed && r->status == Code::kNotSupported) {
+          job->pushed = false;  // a design that replicates by RPC: pull
+          return Pull(job, replica, skip);
         }
         if (r->status != Code::kOk) {
           return job->Finish(Status(r->status, "node " + std::to_string(from) +
@@ -117,6 +126,7 @@ void Promoter::Pull(std::shared_ptr<Job> job, size_t replica, uint64_t skip) {
                                                    store_->options().limits);
         if (!page.ok()) return job->Finish(page.status());
         ++job->stats.pages;
+        if (job->pushed) job->stats.pulled_entries += page->walked - skip;
         for (const auto& e : page->entries) {
           if (e.meta.shard != job->shard) {
             return job->Finish(Status::Corruption("node " + std::to_string(from) +
@@ -138,7 +148,14 @@ void Promoter::Pull(std::shared_ptr<Job> job, size_t replica, uint64_t skip) {
         store_->RaiseShardVersion(job->shard, page->max_version);
         if (page->more) return Pull(job, replica, page->walked);
         if (replica + 1 < job->pull_from.size()) return Pull(job, replica + 1, 0);
-        if (job->copy_only) return job->Finish(Status::Ok());
+        if (job->copy_only) {
+          // Pushed entries landed in this node's PM; indexed once digested.
+          if (job->pushed && catch_up_) {
+            Status s = catch_up_();
+            if (!s.ok()) return job->Finish(s);
+          }
+          return job->Finish(Status::Ok());
+        }
         Push(job);
       });
 }

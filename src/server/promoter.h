@@ -74,7 +74,10 @@ class Promoter {
   // nothing of it any more; the shard's version counter here then rises to
   // the source's, so this node's writes win over everything copied.
   // `done` gets the source's version counter and CommitVersion. Copy then
-  // pulls every entry of the shard from `source` and applies it by version.
+  // brings every entry of the shard from `source`, applied by version: a
+  // one-sided design's source writes them into this node's PM as into a
+  // backup's (MIGRATE_PUSH, a page per request; indexed by the digest,
+  // caught up at the end), another's are pulled (SHARD_TAIL pages).
   void HandOver(uint64_t term, uint32_t shard, NodeId source,
                 std::function<void(Status, uint64_t version, uint64_t commit_version)> done);
   // `progress` (optional) gets the entries pulled so far after each page.
