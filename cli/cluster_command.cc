@@ -162,6 +162,12 @@ Result<std::unique_ptr<cluster::ConfigStore>> OpenStore(const ClusterCommandOpti
 
 std::string NodeName(uint32_t i) { return "node-" + std::to_string(i); }
 
+Result<uint32_t> JoiningNodeId(const ClusterCommandOptions& o, const cluster::ClusterConfig& c) {
+  if (!o.node_given) return c.nodes.empty() ? 0 : c.nodes.rbegin()->first + 1;
+  if (c.nodes.contains(o.node)) return Status::InvalidArgument("node " + std::to_string(o.node) + " is a member already");
+  return o.node;
+}
+
 std::vector<std::string> ServerArgs(const ClusterCommandOptions& o, uint32_t id) {
   return CommonArgs(o, {SelfExecutable(), "server", "--node", std::to_string(id), "--pm-mb", std::to_string(o.pm_mb),
                         "--commit-interval-ms", std::to_string(o.commit_interval_ms), "--workers",
@@ -276,12 +282,9 @@ int ClusterAddNode(const ClusterCommandOptions& o) {
   if (auto c = (*store)->Load(); c.ok() && cluster::MovesShards(c->config.design)) return ReshardAddNode(o);
   auto vc = LoadForMembership(**store, "cluster add-node");
   if (!vc.ok()) return Fail("cluster add-node", vc.status());
-  uint32_t id = o.node;
-  if (!o.node_given) {
-    id = vc->config.nodes.empty() ? 0 : vc->config.nodes.rbegin()->first + 1;
-  } else if (vc->config.nodes.contains(id)) {
-    return Fail("cluster add-node", Status::InvalidArgument("node " + std::to_string(id) + " is a member already"));
-  }
+  auto joining = JoiningNodeId(o, vc->config);
+  if (!joining.ok()) return Fail("cluster add-node", joining.status());
+  const uint32_t id = *joining;
   if (id > cluster::kMaxPoolNodeId) {
     return Fail("cluster add-node", Status::InvalidArgument("node ids go up to " +
                                                             std::to_string(cluster::kMaxPoolNodeId) + ", not " +

@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "cluster/cluster_config.h"
+#include "common/status.h"
+
 namespace slip::cli {
 
 struct ClusterCommandOptions {
@@ -53,6 +56,9 @@ struct ClusterCommandOptions {
 // For the commands that start node processes: a node's process name, and
 // the `slip server` command line of node `id`.
 std::string NodeName(uint32_t id);
+// `cluster add-node`: the id the new node takes (--node, or one past the
+// highest member's); InvalidArgument if --node names a member.
+Result<uint32_t> JoiningNodeId(const ClusterCommandOptions& o, const cluster::ClusterConfig& c);
 std::vector<std::string> ServerArgs(const ClusterCommandOptions& o, uint32_t id);
 
 int RunServer(const ClusterCommandOptions& o);

@@ -135,12 +135,9 @@ int ReshardAddNode(const ClusterCommandOptions& o) {
   if (!store.ok()) return Fail("cluster add-node", store.status());
   auto vc = (*store)->Load();
   if (!vc.ok()) return Fail("cluster add-node", vc.status());
-  uint32_t id = o.node;
-  if (!o.node_given) {
-    id = vc->config.nodes.empty() ? 0 : vc->config.nodes.rbegin()->first + 1;
-  } else if (vc->config.nodes.contains(id)) {
-    return Fail("cluster add-node", Status::InvalidArgument("node " + std::to_string(id) + " is a member already"));
-  }
+  auto joining = JoiningNodeId(o, vc->config);
+  if (!joining.ok()) return Fail("cluster add-node", joining.status());
+  const uint32_t id = *joining;
   // What a join would be refused for, before a process is started.
   if (auto probe = cluster::AddMember(vc->config, id, "probe"); !probe.ok()) return Fail("cluster add-node", probe.status());
   // Shards move only between running nodes, under a running manager.

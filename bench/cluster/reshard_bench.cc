@@ -109,14 +109,25 @@ int Run(const std::string& command) { return std::system((command + " > /dev/nul
 // A cluster in a fresh directory under /dev/shm (PM emulated in memory:
 // the dram class, so the numbers are the protocol's, not msync's).
 struct Cluster {
-  std::string dir;
+  std::string slip, dir;
   std::unique_ptr<Client> client;
   std::unique_ptr<cluster::ConfigStore> store;
   cluster::ClusterConfig Config() const { return store->Load()->config; }
+  // Stops every process; the directory (with its logs) stays if `keep`.
+  void Stop(bool keep) {
+    client.reset();
+    Run(slip + " cluster down --dir " + dir);
+    if (keep) {
+      std::printf("cluster directory kept: %s\n", dir.c_str());
+    } else {
+      std::filesystem::remove_all(dir);
+    }
+  }
 };
 
 std::optional<Cluster> Start(const Options& o, int nodes, int shards) {
   Cluster c;
+  c.slip = o.slip;
   c.dir = "/dev/shm/slip_reshard_" + std::to_string(getpid()) + "_" + o.mode;
   std::filesystem::remove_all(c.dir);
   if (Run(o.slip + " cluster up --pm dram --pm-mb 256 --lease-ms 1000 --nodes " + std::to_string(nodes) + " --rf 2 --shards " +
@@ -262,13 +273,7 @@ int Hotspot(const Options& o) {
     tl.Write(o.out, end);
     std::ofstream(o.out + "-rebalance.txt") << transcript;
   }
-  c->client.reset();
-  Run(o.slip + " cluster down --dir " + c->dir);
-  if (o.keep) {
-    std::printf("cluster directory kept: %s\n", c->dir.c_str());
-  } else {
-    std::filesystem::remove_all(c->dir);
-  }
+  c->Stop(o.keep);
   return detected > 0 && move_s > 0 ? 0 : 1;
 }
 
@@ -343,13 +348,7 @@ int MoveRate(const Options& o) {
   }
   stop = true;
   for (auto& w : workers) w.join();
-  c->client.reset();
-  Run(o.slip + " cluster down --dir " + c->dir);
-  if (o.keep) {
-    std::printf("cluster directory kept: %s\n", c->dir.c_str());
-  } else {
-    std::filesystem::remove_all(c->dir);
-  }
+  c->Stop(o.keep);
   return 0;
 }
 
@@ -443,13 +442,7 @@ int Grow(const Options& o) {
     std::printf("| 3 nodes again | %.0f |\n", tl.Rate(spans[3].second, end));
   }
   if (!o.out.empty()) tl.Write(o.out, end);
-  c->client.reset();
-  Run(o.slip + " cluster down --dir " + c->dir);
-  if (o.keep) {
-    std::printf("cluster directory kept: %s\n", c->dir.c_str());
-  } else {
-    std::filesystem::remove_all(c->dir);
-  }
+  c->Stop(o.keep);
   return ok && lost == 0 ? 0 : 1;
 }
 

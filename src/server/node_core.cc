@@ -463,36 +463,24 @@ void NodeCore::HandleMigratePush(std::span<const std::byte> payload, Reply reply
   // A page, as SHARD_TAIL's, written into the target's PM by this worker's
   // replicator exactly as entries go to a backup; the target's digest
   // indexes them where they land.
-  auto page = std::make_shared<std::vector<store::Store::ShardEntry>>();
-  size_t bytes = 0;
-  bool full = false;
-  auto walked = store_->ForEachInShard(req->shard, 0, req->skip, [&](const store::Store::ShardEntry& e) {
-    const size_t size = 24 + e.key.size() + e.value.size();
-    if (!page->empty() && bytes + size > tail_page_bytes_) {
-      full = true;
-      return false;
-    }
-    bytes += size;
-    page->push_back(e);
-    return true;
-  });
-  if (!walked.ok()) return Fail(reply, walked.status(), view->term);
+  auto page = ReadShardPage(req->shard, 0, req->skip);
+  if (!page.ok()) return Fail(reply, page.status(), view->term);
   proto::ShardTailResponse r;
   r.term = view->term;
   r.max_version = store_->shard_version(req->shard);
-  r.walked = full ? *walked - 1 : *walked;
-  r.more = full;
-  if (page->empty()) return reply(Code::kOk, proto::Encode(r));
+  r.walked = page->walked;
+  r.more = page->more;
+  if (page->entries.empty()) return reply(Code::kOk, proto::Encode(r));
   struct Pending {
     size_t left;
     Status first_error;
     Reply reply;
     std::string answer;
   };
-  auto pending = std::make_shared<Pending>(Pending{page->size(), Status::Ok(), std::move(reply), proto::Encode(r)});
+  auto pending = std::make_shared<Pending>(Pending{page->entries.size(), Status::Ok(), std::move(reply), proto::Encode(r)});
   const NodeId to = move->to;
   const uint64_t term = view->term;
-  for (const auto& e : *page) {
+  for (const auto& e : page->entries) {
     const std::string_view value = e.meta.type == log::EntryType::kPut ? std::string_view(e.value) : std::string_view{};
     replicator_->Replicate(std::span<const NodeId>(&to, 1), proto::ReplicateRequest{term, e.meta, e.key, value},
                            [this, pending, term](Status s) {
@@ -554,30 +542,35 @@ void NodeCore::HandleShardTail(std::span<const std::byte> payload, Reply reply) 
     Status s = backup_->CatchUp();
     if (!s.ok()) return Fail(reply, s, view->term);
   }
-  // The page holds views into these strings until it is encoded.
-  std::vector<store::Store::ShardEntry> held;
-  size_t bytes = 0;
-  bool full = false;
-  auto walked = store_->ForEachInShard(
-      req->shard, req->min_version, req->skip, [&](const store::Store::ShardEntry& e) {
-        const size_t size = 24 + e.key.size() + e.value.size();
-        if (!held.empty() && bytes + size > tail_page_bytes_) {
-          full = true;
-          return false;
-        }
-        bytes += size;
-        held.push_back(e);
-        return true;
-      });
-  if (!walked.ok()) return Fail(reply, walked.status(), view->term);
+  // The response holds views into the page's strings until it is encoded.
+  auto page = ReadShardPage(req->shard, req->min_version, req->skip);
+  if (!page.ok()) return Fail(reply, page.status(), view->term);
   proto::ShardTailResponse r;
   r.term = view->term;
   r.max_version = store_->shard_version(req->shard);
-  // The entry that did not fit was walked but not sent: it starts the next page.
-  r.walked = full ? *walked - 1 : *walked;
-  r.more = full;
-  for (const auto& e : held) r.entries.push_back({e.meta, e.key, e.value});
+  r.walked = page->walked;
+  r.more = page->more;
+  for (const auto& e : page->entries) r.entries.push_back({e.meta, e.key, e.value});
   reply(Code::kOk, proto::Encode(r));
+}
+
+Result<NodeCore::ShardPage> NodeCore::ReadShardPage(uint32_t shard, uint64_t min_version, uint64_t skip) const {
+  ShardPage page;
+  size_t bytes = 0;
+  auto walked = store_->ForEachInShard(shard, min_version, skip, [&](const store::Store::ShardEntry& e) {
+    const size_t size = 24 + e.key.size() + e.value.size();
+    if (!page.entries.empty() && bytes + size > tail_page_bytes_) {
+      page.more = true;
+      return false;
+    }
+    bytes += size;
+    page.entries.push_back(e);
+    return true;
+  });
+  if (!walked.ok()) return walked.status();
+  // The entry that did not fit was walked but not taken: it starts the next page.
+  page.walked = page.more ? *walked - 1 : *walked;
+  return page;
 }
 
 void NodeCore::HandleReplControl(proto::Method m, std::span<const std::byte> payload, Reply reply) {

@@ -22,6 +22,7 @@
 // A shard's requests all go to one of them (server/worker_pool.h).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -159,12 +160,16 @@ class MigrationsIn {
   void Copying(uint32_t shard, NodeId source) {
     std::lock_guard<std::mutex> lock(mu_);
     copying_[shard] = source;
+    any_ = true;
   }
   void Done(uint32_t shard) {
     std::lock_guard<std::mutex> lock(mu_);
     copying_.erase(shard);
+    any_ = !copying_.empty();
   }
+  // Asked on every GET and DEL: no lock while nothing is being copied.
   std::optional<NodeId> SourceOf(uint32_t shard) const {
+    if (!any_.load(std::memory_order_acquire)) return std::nullopt;
     std::lock_guard<std::mutex> lock(mu_);
     auto it = copying_.find(shard);
     if (it == copying_.end()) return std::nullopt;
@@ -174,6 +179,7 @@ class MigrationsIn {
  private:
   mutable std::mutex mu_;
   std::map<uint32_t, NodeId> copying_;
+  std::atomic<bool> any_{false};
 };
 
 // Shards this process handed over as a move's source (MIGRATE_BEGIN). It
@@ -355,6 +361,14 @@ class NodeCore {
   std::optional<NodeId> MayBeAtSource(uint32_t shard, std::string_view key) const;
   void HandleReplicate(std::span<const std::byte> payload, Reply reply);
   void HandleShardTail(std::span<const std::byte> payload, Reply reply);
+  // A page of `shard`'s entries above `min_version` after `skip` walked
+  // (tail_page_bytes): what SHARD_TAIL sends and MIGRATE_PUSH writes.
+  struct ShardPage {
+    std::vector<store::Store::ShardEntry> entries;
+    uint64_t walked = 0;  // the next page's skip
+    bool more = false;
+  };
+  Result<ShardPage> ReadShardPage(uint32_t shard, uint64_t min_version, uint64_t skip) const;
   void HandleReplControl(proto::Method m, std::span<const std::byte> payload, Reply reply);
   // Term and primary ownership of req.shard; replies and returns false if not.
   bool CheckPrimary(const NodeView& v, const proto::KvRequest& req, const Reply& reply);
