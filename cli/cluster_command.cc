@@ -1,5 +1,7 @@
 #include "cli/cluster_command.h"
 
+#include "auth/keyring.h"
+
 #include <signal.h>
 
 #include <algorithm>
@@ -77,6 +79,7 @@ int RunServer(const ClusterCommandOptions& o) {
   no.zookeeper = o.zookeeper;
   no.provider = o.server_provider;
   no.bind_address = o.bind;
+  no.secret_file = o.secret_file;
   no.pm_mb = o.pm_mb;
   no.lease = static_cast<runtime::Nanos>(o.lease_ms) * runtime::kMillisecond;
   no.commit_interval = static_cast<runtime::Nanos>(o.commit_interval_ms) * runtime::kMillisecond;
@@ -89,6 +92,7 @@ int RunPool(const ClusterCommandOptions& o) {
   po.dir = o.dir;
   po.zookeeper = o.zookeeper;
   po.bind_address = o.bind;
+  po.secret_file = o.secret_file;
   po.pool_mb = o.pool_mb;
   po.segment_mb = o.segment_mb;
   po.lease = static_cast<runtime::Nanos>(o.lease_ms) * runtime::kMillisecond;
@@ -147,7 +151,27 @@ std::vector<std::string> CommonArgs(const ClusterCommandOptions& o, std::vector<
   args.insert(args.begin() + 1, {"--log-level", o.log_level});
   args.insert(args.end(), {"--dir", o.dir, "--lease-ms", std::to_string(o.lease_ms)});
   if (!o.zookeeper.empty()) args.insert(args.end(), {"--zookeeper", o.zookeeper});
+  if (!o.secret_file.empty()) args.insert(args.end(), {"--secret-file", o.secret_file});
   return args;
+}
+
+std::string SecretFileOf(const ClusterCommandOptions& o) {
+  return o.secret_file.empty() ? auth::SecretPath(o.dir) : o.secret_file;
+}
+
+// A new cluster's secret: a fresh random key in DIR/secret (or
+// --secret-file), owner-only, unless --no-auth. An existing file is kept
+// (the operator may have made it, or share it with other hosts).
+Status MakeSecret(const ClusterCommandOptions& o) {
+  const std::string path = SecretFileOf(o);
+  if (o.no_auth) {
+    if (std::filesystem::exists(path)) {
+      return Status::InvalidArgument("--no-auth, but " + path + " holds a cluster secret: remove it first");
+    }
+    return Status::Ok();
+  }
+  if (std::filesystem::exists(path)) return auth::ReadKeyringFile(path).status();
+  return auth::WriteKeyringFile(path, auth::Keyring::Generate());
 }
 
 
@@ -182,7 +206,8 @@ int ClusterInit(const ClusterCommandOptions& o) {
     return Fail("cluster init", Status::InvalidArgument("a cluster is already configured in " + o.dir));
   }
   if (!existing.status().Is(Code::kNotFound)) return Fail("cluster init", existing.status());
-  Status s = WriteFirstConfig(**store, o);
+  Status s = MakeSecret(o);
+  if (s.ok()) s = WriteFirstConfig(**store, o);
   if (!s.ok()) return Fail("cluster init", s);
   std::printf("slip cluster: %u nodes, %u shards, RF %u, %s configured in %s\n", o.nodes, o.shards,
               cluster::UsesPool(o.design) ? 1u : o.replication, o.design.c_str(), o.dir.c_str());
@@ -195,7 +220,8 @@ int ClusterUp(const ClusterCommandOptions& o) {
   auto existing = (*store)->Load();
   std::vector<uint32_t> ids;
   if (existing.status().Is(Code::kNotFound)) {
-    Status s = WriteFirstConfig(**store, o);
+    Status s = MakeSecret(o);
+    if (s.ok()) s = WriteFirstConfig(**store, o);
     if (!s.ok()) return Fail("cluster up", s);
     for (uint32_t i = 0; i < o.nodes; ++i) ids.push_back(i);
   } else if (!existing.ok()) {
@@ -222,7 +248,7 @@ int ClusterUp(const ClusterCommandOptions& o) {
   }
   // Ready when a write and a read go through (every shard's primary serves).
   auto client = Client::Open(ClientOptions{.dir = o.dir, .zookeeper = o.zookeeper, .provider = "",
-                                           .deadline = std::chrono::seconds(60), .bind_address = ""});
+                                           .deadline = std::chrono::seconds(60), .bind_address = "", .secret_file = o.secret_file});
   if (!client.ok()) return Fail("cluster up", client.status());
   const auto t0 = std::chrono::steady_clock::now();
   for (uint32_t k = 0; k < 64; ++k) {
@@ -385,7 +411,7 @@ int ClusterShare(const ClusterCommandOptions& o, bool share) {
   // Every node reconfigures for it (the key's owner changes the pool's cell
   // before it serves); done once all serve that term or a later one.
   auto client = Client::Open(ClientOptions{.dir = o.dir, .zookeeper = o.zookeeper, .provider = "",
-                                           .deadline = std::chrono::seconds(5), .bind_address = ""});
+                                           .deadline = std::chrono::seconds(5), .bind_address = "", .secret_file = o.secret_file});
   if (!client.ok()) return Fail(what, client.status());
   for (;;) {
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -422,7 +448,7 @@ int ClusterAutoscale(const ClusterCommandOptions& o) {
     return Fail("cluster autoscale", Status::InvalidArgument("need --epoch-ms > 0 and 1 <= --min-nodes <= --max-nodes"));
   }
   auto client = Client::Open(ClientOptions{.dir = o.dir, .zookeeper = o.zookeeper, .provider = "",
-                                           .deadline = std::chrono::seconds(10), .bind_address = ""});
+                                           .deadline = std::chrono::seconds(10), .bind_address = "", .secret_file = o.secret_file});
   if (!client.ok()) return Fail("cluster autoscale", client.status());
   cluster::AutoscalePolicy policy(cluster::AutoscaleOptions{
       .over = o.over,
@@ -575,6 +601,17 @@ int ClusterStatus(const ClusterCommandOptions& o) {
               : place->pm_class == "dram" ? "dram (PM emulated in memory: survives process crashes, not power loss)"
               : place->pm_class == "dax"  ? "dax (real PM: cache-line write-back + fence on every replica)"
                                           : "file (PM files msync'd on every replica before an acknowledgement)");
+  {
+    const std::string secret = SecretFileOf(o);
+    auto ring = auth::ReadKeyringFile(secret);
+    if (ring.ok()) {
+      std::printf("auth on: cluster secret in %s (current key %u)\n", secret.c_str(), ring->current().id);
+    } else if (ring.status().Is(Code::kNotFound)) {
+      std::printf("auth OFF: no cluster secret (%s): anyone who reaches a node's port is served\n", secret.c_str());
+    } else {
+      std::printf("auth: %s\n", ring.status().ToString().c_str());
+    }
+  }
   if (chain) {
     std::printf("engines in %s/node-<id>/rubble\n", o.dir.c_str());
   } else {
@@ -601,7 +638,7 @@ int ClusterStatus(const ClusterCommandOptions& o) {
   std::map<std::pair<uint32_t, uint32_t>, uint64_t> copied;  // (node, shard) -> entries
   if (!c->config.migrations.empty()) {
     auto client = Client::Open(ClientOptions{.dir = o.dir, .zookeeper = o.zookeeper, .provider = "",
-                                             .deadline = std::chrono::seconds(2), .bind_address = ""});
+                                             .deadline = std::chrono::seconds(2), .bind_address = "", .secret_file = o.secret_file});
     auto stats = client.ok() ? (*client)->NodeStats() : Result<std::vector<std::string>>(client.status());
     for (const std::string& text : stats.ok() ? *stats : std::vector<std::string>{}) {
       auto j = nlohmann::json::parse(text, nullptr, false);
@@ -631,6 +668,65 @@ int ClusterStatus(const ClusterCommandOptions& o) {
     for (cluster::NodeId n : secondaries) owners += (owners.empty() ? "" : ",") + std::to_string(n);
     std::printf("shared key %s: owner of its shard, and %s\n", key.c_str(), owners.empty() ? "no other" : owners.c_str());
   }
+  return 0;
+}
+
+// Each step of a rotation is a new keyring in the secret file; every live
+// process re-reads it within half a second, and the next step waits until
+// every node and the pool report the new state in their STATS (so no two
+// processes are ever without a common key): 1. the new key accepted
+// everywhere; 2. made current (new sessions use it); 3. the old one dropped
+// (its sessions are told so and open new ones).
+int ClusterRotateSecret(const ClusterCommandOptions& o) {
+  const std::string path = SecretFileOf(o);
+  auto ring = auth::ReadKeyringFile(path);
+  if (!ring.ok()) return Fail("cluster rotate-secret", ring.status());
+  auto client = Client::Open(ClientOptions{.dir = o.dir, .zookeeper = o.zookeeper, .provider = "",
+                                           .deadline = std::chrono::seconds(5), .bind_address = "",
+                                           .secret_file = path});
+  if (!client.ok()) return Fail("cluster rotate-secret", client.status());
+  // Waits until every process that answers STATS satisfies `done`.
+  auto wait_for = [&](const char* what, const std::function<bool(const nlohmann::json&)>& done) -> Status {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    std::string lagging;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto stats = (*client)->NodeStats();
+      lagging.clear();
+      size_t answered = 0;
+      for (const std::string& text : stats.ok() ? *stats : std::vector<std::string>{}) {
+        auto j = nlohmann::json::parse(text, nullptr, false);
+        if (j.is_discarded() || !j.contains("auth")) continue;
+        ++answered;
+        if (!done(j["auth"])) lagging += (lagging.empty() ? "" : ", ") + j.value("node", nlohmann::json()).dump();
+      }
+      if (answered > 0 && lagging.empty()) return Status::Ok();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return Status::Timeout(std::string("processes did not report ") + what + " within 30 s: " +
+                           (lagging.empty() ? std::string("none answered") : lagging) +
+                           " (the secret file is left at this step; running the command again continues)");
+  };
+  auto has_key = [](const nlohmann::json& a, uint32_t id) {
+    if (!a.contains("keys") || !a["keys"].is_array()) return false;
+    for (const auto& k : a["keys"]) {
+      if (k.is_number_unsigned() && k.get<uint32_t>() == id) return true;
+    }
+    return false;
+  };
+  const uint32_t old = ring->current().id;
+  const auth::Keyring step1 = ring->WithNewKey();
+  const uint32_t fresh = step1.keys().back().id;
+  Status s = auth::WriteKeyringFile(path, step1);
+  if (s.ok()) s = wait_for("the new key accepted", [&](const nlohmann::json& a) { return has_key(a, fresh); });
+  const auth::Keyring step2 = *step1.WithCurrent(fresh);
+  if (s.ok()) s = auth::WriteKeyringFile(path, step2);
+  if (s.ok()) {
+    s = wait_for("the new key current", [&](const nlohmann::json& a) { return a.value("current", 0u) == fresh; });
+  }
+  if (s.ok()) s = auth::WriteKeyringFile(path, step2.OnlyCurrent());
+  if (s.ok()) s = wait_for("the old key dropped", [&](const nlohmann::json& a) { return !has_key(a, old); });
+  if (!s.ok()) return Fail("cluster rotate-secret", s);
+  std::printf("slip cluster: secret rotated from key %u to key %u in %s\n", old, fresh, path.c_str());
   return 0;
 }
 

@@ -14,6 +14,10 @@ namespace slip::cli {
 struct ClusterCommandOptions {
   std::string dir;
   std::string zookeeper;
+  // The cluster secret (auth/keyring.h): this file, else DIR/secret. A new
+  // cluster gets a fresh one unless no_auth.
+  std::string secret_file;
+  bool no_auth = false;
   uint32_t nodes = 3;
   uint32_t shards = 24;
   uint32_t replication = 3;
@@ -72,6 +76,8 @@ int ClusterInit(const ClusterCommandOptions& o);
 int ClusterUp(const ClusterCommandOptions& o);
 int ClusterDown(const ClusterCommandOptions& o);
 int ClusterStatus(const ClusterCommandOptions& o);
+// Replaces the cluster secret without downtime (docs/security.md "Rotation").
+int ClusterRotateSecret(const ClusterCommandOptions& o);
 // Starts a new node (id `node`, or one past the highest) that joins the
 // running cluster and waits until it owns its share of the shards. A pool
 // design's (dinomo) shards move without copying; a sharded design's are

@@ -249,7 +249,7 @@ int ClusterRebalance(const ClusterCommandOptions& o) {
                                             : c.status());
   }
   auto client = Client::Open(ClientOptions{.dir = o.dir, .zookeeper = o.zookeeper, .provider = "",
-                                           .deadline = std::chrono::seconds(5), .bind_address = ""});
+                                           .deadline = std::chrono::seconds(5), .bind_address = "", .secret_file = o.secret_file});
   if (!client.ok()) return Fail("cluster rebalance", client.status());
   signal(SIGTERM, OnRebalanceSignal);
   signal(SIGINT, OnRebalanceSignal);

@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
 
   std::string dir, key, value, value_file;
   uint64_t size_mb = 256;
-  std::string bind, zookeeper;
+  std::string bind, zookeeper, secret_file;
   auto add_dir = [&](CLI::App* c) {
     c->add_option("--dir", dir, "data directory")->required();
     c->add_option("--size-mb", size_mb, "PM size when creating the store")->capture_default_str();
@@ -129,6 +129,7 @@ int main(int argc, char** argv) {
   auto add_bind = [&](CLI::App* c) {
     c->add_option("--bind", bind, "cluster: the local IP to talk from (default 127.0.0.1)");
     c->add_option("--zookeeper", zookeeper, "cluster: its configuration is in this ZooKeeper (host:port)");
+    c->add_option("--secret-file", secret_file, "cluster: its secret (default: DIR/secret when there is one)");
   };
   auto* put = app.add_subcommand("put", "store KEY = VALUE (VALUE \"-\": read it from stdin)");
   add_dir(put);
@@ -189,6 +190,7 @@ int main(int argc, char** argv) {
     c->add_option("--dir", co.dir, "cluster directory")->required();
     c->add_option("--zookeeper", co.zookeeper, "ZooKeeper host:port for the configuration");
     c->add_option("--lease-ms", co.lease_ms, "node lease")->capture_default_str();
+    c->add_option("--secret-file", co.secret_file, "the cluster secret (default: DIR/secret when there is one)");
   };
   auto* server = app.add_subcommand("server", "run one storage node of the cluster in DIR");
   cluster_opts(server);
@@ -237,6 +239,10 @@ int main(int argc, char** argv) {
   auto* up = cluster->add_subcommand("up", "start (or cold-start) the cluster in DIR");
   cluster_opts(up);
   first_config(up);
+  for (CLI::App* c : {init, up}) {
+    c->add_flag("--no-auth", co.no_auth,
+                "first start: make no cluster secret (anyone who reaches a node's port is served)");
+  }
   up->add_option("--pm-mb", co.pm_mb, "PM per node")->capture_default_str();
   up->add_option("--commit-interval-ms", co.commit_interval_ms, "CommitVer records every this many ms (0: none)")
       ->capture_default_str();
@@ -300,6 +306,9 @@ int main(int argc, char** argv) {
   move->add_option("--shard", co.shard, "the shard")->required();
   move->add_option("--to", co.node, "the node it moves to (one holding no replica of it)")->required();
   move->add_option("--from", co.from, "the node whose replica moves (default: the primary)");
+  auto* rotate = cluster->add_subcommand(
+      "rotate-secret", "replace the cluster secret with a fresh one, without downtime (every process re-reads it)");
+  cluster_opts(rotate);
   auto* killcmd = cluster->add_subcommand("kill", "SIGKILL one node (fault injection)");
   killcmd->add_option("--dir", co.dir, "cluster directory")->required();
   killcmd->add_option("--node", co.node, "node id")->required();
@@ -326,6 +335,7 @@ int main(int argc, char** argv) {
   if (*down) return slip::cli::ClusterDown(co);
   if (*status) return slip::cli::ClusterStatus(co);
   if (*killcmd) return slip::cli::ClusterKill(co);
+  if (*rotate) return slip::cli::ClusterRotateSecret(co);
   if (*move) return slip::cli::ClusterMove(co);
   if (*rebalance) return slip::cli::ClusterRebalance(co);
   if (*addnode) {
@@ -349,6 +359,7 @@ int main(int argc, char** argv) {
     copts.dir = dir;
     copts.bind_address = bind;
     copts.zookeeper = zookeeper;
+    copts.secret_file = secret_file;
     auto client = slip::Client::Open(copts);
     const std::string what = app.get_subcommands()[0]->get_name();
     if (!client.ok()) return Fail(what, client.status());

@@ -17,7 +17,7 @@ endif()
 
 # The client and its link closure, named without the slip_ prefix inside the
 # package (Slipstream::client, Slipstream::common, ...).
-set(SLIP_INSTALLED_LIBS slip_client slip_client_core slip_cluster_access slip_cluster slip_rpc
+set(SLIP_INSTALLED_LIBS slip_client slip_client_core slip_cluster_access slip_cluster slip_rpc slip_auth
     slip_fabric_ofi slip_fabric slip_erda slip_proto slip_log slip_pm slip_runtime slip_common)
 set(SLIP_PACKAGE_HAS_ZOOKEEPER OFF)
 if(TARGET slip_cluster_zookeeper)

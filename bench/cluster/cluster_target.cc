@@ -70,7 +70,7 @@ class ClusterTarget final : public KvTarget {
       if (std::system(up.c_str()) != 0) return Status::Unavailable("could not start a cluster in " + c_.dir);
     }
     SLIP_ASSIGN_OR_RETURN(client_, Client::Open(ClientOptions{.dir = c_.dir, .zookeeper = "", .provider = "",
-                                                              .deadline = std::chrono::seconds(30), .bind_address = ""}));
+                                                              .deadline = std::chrono::seconds(30), .bind_address = "", .secret_file = ""}));
     // What the cluster runs over: the provider in its configuration.
     SLIP_ASSIGN_OR_RETURN(auto store, cluster::OpenConfigStore(c_.dir, ""));
     SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig vc, store->Load());

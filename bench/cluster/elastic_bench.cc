@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     auto client = Client::Open(ClientOptions{.dir = dir, .zookeeper = "", .provider = "",
-                                             .deadline = std::chrono::seconds(30), .bind_address = ""});
+                                             .deadline = std::chrono::seconds(30), .bind_address = "", .secret_file = ""});
     auto store = cluster::OpenConfigStore(dir, "");
     if (!client.ok() || !store.ok()) return 1;
     auto first = (*store)->Load();

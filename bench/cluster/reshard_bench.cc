@@ -136,7 +136,7 @@ std::optional<Cluster> Start(const Options& o, int nodes, int shards) {
     return std::nullopt;
   }
   auto client = Client::Open(ClientOptions{.dir = c.dir, .zookeeper = "", .provider = "",
-                                           .deadline = std::chrono::seconds(30), .bind_address = ""});
+                                           .deadline = std::chrono::seconds(30), .bind_address = "", .secret_file = ""});
   auto store = cluster::OpenConfigStore(c.dir, "");
   if (!client.ok() || !store.ok()) return std::nullopt;
   c.client = std::move(*client);

@@ -38,6 +38,10 @@ struct ClientOptions {
   // tcp/verbs: the local IP to talk from; the nodes must be able to reach it
   // (a client on another host names its own address). Empty: 127.0.0.1.
   std::string bind_address;
+  // The cluster secret, when the cluster has one (`slip cluster up` makes
+  // DIR/secret): this file, else DIR/secret if readable. A client without
+  // it is refused by an authenticated cluster with Unauthenticated.
+  std::string secret_file;
 };
 
 class Client {

@@ -29,6 +29,7 @@ enum class Code : uint8_t {
   kTooLarge = 10,        // key or value over the configured limit
   kAborted = 11,         // operation cancelled (shutdown, sticky error)
   kNotSupported = 12,    // provider or platform lacks the feature
+  kUnauthenticated = 13, // the peer did not prove the cluster secret (or we lack it)
 };
 
 std::string_view CodeName(Code c);
@@ -51,6 +52,7 @@ class [[nodiscard]] Status {
   static Status TooLarge(std::string m) { return {Code::kTooLarge, std::move(m)}; }
   static Status Aborted(std::string m) { return {Code::kAborted, std::move(m)}; }
   static Status NotSupported(std::string m) { return {Code::kNotSupported, std::move(m)}; }
+  static Status Unauthenticated(std::string m) { return {Code::kUnauthenticated, std::move(m)}; }
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

@@ -5,6 +5,7 @@
 #include <future>
 
 #include "client/client_core.h"
+#include "auth/key_source.h"
 #include "client/erda_path.h"
 #include "fabric/fabric.h"
 #include "fabric/ofi/ofi_fabric.h"
@@ -59,12 +60,15 @@ class ClientImpl final : public Client {
     SLIP_ASSIGN_OR_RETURN(fabric_, fabric::OpenOfiFabric(fabric::FabricOptions{.provider = provider, .node_address = o.bind_address},
                                                          fabric::OfiOptions{.max_multi_recv_message = proto::kMaxMessage}));
     exec_ = rt_.CreateExecutor("client");
+    SLIP_ASSIGN_OR_RETURN(keys_, auth::OpenClusterKeys(o.dir, o.secret_file));
+    auth::KeySource::Watch(keys_, exec_);
     SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = "client"}));
     fabric::Endpoint* raw = ep.get();
     rpc::ChannelOptions chan;
     chan.max_payload = proto::kMaxMessage - 64;
     chan.max_call_payload = proto::kMaxCallPayload;
     chan.recv_buffer_bytes = 1 << 20;
+    chan.keys = keys_;
     SLIP_ASSIGN_OR_RETURN(channel_, rpc::RpcChannel::Open(exec_, std::move(ep), chan));
     if (raw->wait_fd() >= 0) exec_->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
     peers_ = std::make_unique<rpc::RpcPeers>(channel_.get(), exec_,
@@ -166,6 +170,7 @@ class ClientImpl final : public Client {
   // the fabric's wait fd.
   runtime::ThreadRuntime rt_{runtime::ThreadRuntimeOptions{.seed = 1, .spin_turns = 8, .max_park = runtime::kMillisecond}};
   runtime::Executor* exec_ = nullptr;
+  std::shared_ptr<auth::KeySource> keys_;  // null: the cluster has no secret
   std::unique_ptr<rpc::RpcChannel> channel_;
   std::unique_ptr<rpc::RpcPeers> peers_;
   std::unique_ptr<StoreRouting> routing_;

@@ -115,10 +115,11 @@ void ClientCore::OnResponse(std::shared_ptr<Op> op, Result<rpc::PeerResponse> r)
   const bool write = op->kind != OpRecord::Kind::kGet;
   if (!r.ok()) {
     // Refused before it left (a payload over the frame limit, an address in
-    // another provider's format): no retry can fix that, and nothing was
-    // applied. Say so now instead of after a deadline of retries.
+    // another provider's format) or at the door (no cluster secret): no
+    // retry can fix that, and nothing was applied. Say so now instead of after a deadline of retries.
     const Code c = r.status().code();
-    if (c == Code::kTooLarge || c == Code::kInvalidArgument || c == Code::kNotSupported) {
+    if (c == Code::kTooLarge || c == Code::kInvalidArgument || c == Code::kNotSupported ||
+        c == Code::kUnauthenticated) {
       return Finish(op, r.status(), {}, 0);
     }
     // No answer: the node may have applied a write before dying.

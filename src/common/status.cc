@@ -17,6 +17,7 @@ std::string_view CodeName(Code c) {
     case Code::kTooLarge: return "TooLarge";
     case Code::kAborted: return "Aborted";
     case Code::kNotSupported: return "NotSupported";
+    case Code::kUnauthenticated: return "Unauthenticated";
   }
   return "Unknown";
 }

@@ -40,6 +40,7 @@ TEST(StatusTest, CodesAreStableOnTheWire) {
   EXPECT_EQ(static_cast<int>(Code::kNotFound), 1);
   EXPECT_EQ(static_cast<int>(Code::kStaleTerm), 8);
   EXPECT_EQ(static_cast<int>(Code::kNotSupported), 12);
+  EXPECT_EQ(static_cast<int>(Code::kUnauthenticated), 13);
 }
 
 }  // namespace

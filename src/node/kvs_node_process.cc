@@ -55,6 +55,7 @@ class KvsNodeServer final : public NodeProcess {
       runtime::ThreadRuntimeOptions{.seed = 1, .spin_turns = 8, .max_park = runtime::kMillisecond}};
   runtime::Executor* node_ex_ = nullptr;
   runtime::Executor* control_ex_ = nullptr;
+  std::shared_ptr<auth::KeySource> keys_;  // null: no cluster secret
   std::unique_ptr<rpc::RpcChannel> channel_;
   std::unique_ptr<rpc::RpcPeers> peers_;       // the pool
   std::unique_ptr<fabric::Endpoint> data_ep_;  // the KvsNode's one-sided operations
@@ -80,7 +81,8 @@ Status KvsNodeServer::Boot() {
   node_ex_ = rt_.CreateExecutor(name);
   control_ex_ = rt_.CreateExecutor(name + "/control");
   SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = name}));
-  SLIP_ASSIGN_OR_RETURN(channel_, OpenServingChannel(node_ex_, std::move(ep)));
+  SLIP_ASSIGN_OR_RETURN(keys_, OpenProcessKeys(o_.dir, o_.secret_file, control_ex_));
+  SLIP_ASSIGN_OR_RETURN(channel_, OpenServingChannel(node_ex_, std::move(ep), keys_));
   SLIP_ASSIGN_OR_RETURN(data_ep_, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = name + "/data"}));
   fabric::Endpoint* data = data_ep_.get();
   if (data->wait_fd() >= 0) node_ex_->AddWaitFd(data->wait_fd(), [data] { return data->CanBlock(); });
@@ -209,6 +211,7 @@ void KvsNodeServer::Stats(rpc::RpcChannel::Reply reply) {
   const nlohmann::json j = {
       {"node", o_.id},
       {"design", design_},
+      {"auth", AuthJson(keys_)},
       {"cpu_ns",
        {{"worker", node_ex_->CpuTime()},
         {"backup_worker", 0},

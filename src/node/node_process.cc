@@ -90,6 +90,7 @@ class Node final : public NodeProcess {
   runtime::ThreadRuntime rt_{runtime::ThreadRuntimeOptions{.seed = 1, .spin_turns = 8, .max_park = runtime::kMillisecond}};
   runtime::Executor* node_ex_ = nullptr;
   runtime::Executor* control_ex_ = nullptr;
+  std::shared_ptr<auth::KeySource> keys_;  // null: no cluster secret
   std::unique_ptr<rpc::RpcChannel> channel_;
   std::unique_ptr<rpc::RpcPeers> peers_;
   // One-sided designs: the endpoint peers write into with no worker
@@ -193,7 +194,8 @@ Status Node::Boot() {
   // The digest role also runs the cleaner, for every design.
   digest_ex_ = rt_.CreateExecutor("node" + std::to_string(o_.id) + "/digest");
   SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = "node" + std::to_string(o_.id)}));
-  SLIP_ASSIGN_OR_RETURN(channel_, OpenServingChannel(node_ex_, std::move(ep)));
+  SLIP_ASSIGN_OR_RETURN(keys_, OpenProcessKeys(o_.dir, o_.secret_file, control_ex_));
+  SLIP_ASSIGN_OR_RETURN(channel_, OpenServingChannel(node_ex_, std::move(ep), keys_));
   const std::string address = channel_->address();
 
   peers_ = std::make_unique<rpc::RpcPeers>(channel_.get(), node_ex_, rpc::RpcChannel::CallOptions{.timeout = o_.lease / 2});
@@ -359,7 +361,7 @@ Status Node::StartWorkers(const log::Limits& limits) {
     } else {
       w.ex = rt_.CreateExecutor(wname);
       SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = wname}));
-      SLIP_ASSIGN_OR_RETURN(w.channel, OpenServingChannel(w.ex, std::move(ep)));
+      SLIP_ASSIGN_OR_RETURN(w.channel, OpenServingChannel(w.ex, std::move(ep), keys_));
       w.own_peers = std::make_unique<rpc::RpcPeers>(w.channel.get(), w.ex, rpc::RpcChannel::CallOptions{.timeout = o_.lease / 2});
       w.peers = w.own_peers.get();
     }
@@ -476,6 +478,7 @@ void Node::Stats(rpc::RpcChannel::Reply reply) {
                    const nlohmann::json j = {
                        {"node", o_.id},
                        {"design", replication::DesignName(protocol_)},
+                       {"auth", AuthJson(keys_)},
                        {"workers", workers_.size()},
                        {"cpu_ns",
                         {{"worker", worker_cpu - sum.backup_cpu_ns},
@@ -534,9 +537,11 @@ Result<std::unique_ptr<pm::PmRegion>> OpenPm(const PmPlace& place, uint64_t crea
 }
 
 Result<std::unique_ptr<rpc::RpcChannel>> OpenServingChannel(runtime::Executor* ex,
-                                                           std::unique_ptr<fabric::Endpoint> ep) {
+                                                           std::unique_ptr<fabric::Endpoint> ep,
+                                                           std::shared_ptr<auth::KeySource> keys) {
   fabric::Endpoint* raw = ep.get();
   rpc::ChannelOptions co;
+  co.keys = std::move(keys);
   co.max_payload = proto::kMaxMessage - 64;
   co.max_call_payload = proto::kMaxCallPayload;
   co.recv_buffer_bytes = 1 << 20;
@@ -544,6 +549,27 @@ Result<std::unique_ptr<rpc::RpcChannel>> OpenServingChannel(runtime::Executor* e
   // Park on the provider's wait object when idle instead of sleeping (tcp).
   if (raw->wait_fd() >= 0) ex->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
   return channel;
+}
+
+Result<std::shared_ptr<auth::KeySource>> OpenProcessKeys(const std::string& cluster_dir,
+                                                         const std::string& secret_file, runtime::Executor* ex) {
+  SLIP_ASSIGN_OR_RETURN(auto keys, auth::OpenClusterKeys(cluster_dir, secret_file));
+  if (keys != nullptr) {
+    logging::Info("auth: the cluster secret in {} (current key {})", keys->path(), keys->keys()->current().id);
+    auth::KeySource::Watch(keys, ex);
+  } else {
+    logging::Warn("auth: no cluster secret ({} has none): anyone who reaches this process's port is served",
+                  cluster_dir.empty() ? std::string("no cluster directory") : cluster_dir);
+  }
+  return keys;
+}
+
+nlohmann::json AuthJson(const std::shared_ptr<auth::KeySource>& keys) {
+  if (keys == nullptr) return {{"on", false}};
+  const auto ring = keys->keys();
+  nlohmann::json ids = nlohmann::json::array();
+  for (const auth::Key& k : ring->keys()) ids.push_back(k.id);
+  return {{"on", true}, {"current", ring->current().id}, {"keys", ids}};
 }
 
 Status TakeProvider(const std::string& cluster_provider, std::string* provider) {

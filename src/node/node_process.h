@@ -32,6 +32,9 @@
 
 #include "common/log.h"
 #include "common/status.h"
+#include <nlohmann/json.hpp>
+
+#include "auth/key_source.h"
 #include "fabric/fabric.h"
 #include "pm/region.h"
 #include "rpc/channel.h"
@@ -45,6 +48,9 @@ struct NodeOptions {
   std::string zookeeper;  // "host:port": keep the configuration in ZooKeeper instead
   std::string provider;  // empty: the cluster configuration's (else it must match)
   std::string bind_address = "127.0.0.1";
+  // The cluster secret (auth/keyring.h): this file, else DIR/secret if
+  // there is one; without either the node authenticates no one.
+  std::string secret_file;
   uint64_t pm_mb = 256;
   runtime::Nanos lease = 2 * runtime::kSecond;
   // How often a primary writes its CommitVer records (Rowan: 15 ms); 0 turns
@@ -116,10 +122,19 @@ Result<PmPlace> PlacePm(const std::string& configured, const std::string& cluste
 Result<std::unique_ptr<pm::PmRegion>> OpenPm(const PmPlace& place, uint64_t create_bytes);
 
 // An RPC channel on `ep` with the settings every process of a cluster uses
-// (frames up to proto::kMaxMessage), polled on `ex`, which parks on the
-// endpoint's wait object when idle.
+// (frames up to proto::kMaxMessage; authenticated with `keys` unless null),
+// polled on `ex`, which parks on the endpoint's wait object when idle.
 Result<std::unique_ptr<rpc::RpcChannel>> OpenServingChannel(runtime::Executor* ex,
-                                                           std::unique_ptr<fabric::Endpoint> ep);
+                                                           std::unique_ptr<fabric::Endpoint> ep,
+                                                           std::shared_ptr<auth::KeySource> keys);
+
+// A process's cluster secret (NodeOptions::secret_file), reloaded on `ex`
+// every half second so a rotation reaches it without a restart.
+Result<std::shared_ptr<auth::KeySource>> OpenProcessKeys(const std::string& cluster_dir,
+                                                         const std::string& secret_file, runtime::Executor* ex);
+// What STATS says of it: {"on", "current", "keys"} (slip cluster rotate-secret
+// waits on it).
+nlohmann::json AuthJson(const std::shared_ptr<auth::KeySource>& keys);
 
 // Nanoseconds on the machine-wide monotonic clock: what every process that
 // shares an embedded ConfigStore passes as `now`.

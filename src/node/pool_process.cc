@@ -50,6 +50,7 @@ class Pool final : public PoolProcess {
     const nlohmann::json j = {
         {"node", "pool"},
         {"design", design_},
+      {"auth", AuthJson(keys_)},
         {"chain_advances", chain_advances_},
         {"partitions", partitions_ ? partitions_->partitions() : 0},
         {"adopted_keys", partitions_ ? partitions_->adopted_keys() : 0},
@@ -91,6 +92,7 @@ class Pool final : public PoolProcess {
   runtime::ThreadRuntime rt_{runtime::ThreadRuntimeOptions{.seed = 1, .spin_turns = 8, .max_park = runtime::kMillisecond}};
   runtime::Executor* pool_ex_ = nullptr;
   runtime::Executor* control_ex_ = nullptr;
+  std::shared_ptr<auth::KeySource> keys_;  // null: no cluster secret
   std::unique_ptr<rpc::RpcChannel> channel_;
   std::unique_ptr<dinomo::PoolServer> server_;
   // DINOMO-N: a partition per KVS node (dinomo/partitioned_pool.h). After
@@ -163,7 +165,8 @@ Status Pool::Boot() {
       SLIP_RETURN_IF_ERROR(partitions_->Open(static_cast<uint32_t>(std::stoul(id))));
     }
   }
-  SLIP_ASSIGN_OR_RETURN(channel_, OpenServingChannel(pool_ex_, std::move(ep)));
+  SLIP_ASSIGN_OR_RETURN(keys_, OpenProcessKeys(o_.dir, o_.secret_file, control_ex_));
+  SLIP_ASSIGN_OR_RETURN(channel_, OpenServingChannel(pool_ex_, std::move(ep), keys_));
   channel_->SetHandler([this](uint16_t method, std::span<const std::byte> payload, rpc::RpcChannel::Reply reply) {
     if (method == static_cast<uint16_t>(proto::Method::kStats)) return Stats(reply);
     if (partitions_) return partitions_->Handle(method, payload, reply);

@@ -29,6 +29,7 @@ struct PoolProcessOptions {
   std::string dir;        // cluster directory: the region in DIR/pool/, config in DIR (embedded)
   std::string zookeeper;  // "host:port": the configuration in ZooKeeper instead
   std::string bind_address = "127.0.0.1";
+  std::string secret_file;  // the cluster secret: this file, else DIR/secret if there is one
   uint64_t pool_mb = 1024;     // region size when creating it
   uint64_t segment_mb = 8;     // log segment size when creating it (the paper's 8 MB)
   runtime::Nanos lease = 2 * runtime::kSecond;

@@ -51,6 +51,7 @@ class RubbleNode final : public NodeProcess {
       runtime::ThreadRuntimeOptions{.seed = 1, .spin_turns = 8, .max_park = runtime::kMillisecond}};
   runtime::Executor* node_ex_ = nullptr;
   runtime::Executor* control_ex_ = nullptr;
+  std::shared_ptr<auth::KeySource> keys_;  // null: no cluster secret
   std::unique_ptr<rpc::RpcChannel> channel_;
   std::unique_ptr<rpc::RpcPeers> peers_;
   std::unique_ptr<Membership> membership_;
@@ -90,7 +91,8 @@ Status RubbleNode::Boot() {
   node_ex_ = rt_.CreateExecutor(name);
   control_ex_ = rt_.CreateExecutor(name + "/control");
   SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = name}));
-  SLIP_ASSIGN_OR_RETURN(channel_, OpenServingChannel(node_ex_, std::move(ep)));
+  SLIP_ASSIGN_OR_RETURN(keys_, OpenProcessKeys(o_.dir, o_.secret_file, control_ex_));
+  SLIP_ASSIGN_OR_RETURN(channel_, OpenServingChannel(node_ex_, std::move(ep), keys_));
   peers_ =
       std::make_unique<rpc::RpcPeers>(channel_.get(), node_ex_, rpc::RpcChannel::CallOptions{.timeout = o_.lease / 2});
   membership_ = std::make_unique<Membership>(config_store_.get(), control_ex_, o_.lease);
@@ -180,6 +182,7 @@ void RubbleNode::Stats(rpc::RpcChannel::Reply reply) {
   const nlohmann::json j = {
       {"node", o_.id},
       {"design", design_},
+      {"auth", AuthJson(keys_)},
       {"cpu_ns",
        {{"worker", node_ex_->CpuTime() + cpu.writers_ns},
         {"backup_worker", cpu.apply_ns},

@@ -1,5 +1,8 @@
 #include "rpc/channel.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
@@ -17,9 +20,35 @@ constexpr uint16_t kHelloMethod = 0xFFFF;
 constexpr int kSessionShift = 40;
 constexpr uint64_t kSeqMask = (uint64_t{1} << kSessionShift) - 1;
 constexpr uint64_t kNoSession = (uint64_t{1} << 24) - 1;  // HELLO's session field
+// HELLO's payload (wire.md "Sessions"): format, flags (bit 0: authenticated),
+// key id, client nonce, then the caller's address.
+constexpr uint8_t kHelloFormat = 2;
+constexpr uint8_t kHelloAuth = 1;
+constexpr size_t kHelloFixed = 1 + 1 + 4 + auth::kNonceBytes;
 // Contexts of receive buffers are tagged so send contexts never collide.
 constexpr uint64_t kRecvTag = uint64_t{1} << 63;
 constexpr uint32_t kNone = UINT32_MAX;
+
+// A fabric address for a person: tcp's sockaddr_in as ip:port, a printable
+// one (shm's names) as it is, anything else in hex.
+std::string Printable(const std::string& address) {
+  if (address.size() == sizeof(sockaddr_in)) {
+    sockaddr_in in;
+    std::memcpy(&in, address.data(), sizeof(in));
+    char ip[INET_ADDRSTRLEN];
+    if (in.sin_family == AF_INET && ::inet_ntop(AF_INET, &in.sin_addr, ip, sizeof(ip)) != nullptr) {
+      return std::string(ip) + ":" + std::to_string(ntohs(in.sin_port));
+    }
+  }
+  if (std::all_of(address.begin(), address.end(), [](char c) { return c >= 0x20 && c < 0x7f; })) return address;
+  static const char* digits = "0123456789abcdef";
+  std::string hex = "0x";
+  for (unsigned char c : address) {
+    hex += digits[c >> 4];
+    hex += digits[c & 15];
+  }
+  return hex;
+}
 
 uint64_t SessionOf(uint64_t request_id) { return request_id >> kSessionShift; }
 uint64_t SeqOf(uint64_t request_id) { return request_id & kSeqMask; }
@@ -98,6 +127,7 @@ struct RpcChannel::CallSlot {
   bool launched = false;  // false: waiting in its peer's queue
   bool hello = false;
   bool expired = false;   // scratch flag for OnTimer
+  bool reauth = false;    // already sent again after its session's key retired
   Peer peer = 0;
   uint16_t method = 0;
   uint64_t request_id = 0;  // once launched
@@ -112,9 +142,16 @@ struct RpcChannel::CallSlot {
 
 struct RpcChannel::PeerState {
   std::string address;
+  std::string name;  // the address, printable (for messages)
   fabric::PeerId fabric_peer = 0;
   uint64_t session = kNoSession;  // ours at the server, once HELLO answered
   bool hello_pending = false;
+  // Authentication: the session key (once HELLO is answered), and what our
+  // pending HELLO offered.
+  bool keyed = false;
+  auth::SessionKey key;
+  auth::Nonce hello_nonce{};
+  uint32_t hello_key_id = 0;
   uint32_t outstanding = 0;
   uint64_t answers = 0;  // responses received from this peer: "is it alive?"
   std::deque<uint32_t> queue;  // call slots waiting for room
@@ -123,6 +160,10 @@ struct RpcChannel::PeerState {
 struct RpcChannel::Session {
   fabric::PeerId peer = 0;
   uint64_t forgotten_seq = 0;  // highest sequence evicted from the reply cache
+  bool keyed = false;    // authenticated: every frame signed under `key`
+  bool retired = false;  // its cluster key is no longer accepted
+  uint32_t key_id = 0;
+  auth::SessionKey key;
 };
 
 struct RpcChannel::Cached {
@@ -149,6 +190,8 @@ RpcChannel::RpcChannel(runtime::Executor* exec, std::unique_ptr<fabric::Endpoint
     : exec_(exec), endpoint_(std::move(endpoint)), o_(o), alive_(std::make_shared<bool>(true)) {
   if (o_.max_call_payload < o_.max_payload) o_.max_call_payload = o_.max_payload;
   cache_.resize(o_.reply_cache);
+  if (o_.keys) RefreshKeys();
+  if (!o_.random) o_.random = auth::RandomBytes;
 }
 
 Result<std::unique_ptr<RpcChannel>> RpcChannel::Open(runtime::Executor* exec,
@@ -156,7 +199,7 @@ Result<std::unique_ptr<RpcChannel>> RpcChannel::Open(runtime::Executor* exec,
                                                      ChannelOptions options) {
   if (options.max_payload == 0 || options.recv_buffers == 0 ||
       options.recv_buffer_bytes % fabric::kStride != 0 ||
-      options.recv_buffer_bytes < FrameSize(options.max_payload)) {
+      options.recv_buffer_bytes < FrameSize(options.max_payload, options.keys != nullptr)) {
     return Status::InvalidArgument("rpc channel: receive buffers must be multiples of 64 B and hold a largest frame");
   }
   if (options.max_call_payload > UINT32_MAX) {
@@ -190,6 +233,7 @@ Result<RpcChannel::Peer> RpcChannel::Connect(const std::string& address) {
   SLIP_ASSIGN_OR_RETURN(fabric::PeerId fp, endpoint_->AddPeer(address));
   auto ps = std::make_unique<PeerState>();
   ps->address = address;
+  ps->name = Printable(address);
   ps->fabric_peer = fp;
   const Peer p = static_cast<Peer>(peers_.size());
   peers_.push_back(std::move(ps));
@@ -203,7 +247,7 @@ uint32_t RpcChannel::AllocSlot() {
   const uint32_t i = TakeOrGrow(slots_, free_slots_);
   CallSlot& c = *slots_[i];
   c.in_use = true;
-  c.launched = c.hello = c.expired = false;
+  c.launched = c.hello = c.expired = c.reauth = false;
   c.request_id = 0;
   c.attempts = 0;
   return i;
@@ -226,7 +270,7 @@ void RpcChannel::Call(Peer peer, uint16_t method, std::string payload, CallOptio
   PeerState& ps = *peers_[peer];
   if (ps.queue.size() >= o_.max_queued) {
     ++counters_.busy;
-    return fail_later(Status::Busy("too many calls queued for " + ps.address));
+    return fail_later(Status::Busy("too many calls queued for " + ps.name));
   }
   const uint32_t i = AllocSlot();
   CallSlot& c = *slots_[i];
@@ -280,7 +324,18 @@ void RpcChannel::StartHello(Peer p, runtime::Nanos now) {
   c.peer = p;
   c.method = kHelloMethod;
   c.hello = true;
-  c.payload = endpoint_->address();
+  c.payload.assign(kHelloFixed, '\0');
+  auto* b = reinterpret_cast<std::byte*>(c.payload.data());
+  StoreLE<uint8_t>(b, kHelloFormat);
+  if (o_.keys) {
+    if (o_.keys->generation() != keys_generation_) RefreshKeys();
+    ps.hello_key_id = keyring_->current().id;
+    o_.random(ps.hello_nonce.data(), ps.hello_nonce.size());
+    StoreLE<uint8_t>(b + 1, kHelloAuth);
+    StoreLE<uint32_t>(b + 2, ps.hello_key_id);
+    std::memcpy(b + 6, ps.hello_nonce.data(), ps.hello_nonce.size());
+  }
+  c.payload += endpoint_->address();
   c.options = CallOptions{.timeout = o_.timeout, .retries = 1};
   c.done = nullptr;
   Launch(i, now);
@@ -289,8 +344,11 @@ void RpcChannel::StartHello(Peer p, runtime::Nanos now) {
 void RpcChannel::HelloDone(Peer p, Result<Response> r) {
   PeerState& ps = *peers_[p];
   ps.hello_pending = false;
-  if (r.ok() && r->status == Code::kOk && r->payload.size() == 4) {
+  // An authenticated answer was checked, and its key set, in Authentic.
+  const size_t expect = o_.keys ? 4 + auth::kNonceBytes : 4;
+  if (r.ok() && r->status == Code::kOk && r->payload.size() == expect) {
     ps.session = LoadLE<uint32_t>(reinterpret_cast<const std::byte*>(r->payload.data()));
+    ps.keyed = o_.keys != nullptr;
     ++counters_.sessions;
     return Pump(p);
   }
@@ -319,8 +377,9 @@ void RpcChannel::Launch(uint32_t i, runtime::Nanos now) {
 }
 
 Status RpcChannel::SendRequest(CallSlot& c) {
-  return SendFrame(peers_[c.peer]->fabric_peer, c.request_id, c.method, /*request=*/true, Code::kOk,
-                   c.payload);
+  const PeerState& ps = *peers_[c.peer];
+  return SendFrame(ps.fabric_peer, c.request_id, c.method, /*request=*/true, Code::kOk, c.payload,
+                   !c.hello && ps.keyed ? &ps.key : nullptr);
 }
 
 void RpcChannel::FailLater(uint32_t i, Status s) {
@@ -392,9 +451,11 @@ void RpcChannel::OnTimer() {
     ++counters_.timeouts;
     // Not a word from the peer since this call left: drop the session, so
     // the next call says HELLO again (a restarted server forgot it).
-    if (c.launched && !c.hello && ps.answers == c.answers_at_launch) ps.session = kNoSession;
-    Complete(i, Status::Timeout(std::string(c.launched ? "no answer from " : "still queued for ") +
-                                ps.address));
+    if (c.launched && !c.hello && ps.answers == c.answers_at_launch) {
+      ps.session = kNoSession;
+      ps.keyed = false;
+    }
+    Complete(i, Status::Timeout(std::string(c.launched ? "no answer from " : "still queued for ") + ps.name));
   }
   runtime::Nanos next = INT64_MAX;
   for (auto& c : slots_) {
@@ -410,14 +471,40 @@ void RpcChannel::OnResponse(uint64_t request_id, Code status, std::span<const st
     return;
   }
   const uint32_t i = *at;
-  ++peers_[slots_[i]->peer]->answers;
+  CallSlot& c = *slots_[i];
+  PeerState& ps = *peers_[c.peer];
+  ++ps.answers;
+  if (status == Code::kUnauthenticated && o_.keys && !c.hello && !c.reauth) {
+    // Our session's key was retired (a signed answer: it is the server
+    // speaking). Say HELLO again with the current key and send this call
+    // once more, at the head of the queue; it ran nowhere.
+    c.reauth = true;
+    if (ps.session == SessionOf(c.request_id)) {
+      ps.session = kNoSession;
+      ps.keyed = false;
+    }
+    pending_.Erase(c.request_id);
+    c.launched = false;
+    if (ps.outstanding > 0) --ps.outstanding;
+    ps.queue.push_front(i);
+    return Pump(c.peer);
+  }
   Complete(i, Response{status, std::string(reinterpret_cast<const char*>(payload.data()), payload.size())});
 }
 
 // --- server role ---
 
 void RpcChannel::OnHello(uint64_t request_id, std::span<const std::byte> payload) {
-  const std::string address(reinterpret_cast<const char*>(payload.data()), payload.size());
+  if (payload.size() < kHelloFixed || LoadLE<uint8_t>(payload.data()) != kHelloFormat) {
+    ++counters_.malformed;  // no address we could answer to
+    return;
+  }
+  const bool wants_auth = (LoadLE<uint8_t>(payload.data() + 1) & kHelloAuth) != 0;
+  const uint32_t key_id = LoadLE<uint32_t>(payload.data() + 2);
+  auth::Nonce client_nonce;
+  std::memcpy(client_nonce.data(), payload.data() + 6, client_nonce.size());
+  const std::string address(reinterpret_cast<const char*>(payload.data() + kHelloFixed),
+                            payload.size() - kHelloFixed);
   fabric::PeerId pid;
   if (auto it = client_by_address_.find(address); it != client_by_address_.end()) {
     pid = it->second;
@@ -430,17 +517,49 @@ void RpcChannel::OnHello(uint64_t request_id, std::span<const std::byte> payload
     pid = *added;
     client_by_address_[address] = pid;
   }
+  const auth::Key* key = nullptr;
+  if (o_.keys) {
+    if (o_.keys->generation() != keys_generation_) RefreshKeys();
+    key = wants_auth ? keyring_->Find(key_id) : nullptr;
+    if (key == nullptr) {
+      ++counters_.unauthenticated;
+      return SendResponse(pid, request_id, kHelloMethod, Code::kUnauthenticated,
+                          wants_auth ? "not authenticated: key " + std::to_string(key_id) +
+                                           " of the cluster secret is not accepted here (rotated, or another cluster's?)"
+                                     : "not authenticated: this node requires the cluster secret (the cluster "
+                                       "directory's `secret` file, or --secret-file)");
+    }
+  } else if (wants_auth) {
+    ++counters_.unauthenticated;
+    return SendResponse(pid, request_id, kHelloMethod, Code::kUnauthenticated,
+                        "not authenticated: this node has no cluster secret and cannot prove one");
+  }
   if (sessions_.size() >= kNoSession) {
     ++counters_.refused;
     return SendResponse(pid, request_id, kHelloMethod, Code::kNoSpace, "no session ids left");
   }
   const auto session = static_cast<uint32_t>(sessions_.size());
-  sessions_.push_back(Session{pid, 0});
+  Session& ss = sessions_.emplace_back();
+  ss.peer = pid;
   ++counters_.sessions;
-  std::byte id[4];
-  StoreLE<uint32_t>(id, session);
-  SendResponse(pid, request_id, kHelloMethod, Code::kOk,
-               std::string_view(reinterpret_cast<const char*>(id), sizeof(id)));
+  std::byte answer[4 + auth::kNonceBytes];
+  StoreLE<uint32_t>(answer, session);
+  size_t answer_len = 4;
+  if (key != nullptr) {
+    auth::Nonce server_nonce;
+    o_.random(server_nonce.data(), server_nonce.size());
+    std::memcpy(answer + 4, server_nonce.data(), server_nonce.size());
+    answer_len += server_nonce.size();
+    ss.keyed = true;
+    ss.key_id = key->id;
+    ss.key = auth::DeriveSessionKey(*key, client_nonce, server_nonce, session, address);
+  }
+  // Signed under the new session's key: that proves us to the client.
+  if (!SendFrame(pid, request_id, kHelloMethod, /*request=*/false, Code::kOk,
+                 std::string_view(reinterpret_cast<const char*>(answer), answer_len), ss.keyed ? &ss.key : nullptr)
+           .ok()) {
+    ++counters_.send_failures;
+  }
 }
 
 void RpcChannel::OnRequest(uint64_t request_id, uint16_t method, std::span<const std::byte> payload) {
@@ -523,9 +642,88 @@ void RpcChannel::Answer(uint64_t request_id, fabric::PeerId to, uint16_t method,
 
 void RpcChannel::SendResponse(fabric::PeerId to, uint64_t request_id, uint16_t method, Code status,
                               std::string_view payload) {
-  if (!SendFrame(to, request_id, method, /*request=*/false, status, payload).ok()) {
+  if (!SendFrame(to, request_id, method, /*request=*/false, status, payload, ResponseKey(request_id)).ok()) {
     ++counters_.send_failures;
   }
+}
+
+// The key an answer to `request_id` is signed with: its session's, if the
+// session is authenticated (a HELLO's refusal, before any session, is not).
+const auth::SessionKey* RpcChannel::ResponseKey(uint64_t request_id) const {
+  if (!o_.keys) return nullptr;
+  const uint64_t sid = SessionOf(request_id);
+  return sid < sessions_.size() && sessions_[sid].keyed ? &sessions_[sid].key : nullptr;
+}
+
+// --- authentication ---
+
+// Takes the key source's current keyring; sessions whose key it no longer
+// accepts are retired (their next request is told so).
+void RpcChannel::RefreshKeys() {
+  keys_generation_ = o_.keys->generation();
+  keyring_ = o_.keys->keys();
+  for (Session& ss : sessions_) {
+    if (ss.keyed && keyring_->Find(ss.key_id) == nullptr) ss.retired = true;
+  }
+}
+
+// Whether a decoded frame may be acted on: with authentication, its tag
+// checks out under its session's key; without, it is not signed (we could
+// not check it). A frame refused here is counted and dropped unanswered:
+// whoever sent it cannot be told apart from the session's owner.
+bool RpcChannel::Authentic(const DecodedFrame& f) {
+  const FrameHeader& h = f.header;
+  if (!o_.keys) {
+    if (f.signed_frame) ++counters_.unauthenticated;
+    return !f.signed_frame;
+  }
+  if (o_.keys->generation() != keys_generation_) RefreshKeys();
+  if (h.kind == FrameKind::kRequest) {
+    if (h.method == kHelloMethod) return !f.signed_frame;  // OnHello checks what it offers
+    const uint64_t sid = SessionOf(h.request_id);
+    if (sid >= sessions_.size() || !sessions_[sid].keyed || !VerifyFrame(f, sessions_[sid].key)) {
+      ++counters_.unauthenticated;
+      return false;
+    }
+    if (sessions_[sid].retired) {
+      ++counters_.unauthenticated;
+      SendResponse(sessions_[sid].peer, h.request_id, h.method, Code::kUnauthenticated,
+                   "not authenticated: this session's key was retired (the cluster secret was rotated)");
+      return false;
+    }
+    return true;
+  }
+  const uint32_t* at = pending_.Find(h.request_id);
+  if (at == nullptr) return true;  // late: OnResponse drops it
+  if (slots_[*at]->hello) return AuthenticHelloAnswer(f, *at);
+  const PeerState& ps = *peers_[slots_[*at]->peer];
+  if (ps.keyed && VerifyFrame(f, ps.key)) return true;
+  ++counters_.unauthenticated;
+  return false;
+}
+
+// HELLO's answer: a refusal is taken as it is (HelloDone reports it); an
+// acceptance must be signed under the session key our nonce, the server's
+// nonce and our cluster key give, or the server does not know the secret.
+bool RpcChannel::AuthenticHelloAnswer(const DecodedFrame& f, uint32_t slot) {
+  if (f.header.status != Code::kOk) return !f.signed_frame || o_.keys != nullptr;
+  PeerState& ps = *peers_[slots_[slot]->peer];
+  const auth::Key* key = keyring_->Find(ps.hello_key_id);
+  if (f.signed_frame && f.payload.size() == 4 + auth::kNonceBytes && key != nullptr) {
+    auth::Nonce server_nonce;
+    std::memcpy(server_nonce.data(), f.payload.data() + 4, server_nonce.size());
+    const auth::SessionKey k = auth::DeriveSessionKey(*key, ps.hello_nonce, server_nonce,
+                                                      LoadLE<uint32_t>(f.payload.data()), endpoint_->address());
+    if (VerifyFrame(f, k)) {
+      ps.key = k;
+      return true;
+    }
+  }
+  ++counters_.unauthenticated;
+  Complete(slot, Status::Unauthenticated("not authenticated: " + ps.name +
+                                         " did not prove the cluster secret (its answer fails our key " +
+                                         std::to_string(ps.hello_key_id) + "; do the secrets differ?)"));
+  return false;
 }
 
 // --- both roles ---
@@ -535,29 +733,31 @@ void RpcChannel::SendResponse(fabric::PeerId to, uint64_t request_id, uint16_t m
 // message once. A message never exceeds the largest frame, which the
 // receiver's buffers are sized for.
 Status RpcChannel::SendFrame(fabric::PeerId to, uint64_t request_id, uint16_t method, bool request,
-                             Code status, std::string_view payload) {
+                             Code status, std::string_view payload, const auth::SessionKey* key) {
   if (payload.size() > o_.max_call_payload) {
     return Status::TooLarge("RPC payload of " + std::to_string(payload.size()) +
                             " bytes exceeds the limit of " + std::to_string(o_.max_call_payload));
   }
   FrameHeader h{request ? FrameKind::kRequest : FrameKind::kResponse, method, request_id,
                 request ? Code::kOk : status};
-  if (payload.size() <= o_.max_payload) return AppendOne(to, h, payload);
+  if (payload.size() <= o_.max_payload) return AppendOne(to, h, payload, key);
   // Fragments, each a full frame (and so its own message), in order.
   h.fragment = true;
   for (size_t off = 0; off < payload.size(); off += o_.max_payload) {
     h.offset = static_cast<uint32_t>(off);
     h.last_fragment = off + o_.max_payload >= payload.size();
-    SLIP_RETURN_IF_ERROR(AppendOne(to, h, payload.substr(off, o_.max_payload)));
+    SLIP_RETURN_IF_ERROR(AppendOne(to, h, payload.substr(off, o_.max_payload), key));
   }
   return Status::Ok();
 }
 
-Status RpcChannel::AppendOne(fabric::PeerId to, const FrameHeader& h, std::string_view payload) {
+Status RpcChannel::AppendOne(fabric::PeerId to, const FrameHeader& h, std::string_view payload,
+                             const auth::SessionKey* key) {
   const bool request = h.kind == FrameKind::kRequest;
+  const bool sign = key != nullptr;
   if (to >= open_.size()) open_.resize(to + 1, kNone);
-  if (open_[to] != kNone &&
-      send_bufs_[open_[to]]->frames.size() + FrameSize(payload.size()) > FrameSize(o_.max_payload)) {
+  if (open_[to] != kNone && send_bufs_[open_[to]]->frames.size() + FrameSize(payload.size(), sign) >
+                                FrameSize(o_.max_payload, o_.keys != nullptr)) {
     FlushOne(open_[to]);
   }
   if (open_[to] == kNone) {
@@ -573,7 +773,7 @@ Status RpcChannel::AppendOne(fabric::PeerId to, const FrameHeader& h, std::strin
     if (!in_poll_) exec_->Wake();
   }
   SendBuf& buf = *send_bufs_[open_[to]];
-  SLIP_RETURN_IF_ERROR(AppendFrame(h, payload, o_.max_payload, &buf.frames));
+  SLIP_RETURN_IF_ERROR(AppendFrame(h, payload, o_.max_payload, &buf.frames, key));
   if (request) buf.request_ids.push_back(h.request_id);
   ++counters_.frames_sent;
   return Status::Ok();
@@ -623,7 +823,7 @@ void RpcChannel::OnSendDone(uint64_t context, Code status) {
     const uint32_t i = *at;
     CallSlot& c = *slots_[i];
     if (c.attempts <= c.options.retries) continue;
-    Complete(i, Status(status, "sending to " + peers_[c.peer]->address + " failed"));
+    Complete(i, Status(status, "sending to " + peers_[c.peer]->name + " failed"));
   }
 }
 
@@ -660,7 +860,9 @@ void RpcChannel::OnMessage(const std::byte* data, size_t len) {
   while (len > 0) {
     auto f = DecodeFrame({data, len}, o_.max_payload);
     if (!f.ok()) return OnBadFrame({data, len}, f.status());
-    if (f->header.fragment) {
+    if (!Authentic(*f)) {
+      // Dropped; the frames after it still stand on their own.
+    } else if (f->header.fragment) {
       OnFragment(f->header, f->payload);
     } else {
       OnFrame(f->header, f->payload);

@@ -38,6 +38,19 @@
 //              before the handler or the callback sees it; FIFO connections
 //              keep them in order, so a gap means loss and drops the partial
 //              payload (the retry resends it whole).
+//   Authentication  with `keys` (the cluster secret, auth/), HELLO carries
+//              a client nonce and the key id it uses; the server answers
+//              with a server nonce, and both ends derive a session key from
+//              the cluster key and both nonces (auth/session_key.h). The
+//              server signs its answer under that key, which proves it to
+//              the client; the client signs every request, which proves it
+//              to the server before any handler runs. Every later frame of
+//              the session, both ways, is signed; a frame whose tag fails is
+//              dropped unanswered. A client without the secret is refused
+//              at HELLO with Unauthenticated. When a key stops being
+//              accepted (rotation), its sessions are told Unauthenticated
+//              in a signed answer and the client says HELLO again with its
+//              current key and resends, so rotation costs no call.
 //   Bad input  a frame that fails to decode is counted; if its header is
 //              still readable and names a known session (request) or a
 //              pending call (response), that request/call gets Corruption or
@@ -58,6 +71,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "auth/key_source.h"
+#include "auth/session_key.h"
 #include "common/status.h"
 #include "fabric/fabric.h"
 #include "rpc/frame.h"
@@ -94,6 +109,13 @@ struct ChannelOptions {
   // Bytes of answers the reply cache may hold; past it the oldest answers
   // are forgotten first (large GET answers would otherwise pin gigabytes).
   size_t reply_cache_bytes = 64 << 20;
+  // The cluster secret: set, every session is authenticated and every frame
+  // signed ("Authentication" above). Unset, frames carry a CRC only and a
+  // peer that asks for authentication is refused.
+  std::shared_ptr<auth::KeySource> keys;
+  // Where nonces come from: the kernel's random bytes unless set (the
+  // simulator sets a seeded generator to stay deterministic).
+  std::function<void(void* out, size_t n)> random;
 };
 
 // An open-addressing map from request id (never 0) to a small index; no
@@ -147,7 +169,8 @@ class RpcChannel {
   // `done` runs exactly once on the executor, never inside Call: with the
   // response, or InvalidArgument (unknown peer, reserved method) / TooLarge /
   // Busy (queue full) / Timeout / Unavailable (the fabric gave up on the
-  // peer) / Corruption (the response failed its checksum).
+  // peer) / Corruption (the response failed its checksum) / Unauthenticated
+  // (the peer refused our secret, or did not prove it knows it).
   void Call(Peer peer, uint16_t method, std::string payload, CallOptions options,
             std::function<void(Result<Response>)> done);
 
@@ -162,6 +185,9 @@ class RpcChannel {
     // Payloads that arrived in fragments; partial ones dropped (a gap, or
     // the reassembly budget).
     uint64_t reassembled = 0, reassembly_dropped = 0;
+    // Frames dropped because their tag did not check out (or a session
+    // could not be trusted), and sessions refused for want of the secret.
+    uint64_t unauthenticated = 0;
   };
   const Counters& counters() const { return counters_; }
   // Bytes of answers the reply cache holds now (at most reply_cache_bytes).
@@ -177,6 +203,10 @@ class RpcChannel {
 
   bool Poll();
   void OnMessage(const std::byte* data, size_t len);
+  bool Authentic(const DecodedFrame& f);
+  bool AuthenticHelloAnswer(const DecodedFrame& f, uint32_t slot);
+  void RefreshKeys();
+  const auth::SessionKey* ResponseKey(uint64_t request_id) const;
   void OnFrame(const FrameHeader& h, std::span<const std::byte> payload);
   void OnFragment(const FrameHeader& h, std::span<const std::byte> payload);
   void EvictCached(size_t index);
@@ -206,8 +236,9 @@ class RpcChannel {
                     std::string_view payload);
 
   Status SendFrame(fabric::PeerId to, uint64_t request_id, uint16_t method, bool request,
-                   Code status, std::string_view payload);
-  Status AppendOne(fabric::PeerId to, const FrameHeader& h, std::string_view payload);
+                   Code status, std::string_view payload, const auth::SessionKey* key);
+  Status AppendOne(fabric::PeerId to, const FrameHeader& h, std::string_view payload,
+                   const auth::SessionKey* key);
   void Flush();
   void FlushOne(uint32_t buf);
 
@@ -215,6 +246,9 @@ class RpcChannel {
   std::unique_ptr<fabric::Endpoint> endpoint_;
   ChannelOptions o_;
   Handler handler_;
+  // Authentication: the keyring as of `keys_generation_` (null: off).
+  std::shared_ptr<const auth::Keyring> keyring_;
+  uint64_t keys_generation_ = 0;
   runtime::PollerId poller_ = 0;
   std::shared_ptr<bool> alive_;  // deferred tasks and replies check it after destruction
 

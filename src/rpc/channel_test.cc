@@ -27,12 +27,15 @@ struct Pair {
   std::unique_ptr<RpcChannel> ch[2];
   RpcChannel::Peer server = 0;
 
-  explicit Pair(ChannelOptions o = {}, uint64_t seed = 7) : rt(runtime::SimRuntimeOptions{.seed = seed}) {
+  explicit Pair(ChannelOptions o = {}, uint64_t seed = 7) : Pair(std::pair{o, o}, seed) {}
+  // Client (node 0) and server (node 1) options apart.
+  explicit Pair(std::pair<ChannelOptions, ChannelOptions> o, uint64_t seed = 7)
+      : rt(runtime::SimRuntimeOptions{.seed = seed}) {
     for (int i = 0; i < 2; ++i) {
       ex[i] = rt.CreateExecutor("node" + std::to_string(i));
       auto ep = fabric.CreateEndpoint(static_cast<fabric::NodeId>(i), ex[i], {});
       EXPECT_TRUE(ep.ok());
-      auto c = RpcChannel::Open(ex[i], std::move(*ep), o);
+      auto c = RpcChannel::Open(ex[i], std::move(*ep), i == 0 ? o.first : o.second);
       EXPECT_TRUE(c.ok()) << c.status().ToString();
       ch[i] = std::move(*c);
     }
@@ -40,6 +43,14 @@ struct Pair {
   }
   void Run(runtime::Nanos for_ns) { rt.RunUntil(rt.Now() + for_ns); }
 };
+
+// HELLO's payload without authentication (wire.md "Sessions"): format 2,
+// no flags, key id 0, a zero nonce, the caller's address.
+std::string HelloPayload(const std::string& address) {
+  std::string p(22, '\0');
+  p[0] = 2;
+  return p + address;
+}
 
 TEST(RpcChannelTest, ManyConcurrentCallsAllAnsweredInAnyOrder) {
   Pair p;
@@ -392,7 +403,7 @@ TEST(RpcChannelTest, RawMalformedAndOversizedFramesAreAnsweredOrDropped) {
 
   // Session by hand: HELLO carries our address, the answer our session id.
   const uint64_t hello_id = (uint64_t{0xFFFFFF} << 40) | 1;
-  send(frame(hello_id, 0xFFFF, raw->address()));
+  send(frame(hello_id, 0xFFFF, HelloPayload(raw->address())));
   ASSERT_EQ(got.size(), 1u);
   ASSERT_EQ(got[0].header.request_id, hello_id);
   ASSERT_EQ(got_payloads[0].size(), 4u);
@@ -605,6 +616,166 @@ TEST(RpcChannelTest, SameSeedSameTrace) {
   EXPECT_EQ(a.first, b.first);
   EXPECT_EQ(a.second, b.second);
   EXPECT_NE(a.first, c.first);  // the seed matters (drops, jitter, handler delays)
+}
+
+// --- authentication ---
+
+// Seeded nonces keep the simulator deterministic.
+std::function<void(void*, size_t)> SeededRandom(uint64_t seed) {
+  auto rng = std::make_shared<Random>(seed);
+  return [rng](void* out, size_t n) {
+    for (size_t i = 0; i < n; ++i) static_cast<uint8_t*>(out)[i] = static_cast<uint8_t>(rng->Next());
+  };
+}
+
+// A pair whose client (0) and server (1) hold the given key sources.
+struct AuthPair : Pair {
+  AuthPair(std::shared_ptr<auth::KeySource> client_keys, std::shared_ptr<auth::KeySource> server_keys)
+      : Pair(Options(std::move(client_keys), std::move(server_keys))) {}
+  static std::pair<ChannelOptions, ChannelOptions> Options(std::shared_ptr<auth::KeySource> c,
+                                                           std::shared_ptr<auth::KeySource> s) {
+    ChannelOptions co, so;
+    co.keys = std::move(c);
+    so.keys = std::move(s);
+    co.max_call_payload = so.max_call_payload = 1 << 20;
+    co.random = SeededRandom(1);
+    so.random = SeededRandom(2);
+    return {co, so};
+  }
+};
+
+Result<Response> CallOnce(Pair& p, uint16_t method, std::string payload) {
+  Result<Response> out = Status::Aborted("no answer");
+  p.ch[0]->Call(p.server, method, std::move(payload), {.timeout = 100 * kMillisecond},
+                [&](Result<Response> r) { out = std::move(r); });
+  p.Run(500 * kMillisecond);
+  return out;
+}
+
+TEST(RpcAuthTest, ASharedSecretServesCallsOverSignedFrames) {
+  auto keys = auth::KeySource::Fixed(auth::Keyring::Generate());
+  AuthPair p(keys, keys);
+  int runs = 0;
+  p.ch[1]->SetHandler([&](uint16_t, std::span<const std::byte> payload, RpcChannel::Reply r) {
+    ++runs;
+    r(Code::kOk, std::string(reinterpret_cast<const char*>(payload.data()), payload.size()) + "!");
+  });
+  for (size_t len : {0u, 10u, 5000u, 20000u}) {  // 20000: fragments, each signed
+    auto r = CallOnce(p, 3, std::string(len, 'v'));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->payload, std::string(len, 'v') + "!");
+  }
+  EXPECT_EQ(runs, 4);
+  EXPECT_EQ(p.ch[0]->counters().unauthenticated + p.ch[1]->counters().unauthenticated, 0u);
+  EXPECT_EQ(p.ch[1]->counters().sessions, 1u);
+}
+
+TEST(RpcAuthTest, AClientWithoutTheSecretIsRefusedAndNothingRuns) {
+  AuthPair p(nullptr, auth::KeySource::Fixed(auth::Keyring::Generate()));
+  int runs = 0;
+  p.ch[1]->SetHandler([&](uint16_t, std::span<const std::byte>, RpcChannel::Reply r) {
+    ++runs;
+    r(Code::kOk, "");
+  });
+  auto r = CallOnce(p, 3, "put k v");
+  EXPECT_TRUE(r.status().Is(Code::kUnauthenticated)) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("requires the cluster secret"), std::string::npos) << r.status().ToString();
+  EXPECT_EQ(runs, 0);
+  EXPECT_EQ(p.ch[1]->counters().sessions, 0u);
+  EXPECT_EQ(p.ch[1]->counters().unauthenticated, 1u);
+}
+
+TEST(RpcAuthTest, AnotherClustersSecretIsRefusedBothWays) {
+  // Same key id (1), different bytes: the server's answer fails our key.
+  {
+    AuthPair p(auth::KeySource::Fixed(auth::Keyring::Generate()), auth::KeySource::Fixed(auth::Keyring::Generate()));
+    int runs = 0;
+    p.ch[1]->SetHandler([&](uint16_t, std::span<const std::byte>, RpcChannel::Reply r) {
+      ++runs;
+      r(Code::kOk, "");
+    });
+    auto r = CallOnce(p, 3, "x");
+    EXPECT_TRUE(r.status().Is(Code::kUnauthenticated)) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("did not prove"), std::string::npos) << r.status().ToString();
+    EXPECT_EQ(runs, 0);
+  }
+  // A server without a secret cannot prove one: refused too.
+  {
+    AuthPair p(auth::KeySource::Fixed(auth::Keyring::Generate()), nullptr);
+    p.ch[1]->SetHandler([&](uint16_t, std::span<const std::byte>, RpcChannel::Reply r) { r(Code::kOk, ""); });
+    auto r = CallOnce(p, 3, "x");
+    EXPECT_TRUE(r.status().Is(Code::kUnauthenticated)) << r.status().ToString();
+  }
+}
+
+// Someone who can reach the server's endpoint but lacks the session key:
+// requests naming a real session, unsigned or signed under a guessed key,
+// never run and are not answered.
+TEST(RpcAuthTest, ForgedRequestsInARealSessionNeverRun) {
+  auto keys = auth::KeySource::Fixed(auth::Keyring::Generate());
+  AuthPair p(keys, keys);
+  int runs = 0;
+  p.ch[1]->SetHandler([&](uint16_t, std::span<const std::byte>, RpcChannel::Reply r) {
+    ++runs;
+    r(Code::kOk, "ran");
+  });
+  ASSERT_TRUE(CallOnce(p, 3, "legit").ok());
+  ASSERT_EQ(runs, 1);
+  runtime::Executor* rex = p.rt.CreateExecutor("forger");
+  auto forger = p.fabric.CreateEndpoint(3, rex, {});
+  ASSERT_TRUE(forger.ok());
+  auto to = (*forger)->AddPeer(p.ch[1]->address());
+  ASSERT_TRUE(to.ok());
+  std::vector<std::vector<std::byte>> keep;
+  auth::SessionKey guess;
+  guess.bytes[0] = 42;
+  for (uint64_t seq = 2; seq < 40; ++seq) {
+    std::vector<std::byte> f;
+    // Session 0 is the client's; sequences ahead of its own.
+    ASSERT_TRUE(EncodeFrame({FrameKind::kRequest, 3, (uint64_t{0} << 40) | seq, Code::kOk}, "forged", 1000, &f,
+                            seq % 2 ? &guess : nullptr)
+                    .ok());
+    keep.push_back(std::move(f));
+    ASSERT_TRUE((*forger)->Send(*to, keep.back().data(), keep.back().size(), nullptr, seq).ok());
+  }
+  p.Run(10 * kMillisecond);
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(p.ch[1]->counters().unauthenticated, 38u);
+  // The real client's session is unharmed.
+  auto r = CallOnce(p, 3, "legit again");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(runs, 2);
+}
+
+// Rotation: a new key accepted everywhere, made current, the old one
+// dropped. The old session is told its key was retired; the client says
+// HELLO again with the new key and its call still succeeds.
+TEST(RpcAuthTest, RotationRetiresOldSessionsWithoutFailingACall) {
+  const auth::Keyring first = auth::Keyring::Generate();
+  auto client_keys = auth::KeySource::Fixed(first), server_keys = auth::KeySource::Fixed(first);
+  AuthPair p(client_keys, server_keys);
+  p.ch[1]->SetHandler([&](uint16_t, std::span<const std::byte>, RpcChannel::Reply r) { r(Code::kOk, "ok"); });
+  ASSERT_TRUE(CallOnce(p, 3, "a").ok());
+  const auth::Keyring both = first.WithNewKey();
+  server_keys->Set(both);
+  client_keys->Set(both);
+  ASSERT_TRUE(CallOnce(p, 3, "b").ok());
+  const uint32_t fresh = both.keys().back().id;
+  const auth::Keyring next = *both.WithCurrent(fresh);
+  client_keys->Set(next);
+  server_keys->Set(next);
+  ASSERT_TRUE(CallOnce(p, 3, "c").ok()) << "the old session's key is still accepted";
+  EXPECT_EQ(p.ch[1]->counters().sessions, 1u);
+  server_keys->Set(next.OnlyCurrent());
+  client_keys->Set(next.OnlyCurrent());
+  auto r = CallOnce(p, 3, "d");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->status, Code::kOk);
+  EXPECT_EQ(p.ch[1]->counters().sessions, 2u) << "a new session, under the new key";
+  // A client still on the old keyring alone is now refused.
+  AuthPair stale(auth::KeySource::Fixed(first), server_keys);
+  stale.ch[1]->SetHandler([&](uint16_t, std::span<const std::byte>, RpcChannel::Reply rr) { rr(Code::kOk, ""); });
+  EXPECT_TRUE(CallOnce(stale, 3, "e").status().Is(Code::kUnauthenticated));
 }
 
 TEST(IdMapTest, MatchesAStandardMapUnderRandomInsertAndErase) {

@@ -10,24 +10,27 @@ namespace slip::rpc {
 namespace {
 constexpr uint8_t kFlagFragment = 1;
 constexpr uint8_t kFlagLast = 2;
+constexpr uint8_t kFlagSigned = 4;
 }  // namespace
 
-size_t FrameSize(size_t payload_len) { return AlignUp(kFrameHeader + payload_len, kFrameAlign); }
+size_t FrameSize(size_t payload_len, bool signed_frame) {
+  return AlignUp(kFrameHeader + payload_len + (signed_frame ? kFrameTag : 0), kFrameAlign);
+}
 
 Status EncodeFrame(const FrameHeader& h, std::string_view payload, size_t max_payload,
-                   std::vector<std::byte>* out) {
+                   std::vector<std::byte>* out, const auth::SessionKey* key) {
   out->clear();
-  return AppendFrame(h, payload, max_payload, out);
+  return AppendFrame(h, payload, max_payload, out, key);
 }
 
 Status AppendFrame(const FrameHeader& h, std::string_view payload, size_t max_payload,
-                   std::vector<std::byte>* out) {
+                   std::vector<std::byte>* out, const auth::SessionKey* key) {
   if (payload.size() > max_payload || payload.size() > UINT32_MAX) {
     return Status::TooLarge("RPC payload of " + std::to_string(payload.size()) +
                             " bytes exceeds the limit of " + std::to_string(max_payload));
   }
   const size_t at = out->size();
-  const size_t size = FrameSize(payload.size());
+  const size_t size = FrameSize(payload.size(), key != nullptr);
   out->resize(at + size);
   std::byte* p = out->data() + at;
   // resize() zero-fills the new bytes: reserved fields and padding are 0.
@@ -38,12 +41,19 @@ Status AppendFrame(const FrameHeader& h, std::string_view payload, size_t max_pa
   StoreLE<uint64_t>(p + 8, h.request_id);
   StoreLE<uint32_t>(p + 16, static_cast<uint32_t>(payload.size()));
   StoreLE<uint8_t>(p + 20, static_cast<uint8_t>(h.status));
+  uint8_t flags = key != nullptr ? kFlagSigned : 0;
   if (h.fragment) {
-    StoreLE<uint8_t>(p + 21, static_cast<uint8_t>(kFlagFragment | (h.last_fragment ? kFlagLast : 0)));
+    flags |= static_cast<uint8_t>(kFlagFragment | (h.last_fragment ? kFlagLast : 0));
     StoreLE<uint32_t>(p + 28, h.offset);
   }
+  StoreLE<uint8_t>(p + 21, flags);
   if (!payload.empty()) std::memcpy(p + kFrameHeader, payload.data(), payload.size());
-  StoreLE<uint32_t>(p + 24, Crc32c(0, p, size));
+  if (key != nullptr) {
+    const size_t covered = kFrameHeader + payload.size();
+    StoreLE<uint64_t>(p + covered, auth::Tag(*key, p, covered));
+  } else {
+    StoreLE<uint32_t>(p + 24, Crc32c(0, p, size));
+  }
   return Status::Ok();
 }
 
@@ -61,12 +71,13 @@ Result<DecodedFrame> DecodeFrame(std::span<const std::byte> buf, size_t max_payl
   if (kind != 1 && kind != 2) return Status::Corruption("RPC frame: bad kind");
   const uint8_t flags = LoadLE<uint8_t>(p + 21);
   const bool fragment = (flags & kFlagFragment) != 0;
-  if ((flags & ~(kFlagFragment | kFlagLast)) != 0 || (!fragment && flags != 0) ||
+  const bool signed_frame = (flags & kFlagSigned) != 0;
+  if ((flags & ~(kFlagFragment | kFlagLast | kFlagSigned)) != 0 || (!fragment && (flags & kFlagLast) != 0) ||
       LoadLE<uint16_t>(p + 22) != 0 || (!fragment && LoadLE<uint32_t>(p + 28) != 0)) {
     return Status::Corruption("RPC frame: reserved bits set");
   }
   const uint8_t status = LoadLE<uint8_t>(p + 20);
-  if (status > static_cast<uint8_t>(Code::kNotSupported) || (kind == 1 && status != 0)) {
+  if (status > static_cast<uint8_t>(Code::kUnauthenticated) || (kind == 1 && status != 0)) {
     return Status::Corruption("RPC frame: bad status byte");
   }
   const uint64_t len = LoadLE<uint32_t>(p + 16);
@@ -74,15 +85,22 @@ Result<DecodedFrame> DecodeFrame(std::span<const std::byte> buf, size_t max_payl
     return Status::TooLarge("RPC payload of " + std::to_string(len) +
                             " bytes exceeds the limit of " + std::to_string(max_payload));
   }
-  const size_t size = FrameSize(len);
+  const size_t size = FrameSize(len, signed_frame);
   if (size > buf.size()) return Status::Corruption("RPC frame: length runs past the message");
-  // CRC over the frame with the crc field taken as zero.
-  const uint32_t zero = 0;
-  uint32_t crc = Crc32c(0, p, 24);
-  crc = Crc32c(crc, &zero, 4);
-  crc = Crc32c(crc, p + 28, size - 28);
-  if (crc != LoadLE<uint32_t>(p + 24)) return Status::Corruption("RPC frame: checksum mismatch");
   DecodedFrame f;
+  if (signed_frame) {
+    if (LoadLE<uint32_t>(p + 24) != 0) return Status::Corruption("RPC frame: a signed frame with a CRC");
+    f.signed_frame = true;
+    f.covered = buf.subspan(0, kFrameHeader + len);
+    f.tag = LoadLE<uint64_t>(p + kFrameHeader + len);
+  } else {
+    // CRC over the frame with the crc field taken as zero.
+    const uint32_t zero = 0;
+    uint32_t crc = Crc32c(0, p, 24);
+    crc = Crc32c(crc, &zero, 4);
+    crc = Crc32c(crc, p + 28, size - 28);
+    if (crc != LoadLE<uint32_t>(p + 24)) return Status::Corruption("RPC frame: checksum mismatch");
+  }
   f.header.kind = static_cast<FrameKind>(kind);
   f.header.method = LoadLE<uint16_t>(p + 6);
   f.header.request_id = LoadLE<uint64_t>(p + 8);
@@ -108,9 +126,13 @@ std::optional<FrameHeader> PeekHeader(std::span<const std::byte> buf) {
   h.method = LoadLE<uint16_t>(p + 6);
   h.request_id = LoadLE<uint64_t>(p + 8);
   const uint8_t status = LoadLE<uint8_t>(p + 20);
-  h.status = status <= static_cast<uint8_t>(Code::kNotSupported) ? static_cast<Code>(status)
-                                                                 : Code::kCorruption;
+  h.status = status <= static_cast<uint8_t>(Code::kUnauthenticated) ? static_cast<Code>(status)
+                                                                    : Code::kCorruption;
   return h;
+}
+
+bool VerifyFrame(const DecodedFrame& f, const auth::SessionKey& key) {
+  return f.signed_frame && auth::TagsEqual(f.tag, auth::Tag(key, f.covered.data(), f.covered.size()));
 }
 
 }  // namespace slip::rpc

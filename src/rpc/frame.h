@@ -16,10 +16,16 @@
 //    8   8   request_id unique per (client endpoint, session)
 //   16   4   payload_len
 //   20   1   status     response: slip::Code; request: 0
-//   21   1   flags      bit 0: a fragment of a larger payload; bit 1: its last one
+//   21   1   flags      bit 0: a fragment of a larger payload; bit 1: its last one;
+//                       bit 2: signed (below)
 //   22   2   reserved   0
-//   24   4   crc        CRC32C over the padded frame with this field = 0
+//   24   4   crc        CRC32C over the padded frame with this field = 0; signed: 0
 //   28   4   offset     a fragment: where its bytes start in the whole payload; else 0
+//
+// A signed frame (an authenticated session, rpc/channel.h) carries, right
+// after its payload, an 8-byte tag: SipHash-2-4 under the session key over
+// the header and payload (auth/session_key.h). The tag replaces the CRC:
+// it detects every accidental change a CRC would, and deliberate ones too.
 #pragma once
 
 #include <cstddef>
@@ -29,6 +35,7 @@
 #include <string_view>
 #include <vector>
 
+#include "auth/session_key.h"
 #include "common/status.h"
 
 namespace slip::rpc {
@@ -52,29 +59,39 @@ struct FrameHeader {
   uint32_t offset = 0;
 };
 
+constexpr size_t kFrameTag = 8;
+
 // Bytes a frame with `payload_len` bytes occupies (padded).
-size_t FrameSize(size_t payload_len);
+size_t FrameSize(size_t payload_len, bool signed_frame = false);
 
 // Encodes into `out` (resized to FrameSize). Fails with TooLarge when the
-// payload exceeds `max_payload`.
+// payload exceeds `max_payload`. With `key`, the frame is signed under it.
 Status EncodeFrame(const FrameHeader& h, std::string_view payload, size_t max_payload,
-                   std::vector<std::byte>* out);
+                   std::vector<std::byte>* out, const auth::SessionKey* key = nullptr);
 // The same, appended after what `out` holds (whose size must be a multiple
 // of 64): frames placed back to back form one batched message. `out` is
 // unchanged on failure.
 Status AppendFrame(const FrameHeader& h, std::string_view payload, size_t max_payload,
-                   std::vector<std::byte>* out);
+                   std::vector<std::byte>* out, const auth::SessionKey* key = nullptr);
 
 struct DecodedFrame {
   FrameHeader header;
   std::span<const std::byte> payload;  // points into the input
   size_t frame_bytes = 0;              // padded size consumed
+  // A signed frame: its tag, NOT yet checked (the receiver knows the key).
+  bool signed_frame = false;
+  uint64_t tag = 0;
+  std::span<const std::byte> covered;  // the bytes the tag covers
 };
 
 // Decodes the frame at buf[0]. Corruption for anything malformed (bad magic,
 // version, kind, reserved bits, length past the buffer, CRC mismatch);
 // TooLarge when payload_len exceeds `max_payload`. Never reads past buf.
+// A signed frame's tag is left to VerifyFrame.
 Result<DecodedFrame> DecodeFrame(std::span<const std::byte> buf, size_t max_payload);
+
+// True if `f` is signed and its tag is right under `key`.
+bool VerifyFrame(const DecodedFrame& f, const auth::SessionKey& key);
 
 // For a frame DecodeFrame refused: its header fields, when the first 32
 // bytes still look like a header (magic, version, kind). Nothing here is

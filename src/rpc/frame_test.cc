@@ -87,5 +87,41 @@ TEST(FrameTest, PeekHeaderOnlyWhenTheHeaderLooksRight) {
   EXPECT_FALSE(PeekHeader(std::span(buf).first(31)).has_value());
 }
 
+// A signed frame: the tag replaces the CRC, covers header and payload, and
+// only the right key verifies it.
+TEST(FrameTest, SignedFramesVerifyOnlyUnderTheirKeyAndDetectEveryFlip) {
+  auth::SessionKey key, other;
+  key.bytes[3] = 9;
+  other.bytes[3] = 10;
+  for (size_t len : {0u, 24u, 25u, 100u, 3000u}) {
+    std::vector<std::byte> buf;
+    FrameHeader h{FrameKind::kRequest, 9, (uint64_t{5} << 40) | 77, Code::kOk};
+    ASSERT_TRUE(EncodeFrame(h, std::string(len, 's'), 1 << 20, &buf, &key).ok());
+    EXPECT_EQ(buf.size(), FrameSize(len, true));
+    auto f = DecodeFrame(buf, 1 << 20);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    EXPECT_TRUE(f->signed_frame);
+    EXPECT_EQ(f->payload.size(), len);
+    EXPECT_TRUE(VerifyFrame(*f, key));
+    EXPECT_FALSE(VerifyFrame(*f, other));
+    for (size_t i = 0; i < kFrameHeader + len + kFrameTag; ++i) {
+      if (i >= 24 && i < 28) continue;  // the crc field: must stay 0, checked below
+      std::vector<std::byte> bad = buf;
+      bad[i] ^= std::byte{0x20};
+      auto g = DecodeFrame(bad, 1 << 20);
+      EXPECT_TRUE(!g.ok() || !VerifyFrame(*g, key)) << "flip at " << i << " of " << len;
+    }
+    std::vector<std::byte> crc = buf;
+    crc[24] = std::byte{1};
+    EXPECT_FALSE(DecodeFrame(crc, 1 << 20).ok());
+  }
+  // An unsigned frame never verifies.
+  std::vector<std::byte> plain;
+  ASSERT_TRUE(EncodeFrame({FrameKind::kRequest, 9, 1, Code::kOk}, "p", 100, &plain).ok());
+  auto f = DecodeFrame(plain, 100);
+  ASSERT_TRUE(f.ok());
+  EXPECT_FALSE(VerifyFrame(*f, key));
+}
+
 }  // namespace
 }  // namespace slip::rpc

@@ -27,6 +27,7 @@
 #include "cli/processes.h"
 #include "cluster/cluster_config.h"
 #include "integration/cluster_harness.h"
+#include "auth/keyring.h"
 #include "node/node_process.h"
 #include "cluster/config_access.h"
 #include "cluster/rebalance.h"
@@ -66,12 +67,12 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
       << "see " << d << "/logs";
 
   auto client = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
-                                           .deadline = std::chrono::seconds(20), .bind_address = ""});
+                                           .deadline = std::chrono::seconds(20), .bind_address = "", .secret_file = ""});
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   // A client that reads its routing now and stays idle through the failover:
   // its first request afterwards carries a stale term and must be redirected.
   auto stale = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
-                                          .deadline = std::chrono::seconds(20), .bind_address = ""});
+                                          .deadline = std::chrono::seconds(20), .bind_address = "", .secret_file = ""});
   ASSERT_TRUE(stale.ok());
   ASSERT_TRUE((*stale)->Put("stale-probe", "before").ok());
   // Values at the frame and store limits, which travel in fragments (RPC)
@@ -127,7 +128,7 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
   ASSERT_EQ(Slip("cluster down --dir " + d), 0);
   ASSERT_EQ(Slip(up), 0) << "see " << d << "/logs";
   auto again = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
-                                          .deadline = std::chrono::seconds(20), .bind_address = ""});
+                                          .deadline = std::chrono::seconds(20), .bind_address = "", .secret_file = ""});
   ASSERT_TRUE(again.ok());
   m.Check(**again, "after cold start");
   sized.Check(**again, "after cold start");
@@ -193,7 +194,7 @@ TEST(ClusterStartTest, ANodeDeclaredFailedWhileStartingRejoinsItsShards) {
   ASSERT_EQ(integration::WaitFullyReplicated(d), "") << "see " << d << "/logs";
   {
     auto c = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
-                                        .deadline = std::chrono::seconds(20), .bind_address = ""});
+                                        .deadline = std::chrono::seconds(20), .bind_address = "", .secret_file = ""});
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     for (int i = 0; i < 50; ++i) ASSERT_TRUE((*c)->Put("k" + std::to_string(i), "v" + std::to_string(i)).ok()) << i;
   }
@@ -204,7 +205,7 @@ TEST(ClusterStartTest, ANodeDeclaredFailedWhileStartingRejoinsItsShards) {
   ASSERT_EQ(integration::WaitFullyReplicated(d), "") << "see " << d << "/logs";
   {
     auto c = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
-                                        .deadline = std::chrono::seconds(20), .bind_address = ""});
+                                        .deadline = std::chrono::seconds(20), .bind_address = "", .secret_file = ""});
     ASSERT_TRUE(c.ok());
     for (int i = 0; i < 50; ++i) {
       auto v = (*c)->Get("k" + std::to_string(i));
@@ -239,7 +240,7 @@ TEST_P(PoolClusterTest, KillAKvsNodeThePoolAndEverythingLoseNothingAcknowledged)
   ASSERT_EQ(Slip(up + " --nodes 3 --shards 12 --design " + design), 0) << "see " << d << "/logs";
   auto open = [&] {
     return Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
-                                      .deadline = std::chrono::seconds(20), .bind_address = ""});
+                                      .deadline = std::chrono::seconds(20), .bind_address = "", .secret_file = ""});
   };
   auto client = open();
   ASSERT_TRUE(client.ok()) << client.status().ToString();
@@ -305,7 +306,7 @@ TEST(DinomoClusterTest, NodesJoinAndLeaveUnderLoadLosingNothing) {
   const std::string up = "cluster up --lease-ms 1000 --pm-mb 64 --dir " + d;
   ASSERT_EQ(Slip(up + " --nodes 3 --shards 12 --design dinomo"), 0) << "see " << d << "/logs";
   auto client = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
-                                           .deadline = std::chrono::seconds(20), .bind_address = ""});
+                                           .deadline = std::chrono::seconds(20), .bind_address = "", .secret_file = ""});
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   auto store = cluster::OpenConfigStore(d, "");
   ASSERT_TRUE(store.ok());
@@ -358,7 +359,7 @@ TEST(DinomoClusterTest, NodesJoinAndLeaveUnderLoadLosingNothing) {
   ASSERT_EQ(Slip("cluster down --dir " + d), 0);
   ASSERT_EQ(Slip(up), 0) << "see " << d << "/logs";
   auto again = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
-                                          .deadline = std::chrono::seconds(20), .bind_address = ""});
+                                          .deadline = std::chrono::seconds(20), .bind_address = "", .secret_file = ""});
   ASSERT_TRUE(again.ok());
   m.Check(**again, "after cold start");
   std::printf("  %d operations, %d with unknown outcome, %zu keys checked\n", m.ops.load(), m.unknown.load(),
@@ -382,7 +383,7 @@ TEST(DinomoClusterTest, HotKeysSharedKilledAndUnsharedUnderLoadLoseNothing) {
   ASSERT_EQ(Slip(up + " --nodes 3 --shards 12 --design dinomo"), 0) << "see " << d << "/logs";
   auto open = [&] {
     return Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
-                                      .deadline = std::chrono::seconds(20), .bind_address = ""});
+                                      .deadline = std::chrono::seconds(20), .bind_address = "", .secret_file = ""});
   };
   auto client = open();
   ASSERT_TRUE(client.ok()) << client.status().ToString();
@@ -605,7 +606,7 @@ TEST_P(ReshardClusterTest, NodesJoinAndLeaveAndMovesSurviveAKillUnderLoadLosingN
   const std::string add = "cluster add-node --lease-ms 1000 --pm-mb 64 --workers " + workers + " --dir " + d;
   ASSERT_EQ(Slip(up + " --nodes 3 --rf 2 --shards 12 --design " + design), 0) << "see " << d << "/logs";
   auto client = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
-                                           .deadline = std::chrono::seconds(20), .bind_address = ""});
+                                           .deadline = std::chrono::seconds(20), .bind_address = "", .secret_file = ""});
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   auto store = cluster::OpenConfigStore(d, "");
   ASSERT_TRUE(store.ok());
@@ -661,11 +662,78 @@ TEST_P(ReshardClusterTest, NodesJoinAndLeaveAndMovesSurviveAKillUnderLoadLosingN
   ASSERT_EQ(Slip("cluster down --dir " + d), 0);
   ASSERT_EQ(Slip(up), 0) << "see " << d << "/logs";
   auto again = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
-                                          .deadline = std::chrono::seconds(20), .bind_address = ""});
+                                          .deadline = std::chrono::seconds(20), .bind_address = "", .secret_file = ""});
   ASSERT_TRUE(again.ok());
   m.Check(**again, "after cold start");
   std::printf("  %d operations, %d with unknown outcome, %zu keys checked\n", m.ops.load(), m.unknown.load(),
               m.acked.size());
+  again->reset();
+  EXPECT_EQ(Slip("cluster down --dir " + d), 0);
+  if (!HasFailure()) fs::remove_all(dir);
+}
+
+// The cluster secret (docs/security.md): `cluster up` makes one, owner-only;
+// a client without it, or with another cluster's, is refused and changes
+// nothing; `cluster rotate-secret` under a write load fails no operation,
+// and afterwards the old secret is refused.
+TEST(AuthTest, StrangersAreRefusedAndRotationFailsNoOperation) {
+  const fs::path dir = fs::temp_directory_path() / ("slip_auth_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  const std::string d = (dir / "cluster").string();
+  integration::TailLogsOnFailure tail(d);
+  ASSERT_EQ(Slip("cluster up --nodes 3 --rf 3 --shards 6 --design rowan-kv --dir " + d), 0) << "see " << d << "/logs";
+  const std::string secret = d + "/secret";
+  ASSERT_EQ(fs::status(secret).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+  auto open = [&](const std::string& config_dir, const std::string& secret_file) {
+    return Client::Open(ClientOptions{.dir = config_dir, .zookeeper = "", .provider = "",
+                                      .deadline = std::chrono::seconds(5), .bind_address = "",
+                                      .secret_file = secret_file});
+  };
+  auto member = open(d, "");
+  ASSERT_TRUE(member.ok()) << member.status().ToString();
+  ASSERT_TRUE((*member)->Put("k", "v1").ok());
+  // A stranger: the cluster's configuration (addresses) but no secret...
+  const std::string bare = (dir / "bare").string();
+  fs::create_directories(bare);
+  fs::copy_file(d + "/cluster.json", bare + "/cluster.json");
+  // ...and one with another cluster's secret.
+  const std::string other = (dir / "other-secret").string();
+  ASSERT_TRUE(auth::WriteKeyringFile(other, auth::Keyring::Generate()).ok());
+  const std::string old_copy = (dir / "old-secret").string();
+  fs::copy_file(secret, old_copy);
+  for (const auto& [config_dir, secret_file] : {std::pair{bare, std::string()}, std::pair{d, other}}) {
+    auto stranger = open(config_dir, secret_file);
+    ASSERT_TRUE(stranger.ok()) << stranger.status().ToString();
+    Status put = (*stranger)->Put("k", "evil");
+    EXPECT_TRUE(put.Is(Code::kUnauthenticated)) << put.ToString();
+    EXPECT_TRUE((*stranger)->Delete("k").Is(Code::kUnauthenticated));
+    EXPECT_TRUE((*stranger)->Get("k").status().Is(Code::kUnauthenticated));
+  }
+  auto v = (*member)->Get("k");
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(*v, "v1") << "a stranger changed nothing";
+
+  integration::AckedWrites m;
+  int rotated = -1;
+  integration::RunLoadWithFault(**member, m, 200, 400, [&] { rotated = Slip("cluster rotate-secret --dir " + d); });
+  EXPECT_EQ(rotated, 0);
+  EXPECT_EQ(m.unknown, 0) << "an operation failed during the rotation";
+  m.Check(**member, "after the rotation");
+  auto ring = auth::ReadKeyringFile(secret);
+  ASSERT_TRUE(ring.ok());
+  EXPECT_EQ(ring->keys().size(), 1u);
+  EXPECT_EQ(ring->current().id, 2u);
+  auto stale = open(d, old_copy);
+  ASSERT_TRUE(stale.ok());
+  EXPECT_TRUE((*stale)->Get("k").status().Is(Code::kUnauthenticated)) << "the old secret is retired";
+  stale->reset();
+  member->reset();
+  // A cold start uses the new secret.
+  ASSERT_EQ(Slip("cluster down --dir " + d), 0);
+  ASSERT_EQ(Slip("cluster up --dir " + d), 0) << "see " << d << "/logs";
+  auto again = open(d, "");
+  ASSERT_TRUE(again.ok());
+  m.Check(**again, "after a cold start");
   again->reset();
   EXPECT_EQ(Slip("cluster down --dir " + d), 0);
   if (!HasFailure()) fs::remove_all(dir);

@@ -171,7 +171,7 @@ class NetnsClusterTest : public ::testing::TestWithParam<std::string> {
   // its address and every shard has a primary).
   void Connect() {
     auto c = Client::Open(ClientOptions{.dir = dir_, .zookeeper = "", .provider = "tcp",
-                                        .deadline = std::chrono::seconds(20), .bind_address = kHubAddress});
+                                        .deadline = std::chrono::seconds(20), .bind_address = kHubAddress, .secret_file = ""});
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     client_ = std::move(*c);
     Status s;
