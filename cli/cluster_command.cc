@@ -198,6 +198,10 @@ std::vector<std::string> ServerArgs(const ClusterCommandOptions& o, uint32_t id)
                         std::to_string(o.workers)});
 }
 
+std::vector<std::string> ManagerArgs(const ClusterCommandOptions& o) {
+  return CommonArgs(o, {SelfExecutable(), "manager"});
+}
+
 int ClusterInit(const ClusterCommandOptions& o) {
   auto store = OpenStore(o);
   if (!store.ok()) return Fail("cluster init", store.status());

@@ -78,6 +78,8 @@ int ClusterDown(const ClusterCommandOptions& o);
 int ClusterStatus(const ClusterCommandOptions& o);
 // Replaces the cluster secret without downtime (docs/security.md "Rotation").
 int ClusterRotateSecret(const ClusterCommandOptions& o);
+// The `slip manager` command line of the cluster (restarts after a kill).
+std::vector<std::string> ManagerArgs(const ClusterCommandOptions& o);
 // Starts a new node (id `node`, or one past the highest) that joins the
 // running cluster and waits until it owns its share of the shards. A pool
 // design's (dinomo) shards move without copying; a sharded design's are

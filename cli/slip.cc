@@ -14,6 +14,7 @@
 //    single-node store in DIR/pm)
 //   slip inspect --dir DIR                         PM layout and recovery figures
 //   slip sim --design rowan-kv --seeds 1..200      cluster simulation campaign
+//   slip soak --dir DIR --design D --kills N       kill/restart soak of a real cluster, history checked
 //
 // Global options (before the subcommand): --log-level trace|debug|info|warn|
 // error|off for diagnostics, --log-file F to append them to F as well.
@@ -36,6 +37,7 @@
 #include "bench/driver/bench_command.h"
 #include "slip/client.h"
 #include "cli/sim_command.h"
+#include "cli/soak_command.h"
 #include "common/log.h"
 #include "store/store.h"
 
@@ -313,6 +315,29 @@ int main(int argc, char** argv) {
   killcmd->add_option("--dir", co.dir, "cluster directory")->required();
   killcmd->add_option("--node", co.node, "node id")->required();
 
+  slip::cli::SoakOptions soak_o;
+  auto* soak = app.add_subcommand(
+      "soak", "a real cluster under a write-heavy load while processes are SIGKILLed and restarted; then every "
+              "acknowledged write and the whole history are checked");
+  soak->add_option("--dir", soak_o.dir, "a new directory for the soak's cluster")->required();
+  soak->add_option("--design", soak_o.design, "design (as for cluster up)")->capture_default_str();
+  soak->add_option("--kills", soak_o.kills, "processes to kill in all")->capture_default_str();
+  soak->add_option("--nodes", soak_o.nodes, "nodes")->capture_default_str();
+  soak->add_option("--shards", soak_o.shards, "shards")->capture_default_str();
+  soak->add_option("--rf", soak_o.replication, "replication factor")->capture_default_str();
+  soak->add_option("--provider", soak_o.provider, "tcp | shm")->capture_default_str();
+  soak->add_option("--pm", soak_o.pm, "durability class: dram | dax | file (default: as cluster up)");
+  soak->add_option("--threads", soak_o.threads, "client threads")->capture_default_str();
+  soak->add_option("--keys", soak_o.keys, "keys")->capture_default_str();
+  soak->add_option("--value-size", soak_o.value_size, "bytes per value")->capture_default_str();
+  soak->add_option("--interval-ms", soak_o.interval_ms, "load between a recovery and the next kill")
+      ->capture_default_str();
+  soak->add_option("--down-ms", soak_o.down_ms, "a killed process stays down 0.2x..2x this")->capture_default_str();
+  soak->add_option("--lease-ms", soak_o.lease_ms, "node lease")->capture_default_str();
+  soak->add_option("--seed", soak_o.seed, "what is killed when")->capture_default_str();
+  soak->add_flag("--keep", soak_o.keep, "keep the cluster directory after a passing soak");
+  soak->add_option("--report", soak_o.report, "append a markdown summary and per-kill table to this file");
+
   CLI11_PARSE(app, argc, argv);
 
   {
@@ -327,6 +352,7 @@ int main(int argc, char** argv) {
     co.log_level = log_level;
   }
 
+  if (*soak) return slip::cli::RunSoak(soak_o);
   if (*server) return slip::cli::RunServer(co);
   if (*manager) return slip::cli::RunManagerCommand(co);
   if (*pool) return slip::cli::RunPool(co);

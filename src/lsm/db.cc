@@ -1430,6 +1430,7 @@ Status Db::ApplyHeld(std::unique_lock<std::mutex>& l, Applied* applied) {
       Status s = options_.adopt_table ? options_.adopt_table(meta) : Status::Ok();
       auto t = s.ok() ? OpenTable(meta) : Result<std::shared_ptr<TableFile>>(s);
       if (!t.ok()) {
+        fprintf(stderr, "DBG ApplyHeld edit %llu table %llu slot %u size %llu last_edit %llu: %s\n", (unsigned long long)edit.id, (unsigned long long)meta.number, meta.slot, (unsigned long long)meta.size, (unsigned long long)version_.last_edit(), t.status().ToString().c_str());
         bg_error_ = t.status();
         return bg_error_;
       }

@@ -70,7 +70,9 @@ uint32_t TakeOrGrow(std::vector<std::unique_ptr<T>>& pool, std::vector<uint32_t>
 // --- IdMap: linear probing, backward-shift deletion (no tombstones) ---
 
 uint32_t* IdMap::Find(uint64_t key) {
-  if (n_ == 0) return nullptr;
+  // 0 marks an empty entry, so it is never a key; a peer can still send
+  // it (an id in a forged or corrupt frame), and it must find nothing.
+  if (n_ == 0 || key == 0) return nullptr;
   const size_t mask = t_.size() - 1;
   for (size_t i = Home(key);; i = (i + 1) & mask) {
     if (t_[i].key == key) return &t_[i].value;
@@ -88,7 +90,7 @@ void IdMap::Insert(uint64_t key, uint32_t value) {
 }
 
 bool IdMap::Erase(uint64_t key) {
-  if (n_ == 0) return false;
+  if (n_ == 0 || key == 0) return false;
   const size_t mask = t_.size() - 1;
   size_t i = Home(key);
   while (t_[i].key != key) {

@@ -123,7 +123,7 @@ struct ChannelOptions {
 // channel can hold it by value.
 class IdMap {
  public:
-  uint32_t* Find(uint64_t key);
+  uint32_t* Find(uint64_t key);  // null for key 0 (never present)
   void Insert(uint64_t key, uint32_t value);  // REQUIRES: key absent, != 0
   bool Erase(uint64_t key);
   size_t size() const { return n_; }

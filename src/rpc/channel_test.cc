@@ -778,6 +778,20 @@ TEST(RpcAuthTest, RotationRetiresOldSessionsWithoutFailingACall) {
   EXPECT_TRUE(CallOnce(stale, 3, "e").status().Is(Code::kUnauthenticated));
 }
 
+// 0 marks an empty entry: looking it up (an id from a forged or corrupt
+// frame) finds nothing, even in a table with empty entries (the fuzzer
+// found a response with request id 0 completing call slot 0 while it was
+// still queued, and a crash when the queue completed it again).
+TEST(IdMapTest, KeyZeroIsNeverFound) {
+  IdMap m;
+  EXPECT_EQ(m.Find(0), nullptr);
+  m.Insert(5, 1);
+  EXPECT_EQ(m.Find(0), nullptr);
+  EXPECT_FALSE(m.Erase(0));
+  ASSERT_NE(m.Find(5), nullptr);
+  EXPECT_EQ(*m.Find(5), 1u);
+}
+
 TEST(IdMapTest, MatchesAStandardMapUnderRandomInsertAndErase) {
   IdMap m;
   std::unordered_map<uint64_t, uint32_t> ref;

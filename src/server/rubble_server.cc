@@ -230,6 +230,11 @@ struct RubbleServer::Ship {
       for (size_t i = 0; i < edit->added.size(); ++i) {
         if (contents[i].empty()) continue;  // moved down a level: it keeps its slot
         const uint32_t slot = slots[next++];
+        {
+          std::string dbg;
+          for (uint32_t m : members) dbg += " " + std::to_string(m);
+          logging::Info("DBG ship table {} ({} bytes) into slot {} of{}", edit->added[i].second.number, contents[i].size(), slot, dbg);
+        }
         for (const auto& w : to) {
           SLIP_RETURN_IF_ERROR(w->Write(slot, contents[i]));
           shipped_bytes += contents[i].size();
@@ -940,6 +945,11 @@ void RubbleServer::OnApply(std::span<const std::byte> payload, Reply reply) {
     return reply(s.code(), {});
   }
   ReplicaPtr r = Find(item->header.shard);
+  if (item->kind == ChainItem::Kind::kEdit && !item->edit.added.empty()) {
+    std::string dbg;
+    for (const auto& [level, f] : item->edit.added) dbg += " " + std::to_string(f.number) + "@" + std::to_string(f.slot);
+    logging::Info("DBG shard {}: edit {} from {} term {} adds{}; ready {} seeded {} inc {}", r->shard, item->edit.id, item->header.sender, item->header.term, dbg, r->ready, r->seeded, r->incarnation);
+  }
   if (!r->ready || !r->seeded) return reply(Code::kUnavailable, {});  // its predecessor keeps it and tries again
   if (env_.all_compact) return ApplyInOrder(r, std::move(*item), std::move(reply));
   applier_->Post([this, r, item = std::move(*item), reply = std::move(reply)]() mutable {
@@ -1179,7 +1189,7 @@ void RubbleServer::OnSeed(std::span<const std::byte> payload, Reply reply) {
         return reply(Code::kUnavailable, {});
       }
       r->seeded = true;
-      logging::Info("shard {}: seeded by node {}", r->shard, config_.shards[r->shard].primary);
+      logging::Info("shard {}: seeded by node {} (inc {}, version edit {})", r->shard, config_.shards[r->shard].primary, r->incarnation, r->db->version().last_edit());
       reply(Code::kOk, {});
       ReportLater(r);
     });
@@ -1303,6 +1313,7 @@ void RubbleServer::SeedNext(const ReplicaPtr& r) {
                            std::snprintf(name, sizeof name, "/%06llu.sst", static_cast<unsigned long long>(meta.number));
                            SLIP_ASSIGN_OR_RETURN(auto file, r->fs->Open(r->dir + name, lsm::FileSystem::Kind::kTable));
                            SLIP_ASSIGN_OR_RETURN(std::string_view bytes, file->Read(0, meta.size, &scratch));
+                           logging::Info("DBG shard {}: seed copy of table {} ({} bytes) into slot {} of node {}", r->shard, meta.number, bytes.size(), meta.slot, next);
                            SLIP_RETURN_IF_ERROR(writer->Write(meta.slot, bytes));
                            slots.push_back(meta.slot);
                          }

@@ -284,13 +284,20 @@ RubbleCampaignResult RunRubbleCampaign(const RubbleCampaignOptions& o) {
     return Status::Ok();
   };
   runtime::Executor* ops = rt.CreateExecutor("operator");
-  restart_later = [&](uint32_t id) {
-    ops->After((50 + static_cast<Nanos>(dice.Uniform(250))) * kMillisecond, [&, id] {
+  auto start_after = [&](uint32_t id, Nanos delay) {
+    ops->After(delay, [&, id] {
       if (procs.contains(id) || !out.failure.empty()) return;
       Status s = start(id);
       if (!s.ok()) out.failure = "node " + std::to_string(id) + " did not start again: " + s.ToString();
     });
   };
+  // Later than its lease: the manager has declared it failed by then, and
+  // it comes back empty.
+  restart_later = [&](uint32_t id) { start_after(id, (50 + static_cast<Nanos>(dice.Uniform(250))) * kMillisecond); };
+  // Within its lease, as a process restarted at once: nobody declared it
+  // failed, so it comes back with its data (Resync) while the replicas it
+  // heads are still served by followers seeded from its last life.
+  auto restart_soon = [&](uint32_t id) { start_after(id, (1 + static_cast<Nanos>(dice.Uniform(10))) * kMillisecond); };
   for (uint32_t id = 0; id < 3; ++id) {
     Status s = start(id);
     if (!s.ok()) return RubbleCampaignResult{false, "node " + std::to_string(id) + ": " + s.ToString()};
@@ -314,6 +321,7 @@ RubbleCampaignResult RunRubbleCampaign(const RubbleCampaignOptions& o) {
   // other seed) once the cluster is whole again.
   const uint32_t victim = static_cast<uint32_t>(dice.Uniform(3));
   const bool zombie = seed % 3 == 1;
+  const bool quick = !zombie && seed % 2 == 1;
   const Nanos fault_at = (10 + static_cast<Nanos>(dice.Uniform(90))) * kMillisecond;
   ops->After(fault_at, [&] {
     if (!procs.contains(victim)) return;
@@ -322,7 +330,7 @@ RubbleCampaignResult RunRubbleCampaign(const RubbleCampaignOptions& o) {
       procs.at(victim)->cut_off = true;  // its control loop stops it once its lease is gone
     } else {
       stop(victim);
-      restart_later(victim);
+      quick ? restart_soon(victim) : restart_later(victim);
     }
   });
   const bool second = seed % 2 == 0;
@@ -333,7 +341,7 @@ RubbleCampaignResult RunRubbleCampaign(const RubbleCampaignOptions& o) {
     if (rt.Now() > fault_at + kLease && synced()) {
       second_done = true;
       stop(victim2);
-      return restart_later(victim2);
+      return seed % 4 == 0 ? restart_soon(victim2) : restart_later(victim2);
     }
     ops->After(5 * kMillisecond, [second_fault] { (*second_fault)(); });
   };
