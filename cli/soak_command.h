@@ -1,6 +1,6 @@
 // `slip soak`: a real cluster of processes under a write-heavy load while
 // processes are SIGKILLed and restarted, then every acknowledged write and
-// the whole history are checked (docs/testing.md "Kill soak").
+// the whole history are checked (docs/security.md "Kill soak").
 #pragma once
 
 #include <cstdint>

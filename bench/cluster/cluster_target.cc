@@ -65,7 +65,7 @@ class ClusterTarget final : public KvTarget {
       const std::string up = c_.slip_binary + " cluster up --nodes " + std::to_string(c_.nodes) + " --rf " +
                              std::to_string(c_.replication) + " --design " + c_.design +
                              " --workers " + std::to_string(c_.workers) + " --provider " + c_.provider + " --pm-mb " + std::to_string(c_.pm_mb) +
-                             " --dir " + c_.dir +
+                             " --dir " + c_.dir + (c_.auth ? "" : " --no-auth") +
                              " >/dev/null";
       if (std::system(up.c_str()) != 0) return Status::Unavailable("could not start a cluster in " + c_.dir);
     }
@@ -79,7 +79,7 @@ class ClusterTarget final : public KvTarget {
     return Status::Ok();
   }
   std::string name() const override {
-    return c_.workers == 1 ? c_.design : c_.design + "/" + std::to_string(c_.workers);
+    return (c_.workers == 1 ? c_.design : c_.design + "/" + std::to_string(c_.workers)) + (c_.auth ? "" : "+noauth");
   }
   // The cluster's PM class (slip cluster up --pm): file = every replica
   // msyncs before a write is acknowledged (rpc-kv backups per entry,

@@ -21,6 +21,7 @@ struct ClusterTargetConfig {
   uint32_t workers = 1;     // request workers per server (slip cluster up --workers)
   std::string provider = "tcp";  // of a cluster it starts; one in `dir` has its own
   uint64_t pm_mb = 256;          // PM per node of a cluster it starts
+  bool auth = true;              // a cluster it starts has a secret (false: --no-auth)
 };
 
 Result<std::unique_ptr<KvTarget>> MakeClusterTarget(const ClusterTargetConfig& config);

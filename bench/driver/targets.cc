@@ -20,6 +20,15 @@ const std::vector<std::string>& TargetNames() {
 
 namespace {
 
+// "<design>[/<workers>][+noauth]": the cluster without a secret (to measure
+// authentication's cost, docs/security.md).
+constexpr std::string_view kNoAuth = "+noauth";
+bool StripNoAuth(std::string* name) {
+  if (name->size() <= kNoAuth.size() || !name->ends_with(kNoAuth)) return false;
+  name->resize(name->size() - kNoAuth.size());
+  return true;
+}
+
 // "<design>/<workers>" -> (design, workers); workers 1 without a slash.
 std::pair<std::string, uint32_t> SplitWorkers(const std::string& name) {
   const size_t slash = name.find('/');
@@ -39,16 +48,19 @@ bool IsDesign(const std::string& design) {
 
 bool IsTargetName(const std::string& name) {
   if (std::find(TargetNames().begin(), TargetNames().end(), name) != TargetNames().end()) return true;
-  auto [design, workers] = SplitWorkers(name);
+  std::string base = name;
+  StripNoAuth(&base);
+  auto [design, workers] = SplitWorkers(base);
   return workers >= 1 && workers <= 32 && IsDesign(design);
 }
 
 Result<std::unique_ptr<KvTarget>> MakeTarget(const TargetConfig& c) {
   // The replicated designs: the cluster running in c.dir, or a private one.
-  if (auto [design, workers] = SplitWorkers(c.name); workers >= 1 && workers <= 32 && IsDesign(design)) {
-    return MakeClusterTarget(
-        {.design = design, .dir = c.dir, .slip_binary = "", .nodes = 3, .replication = 3, .workers = workers,
-         .provider = c.provider, .pm_mb = c.pm_mb});
+  std::string base = c.name;
+  const bool no_auth = StripNoAuth(&base);
+  if (auto [design, workers] = SplitWorkers(base); workers >= 1 && workers <= 32 && IsDesign(design)) {
+    return MakeClusterTarget({.design = design, .dir = c.dir, .slip_binary = "", .nodes = 3, .replication = 3,
+                              .workers = workers, .provider = c.provider, .pm_mb = c.pm_mb, .auth = !no_auth});
   }
   if (c.name == "local") return MakeLocalTarget({c.threads, c.region_mb, c.dir});
   if (c.name == "rocksdb") return MakeRocksDbTarget({c.dir});
@@ -59,7 +71,8 @@ Result<std::unique_ptr<KvTarget>> MakeTarget(const TargetConfig& c) {
   if (c.name == "memcached") return MakeMemcachedTarget({});
   std::string known;
   for (auto& n : TargetNames()) known += (known.empty() ? "" : ", ") + n;
-  return Status::InvalidArgument("unknown target '" + c.name + "' (" + known + ", or <design>/<workers>)");
+  return Status::InvalidArgument("unknown target '" + c.name + "' (" + known +
+                                 ", or <design>[/<workers>][+noauth])");
 }
 
 }  // namespace slip::bench

@@ -7,7 +7,11 @@
 // the number that stays put (min of runs), unlike cross-thread ping-pongs;
 // bench/results/2026-11-23-rpc-latency.md puts it next to those.
 //
-//   rpc_overhead_bench [--calls N] [--inflight K] [--runs R] [--payload B]
+//   rpc_overhead_bench [--calls N] [--inflight K] [--runs R] [--payload B] [--auth 0|1]
+//
+// --auth 1: both channels hold a cluster secret — the session is
+// authenticated and every frame carries a SipHash tag instead of a CRC
+// (docs/security.md); the difference is authentication's cost per call.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -183,19 +187,23 @@ class LoopEndpoint final : public fabric::Endpoint {
 int main(int argc, char** argv) {
   int calls = 1000000, inflight = 1, runs = 5;
   size_t payload = 64;
+  bool auth = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--calls")) calls = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--inflight")) inflight = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--runs")) runs = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--payload")) payload = static_cast<size_t>(std::atoi(argv[i + 1]));
+    else if (!std::strcmp(argv[i], "--auth")) auth = std::atoi(argv[i + 1]) != 0;
     else {
-      std::fprintf(stderr, "usage: rpc_overhead_bench [--calls N] [--inflight K] [--runs R] [--payload B]\n");
+      std::fprintf(stderr, "usage: rpc_overhead_bench [--calls N] [--inflight K] [--runs R] [--payload B] [--auth 0|1]\n");
       return 2;
     }
   }
   LoopExecutor ex;
+  rpc::ChannelOptions options;
+  if (auth) options.keys = auth::KeySource::Fixed(auth::Keyring::Generate());
   auto open = [&](const char* name) {
-    auto c = rpc::RpcChannel::Open(&ex, std::make_unique<LoopEndpoint>(name));
+    auto c = rpc::RpcChannel::Open(&ex, std::make_unique<LoopEndpoint>(name), options);
     if (!c.ok()) {
       std::fprintf(stderr, "open: %s\n", c.status().ToString().c_str());
       std::exit(1);
@@ -233,7 +241,8 @@ int main(int argc, char** argv) {
     ns_per_call.push_back(ns / calls);
   }
   std::sort(ns_per_call.begin(), ns_per_call.end());
-  std::printf("rpc layer, client+server on one thread, payload %zu B, %d in flight: %.0f ns per call (min of %d runs; median %.0f)\n",
-              payload, inflight, ns_per_call.front(), runs, ns_per_call[ns_per_call.size() / 2]);
+  std::printf("rpc layer, client+server on one thread, payload %zu B, %d in flight%s: %.0f ns per call (min of %d runs; median %.0f)\n",
+              payload, inflight, auth ? ", authenticated" : "", ns_per_call.front(), runs,
+              ns_per_call[ns_per_call.size() / 2]);
   return 0;
 }

@@ -51,7 +51,9 @@ class Client {
 
   virtual Status Put(std::string_view key, std::string_view value) = 0;
   virtual Result<std::string> Get(std::string_view key) = 0;
-  // NotFound when the key has no value.
+  // OK when the key has no value any more; NotFound when it certainly had
+  // none. After a failover a retried delete may find nothing because its
+  // own earlier attempt removed the value: that is OK, not NotFound.
   virtual Status Delete(std::string_view key) = 0;
 
   virtual void PutAsync(std::string key, std::string value, std::function<void(Status)> done) = 0;

@@ -135,6 +135,12 @@ void ClientCore::OnResponse(std::shared_ptr<Op> op, Result<rpc::PeerResponse> r)
     case Code::kOk:
       return Finish(op, Status::Ok(), std::string(resp->value), resp->version);
     case Code::kNotFound:
+      // A DEL whose earlier attempt may have applied (its answer was lost
+      // in a failover) finds nothing now perhaps because that attempt
+      // deleted the value: NotFound would tell the caller the key had
+      // none, which may be false. The key has no value — OK; the history
+      // still records this attempt as it was (NotFound).
+      if (op->kind == OpRecord::Kind::kDel && op->unknown) return Finish(op, Status::Ok(), {}, 0, Code::kNotFound);
       return Finish(op, Status::NotFound(), {}, 0);
     case Code::kStaleTerm:
       ++counters_.stale;
@@ -205,22 +211,26 @@ void ClientCore::RecordUnknownAttempt(Op& op) {
   recorder_(rec);
 }
 
-void ClientCore::Finish(std::shared_ptr<Op> op, Status s, std::string value, uint64_t version) {
+void ClientCore::Finish(std::shared_ptr<Op> op, Status s, std::string value, uint64_t version,
+                        std::optional<Code> attempt) {
   // Only answers that say what happened constrain the history: OK, or
   // NotFound (a GET that found nothing, a DEL that deleted nothing). Other
   // errors wrote nothing in their last attempt; earlier attempts with an
-  // unknown outcome were recorded when they happened.
-  if (recorder_ && (s.ok() || s.Is(Code::kNotFound))) {
+  // unknown outcome were recorded when they happened. The history records
+  // the last attempt's own answer (`attempt`, when it differs from what the
+  // caller is told).
+  const Code recorded = attempt.value_or(s.code());
+  if (recorder_ && (recorded == Code::kOk || recorded == Code::kNotFound)) {
     OpRecord rec;
     rec.kind = op->kind;
     rec.key = op->key;
     if (op->kind == OpRecord::Kind::kPut) rec.value = op->value;
     if (op->kind == OpRecord::Kind::kGet && s.ok()) rec.value = value;
-    rec.result = s.code();
+    rec.result = recorded;
     rec.invoke = op->invoke;
     rec.ret = exec_->Now();
     rec.attempts = op->attempts;
-    if (op->kind != OpRecord::Kind::kGet && s.ok()) rec.version = version;
+    if (op->kind != OpRecord::Kind::kGet && recorded == Code::kOk) rec.version = version;
     recorder_(rec);
   }
   op->done(std::move(s), std::move(value), version);

@@ -96,7 +96,8 @@ class ClientCore {
   void Attempt(std::shared_ptr<Op> op);
   void OnResponse(std::shared_ptr<Op> op, Result<rpc::PeerResponse> r);
   void Retry(std::shared_ptr<Op> op, Status why, bool refresh, uint64_t min_term);
-  void Finish(std::shared_ptr<Op> op, Status s, std::string value, uint64_t version);
+  void Finish(std::shared_ptr<Op> op, Status s, std::string value, uint64_t version,
+              std::optional<Code> attempt = std::nullopt);
   void RecordUnknownAttempt(Op& op);
   void Refresh(uint64_t min_term, std::function<void()> then);
 

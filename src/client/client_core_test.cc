@@ -76,6 +76,33 @@ TEST(ClientCoreTest, TransientErrorsAreRetriedUntilTheyClear) {
   EXPECT_EQ(f.node.calls, 4);
 }
 
+// A DEL whose first attempt's answer was lost (it may have deleted the
+// value) and whose retry finds nothing is OK to its caller — the value is
+// gone, perhaps by its own hand — while the history records the retry's
+// NotFound. Without a lost attempt, NotFound stays NotFound. (The kill soak
+// found the NotFound case: a user-visible history that was not
+// linearizable.)
+TEST(ClientCoreTest, ADeleteRetriedAfterALostAnswerIsOkNotNotFound) {
+  proto::KvResponse none;
+  none.term = 1;
+  const rpc::PeerResponse not_found{Code::kNotFound, proto::Encode(none)};
+  for (bool lost : {true, false}) {
+    Fixture f;
+    std::vector<OpRecord> recorded;
+    f.core.set_recorder([&](const OpRecord& r) { recorded.push_back(r); });
+    f.node.script = {not_found};
+    if (lost) f.node.script.push_front(Status::Timeout("no answer"));
+    std::optional<Status> got;
+    f.core.Delete("k", [&](Status s) { got = s; });
+    f.rt.RunUntil([&] { return got.has_value(); }, f.rt.Now() + 60 * runtime::kSecond);
+    ASSERT_TRUE(got.has_value());
+    EXPECT_EQ(got->code(), lost ? Code::kOk : Code::kNotFound) << got->ToString();
+    ASSERT_FALSE(recorded.empty());
+    EXPECT_EQ(recorded.back().result, Code::kNotFound) << "the history keeps what the attempt saw";
+    EXPECT_EQ(recorded.size(), lost ? 2u : 1u) << "the lost attempt is recorded as unknown";
+  }
+}
+
 TEST(ClientCoreTest, ErrorsNoRetryCanFixEndTheCallAtOnce) {
   for (Status why : {Status::TooLarge("rpc payload of 100023 bytes exceeds 65472"),
                      Status::InvalidArgument("fabric address of 19 bytes, want 16"),

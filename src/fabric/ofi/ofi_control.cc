@@ -3,6 +3,8 @@
 // OpenOfiFabric.
 #include "fabric/ofi/ofi_internal.h"
 
+#include <sys/random.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
@@ -25,6 +27,7 @@ Status OfiEndpoint::Init() {
   virt_addr_ = mr_mode & FI_MR_VIRT_ADDR;
   prov_key_ = mr_mode & FI_MR_PROV_KEY;
   mr_endpoint_ = mr_mode & FI_MR_ENDPOINT;
+  key_bytes_ = info->domain_attr->mr_key_size;
   cq_data_ = info->domain_attr->cq_data_size >= sizeof(uint32_t);
   iov_limit_ = info->tx_attr->iov_limit;
   // shm completes a small send or write as soon as it sits in the target's
@@ -146,9 +149,21 @@ Result<fid_ep*> OfiEndpoint::OpenTxEndpoint() {
 
 Result<fid_mr*> OfiEndpoint::RegisterRaw(void* base, size_t len, uint64_t access) {
   fid_mr* mr = nullptr;
-  // Without FI_MR_PROV_KEY the key is ours to choose, unique per domain.
-  int ret = fi_mr_reg(domain_, base, len, access, 0, prov_key_ ? 0 : next_key_++, 0, &mr,
-                      nullptr);
+  // Without FI_MR_PROV_KEY the key is ours to choose: random, so a peer
+  // that reaches this endpoint cannot guess the key of memory it was not
+  // given (a counter made every region's key a small number). Unique per
+  // domain: a collision is refused and another key drawn.
+  int ret = 0;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    uint64_t key = 0;
+    if (!prov_key_) {
+      if (::getrandom(&key, sizeof(key), 0) != sizeof(key)) key = next_key_++ * 0x9E3779B97F4A7C15ull;
+      if (key_bytes_ > 0 && key_bytes_ < sizeof(key)) key &= (uint64_t{1} << (8 * key_bytes_)) - 1;
+      if (key == 0) key = 1;
+    }
+    ret = fi_mr_reg(domain_, base, len, access, 0, key, 0, &mr, nullptr);
+    if (ret != -FI_ENOKEY || prov_key_) break;
+  }
   if (ret) return FiStatus("fi_mr_reg", ret);
   if (mr_endpoint_) {
     ret = fi_mr_bind(mr, &ep_->fid, 0);

@@ -406,6 +406,37 @@ TEST_P(OfiFabricTest, BadRemoteRangeIsRejectedWithoutPosting) {
   EXPECT_EQ(MustTake(a.get(), 7).status, Code::kOk);
 }
 
+// Memory keys are random (docs/security.md): a peer given one region's key
+// learns nothing of another's, and a guess of a nearby number finds
+// nothing (a counter made them 1, 2, 3, ...).
+TEST_P(OfiFabricTest, MemoryKeysAreUnpredictable) {
+  auto a = NewEndpoint();
+  auto b = NewEndpoint();
+  const PeerId to_b = Connect(a.get(), b.get());
+  std::vector<std::unique_ptr<AlignedBuf>> bufs;
+  std::vector<uint64_t> keys;
+  for (int i = 0; i < 8; ++i) {
+    bufs.push_back(std::make_unique<AlignedBuf>(4096));
+    auto mr = b->Register(bufs.back()->p, 4096, Endpoint::kRemoteRead | Endpoint::kRemoteWrite);
+    ASSERT_TRUE(mr.ok());
+    keys.push_back(mr->remote.key);
+  }
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(std::adjacent_find(keys.begin(), keys.end()), keys.end()) << "distinct";
+  int small_steps = 0;
+  for (size_t i = 1; i < keys.size(); ++i) small_steps += keys[i] - keys[i - 1] < 1000;
+  EXPECT_EQ(small_steps, 0) << "keys in sequence";
+  // A forged descriptor: a real address, a guessed key.
+  RemoteMemory guess{.addr = 0, .key = keys.back() + 1, .len = 4096};
+  auto mr0 = b->Register(bufs[0]->p, 4096, Endpoint::kRemoteRead | Endpoint::kRemoteWrite);
+  ASSERT_TRUE(mr0.ok());
+  guess.addr = mr0->remote.addr;
+  std::vector<std::byte> src(64, std::byte{7});
+  ASSERT_TRUE(a->Write(to_b, src.data(), 64, nullptr, guess, 0, 1).ok());
+  EXPECT_NE(MustTake(a.get(), 1).status, Code::kOk) << "a guessed key writes nothing";
+  EXPECT_EQ(bufs[0]->p[0], std::byte{0});
+}
+
 TEST_P(OfiFabricTest, AtomicsUnderContention) {
   auto target = NewEndpoint();
   AlignedBuf words(64);

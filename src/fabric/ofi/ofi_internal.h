@@ -374,7 +374,8 @@ class OfiEndpoint final : public Endpoint {
   bool cas_ok_ = false;
   bool faa_ok_ = false;
   size_t iov_limit_ = 1;
-  uint64_t next_key_ = 1;
+  uint64_t next_key_ = 1;  // only if the kernel's random source fails
+  size_t key_bytes_ = 8;    // the provider's key size (domain_attr->mr_key_size)
 
   std::string address_;
   std::vector<Peer> peers_;
