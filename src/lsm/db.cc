@@ -290,7 +290,12 @@ Status Db::ReplayWals(const std::vector<uint64_t>& replica_logs, const std::vect
     const bool replica_log = n < replica_logs.size();
     SLIP_ASSIGN_OR_RETURN(auto file, fs_->Open(logs[n], FileSystem::Kind::kLog));
     Status applied;
+    // The newest write, not the last record's: a replica log is in the
+    // order the follower applied its writes, which a seed gives in key
+    // order and a held write out of turn.
+    uint64_t newest = 0;
     SLIP_ASSIGN_OR_RETURN(WalReplay r, ReplayWal(*file, [&](const WriteBatch& b) -> Status {
+                            if (!b.ops.empty()) newest = std::max(newest, b.sequence + b.ops.size() - 1);
                             for (size_t i = 0; i < b.ops.size(); ++i) {
                               if (replica_log && b.sequence + i <= in_tables) continue;
                               mem->table->Add(b.sequence + i, b.ops[i].type, b.ops[i].key, b.ops[i].value);
@@ -302,7 +307,7 @@ Status Db::ReplayWals(const std::vector<uint64_t>& replica_logs, const std::vect
                             return Status::Ok();
                           }));
     SLIP_RETURN_IF_ERROR(applied);
-    if (r.last_sequence > last_sequence_) last_sequence_ = r.last_sequence;
+    if (newest > last_sequence_) last_sequence_ = newest;
     // A torn WAL ends the history: a later WAL (not possible when each
     // write was synced) would hold writes after a lost one.
     if (r.torn) break;
@@ -1430,7 +1435,6 @@ Status Db::ApplyHeld(std::unique_lock<std::mutex>& l, Applied* applied) {
       Status s = options_.adopt_table ? options_.adopt_table(meta) : Status::Ok();
       auto t = s.ok() ? OpenTable(meta) : Result<std::shared_ptr<TableFile>>(s);
       if (!t.ok()) {
-        fprintf(stderr, "DBG ApplyHeld edit %llu table %llu slot %u size %llu last_edit %llu: %s\n", (unsigned long long)edit.id, (unsigned long long)meta.number, meta.slot, (unsigned long long)meta.size, (unsigned long long)version_.last_edit(), t.status().ToString().c_str());
         bg_error_ = t.status();
         return bg_error_;
       }

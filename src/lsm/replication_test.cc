@@ -323,6 +323,48 @@ TEST(ReplicationTest, AFollowersDiskHoldsEveryWriteItAppliedWhenItOpensAsAHead) 
   EXPECT_EQ(*(*again)->Get("tail4"), "t");
 }
 
+// A seed logs its MemTables' writes in key order, not sequence order: a
+// follower reopened as a head from that log takes its newest write as its
+// last sequence, not the last one logged (rubble_cluster_sim_test found a
+// follower seeded again after a quick restart, then head after a cold
+// start, hiding the writes above the last one logged and handing their
+// sequences out again).
+TEST(ReplicationTest, ASeededFollowerOpenedAsAHeadHasItsSeedsNewestWrites) {
+  MemFileSystem fs;
+  DbOptions o = Shape(&fs);
+  o.memtable_bytes = 1 << 20;  // every write stays in the MemTable the seed carries
+  auto head = Db::Open("/head", o);
+  ASSERT_TRUE(head.ok());
+  // Sequences 1..4; the last key in order ("c") holds the oldest write.
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+           {"c", "c1"}, {"b", "b2"}, {"a", "a3"}, {"b", "b4"}}) {
+    ASSERT_TRUE((*head)->Put(k, v).ok());
+  }
+  DbOptions f = o;
+  f.follower = true;
+  f.wal = true;
+  auto follower = Db::Open("/f", f);
+  ASSERT_TRUE(follower.ok());
+  auto seed = (*head)->SeedFollower();
+  ASSERT_TRUE(seed.ok());
+  ASSERT_TRUE((*follower)->Seed(*seed).ok());
+  follower->reset();
+  fs.Crash();
+
+  f.follower = false;
+  auto reopened = Db::Open("/f", f);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  EXPECT_EQ((*reopened)->stats().last_sequence, 4u);
+  ExpectSame(**head, **reopened, {"a", "b", "c"});
+  // Its next write comes after all of them, and is the newest of its key.
+  WriteBatch b;
+  b.ops.push_back({ValueType::kValue, "a", "a5"});
+  WriteTicket t;
+  ASSERT_TRUE((*reopened)->Write(b, {}, &t).ok());
+  EXPECT_EQ(t.sequence, 5u);
+  EXPECT_EQ(*(*reopened)->Get("a"), "a5");
+}
+
 // Group commit on both sides: writes taken without a sync (a follower's
 // applies, an all-compact follower's writes) are durable once SyncLogs
 // returns — also those in a WAL it left behind when a MemTable was sealed.

@@ -230,11 +230,6 @@ struct RubbleServer::Ship {
       for (size_t i = 0; i < edit->added.size(); ++i) {
         if (contents[i].empty()) continue;  // moved down a level: it keeps its slot
         const uint32_t slot = slots[next++];
-        {
-          std::string dbg;
-          for (uint32_t m : members) dbg += " " + std::to_string(m);
-          logging::Info("DBG ship table {} ({} bytes) into slot {} of{}", edit->added[i].second.number, contents[i].size(), slot, dbg);
-        }
         for (const auto& w : to) {
           SLIP_RETURN_IF_ERROR(w->Write(slot, contents[i]));
           shipped_bytes += contents[i].size();
@@ -435,6 +430,12 @@ struct RubbleServer::Replica {
   bool catching = false;                         // without threads: put-off work is being retried
   std::vector<std::function<void()>> after_catch;  // ... and what waits for it
   std::set<uint32_t> seeded_followers;           // by this head, in its life
+  std::set<uint32_t> checking;                   // ... listed syncing still, asked whether they hold the seed
+  // Followers listed as syncing when this head's life began (it opened, or
+  // was promoted), not yet linked fresh by it: nothing goes down the chain
+  // until none is left (ResetStale).
+  std::set<uint32_t> unreset;
+  std::set<uint32_t> resetting;  // ... whose fresh link is on its way
   std::set<uint32_t> linked;                     // followers whose images it has
 };
 
@@ -511,6 +512,10 @@ void RubbleServer::Adopt(const ClusterConfig& c) {
         r->head = true;
         r->seeded = true;
         r->ship = std::make_shared<Ship>(env_.shape.slots.count, env_.lease_left, env_.jobs != nullptr);
+        // Before it opens: its recovery's edits go down the chain.
+        for (uint32_t b : c.shards[s].backups) {
+          if (Syncing(c.shards[s], b)) r->unreset.insert(b);
+        }
         applier_->Post([this, r] {
           Status opened = Open(*r, true);
           env_.exec->Post([this, r, opened] {
@@ -607,10 +612,20 @@ void RubbleServer::Place(const ReplicaPtr& r, const ClusterConfig& c) {
     r->successor = successor;
     ResendAll(r);
   }
+  if (r->head && !r->unreset.empty()) {
+    auto gone = [&](uint32_t n) { return std::find(chain.begin(), chain.end(), n) == chain.end(); };
+    std::erase_if(r->unreset, gone);
+    std::erase_if(r->resetting, gone);
+    if (r->unreset.empty()) ResendAll(r);
+  }
   if (!r->head || !r->ready) return;
   // The head: followers gone are forgotten.
   std::erase_if(r->seeded_followers,
                 [&](uint32_t n) { return std::find(chain.begin(), chain.end(), n) == chain.end(); });
+  for (uint32_t n : std::set<uint32_t>(r->seeded_followers)) {
+    if (Syncing(s, n)) CheckSeeded(r, n);
+  }
+  ResetStale(r);
   if (env_.all_compact) return SeedNext(r);  // nothing is shipped
   // Complete followers get every table, and so does one being seeded (its
   // image holds its seed's tables; it gets those of every edit after).
@@ -632,6 +647,9 @@ void RubbleServer::Promote(const ReplicaPtr& r) {
                                       ": made head while not a complete follower (the configuration is wrong)"));
   }
   logging::Info("shard {}: promoted to head in term {}", r->shard, term_);
+  for (uint32_t b : config_.shards[r->shard].backups) {
+    if (Syncing(config_.shards[r->shard], b)) r->unreset.insert(b);
+  }
   if (env_.all_compact) {
     // An engine of its own already, at its head's sequences: what it
     // waits for was never readable here, so never acknowledged.
@@ -877,6 +895,7 @@ void RubbleServer::Emit(const ReplicaPtr& r, ChainItem item, std::vector<std::fu
 
 void RubbleServer::Send(const ReplicaPtr& r, const std::shared_ptr<Out>& o) {
   if (o->acked) return;
+  if (!r->unreset.empty()) return;  // a head whose stale followers are not all linked fresh yet
   if (r->successor == kNone) return Acked(r, o);
   o->in_flight = true;
   const uint64_t generation = ++o->generation;
@@ -945,11 +964,6 @@ void RubbleServer::OnApply(std::span<const std::byte> payload, Reply reply) {
     return reply(s.code(), {});
   }
   ReplicaPtr r = Find(item->header.shard);
-  if (item->kind == ChainItem::Kind::kEdit && !item->edit.added.empty()) {
-    std::string dbg;
-    for (const auto& [level, f] : item->edit.added) dbg += " " + std::to_string(f.number) + "@" + std::to_string(f.slot);
-    logging::Info("DBG shard {}: edit {} from {} term {} adds{}; ready {} seeded {} inc {}", r->shard, item->edit.id, item->header.sender, item->header.term, dbg, r->ready, r->seeded, r->incarnation);
-  }
   if (!r->ready || !r->seeded) return reply(Code::kUnavailable, {});  // its predecessor keeps it and tries again
   if (env_.all_compact) return ApplyInOrder(r, std::move(*item), std::move(reply));
   applier_->Post([this, r, item = std::move(*item), reply = std::move(reply)]() mutable {
@@ -1189,7 +1203,7 @@ void RubbleServer::OnSeed(std::span<const std::byte> payload, Reply reply) {
         return reply(Code::kUnavailable, {});
       }
       r->seeded = true;
-      logging::Info("shard {}: seeded by node {} (inc {}, version edit {})", r->shard, config_.shards[r->shard].primary, r->incarnation, r->db->version().last_edit());
+      logging::Info("shard {}: seeded by node {}", r->shard, config_.shards[r->shard].primary);
       reply(Code::kOk, {});
       ReportLater(r);
     });
@@ -1264,8 +1278,74 @@ void RubbleServer::Link(const ReplicaPtr& r, uint32_t node, bool fresh) {
                    });
 }
 
+// A head's life began (it opened, or was promoted) with followers listed as
+// syncing. Each may still run an engine seeded by the head's last life or
+// by the head before it, and take this life's items into it — which name
+// slots this head never wrote into that image: a restarted head's recovery
+// edits go down the chain before it links anyone (found by `slip soak`: "no
+// table footer" at a follower right after its head came back), and a
+// promoted head's flush edit too. Only a fresh link ends such an engine, so
+// this head passes nothing on — not to a complete successor either, which
+// would pass it on to them — until each has had one or left the chain.
+void RubbleServer::ResetStale(const ReplicaPtr& r) {
+  for (uint32_t n : std::set<uint32_t>(r->unreset)) {
+    if (!r->resetting.insert(n).second) continue;
+    rubble::LinkRequest req{ChainHeader{r->shard, term_, env_.self}, true, env_.shape.slots.count,
+                            env_.shape.slots.slot_bytes};
+    env_.calls->Call(n, M(proto::Method::kRubbleLink), rubble::EncodeLink(req),
+                     [this, r, n](Result<rpc::PeerResponse> res) {
+                       r->resetting.erase(n);
+                       if (Find(r->shard) != r || !r->head || !r->unreset.contains(n)) return;
+                       if (!res.ok() || res->status != Code::kOk) {
+                         // Dead (the manager takes it out of the chain), busy,
+                         // or not at this term yet.
+                         env_.exec->After(kSeedRetry, [this, r] {
+                           if (Find(r->shard) == r && r->head) ResetStale(r);
+                         });
+                         return;
+                       }
+                       r->unreset.erase(n);
+                       if (!r->unreset.empty()) return;
+                       ResendAll(r);
+                       SeedNext(r);
+                     });
+  }
+}
+
+// A follower this head seeded is listed as syncing while its seed is not
+// published yet — or again, once its process started afresh with its data
+// (cluster::Resync lists it syncing once more, and if it was listed so
+// already the configuration shows nothing else): it then holds no seed, and
+// it would refuse every item until seeded again. A plain link tells them
+// apart: a follower not seeded refuses it.
+void RubbleServer::CheckSeeded(const ReplicaPtr& r, uint32_t node) {
+  if (!r->checking.insert(node).second) return;
+  rubble::LinkRequest req{ChainHeader{r->shard, term_, env_.self}, false, env_.shape.slots.count,
+                          env_.shape.slots.slot_bytes};
+  env_.calls->Call(node, M(proto::Method::kRubbleLink), rubble::EncodeLink(req),
+                   [this, r, node](Result<rpc::PeerResponse> res) {
+                     r->checking.erase(node);
+                     if (Find(r->shard) != r || !r->head || !r->seeded_followers.contains(node) ||
+                         !Syncing(config_.shards[r->shard], node)) {
+                       return;
+                     }
+                     if (res.ok() && res->status == Code::kOk) return;  // seeded: its publication is on the way
+                     if (res.ok() && res->status == Code::kUnavailable) {
+                       logging::Info("shard {}: node {} started again and holds no seed", r->shard, node);
+                       r->seeded_followers.erase(node);
+                       r->linked.erase(node);
+                       return Place(r, config_);
+                     }
+                     // Not reached, or not at this term yet: asked again.
+                     env_.exec->After(kSeedRetry, [this, r, node] {
+                       if (Find(r->shard) == r && r->head) CheckSeeded(r, node);
+                     });
+                   });
+}
+
 void RubbleServer::SeedNext(const ReplicaPtr& r) {
-  if (r->seeding != kNone || !r->ready || !r->head) return;
+  // After the resets: a fresh link of each would find the other's under way.
+  if (r->seeding != kNone || !r->ready || !r->head || !r->unreset.empty()) return;
   const auto& s = config_.shards[r->shard];
   uint32_t next = kNone;
   for (uint32_t n : ChainOf(config_, r->shard)) {
@@ -1313,7 +1393,6 @@ void RubbleServer::SeedNext(const ReplicaPtr& r) {
                            std::snprintf(name, sizeof name, "/%06llu.sst", static_cast<unsigned long long>(meta.number));
                            SLIP_ASSIGN_OR_RETURN(auto file, r->fs->Open(r->dir + name, lsm::FileSystem::Kind::kTable));
                            SLIP_ASSIGN_OR_RETURN(std::string_view bytes, file->Read(0, meta.size, &scratch));
-                           logging::Info("DBG shard {}: seed copy of table {} ({} bytes) into slot {} of node {}", r->shard, meta.number, bytes.size(), meta.slot, next);
                            SLIP_RETURN_IF_ERROR(writer->Write(meta.slot, bytes));
                            slots.push_back(meta.slot);
                          }

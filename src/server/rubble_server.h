@@ -23,7 +23,9 @@
 //     MemTables flushed into tables of its own and shipped). A member being
 //     seeded gets a fresh image and engine (RUBBLE_LINK), the head's tables
 //     copied into its slots and its MemTables sent (RUBBLE_SEED); until
-//     then it refuses items, and its predecessor keeps sending them.
+//     then it refuses items, and its predecessor keeps sending them. A
+//     head that opened or was promoted first links fresh every follower
+//     listed as syncing, and passes nothing on before (ResetStale).
 //
 // Every call on the node's executor; the engines' blocking calls run on
 // the server's own threads (writers, and one applying followers' items), or
@@ -140,6 +142,12 @@ class RubbleServer final : public PoolNode {
   void LinkFollowers(const ReplicaPtr& r);
   void Link(const ReplicaPtr& r, uint32_t node, bool fresh);
   void SeedNext(const ReplicaPtr& r);
+  // Links fresh every follower that may still run an engine of an earlier
+  // life of the head; nothing is passed on until each was.
+  void ResetStale(const ReplicaPtr& r);
+  // Whether a follower seeded by this head, listed as syncing, still holds
+  // its seed; seeds it again if not.
+  void CheckSeeded(const ReplicaPtr& r, uint32_t node);
   // Runs `then` once `node`'s predecessor has every write up to `sequence`
   // and every edit up to `edit`.
   void AfterPredecessorHas(const ReplicaPtr& r, uint32_t node, uint64_t sequence, uint64_t edit,

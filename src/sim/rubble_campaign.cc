@@ -291,8 +291,8 @@ RubbleCampaignResult RunRubbleCampaign(const RubbleCampaignOptions& o) {
       if (!s.ok()) out.failure = "node " + std::to_string(id) + " did not start again: " + s.ToString();
     });
   };
-  // Later than its lease: the manager has declared it failed by then, and
-  // it comes back empty.
+  // Once its lease has run out: the manager declares it failed, and it
+  // comes back empty.
   restart_later = [&](uint32_t id) { start_after(id, (50 + static_cast<Nanos>(dice.Uniform(250))) * kMillisecond); };
   // Within its lease, as a process restarted at once: nobody declared it
   // failed, so it comes back with its data (Resync) while the replicas it

@@ -13,8 +13,13 @@
 // new configurations) while it goes on serving whoever reaches it, until
 // it stops as the process does once its lease is gone. The manager
 // replaces it; later the node comes back (empty when it was replaced, as
-// `slip server` does) and is seeded again. On every other seed a second
-// node dies once the first is back, so a re-seeded replica must be whole.
+// `slip server` does) and is seeded again. On odd seeds a killed node
+// (not a cut-off one) comes back at once instead, within its lease: nobody
+// declared it failed, so it returns with its data (cluster::Resync) while
+// the followers of the shards it heads still run seeds of its last life
+// and the heads it follows still count it seeded. On every other seed a
+// second node dies once the first is back (on every fourth it too comes
+// back at once), so a re-seeded replica must be whole.
 // A node the manager declared failed while it lived also stops and comes
 // back. On every fourth seed the whole cluster also stops at once and
 // starts again (heads recover from their WALs, followers are seeded again).
