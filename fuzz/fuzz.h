@@ -38,6 +38,19 @@ inline std::span<const std::byte> Bytes(std::string_view s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }
 
+// The decoder's round-trip promise: what decodes re-encodes to bytes that
+// decode, and re-encode to the same bytes. `in` is what `decode` takes;
+// `encode` returns a std::string.
+template <typename In, typename Decode, typename Encode>
+void RoundTrip(In in, Decode decode, Encode encode) {
+  auto a = decode(in);
+  if (!a.ok()) return;
+  const std::string e1 = encode(*a);
+  auto b = decode(In(reinterpret_cast<const typename In::value_type*>(e1.data()), e1.size()));
+  Check(b.ok(), "a re-encoded message does not decode");
+  Check(encode(*b) == e1, "a message re-encodes differently");
+}
+
 // A seed for a selector target: the selector byte, then the body.
 inline std::string Tagged(uint8_t selector, std::string_view body) {
   return std::string(1, static_cast<char>(selector)) + std::string(body);
