@@ -28,6 +28,8 @@ constexpr size_t kFirstWord = 8;
 
 // kDel and kCommitVersion carry exactly this many value bytes.
 constexpr uint32_t kFixedValueLen = 8;
+// kSeal: token, covered length, reserved.
+constexpr uint32_t kSealValueLen = 16;
 
 // Largest block a 32-bit BlockBytes/encoded_bytes can describe.
 constexpr uint64_t kMaxBlockBytes = (uint64_t{UINT32_MAX} / kAlign) * kAlign;
@@ -35,7 +37,7 @@ constexpr uint64_t kMaxBlockBytes = (uint64_t{UINT32_MAX} / kAlign) * kAlign;
 bool IsKnownType(uint8_t t) {
   return t == static_cast<uint8_t>(EntryType::kPut) || t == static_cast<uint8_t>(EntryType::kDel) ||
          t == static_cast<uint8_t>(EntryType::kCommitVersion) ||
-         t == static_cast<uint8_t>(EntryType::kChecksum);
+         t == static_cast<uint8_t>(EntryType::kChecksum) || t == static_cast<uint8_t>(EntryType::kSeal);
 }
 
 uint64_t PaddedBlock(uint64_t chunk_len) { return AlignUp(kHeaderSize + chunk_len, kAlign); }
@@ -77,6 +79,12 @@ std::string ShapeProblem(EntryType type, uint64_t key_len, uint64_t value_len) {
       if (key_len != 0) return "CHECKSUM must have no key, not " + std::to_string(key_len) + " bytes";
       if (value_len != kFixedValueLen) {
         return "CHECKSUM must carry 8 bytes, not " + std::to_string(value_len) + " bytes";
+      }
+      return {};
+    case EntryType::kSeal:
+      if (key_len != 0) return "SEAL must have no key, not " + std::to_string(key_len) + " bytes";
+      if (value_len != kSealValueLen) {
+        return "SEAL must carry 16 bytes, not " + std::to_string(value_len) + " bytes";
       }
       return {};
   }

@@ -31,7 +31,8 @@
 // Types: kPut (key + value), kDel (key; value is 8 bytes of node-local
 // metadata, see store/), kCommitVersion (no key; value is an 8-byte
 // little-endian committed version for `shard`), kChecksum (no key; 8 value
-// bytes: a Tailwind running checksum, see replication/tailwind/format.h).
+// bytes: a Tailwind running checksum, see replication/tailwind/format.h),
+// kSeal (no key; 16 value bytes: a sender's credential, replication/seal.h).
 #pragma once
 
 #include <cstddef>
@@ -50,7 +51,11 @@ namespace slip::log {
 // kChecksum: a Tailwind running checksum (no key; value = 4-byte CRC32C over
 // every earlier non-checksum block header of the buffer, never 0, then 4 zero
 // bytes); it ends each one-sided transfer (replication/tailwind/format.h).
-enum class EntryType : uint8_t { kPut = 1, kDel = 2, kCommitVersion = 3, kChecksum = 4 };
+// kSeal: the credential that starts a message in a shared receive log (no
+// key; 16 value bytes: an 8-byte send token, the 4-byte length of the rest
+// of the message, 4 zero bytes; replication/seal.h). Walked over, never
+// indexed.
+enum class EntryType : uint8_t { kPut = 1, kDel = 2, kCommitVersion = 3, kChecksum = 4, kSeal = 5 };
 
 // Format 2 fills the header's last two bytes with a header check; blocks of
 // format 1 (the field reserved, 0) still decode.

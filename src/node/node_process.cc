@@ -46,6 +46,18 @@ namespace {
 
 
 namespace fs = std::filesystem;
+
+// The one-sided backup log's fencing (docs/security.md, "Fencing"): where
+// peers reach it, and what it refused.
+nlohmann::json ReplicationJson(const replication::BackupLog* backup) {
+  if (backup == nullptr) return nullptr;
+  const replication::BackupLog::Stats st = backup->stats();
+  return {{"address", rpc::RpcPeers::HexEncode(backup->address())},
+          {"opens_refused", st.opens_refused},
+          {"senders_fenced", st.senders_fenced},
+          {"messages_rejected", st.messages_rejected}};
+}
+
 using cluster::ClusterConfig;
 
 class Node final : public NodeProcess {
@@ -500,6 +512,7 @@ void Node::Stats(rpc::RpcChannel::Reply reply) {
                        {"moves_in", parts_->agent->counters().migrations_in},
                        {"moves_in_progress", MovesInJson(parts_->agent->moves_in())},
                        {"copied_entries", parts_->agent->counters().copied_entries},
+                       {"replication", ReplicationJson(backup_.get())},
                    };
                    reply(Code::kOk, j.dump());
                  });

@@ -266,9 +266,10 @@ Result<ReplOpenRequest> DecodeReplOpenRequest(std::span<const std::byte> buf) {
 
 // ReplOpenResponse: term u64 | mem_addr u64 | mem_key u64 | mem_len u64 |
 //   flush_offset u64 | buffer_offset u64 | buffer_len u64 | buffer_id u32 |
-//   flags u32 (bit 0: persist_by_request) | incarnation u64 | address_len u32 | address
+//   flags u32 (bit 0: persist_by_request) | incarnation u64 | send_token u64 |
+//   address_len u32 | address
 std::string Encode(const ReplOpenResponse& r) {
-  Writer w(84 + r.address.size());
+  Writer w(92 + r.address.size());
   w.Put<uint64_t>(r.term);
   w.Put<uint64_t>(r.mem_addr);
   w.Put<uint64_t>(r.mem_key);
@@ -279,6 +280,7 @@ std::string Encode(const ReplOpenResponse& r) {
   w.Put<uint32_t>(r.buffer_id);
   w.Put<uint32_t>(r.persist_by_request ? 1u : 0u);
   w.Put<uint64_t>(r.incarnation);
+  w.Put<uint64_t>(r.send_token);
   w.Put<uint32_t>(static_cast<uint32_t>(r.address.size()));
   w.Bytes(r.address);
   return w.Take();
@@ -313,6 +315,7 @@ Result<ReplOpenResponse> DecodeReplOpenResponse(std::span<const std::byte> buf) 
   r.buffer_id = rd.Get<uint32_t>();
   const uint32_t flags = rd.Get<uint32_t>();
   r.incarnation = rd.Get<uint64_t>();
+  r.send_token = rd.Get<uint64_t>();
   const uint32_t address_len = rd.Get<uint32_t>();
   if (!rd.ok()) return Status::Corruption("replication open response shorter than its header");
   if (flags & ~1u) return Status::Corruption("replication open response: unknown flags");

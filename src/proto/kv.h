@@ -177,6 +177,9 @@ struct ReplOpenResponse {
   // restarted backup (whose page cache lost what the old one received)
   // refuses a request meant for its predecessor.
   uint64_t incarnation = 0;
+  // A shared receive log (kNone): the token every message must start with
+  // (replication/seal.h); 0 for private buffers.
+  uint64_t send_token = 0;
   std::string_view address;  // the backup's replication endpoint
 };
 

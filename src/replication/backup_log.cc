@@ -1,8 +1,12 @@
 #include "replication/backup_log.h"
 
+#include <sys/random.h>
+
+#include <algorithm>
 #include <cstring>
 
 #include "replication/registry.h"
+#include "replication/seal.h"
 
 namespace slip::replication {
 
@@ -10,6 +14,10 @@ BackupLog::BackupLog(store::Store* store, fabric::Endpoint* ep, BackupLogOptions
     : store_(store), ep_(ep), options_(options), design_(DesignOf(options.protocol)) {}
 
 BackupLog::~BackupLog() {
+  for (auto& [id, seg] : open_) {
+    if (seg.mr.base != nullptr) (void)ep_->Deregister(seg.mr);
+  }
+  for (auto& [token, g] : grants_) (void)ep_->Deregister(g.flush);
   if (mr_.base != nullptr) (void)ep_->Deregister(mr_);
 }
 
@@ -22,11 +30,12 @@ Result<std::unique_ptr<BackupLog>> BackupLog::Create(store::Store* store, fabric
   std::unique_ptr<BackupLog> b(new BackupLog(store, ep, options));
   const log::SegmentTable& t = store->segments();
   b->data_offset_ = t.SegmentOffset(0);
-  // Peers write anywhere in the segment area, as RDMA peers of a registered
-  // region can; the segments they may use are the ones REPL_OPEN (or the
-  // multi-receive queue) handed out.
-  SLIP_ASSIGN_OR_RETURN(b->mr_, ep->Register(t.SegmentBase(0), t.num_segments() * t.segment_size(),
-                                             fabric::Endpoint::kRemoteWrite | fabric::Endpoint::kRemoteRead));
+  // Senders reach only what REPL_OPEN grants them (see "Fencing"): the area
+  // as a whole is remotely accessible only to the erda family's clients.
+  const uint32_t access = design.clients.any()
+                              ? fabric::Endpoint::kRemoteWrite | fabric::Endpoint::kRemoteRead
+                              : fabric::Endpoint::kLocal;
+  SLIP_ASSIGN_OR_RETURN(b->mr_, ep->Register(t.SegmentBase(0), t.num_segments() * t.segment_size(), access));
   b->address_ = ep->address();
   if (design.receive == BackupReceive::kSharedLog) {
     std::lock_guard<std::mutex> lock(b->mu_);
@@ -44,19 +53,52 @@ Status BackupLog::PostSegment() {
     (void)store_->ReleaseReceiveSegment(seg);
     return s;
   }
-  posted_.push_back(Segment{.id = seg});
+  posted_.push_back(Segment{.id = seg, .mr = {}});
   ++stats_.segments_posted;
   return Status::Ok();
 }
 
-bool BackupLog::Poll(runtime::Nanos now) {
+size_t BackupLog::DrainCompletions() {
   fabric::Completion c[32];
+  size_t total = 0, n;
+  // Until the queue is empty: a message whose completion waits behind
+  // others may already have been flushed (its sender's Read served), so
+  // Fence must see it screened under the grants of its time.
+  do {
+    n = ep_->Poll(c);
+    for (size_t i = 0; i < n; ++i) Screen(c[i]);
+    total += n;
+  } while (n == std::size(c));
+  stats_.completions_drained += total;
+  return total;
+}
+
+// Receive completions carry no data the backup needs — it is already in PM,
+// and the digest finds it by reading PM (Rowan's CQ ring that nobody reads)
+// — but they say where each message landed, so the NIC role checks its seal
+// before the digest may look at it.
+void BackupLog::Screen(const fabric::Completion& c) {
+  if (c.op != fabric::Op::kRecv || c.data == nullptr || c.len == 0) return;
+  const log::SegmentTable& t = store_->segments();
+  const std::byte* base = t.SegmentBase(0);
+  if (c.data < base || c.data >= base + uint64_t{t.num_segments()} * t.segment_size()) return;  // not ours
+  const uint64_t at = static_cast<uint64_t>(c.data - base);
+  const auto seg = static_cast<uint32_t>(at / t.segment_size());
+  const auto token = c.status == Code::kOk ? ReadSeal({c.data, c.len}) : std::nullopt;
+  if (!token || !grants_.contains(*token)) {
+    // Not granted, revoked, or unparseable: erase it, durably, so neither
+    // the digest nor a recovery scan ever reads it as entries.
+    std::memset(c.data, 0, c.len);
+    t.region()->Persist(c.data, c.len);
+    ++stats_.messages_rejected;
+  }
+  uint64_t& end = screened_[seg];
+  end = std::max(end, at - uint64_t{seg} * t.segment_size() + c.len);
+}
+
+bool BackupLog::Poll(runtime::Nanos now) {
   std::lock_guard<std::mutex> lock(mu_);
-  // Receive completions go nowhere: the data is already in PM, and the
-  // digest finds it by reading PM (Rowan's overwritten CQ ring).
-  const size_t n = ep_->Poll(c);
-  stats_.completions_drained += n;
-  bool work = n > 0;
+  bool work = DrainCompletions() > 0;
   if (design_.receive != BackupReceive::kSharedLog) return work;
 
   const log::SegmentTable& t = store_->segments();
@@ -66,7 +108,8 @@ bool BackupLog::Poll(runtime::Nanos now) {
     if (posted_[i].full_at >= 0) continue;
     uint64_t first;
     std::memcpy(&first, t.SegmentBase(posted_[i + 1].id), sizeof(first));
-    if (first == 0) break;
+    // (A screened message is proof too: an erased one leaves a zero word.)
+    if (first == 0 && !screened_.contains(posted_[i + 1].id)) break;
     for (size_t j = 0; j <= i; ++j) {
       if (posted_[j].full_at < 0) posted_[j].full_at = now;
     }
@@ -75,6 +118,7 @@ bool BackupLog::Poll(runtime::Nanos now) {
          now - posted_.front().full_at >= options_.used_grace) {
     Segment used = posted_.front();
     used.limit = t.segment_size();
+    screened_.erase(used.id);
     to_digest_.push_back(used);
     posted_.pop_front();
     ++stats_.segments_used;
@@ -147,17 +191,22 @@ Status BackupLog::CatchUp() {
     SLIP_ASSIGN_OR_RETURN(bool more, DigestNext());
     if (!more) break;
   }
-  std::vector<uint32_t> open;
+  std::vector<std::pair<uint32_t, uint64_t>> open;  // segment, how far
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const Segment& s : posted_) open.push_back(s.id);
-    for (const auto& [id, s] : open_) open.push_back(id);
+    // Every message landed so far screened first: the shared log is
+    // digested only as far as the NIC role vouched for it.
+    DrainCompletions();
+    for (const Segment& s : posted_) {
+      auto it = screened_.find(s.id);
+      if (it != screened_.end()) open.emplace_back(s.id, it->second);
+    }
+    for (const auto& [id, s] : open_) open.emplace_back(id, store_->segments().segment_size());
   }
   // Still being written: index what is whole so far, also behind holes (a
   // torn Send of one sender before another's acknowledged entry); the
   // cursor stays at the first hole, for the next digest.
-  const uint64_t size = store_->segments().segment_size();
-  for (uint32_t id : open) SLIP_RETURN_IF_ERROR(DigestSome(id, size, store::Store::ReceiveWalk::kPastHoles));
+  for (auto [id, limit] : open) SLIP_RETURN_IF_ERROR(DigestSome(id, limit, store::Store::ReceiveWalk::kPastHoles));
   return Status::Ok();
 }
 
@@ -190,25 +239,61 @@ void BackupLog::PersistSegment(uint32_t id) {
   t.region()->Persist(t.SegmentBase(id), t.segment_size());
 }
 
+Status BackupLog::CheckSender(const proto::ReplOpenRequest& req) const {
+  if (!senders_) return Status::Ok();
+  auto it = senders_->shards.find(req.sender);
+  if (it != senders_->shards.end() && !it->second.empty()) return Status::Ok();
+  if (req.term > senders_->term) {
+    return Status::Busy("backup is at term " + std::to_string(senders_->term) + ", behind the sender's " +
+                        std::to_string(req.term));
+  }
+  return Status::StaleTerm("node " + std::to_string(req.sender) +
+                           " is the primary of no shard this node backs up in term " +
+                           std::to_string(senders_->term));
+}
+
+uint64_t BackupLog::NewToken() {
+  for (;;) {
+    uint64_t t = 0;
+    if (options_.random) {
+      t = options_.random();
+    } else {
+      while (getrandom(&t, sizeof(t), 0) != static_cast<ssize_t>(sizeof(t))) {
+      }
+    }
+    if (t != 0 && !grants_.contains(t)) return t;
+  }
+}
+
 Result<proto::ReplOpenResponse> BackupLog::Open(const proto::ReplOpenRequest& req) {
   proto::ReplOpenResponse r;
   r.persist_by_request = options_.persist_by_request;
   r.incarnation = options_.incarnation;
-  r.mem_addr = mr_.remote.addr;
-  r.mem_key = mr_.remote.key;
-  r.mem_len = mr_.remote.len;
   r.flush_offset = 0;
   r.address = address_;
-  if (req.buffer == proto::ReplBuffer::kNone) {
-    if (design_.receive != BackupReceive::kSharedLog) {
-      return Status::InvalidArgument(std::string(design_.name) + " writes into private buffers");
-    }
-    return r;
-  }
-  if (design_.receive == BackupReceive::kSharedLog) {
-    return Status::InvalidArgument(std::string(design_.name) + " backups take Sends into their shared log, not private buffers");
+  const bool shared = design_.receive == BackupReceive::kSharedLog;
+  if (shared != (req.buffer == proto::ReplBuffer::kNone)) {
+    return Status::InvalidArgument(std::string(design_.name) +
+                                   (shared ? " backups take Sends into their shared log, not private buffers"
+                                           : " writes into private buffers"));
   }
   std::lock_guard<std::mutex> lock(mu_);
+  if (Status s = CheckSender(req); !s.ok()) {
+    ++stats_.opens_refused;
+    return s;
+  }
+  if (shared) {
+    SendGrant g{.sender = req.sender, .flush = {}, .seq = 0};
+    SLIP_ASSIGN_OR_RETURN(g.flush, ep_->Register(flush_word_, sizeof(flush_word_), fabric::Endpoint::kRemoteRead));
+    r.send_token = NewToken();
+    r.mem_addr = g.flush.remote.addr;
+    r.mem_key = g.flush.remote.key;
+    r.mem_len = g.flush.remote.len;
+    g.seq = ++grant_seq_;
+    grants_.emplace(r.send_token, g);
+    DropOldestGrants(req.sender);
+    return r;
+  }
   if (open_.size() >= options_.max_open_buffers) {
     ++stats_.opens_refused;
     return Status::Busy("backup has " + std::to_string(open_.size()) + " buffers open (the admission limit)");
@@ -219,12 +304,84 @@ Result<proto::ReplOpenResponse> BackupLog::Open(const proto::ReplOpenRequest& re
     return Status::Busy("backup out of PM segments: " + seg.status().message());
   }
   const log::SegmentTable& t = store_->segments();
-  open_[*seg] = Segment{.id = *seg, .sender = req.sender};
+  // The buffer is a registration of its own: its key reaches this segment
+  // and nothing else, and dies with the grant.
+  auto mr = ep_->Register(t.SegmentBase(*seg), t.segment_size(),
+                          fabric::Endpoint::kRemoteWrite | fabric::Endpoint::kRemoteRead);
+  if (!mr.ok()) {
+    (void)store_->ReleaseReceiveSegment(*seg);
+    return mr.status();
+  }
+  open_[*seg] = Segment{.id = *seg, .sender = req.sender, .mr = *mr};
   ++stats_.buffers_opened;
+  r.mem_addr = mr->remote.addr;
+  r.mem_key = mr->remote.key;
+  r.mem_len = mr->remote.len;
   r.buffer_id = *seg;
-  r.buffer_offset = t.SegmentOffset(*seg) - data_offset_;
+  r.buffer_offset = 0;
   r.buffer_len = t.segment_size();
   return r;
+}
+
+// A sender opens again after every failure, and its other workers may
+// still use its earlier grants: they stay valid up to the admission limit,
+// the oldest dropped first (a worker still on it fails its next flush Read
+// and reopens), revoked as Fence revokes.
+void BackupLog::DropOldestGrants(uint32_t sender) {
+  size_t held = 0;
+  auto oldest = grants_.end();
+  for (auto it = grants_.begin(); it != grants_.end(); ++it) {
+    if (it->second.sender != sender) continue;
+    ++held;
+    if (oldest == grants_.end() || it->second.seq < oldest->second.seq) oldest = it;
+  }
+  if (held <= options_.max_open_buffers) return;
+  (void)ep_->Deregister(oldest->second.flush);
+  DrainCompletions();
+  grants_.erase(oldest);
+}
+
+void BackupLog::Fence(const Senders& senders) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (senders_ && senders_->term == senders.term && senders_->shards == senders.shards) return;
+  // A sender keeps its grants while it keeps every shard it had; before the
+  // first configuration nothing is known of what it had.
+  auto revoked = [&](uint32_t node) {
+    auto now = senders.shards.find(node);
+    if (!senders_) return now == senders.shards.end();
+    auto was = senders_->shards.find(node);
+    if (was == senders_->shards.end()) return now == senders.shards.end();
+    return now == senders.shards.end() ||
+           !std::includes(now->second.begin(), now->second.end(), was->second.begin(), was->second.end());
+  };
+  std::vector<uint32_t> fenced;
+  // Keys first: from here no Read or Write of a revoked sender succeeds at
+  // this NIC, so nothing it sends from now on can be acknowledged ...
+  for (auto& [token, g] : grants_) {
+    if (revoked(g.sender)) {
+      (void)ep_->Deregister(g.flush);
+      fenced.push_back(g.sender);
+    }
+  }
+  for (auto it = open_.begin(); it != open_.end();) {
+    if (!revoked(it->second.sender)) {
+      ++it;
+      continue;
+    }
+    (void)ep_->Deregister(it->second.mr);
+    fenced.push_back(it->second.sender);
+    Segment seg = it->second;
+    seg.limit = store_->segments().segment_size();  // whatever landed before the revocation
+    to_digest_.push_back(seg);
+    it = open_.erase(it);
+  }
+  // ... then what it Sent before is screened under its token (it may have
+  // been acknowledged), and the token goes: later messages are erased.
+  DrainCompletions();
+  std::erase_if(grants_, [&](const auto& kv) { return revoked(kv.second.sender); });
+  std::sort(fenced.begin(), fenced.end());
+  stats_.senders_fenced += static_cast<uint64_t>(std::unique(fenced.begin(), fenced.end()) - fenced.begin());
+  senders_ = senders;
 }
 
 Status BackupLog::Close(const proto::ReplCloseRequest& req) {
@@ -239,6 +396,7 @@ Status BackupLog::Close(const proto::ReplCloseRequest& req) {
   }
   Segment seg = it->second;
   seg.limit = req.used;
+  (void)ep_->Deregister(seg.mr);
   open_.erase(it);
   to_digest_.push_back(seg);
   ++stats_.buffers_closed;

@@ -24,6 +24,20 @@
 // so far, used or not; a node calls it before it answers SHARD_TAIL or
 // promotes itself, so no acknowledged entry is missing from what it shares.
 //
+// Fencing (docs/security.md, "Fencing"): one-sided access is a capability
+// REPL_OPEN grants — over the authenticated control path, and only to a node
+// that is the primary of a shard this node backs up (Fence() tells it the
+// configuration). A private buffer is its own memory registration, so its
+// key reaches that buffer and nothing else; a sender of a shared log gets a
+// send token that must start every message it Sends (replication/seal.h)
+// and a registration of its own to Read for persistence. When a sender
+// loses a role it had (a new term made another node primary), Fence()
+// revokes everything it was granted: its keys stop working at this NIC, so
+// no write of its can be acknowledged any more, and its messages that land
+// later are erased before the digest sees them. The segment area is never
+// remotely writable as a whole, except for the erda family, whose clients
+// write into reserved places of it.
+//
 // Roles and threads: Poll() is the NIC role (drives the endpoint: on software
 // providers, peers' one-sided operations land only while it polls);
 // DigestStep() the digest role; Open/Close/CatchUp are the control path, run
@@ -33,10 +47,13 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
@@ -58,7 +75,8 @@ struct BackupLogOptions {
   // (the paper's 2 ms; senders retry anything slower).
   runtime::Nanos used_grace = 2 * runtime::kMillisecond;
   // Private buffers open at once (Tailwind's admission limit): beyond it
-  // REPL_OPEN is refused with Busy and the sender retries.
+  // REPL_OPEN is refused with Busy and the sender retries. Shared log: the
+  // grants one sender may hold (older ones are dropped).
   uint32_t max_open_buffers = 64;
   // The store's PM is a file on a real filesystem: bytes peers place are in
   // the page cache, persistent only once msync'd. Senders are told so in
@@ -70,6 +88,16 @@ struct BackupLogOptions {
   // node; a counter in simulations). REPL_OPEN answers it; REPL_PERSIST must
   // carry it.
   uint64_t incarnation = 0;
+  // Where send tokens come from: the kernel's random bytes unless set (the
+  // simulator sets its seeded generator).
+  std::function<uint64_t()> random;
+};
+
+// Who may replicate into this node in one configuration: for every node that
+// is the primary of a shard this node backs up, those shards (ascending).
+struct Senders {
+  uint64_t term = 0;
+  std::map<uint32_t, std::vector<uint32_t>> shards;
 };
 
 class BackupLog {
@@ -89,7 +117,15 @@ class BackupLog {
   // Indexes every entry landed so far, in used and still-open segments.
   Status CatchUp();
 
-  // Control path.
+  // The configuration changed: from now on only `senders` may open, and a
+  // sender that lost a shard it had is revoked (see "Fencing" above). Until
+  // the first call any node may open (a node calls it with its first
+  // configuration, before it serves). Idempotent.
+  void Fence(const Senders& senders);
+
+  // Control path. Refused with StaleTerm when the sender is the primary of
+  // no shard this node backs up (Busy when the request's term is newer than
+  // what this node knows: it may just be behind).
   Result<proto::ReplOpenResponse> Open(const proto::ReplOpenRequest& req);
   Status Close(const proto::ReplCloseRequest& req);
   // REPL_PERSIST: makes everything landed in the receive area so far
@@ -109,6 +145,8 @@ class BackupLog {
     uint64_t buffers_opened = 0, buffers_closed = 0, opens_refused = 0;
     uint64_t completions_drained = 0;
     uint64_t persist_requests = 0;
+    uint64_t senders_fenced = 0;     // senders whose grants Fence revoked
+    uint64_t messages_rejected = 0;  // shared log: no valid seal, erased
   };
   Stats stats() const;
 
@@ -119,6 +157,13 @@ class BackupLog {
     uint64_t limit = 0;     // private: bytes the sender reported (close)
     uint32_t sender = 0;    // private buffers
     runtime::Nanos full_at = -1;  // rowan: when the NIC was seen past it
+    fabric::MemoryRegion mr;      // private: the buffer's own registration
+  };
+  // What one REPL_OPEN granted a sender of the shared log.
+  struct SendGrant {
+    uint32_t sender = 0;
+    fabric::MemoryRegion flush;  // its own registration of flush_word_
+    uint64_t seq = 0;            // order of granting
   };
 
   BackupLog(store::Store* store, fabric::Endpoint* ep, BackupLogOptions options);
@@ -131,12 +176,24 @@ class BackupLog {
   // Digests and seals the oldest used or closed segment; false if none.
   Result<bool> DigestNext();  // REQUIRES: digest_mu_
   void PersistSegment(uint32_t id);
+  // Drains the endpoint's completions; erases every message placed in the
+  // shared log without a granted seal. REQUIRES: mu_
+  size_t DrainCompletions();
+  void Screen(const fabric::Completion& c);  // REQUIRES: mu_
+  Status CheckSender(const proto::ReplOpenRequest& req) const;  // REQUIRES: mu_
+  uint64_t NewToken();  // REQUIRES: mu_
+  void DropOldestGrants(uint32_t sender);  // REQUIRES: mu_
 
   store::Store* const store_;
   fabric::Endpoint* const ep_;
   const BackupLogOptions options_;
   const Design& design_;
+  // The segment area: remote read/write for the erda family's clients, else
+  // local only (the shared log's multi-receive buffers need a descriptor).
   fabric::MemoryRegion mr_;
+  // What shared-log senders Read to learn their Sends are persistent; each
+  // grant registers it anew, so revoking one sender leaves the others be.
+  alignas(64) std::byte flush_word_[64] = {};
   std::string address_;
   uint64_t data_offset_ = 0;  // region offset of the registration's byte 0
 
@@ -151,6 +208,12 @@ class BackupLog {
   uint32_t digesting_ = kNoSegment;       // popped from to_digest_, not yet sealed
   Stats stats_;
   std::map<uint32_t, uint64_t> cursor_;   // digested bytes per segment; under digest_mu_
+  // Shared log: per posted segment, where the last message the NIC role
+  // screened ends; a catch-up digests no further.
+  std::map<uint32_t, uint64_t> screened_;
+  std::unordered_map<uint64_t, SendGrant> grants_;  // by send token
+  uint64_t grant_seq_ = 0;
+  std::optional<Senders> senders_;                  // none before the first Fence
 };
 
 }  // namespace slip::replication

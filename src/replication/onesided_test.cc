@@ -8,7 +8,11 @@
 #include <optional>
 #include <string>
 
+#include <cstring>
+
+#include "common/hash.h"
 #include "common/random.h"
+#include "replication/seal.h"
 #include "replication/testing/campaign.h"
 #include "replication/testing/model.h"
 #include "replication/testing/world.h"
@@ -167,10 +171,150 @@ TEST(OneSidedRowan, AnEntryBehindAnotherSendersTornSendIsFound) {
   EXPECT_TRUE(w.node(1).store->Get("b1").ok()) << "recovery";
 }
 
+// Fencing (docs/security.md, "Fencing"): a backup grants one-sided access
+// per sender at REPL_OPEN and revokes it when the sender loses a role.
+Senders AllShardsOf(uint64_t term, uint32_t sender, const WorldOptions& o) {
+  std::vector<uint32_t> shards(o.num_shards);
+  for (uint32_t s = 0; s < o.num_shards; ++s) shards[s] = s;
+  return Senders{.term = term, .shards = {{sender, shards}}};
+}
+
+TEST_P(OneSided, AFencedSenderCanNeitherWriteNorReopen) {
+  ReplicationWorld w(Options());
+  BackupLog& backup = *w.node(1).backup;
+  store::Store& store = *w.node(1).store;
+  auto write = [&](int node, const std::string& key) {
+    std::optional<Status> result;
+    w.Write(node, 0, log::EntryType::kPut, key, "v-" + key, {1}, [&](Status s, uint64_t) { result = s; });
+    EXPECT_TRUE(w.RunUntil([&] { return result.has_value(); }, runtime::kSecond)) << key;
+    return result.value_or(Status::Timeout(key));
+  };
+  backup.Fence(AllShardsOf(1, 0, w.options()));
+  ASSERT_TRUE(write(0, "before").ok());
+  // Term 2: node 2 took every shard node 0 had. Node 0 still has its grant
+  // (a key, or a send token and a flush key) and uses it at once.
+  backup.Fence(AllShardsOf(2, 2, w.options()));
+  EXPECT_EQ(backup.stats().senders_fenced, 1u);
+  EXPECT_FALSE(write(0, "after").ok()) << "a revoked grant still worked";
+  const Status again = write(0, "again");
+  EXPECT_TRUE(again.Is(Code::kStaleTerm)) << again.ToString();
+  EXPECT_GE(backup.stats().opens_refused, 1u);
+  ASSERT_TRUE(write(2, "new-primary").ok());
+  ASSERT_TRUE(backup.CatchUp().ok());
+  EXPECT_TRUE(store.Get("before").ok()) << "acknowledged before the fence";
+  EXPECT_TRUE(store.Get("new-primary").ok());
+  EXPECT_TRUE(store.Get("after").status().Is(Code::kNotFound)) << "a fenced sender's write was indexed";
+  EXPECT_TRUE(store.Get("again").status().Is(Code::kNotFound));
+  // A new term that takes nothing from node 2 leaves its grant alone.
+  backup.Fence(AllShardsOf(3, 2, w.options()));
+  ASSERT_TRUE(write(2, "kept").ok());
+  EXPECT_EQ(backup.stats().senders_fenced, 1u);
+  // An older term's view never comes back (Fence takes the newest view), and
+  // a sender ahead of the backup is told to retry (Busy), not refused.
+  const Status ahead = [&] {
+    proto::ReplOpenRequest req{.term = 9, .sender = 0,
+                               .buffer = DesignOf(GetParam()).receive == BackupReceive::kSharedLog
+                                             ? proto::ReplBuffer::kNone
+                                             : proto::ReplBuffer::kPrivate};
+    return backup.Open(req).status();
+  }();
+  EXPECT_TRUE(ahead.Is(Code::kBusy)) << ahead.ToString();
+}
+
 INSTANTIATE_TEST_SUITE_P(Designs, OneSided,
                          ::testing::Values(Protocol::kRowan, Protocol::kRWrite, Protocol::kBatch,
                                            Protocol::kShare, Protocol::kTailwind),
                          Name);
+
+// Anyone who can reach a backup's replication endpoint can Send into its
+// shared log, and a CRC-valid entry is easy to make. Only messages sealed
+// with a token the backup granted are digested; the rest are erased where
+// they landed, so no recovery scan finds them either.
+TEST(OneSidedRowan, AForgedOrUnsealedSendIsErasedAndNeverIndexed) {
+  WorldOptions o;
+  o.protocol = Protocol::kRowan;
+  o.segment_size = 64 << 10;
+  o.pm_bytes = 12 << 20;
+  ReplicationWorld w(o);
+  std::optional<Status> result;
+  w.Write(0, 0, log::EntryType::kPut, "k", "real", {1}, [&](Status s, uint64_t) { result = s; });
+  ASSERT_TRUE(w.RunUntil([&] { return result.has_value(); }, runtime::kSecond));
+  ASSERT_TRUE(result->ok());
+
+  // An outsider on the fabric forges a newer version of "k".
+  runtime::Executor* exec = w.rt().CreateExecutor("outsider");
+  auto ep = w.fabric().CreateEndpoint(7, exec, {.name = "outsider"});
+  ASSERT_TRUE(ep.ok());
+  auto peer = (*ep)->AddPeer(w.node(1).backup->address());
+  ASSERT_TRUE(peer.ok());
+  store::Store& store = *w.node(1).store;
+  const log::EntryMeta meta{log::EntryType::kPut, static_cast<uint16_t>(store.ShardOf(HashKey("k"))),
+                            log::kMaxVersion - 1};
+  auto layout = log::PlanEntry(1, 6, 4096);
+  ASSERT_TRUE(layout.ok());
+  const std::vector<std::byte> block = log::EncodeEntry(meta, "k", "forged", *layout);
+  std::vector<std::byte> sealed(kSealBytes + block.size());
+  EncodeSeal(0x5eed5eed5eed5eedull, static_cast<uint32_t>(block.size()), sealed.data());  // a guessed token
+  std::memcpy(sealed.data() + kSealBytes, block.data(), block.size());
+  ASSERT_TRUE((*ep)->Send(*peer, block.data(), block.size(), nullptr, 1).ok());
+  ASSERT_TRUE((*ep)->Send(*peer, sealed.data(), sealed.size(), nullptr, 2).ok());
+  w.RunUntil([] { return false; }, 5 * runtime::kMillisecond);
+
+  EXPECT_EQ(w.node(1).backup->stats().messages_rejected, 2u);
+  ASSERT_TRUE(w.node(1).backup->CatchUp().ok());
+  auto got = store.Get("k");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, "real");
+  // The real sender is unaffected.
+  result.reset();
+  w.Write(0, 0, log::EntryType::kPut, "k2", "real2", {1}, [&](Status s, uint64_t) { result = s; });
+  ASSERT_TRUE(w.RunUntil([&] { return result.has_value(); }, runtime::kSecond));
+  ASSERT_TRUE(result->ok());
+  ASSERT_TRUE(w.node(1).backup->CatchUp().ok());
+  EXPECT_TRUE(store.Get("k2").ok());
+  w.CrashAndRestart(1, 3);
+  got = w.node(1).store->Get("k");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, "real") << "recovery found the forged entry";
+}
+
+// A sender reopens after every failure; its grants are bounded, the oldest
+// dropped first, and a dropped one no longer lets a message through.
+TEST(OneSidedRowan, ASendersGrantsAreBoundedOldestFirst) {
+  WorldOptions o;
+  o.protocol = Protocol::kRowan;
+  o.max_open_buffers = 3;
+  ReplicationWorld w(o);
+  BackupLog& backup = *w.node(1).backup;
+  std::vector<uint64_t> tokens;
+  for (int i = 0; i < 5; ++i) {
+    auto r = backup.Open({.term = 0, .sender = 0, .buffer = proto::ReplBuffer::kNone});
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    tokens.push_back(r->send_token);
+  }
+  runtime::Executor* exec = w.rt().CreateExecutor("sender");
+  auto ep = w.fabric().CreateEndpoint(0, exec, {.name = "sender"});
+  ASSERT_TRUE(ep.ok());
+  auto peer = (*ep)->AddPeer(backup.address());
+  ASSERT_TRUE(peer.ok());
+  std::vector<std::vector<std::byte>> messages;
+  for (uint64_t token : tokens) {
+    const std::string key = "t" + std::to_string(messages.size());
+    const log::EntryMeta meta{log::EntryType::kPut, static_cast<uint16_t>(w.node(1).store->ShardOf(HashKey(key))), 1};
+    auto layout = log::PlanEntry(key.size(), 1, 4096);
+    const auto block = log::EncodeEntry(meta, key, "v", *layout);
+    auto& m = messages.emplace_back(kSealBytes + block.size());
+    EncodeSeal(token, static_cast<uint32_t>(block.size()), m.data());
+    std::memcpy(m.data() + kSealBytes, block.data(), block.size());
+    ASSERT_TRUE((*ep)->Send(*peer, m.data(), m.size(), nullptr, messages.size()).ok());
+  }
+  w.RunUntil([] { return false; }, 5 * runtime::kMillisecond);
+  ASSERT_TRUE(backup.CatchUp().ok());
+  EXPECT_EQ(backup.stats().messages_rejected, 2u) << "the two oldest grants were dropped";
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(w.node(1).store->Get("t" + std::to_string(i)).ok(), i >= 2) << i;
+  }
+}
 
 TEST(OneSidedBatch, GathersEntriesAndFlushesOnTimeout) {
   WorldOptions o;

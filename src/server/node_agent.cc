@@ -21,6 +21,7 @@ void NodeAgent::Publish() {
   for (uint32_t s : blocked_) {
     if (s < v->blocked.size()) v->blocked[s] = true;
   }
+  if (hooks_.on_view) hooks_.on_view(*v);
   views_->Set(std::move(v));
 }
 

@@ -48,6 +48,9 @@ struct NodeAgentHooks {
   std::function<void(uint32_t shard, uint64_t term)> on_migrated;
   // This node holds `shard` no more: free its entries (Store::DropShard).
   std::function<void(uint32_t shard)> drop_shard;
+  // Every view this node is about to act on, before any worker sees it (a
+  // one-sided backup fences senders that lost their roles: BackupLog::Fence).
+  std::function<void(const NodeView& view)> on_view;
 };
 
 class NodeAgent {

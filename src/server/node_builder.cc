@@ -1,8 +1,31 @@
 #include "server/node_builder.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace slip::server {
+namespace {
+
+// Who may replicate into `self` in `v`: the primaries of the shards it backs
+// up, and the source of a primary's move to it (MIGRATE_PUSH writes the
+// shard's pages into the target as entries go to a backup).
+replication::Senders SendersIn(const NodeView& v, NodeId self) {
+  replication::Senders out{.term = v.term, .shards = {}};
+  for (uint32_t s = 0; s < v.shards.size(); ++s) {
+    const ShardReplicas& r = v.shards[s];
+    if (std::find(r.backups.begin(), r.backups.end(), self) != r.backups.end()) out.shards[r.primary].push_back(s);
+  }
+  for (const PrimaryMove& m : v.moves) {
+    if (m.to == self) out.shards[m.from].push_back(m.shard);
+  }
+  for (auto& [node, shards] : out.shards) {
+    std::sort(shards.begin(), shards.end());
+    shards.erase(std::unique(shards.begin(), shards.end()), shards.end());
+  }
+  return out;
+}
+
+}  // namespace
 
 std::unique_ptr<NodeParts> BuildNode(NodeEnv env) {
   auto parts = std::make_unique<NodeParts>();
@@ -57,7 +80,11 @@ std::unique_ptr<NodeParts> BuildNode(NodeEnv env) {
   parts->promoter = std::make_unique<Promoter>(env.store, count, env.promoter_peers, std::move(po));
   NodeAgentHooks hooks{.on_seeded = std::move(env.on_seeded),
                        .on_migrated = std::move(env.on_migrated),
-                       .drop_shard = [store = env.store](uint32_t shard) { store->DropShard(shard); }};
+                       .drop_shard = [store = env.store](uint32_t shard) { store->DropShard(shard); },
+                       .on_view = nullptr};
+  if (env.backup) {
+    hooks.on_view = [b = env.backup, self = env.id](const NodeView& v) { b->Fence(SendersIn(v, self)); };
+  }
   parts->agent = std::make_unique<NodeAgent>(env.id, env.views, parts->promoter.get(), env.agent_exec, parts->shared,
                                              std::move(hooks));
   return parts;

@@ -578,8 +578,9 @@ void NodeCore::HandleReplControl(proto::Method m, std::span<const std::byte> pay
   if (backup_ == nullptr) {
     return Fail(reply, Status::NotSupported("this node replicates by RPC (no one-sided backup log)"), view->term);
   }
-  // No term check: opening a buffer changes no data, and a primary keeps
-  // writing into its buffers across terms (the data path carries none).
+  // No term check here: a primary keeps its buffers across terms in which it
+  // keeps its shards, and BackupLog::Open judges the sender by the roles of
+  // this node's configuration (BackupLog::Fence).
   if (m == proto::Method::kReplOpen) {
     auto req = proto::DecodeReplOpenRequest(payload);
     if (!req.ok()) return Fail(reply, req.status(), view->term);

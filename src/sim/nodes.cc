@@ -145,6 +145,7 @@ Status World::StartReplication(Node& n, Incarnation& inc) {
   SLIP_ASSIGN_OR_RETURN(inc.in, fabric_->CreateEndpoint(n.id, n.nic, in_opts));
   replication::BackupLogOptions bo;
   bo.protocol = o_.protocol;
+  bo.random = [this] { return rt_.Rng().Next(); };  // seeded: runs replay
   SLIP_ASSIGN_OR_RETURN(inc.backup, replication::BackupLog::Create(inc.store.get(), inc.in.get(), bo));
   for (uint32_t i = 0; i < o_.workers; ++i) {
     SLIP_ASSIGN_OR_RETURN(inc.workers[i].out, fabric_->CreateEndpoint(n.id, n.workers[i], out_opts));

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -32,6 +33,11 @@
 #include "cluster/config_access.h"
 #include "cluster/rebalance.h"
 #include "proto/kv.h"
+#include "common/hash.h"
+#include "fabric/ofi/ofi_fabric.h"
+#include "log/entry.h"
+#include "replication/seal.h"
+#include "rpc/rpc_peers.h"
 #include "slip/client.h"
 
 #include <nlohmann/json.hpp>
@@ -735,6 +741,102 @@ TEST(AuthTest, StrangersAreRefusedAndRotationFailsNoOperation) {
   ASSERT_TRUE(again.ok());
   m.Check(**again, "after a cold start");
   again->reset();
+  EXPECT_EQ(Slip("cluster down --dir " + d), 0);
+  if (!HasFailure()) fs::remove_all(dir);
+}
+
+// Fencing (docs/security.md): anyone who can reach a rowan-kv backup's
+// replication endpoint can Send into its shared log. A CRC-valid entry of
+// the highest version, unsealed or sealed with a guessed token, is erased
+// where it landed: after the backup is promoted, the key still has its
+// acknowledged value.
+TEST(FencingTest, AForgedReplicationSendIsNeverServed) {
+  const fs::path dir = fs::temp_directory_path() / ("slip_fencing_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  const std::string d = (dir / "cluster").string();
+  integration::TailLogsOnFailure tail(d);
+  ASSERT_EQ(Slip("cluster up --nodes 3 --rf 2 --shards 3 --lease-ms 1000 --design rowan-kv --provider tcp --dir " + d),
+            0)
+      << "see " << d << "/logs";
+  auto client = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
+                                           .deadline = std::chrono::seconds(20), .bind_address = "",
+                                           .secret_file = ""});
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  ASSERT_TRUE((*client)->Put("k", "acknowledged").ok());
+  ASSERT_EQ(integration::WaitFullyReplicated(d), "");
+
+  auto store = cluster::OpenConfigStore(d, "");
+  ASSERT_TRUE(store.ok());
+  auto vc = cluster::LoadWhenPresent(store->get(), 10 * runtime::kSecond);
+  ASSERT_TRUE(vc.ok());
+  const uint32_t shard = vc->config.ShardOf(HashKey("k"));
+  const std::vector<cluster::NodeId> replicas = vc->config.Replicas(shard);
+  ASSERT_EQ(replicas.size(), 2u);
+  const cluster::NodeId primary = replicas[0], backup = replicas[1];
+  auto stats_of = [&](cluster::NodeId node) -> nlohmann::json {
+    auto all = (*client)->NodeStats();
+    if (!all.ok()) return {};
+    for (const std::string& text : *all) {
+      auto j = nlohmann::json::parse(text, nullptr, false);
+      if (!j.is_discarded() && j.value("node", -1) == static_cast<int>(node)) return j;
+    }
+    return {};
+  };
+  const nlohmann::json before = stats_of(backup);
+  ASSERT_TRUE(before.contains("replication")) << before.dump();
+  auto address = rpc::RpcPeers::HexDecode(before["replication"]["address"].get<std::string>());
+  ASSERT_TRUE(address.ok());
+
+  // The stranger: its own tcp endpoint, no grant.
+  auto fabric = fabric::OpenOfiFabric(fabric::FabricOptions{.provider = "tcp", .node_address = ""},
+                                      fabric::OfiOptions{.max_multi_recv_message = proto::kMaxMessage});
+  ASSERT_TRUE(fabric.ok()) << fabric.status().ToString();
+  auto ep = (*fabric)->CreateEndpoint(fabric::EndpointOptions{.name = "stranger"});
+  ASSERT_TRUE(ep.ok());
+  auto peer = (*ep)->AddPeer(*address);
+  ASSERT_TRUE(peer.ok());
+  const log::EntryMeta meta{log::EntryType::kPut, static_cast<uint16_t>(shard), log::kMaxVersion - 1};
+  auto layout = log::PlanEntry(1, 6, 4096);
+  ASSERT_TRUE(layout.ok());
+  const std::vector<std::byte> block = log::EncodeEntry(meta, "k", "forged", *layout);
+  std::vector<std::byte> sealed(replication::kSealBytes + block.size());
+  replication::EncodeSeal(0x5eed5eed5eed5eedull, static_cast<uint32_t>(block.size()), sealed.data());
+  std::memcpy(sealed.data() + replication::kSealBytes, block.data(), block.size());
+  ASSERT_TRUE((*ep)->Send(*peer, block.data(), block.size(), nullptr, 1).ok());
+  ASSERT_TRUE((*ep)->Send(*peer, sealed.data(), sealed.size(), nullptr, 2).ok());
+  int sent = 0;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       sent < 2 && std::chrono::steady_clock::now() < until;) {
+    fabric::Completion c[4];
+    for (size_t i = 0, n = (*ep)->Poll(c); i < n; ++i) {
+      EXPECT_EQ(c[i].status, Code::kOk) << "send " << c[i].context;
+      ++sent;
+    }
+  }
+  ASSERT_EQ(sent, 2) << "the stranger's Sends never completed";
+  uint64_t rejected = 0;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       rejected < 2 && std::chrono::steady_clock::now() < until;
+       std::this_thread::sleep_for(std::chrono::milliseconds(50))) {
+    const nlohmann::json j = stats_of(backup);
+    if (j.contains("replication")) rejected = j["replication"]["messages_rejected"].get<uint64_t>();
+  }
+  EXPECT_EQ(rejected, 2u) << "the backup did not erase both forged messages";
+
+  // Promote the backup: the forged version would win there if it had been
+  // digested.
+  ASSERT_EQ(Slip("cluster kill --node " + std::to_string(primary) + " --dir " + d), 0);
+  Result<std::string> v = Status::Unavailable("not read");
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       std::chrono::steady_clock::now() < until; std::this_thread::sleep_for(std::chrono::milliseconds(100))) {
+    v = (*client)->Get("k");
+    if (v.ok() || v.status().Is(Code::kNotFound)) break;
+  }
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(*v, "acknowledged");
+  EXPECT_TRUE((*client)->Put("after", "works").ok());
+  ep->reset();
+  client->reset();
   EXPECT_EQ(Slip("cluster down --dir " + d), 0);
   if (!HasFailure()) fs::remove_all(dir);
 }

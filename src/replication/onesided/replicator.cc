@@ -24,6 +24,7 @@ Status Placement::Adopt(OneSidedReplicator& /*r*/, Link& l, const proto::ReplOpe
   l.flush_offset = resp.flush_offset;
   l.persist_by_request = resp.persist_by_request;
   l.incarnation = resp.incarnation;
+  l.send_token = resp.send_token;
   l.buffer = resp.buffer_id;
   l.buffer_offset = resp.buffer_offset;
   l.buffer_len = resp.buffer_len;

@@ -103,6 +103,7 @@ struct Link {
   // a flush Read's writes are acknowledged once it answers.
   bool persist_by_request = false;
   uint64_t incarnation = 0;  // the backup process's (ReplOpenResponse)
+  uint64_t send_token = 0;  // shared log: starts every message (replication/seal.h)
   // The target buffer (private or shared): its id, place and size in `mem`,
   // and this sender's tail in it (private buffers).
   uint32_t buffer = 0;

@@ -152,6 +152,7 @@ Status ReplicationWorld::StartNode(int i) {
     bo.max_open_buffers = o_.max_open_buffers;
     bo.persist_by_request = o_.file_class;
     bo.incarnation = (static_cast<uint64_t>(i) << 32) | (n.generation + 1);
+    bo.random = [this] { return rt_.Rng().Next(); };  // seeded: runs replay
     SLIP_ASSIGN_OR_RETURN(n.backup, BackupLog::Create(n.store.get(), n.in.get(), bo));
   }
   n.senders.clear();
