@@ -423,6 +423,55 @@ TEST_F(NodeCoreTest, PromotionFailsCleanlyWhenAReplicaIsUnreachable) {
 namespace slip::server {
 namespace {
 
+// A promotion's pull can be cut short (a replica fails, a newer term). The
+// CommitVer record it pulled must not stay behind: it would claim entries
+// this node never got, and the next promotion's floor would skip them (the
+// simulator lost an acknowledged write this way after a move that never
+// finished). The record is applied only once the whole pull is in.
+TEST_F(NodeCoreTest, APullCutShortLeavesNoCommitRecord) {
+  const uint32_t shard = 0;
+  const NodeId old_primary = views.Get()->shards[shard].primary;
+  const NodeId b1 = views.Get()->shards[shard].backups[0], b2 = views.Get()->shards[shard].backups[1];
+  const std::vector<std::string> keys = KeysOfShard(shard, 20);
+  NodeCoreOptions every_version;
+  every_version.commit_record_step = 1;
+  RewireCores(every_version);
+  for (size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(Put(keys[i], "v" + std::to_string(i))->code, Code::kOk);
+  nodes[old_primary].core->WriteCommitRecords();
+  rep.Pump();
+  ASSERT_GT(nodes[b1].core->RecordedCommitVersion(shard), 0u);
+
+  // Node 3 holds nothing of the shard; it pulls from b1, then from b2, which is gone.
+  const NodeId fresh = 3;
+  FailOver(shard, fresh, b1);
+  rep.dead.insert(b2);
+  PromoterOptions po;
+  po.commit_floor = [&](uint32_t s) { return nodes[fresh].core->RecordedCommitVersion(s); };
+  Promoter promoter(nodes[fresh].store.get(), 1, &rep, po);
+  Status result = Status::Ok();
+  promoter.Promote(6, shard, {b1, b2}, {}, [&](Status s, PromoteStats) { result = s; });
+  rep.Pump();
+  ASSERT_TRUE(result.Is(Code::kUnavailable)) << result.ToString();
+  EXPECT_EQ(nodes[fresh].core->RecordedCommitVersion(shard), 0u) << "a cut-short pull left its CommitVer record";
+
+  // The whole pull: everything, and the record last.
+  rep.dead.clear();
+  PromoteStats st;
+  promoter.Promote(6, shard, {b1}, {}, [&](Status s, PromoteStats got) {
+    result = s;
+    st = got;
+  });
+  rep.Pump();
+  ASSERT_TRUE(result.ok()) << result.ToString();
+  EXPECT_EQ(st.floor, 0u);
+  EXPECT_EQ(nodes[fresh].core->RecordedCommitVersion(shard), nodes[b1].core->RecordedCommitVersion(shard));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto v = nodes[fresh].store->Get(keys[i]);
+    ASSERT_TRUE(v.ok()) << keys[i];
+    EXPECT_EQ(*v, "v" + std::to_string(i));
+  }
+}
+
 TEST_F(NodeCoreTest, ReservedKeysAreRefusedAndChangeNothing) {
   const std::string key = CommitKeys(kShards)[1];
   auto put = Send(PrimaryOf(key), proto::Method::kPut, key, "x");

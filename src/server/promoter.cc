@@ -1,6 +1,7 @@
 #include "server/promoter.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "proto/kv.h"
 #include "server/commit_tracker.h"
@@ -24,10 +25,18 @@ struct Promoter::Job {
   std::function<void(Status, PromoteStats)> done;
   PromoteStats stats;
   bool finished = false;
-  // Push state: the entries still to send, one walk of the shard.
+  // Push state: the entries still to send, one walk of the shard. The
+  // shard's CommitVer record, if any, is last and goes only once every other
+  // entry was acknowledged (a target that has it has all at or below it).
   std::vector<store::Store::ShardEntry> to_send;
+  bool commit_last = false;
   size_t next = 0;
   size_t in_flight = 0;
+  // Pull state: the newest CommitVer record pulled, applied only once the
+  // whole pull is in: a pull cut short (a newer term) must not leave a
+  // record claiming entries this node never got, or the next promotion's
+  // floor would skip them.
+  std::optional<store::Store::ShardEntry> commit_record;
 
   void Finish(Status s) {
     if (finished) return;
@@ -133,6 +142,13 @@ void Promoter::Pull(std::shared_ptr<Job> job, size_t replica, uint64_t skip) {
                                                   " sent an entry of shard " +
                                                   std::to_string(e.meta.shard)));
           }
+          if (e.key == commit_keys_[job->shard]) {
+            if (!job->commit_record || e.meta.version > job->commit_record->meta.version) {
+              job->commit_record = store::Store::ShardEntry{e.meta, std::string(e.key), std::string(e.value)};
+            }
+            ++job->stats.pulled_entries;
+            continue;
+          }
           // One persist per page (Flush below), not one per entry.
           Status s = store_->Apply(writer_, e.meta, e.key, e.value, store::Store::Persist::kDeferred);
           if (!s.ok()) {
@@ -148,6 +164,10 @@ void Promoter::Pull(std::shared_ptr<Job> job, size_t replica, uint64_t skip) {
         store_->RaiseShardVersion(job->shard, page->max_version);
         if (page->more) return Pull(job, replica, page->walked);
         if (replica + 1 < job->pull_from.size()) return Pull(job, replica + 1, 0);
+        if (job->commit_record) {
+          const auto& c = *job->commit_record;
+          if (Status s = store_->Apply(writer_, c.meta, c.key, c.value); !s.ok()) return job->Finish(s);
+        }
         if (job->copy_only) {
           // Pushed entries landed in this node's PM; indexed once digested.
           if (job->pushed && catch_up_) {
@@ -172,13 +192,21 @@ void Promoter::Push(std::shared_ptr<Job> job) {
     return true;
   });
   if (!walked.ok()) return job->Finish(walked.status());
+  auto commit = std::find_if(job->to_send.begin(), job->to_send.end(),
+                             [&](const store::Store::ShardEntry& e) { return e.key == commit_keys_[job->shard]; });
+  if (commit != job->to_send.end()) {
+    std::rotate(commit, commit + 1, job->to_send.end());
+    job->commit_last = true;
+  }
   if (job->to_send.empty() || job->push_to.empty()) return job->Finish(Status::Ok());
   PushMore(job);
 }
 
 void Promoter::PushMore(std::shared_ptr<Job> job) {
   const size_t total = job->to_send.size() * job->push_to.size();
+  const size_t barrier = job->commit_last ? total - job->push_to.size() : total;
   while (!job->finished && job->in_flight < kWindow && job->next < total) {
+    if (job->next == barrier && job->in_flight > 0) break;  // the CommitVer record waits for the rest
     const size_t i = job->next++;
     const auto& e = job->to_send[i / job->push_to.size()];
     const NodeId to = job->push_to[i % job->push_to.size()];

@@ -29,6 +29,7 @@
 
 #include "common/status.h"
 #include "rpc/peer_caller.h"
+#include "server/commit_tracker.h"
 #include "store/store.h"
 
 namespace slip::server {
@@ -61,7 +62,8 @@ class Promoter {
         writer_(writer),
         peers_(peers),
         catch_up_(std::move(options.catch_up)),
-        commit_floor_(std::move(options.commit_floor)) {}
+        commit_floor_(std::move(options.commit_floor)),
+        commit_keys_(CommitKeys(store->options().geometry.num_shards)) {}
 
   // `syncing`: the replicas among `replicas` still being seeded.
   void Promote(uint64_t term, uint32_t shard, std::vector<NodeId> replicas, std::vector<NodeId> syncing,
@@ -99,6 +101,7 @@ class Promoter {
   rpc::PeerCaller* peers_;
   std::function<Status()> catch_up_;
   std::function<uint64_t(uint32_t)> commit_floor_;
+  const std::vector<std::string> commit_keys_;  // CommitKeys(): held back and sent last
 };
 
 }  // namespace slip::server
