@@ -343,7 +343,9 @@ Status Node::StartOneSided() {
   // (tcp) and wakes at least every max_park for the used-segment rule.
   fabric::Endpoint* in = repl_in_.get();
   nic_ex_->AddPoller([this] { return backup_->Poll(nic_ex_->Now()); });
-  if (in->wait_fd() >= 0) nic_ex_->AddWaitFd(in->wait_fd(), [in] { return in->CanBlock(); });
+  // CanBlock through the backup log: it polls the provider, which the
+  // control path's registrations must not meet on another thread.
+  if (in->wait_fd() >= 0) nic_ex_->AddWaitFd(in->wait_fd(), [b = backup_.get()] { return b->CanBlock(); });
   logging::Info("{}", std::string("design ") + replication::DesignName(protocol_) + ": replication endpoint " +
                  rpc::RpcPeers::HexEncode(backup_->address()));
   return Status::Ok();

@@ -96,6 +96,11 @@ void BackupLog::Screen(const fabric::Completion& c) {
   end = std::max(end, at - uint64_t{seg} * t.segment_size() + c.len);
 }
 
+bool BackupLog::CanBlock() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ep_->CanBlock();
+}
+
 bool BackupLog::Poll(runtime::Nanos now) {
   std::lock_guard<std::mutex> lock(mu_);
   bool work = DrainCompletions() > 0;

@@ -41,8 +41,9 @@
 // Roles and threads: Poll() is the NIC role (drives the endpoint: on software
 // providers, peers' one-sided operations land only while it polls);
 // DigestStep() the digest role; Open/Close/CatchUp are the control path, run
-// by whichever worker got the RPC. All are thread-safe; the endpoint is
-// touched only by Poll().
+// by whichever worker got the RPC; Fence runs on the node's agent. All are
+// thread-safe: every use of the endpoint (polling, CanBlock, the control
+// path's registrations) holds mu_, as the provider's FI_THREAD_DOMAIN asks.
 #pragma once
 
 #include <cstdint>
@@ -111,6 +112,10 @@ class BackupLog {
   // NIC role: drives the endpoint and (rowan) keeps segments posted.
   // Returns whether it did any work.
   bool Poll(runtime::Nanos now);
+  // For the executor that parks the NIC role on the endpoint's wait fd:
+  // Endpoint::CanBlock, under the lock every use of the endpoint takes (the
+  // control path registers and deregisters on it from other threads).
+  bool CanBlock();
   // Digest role: digests and seals one used or closed segment. Returns
   // whether there was one.
   Result<bool> DigestStep();
