@@ -1,10 +1,10 @@
 #include "replication/backup_log.h"
 
-#include <sys/random.h>
-
 #include <algorithm>
 #include <cstring>
+#include <set>
 
+#include "auth/keyring.h"
 #include "replication/registry.h"
 #include "replication/seal.h"
 
@@ -263,8 +263,7 @@ uint64_t BackupLog::NewToken() {
     if (options_.random) {
       t = options_.random();
     } else {
-      while (getrandom(&t, sizeof(t), 0) != static_cast<ssize_t>(sizeof(t))) {
-      }
+      auth::RandomBytes(&t, sizeof(t));
     }
     if (t != 0 && !grants_.contains(t)) return t;
   }
@@ -359,13 +358,13 @@ void BackupLog::Fence(const Senders& senders) {
     return now == senders.shards.end() ||
            !std::includes(now->second.begin(), now->second.end(), was->second.begin(), was->second.end());
   };
-  std::vector<uint32_t> fenced;
+  std::set<uint32_t> fenced;
   // Keys first: from here no Read or Write of a revoked sender succeeds at
   // this NIC, so nothing it sends from now on can be acknowledged ...
   for (auto& [token, g] : grants_) {
     if (revoked(g.sender)) {
       (void)ep_->Deregister(g.flush);
-      fenced.push_back(g.sender);
+      fenced.insert(g.sender);
     }
   }
   for (auto it = open_.begin(); it != open_.end();) {
@@ -374,7 +373,7 @@ void BackupLog::Fence(const Senders& senders) {
       continue;
     }
     (void)ep_->Deregister(it->second.mr);
-    fenced.push_back(it->second.sender);
+    fenced.insert(it->second.sender);
     Segment seg = it->second;
     seg.limit = store_->segments().segment_size();  // whatever landed before the revocation
     to_digest_.push_back(seg);
@@ -384,8 +383,7 @@ void BackupLog::Fence(const Senders& senders) {
   // been acknowledged), and the token goes: later messages are erased.
   DrainCompletions();
   std::erase_if(grants_, [&](const auto& kv) { return revoked(kv.second.sender); });
-  std::sort(fenced.begin(), fenced.end());
-  stats_.senders_fenced += static_cast<uint64_t>(std::unique(fenced.begin(), fenced.end()) - fenced.begin());
+  stats_.senders_fenced += fenced.size();
   senders_ = senders;
 }
 

@@ -89,7 +89,7 @@ struct BackupLogOptions {
   // node; a counter in simulations). REPL_OPEN answers it; REPL_PERSIST must
   // carry it.
   uint64_t incarnation = 0;
-  // Where send tokens come from: the kernel's random bytes unless set (the
+  // Where send tokens come from: auth::RandomBytes unless set (the
   // simulator sets its seeded generator).
   std::function<uint64_t()> random;
 };

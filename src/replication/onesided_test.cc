@@ -211,13 +211,10 @@ TEST_P(OneSided, AFencedSenderCanNeitherWriteNorReopen) {
   EXPECT_EQ(backup.stats().senders_fenced, 1u);
   // An older term's view never comes back (Fence takes the newest view), and
   // a sender ahead of the backup is told to retry (Busy), not refused.
-  const Status ahead = [&] {
-    proto::ReplOpenRequest req{.term = 9, .sender = 0,
-                               .buffer = DesignOf(GetParam()).receive == BackupReceive::kSharedLog
-                                             ? proto::ReplBuffer::kNone
-                                             : proto::ReplBuffer::kPrivate};
-    return backup.Open(req).status();
-  }();
+  const proto::ReplBuffer kind = DesignOf(GetParam()).receive == BackupReceive::kSharedLog
+                                     ? proto::ReplBuffer::kNone
+                                     : proto::ReplBuffer::kPrivate;
+  const Status ahead = backup.Open({.term = 9, .sender = 0, .buffer = kind}).status();
   EXPECT_TRUE(ahead.Is(Code::kBusy)) << ahead.ToString();
 }
 
