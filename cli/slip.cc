@@ -15,6 +15,7 @@
 //   slip inspect --dir DIR                         PM layout and recovery figures
 //   slip sim --design rowan-kv --seeds 1..200      cluster simulation campaign
 //   slip soak --dir DIR --design D --kills N       kill/restart soak of a real cluster, history checked
+//   slip fsck --dir DIR --node N                   a stopped node's store checked for media damage
 //
 // Global options (before the subcommand): --log-level trace|debug|info|warn|
 // error|off for diagnostics, --log-file F to append them to F as well.
@@ -37,6 +38,7 @@
 #include "bench/driver/bench_command.h"
 #include "slip/client.h"
 #include "cli/sim_command.h"
+#include "cli/fsck_command.h"
 #include "cli/soak_command.h"
 #include "common/log.h"
 #include "store/store.h"
@@ -338,6 +340,14 @@ int main(int argc, char** argv) {
   soak->add_flag("--keep", soak_o.keep, "keep the cluster directory after a passing soak");
   soak->add_option("--report", soak_o.report, "append a markdown summary and per-kill table to this file");
 
+  slip::cli::FsckOptions fsck_o;
+  auto* fsck = app.add_subcommand(
+      "fsck", "check a stopped node's store for damage on the media (on a copy: changes nothing); exit 1 if damaged");
+  fsck->add_option("--dir", fsck_o.dir, "cluster directory (with --node)");
+  fsck->add_option("--node", fsck_o.node, "node id")->capture_default_str();
+  fsck->add_option("--zookeeper", fsck_o.zookeeper, "ZooKeeper connect string, when the configuration is there");
+  fsck->add_option("--file", fsck_o.file, "or the PM file itself");
+
   CLI11_PARSE(app, argc, argv);
 
   {
@@ -353,6 +363,7 @@ int main(int argc, char** argv) {
   }
 
   if (*soak) return slip::cli::RunSoak(soak_o);
+  if (*fsck) return slip::cli::RunFsck(fsck_o);
   if (*server) return slip::cli::RunServer(co);
   if (*manager) return slip::cli::RunManagerCommand(co);
   if (*pool) return slip::cli::RunPool(co);

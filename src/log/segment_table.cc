@@ -49,6 +49,18 @@ uint64_t SegmentMeta::Pack() const {
          (seq & ((uint64_t{1} << 48) - 1)) << 16;
 }
 
+void StampEndMark(pm::PmRegion* region, std::byte* line) {
+  for (size_t i = 0; i < pm::kCacheLine; i += 8) StoreLE<uint64_t>(line + i, kEndMarkWord);
+  region->Persist(line, pm::kCacheLine);
+}
+
+bool HasEndMark(const std::byte* line) {
+  for (size_t i = 0; i < pm::kCacheLine; i += 8) {
+    if (LoadLE<uint64_t>(line + i) == kEndMarkWord) return true;
+  }
+  return false;
+}
+
 SegmentMeta SegmentMeta::Unpack(uint64_t w) {
   SegmentMeta m;
   m.state = static_cast<SegmentState>(w & 0xFF);
@@ -189,11 +201,12 @@ Status SegmentTable::Free(uint32_t id, bool hold) {
                                    std::to_string(id) + " is " + SegmentStateName(m.state));
   }
   std::byte* base = SegmentBase(id);
-  // First line first: from here on a recovery scan sees an empty segment.
-  std::memset(base, 0, pm::kCacheLine);
-  region_->Persist(base, pm::kCacheLine);
+  // The mark first: from here on a recovery scan sees a segment being freed.
+  StampEndMark(region_, base);
   std::memset(base + pm::kCacheLine, 0, geometry_.segment_size - pm::kCacheLine);
   region_->Persist(base + pm::kCacheLine, geometry_.segment_size - pm::kCacheLine);
+  std::memset(base, 0, pm::kCacheLine);
+  region_->Persist(base, pm::kCacheLine);
   std::lock_guard<std::mutex> lock(mu_);
   StoreMeta(id, SegmentMeta{SegmentState::kFree, SegmentOwner::kNone, m.seq});
   if (!hold) {

@@ -12,10 +12,10 @@
 // Invariants (docs/papers/rowan.md I7, I9):
 //   * Only legal transitions happen: Free→Using, Using→Used, Using→Committed,
 //     Used→Committed, Committed→Free. Illegal ones return InvalidArgument.
-//   * A Free segment is all zero. Free() zeroes the first 64 B line and
-//     persists it before anything else, which hides every entry in the
-//     segment from a recovery scan (scans stop at the first invalid block),
-//     then zeroes the rest and only then persists the Free state.
+//   * A Free segment is all zero. Free() stamps the first 64 B line with
+//     the end mark and persists it before anything else, which hides every
+//     entry in the segment from a recovery scan, then zeroes the rest, then
+//     the first line, and only then persists the Free state.
 //   * seq is unique and increasing in allocation order; it survives restarts.
 //
 // Thread-safety: Allocate/Free/Transition are safe from any thread (one
@@ -37,6 +37,19 @@ enum class SegmentState : uint8_t { kFree = 0, kUsing = 1, kUsed = 2, kCommitted
 enum class SegmentOwner : uint8_t { kNone = 0, kWorker = 1, kControl = 2, kClean = 3 };
 
 const char* SegmentStateName(SegmentState s);
+
+// The end mark: a 64 B line stamped with this word eight times ends a scan
+// of its segment, and at a segment's start says its Free() was cut short.
+// Free() and a hidden block are stamped before anything else changes, as a
+// whole line: a crash can tear that store at word granularity, but any word
+// of the mark that persisted still says "ended on purpose". Blanking a line
+// instead could not say so: a torn blank line looks just like a block
+// damaged on the media, which must never be taken for an end.
+constexpr uint64_t kEndMarkWord = 0x4b52414d444e4524ull;  // "$ENDMARK"
+// Stamps the line at `line` (64 B, in `region`) and persists it.
+void StampEndMark(pm::PmRegion* region, std::byte* line);
+// Whether any word of the 64 B line at `line` is the end mark's.
+bool HasEndMark(const std::byte* line);
 
 struct SegmentMeta {
   SegmentState state = SegmentState::kFree;

@@ -8,11 +8,12 @@
 
 namespace slip::node {
 
-Status Membership::Update(const std::function<Result<cluster::ClusterConfig>(const cluster::ClusterConfig&)>& change) {
+Status UpdateConfig(cluster::ConfigStore* store,
+                    const std::function<Result<cluster::ClusterConfig>(const cluster::ClusterConfig&)>& change) {
   for (int attempt = 0; attempt < 100; ++attempt) {
-    SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig cur, store_->Load());
+    SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig cur, store->Load());
     SLIP_ASSIGN_OR_RETURN(cluster::ClusterConfig next, change(cur.config));
-    auto w = store_->CompareAndSwap(cur.version, next);
+    auto w = store->CompareAndSwap(cur.version, next);
     if (w.ok()) return Status::Ok();
     if (!w.status().Is(Code::kAborted)) return w.status();
   }

@@ -20,14 +20,20 @@
 
 namespace slip::node {
 
+// Stores change(current) in `store`, recomputed from the newest
+// configuration after every conflict. Blocking.
+Status UpdateConfig(cluster::ConfigStore* store,
+                    const std::function<Result<cluster::ClusterConfig>(const cluster::ClusterConfig&)>& change);
+
 class Membership {
  public:
   Membership(cluster::ConfigStore* store, runtime::Executor* control, runtime::Nanos lease_ttl)
       : store_(store), control_(control), ttl_(lease_ttl) {}
 
-  // Stores change(current), recomputed from the newest configuration after
-  // every conflict. Blocking.
-  Status Update(const std::function<Result<cluster::ClusterConfig>(const cluster::ClusterConfig&)>& change);
+  // UpdateConfig on this process's store.
+  Status Update(const std::function<Result<cluster::ClusterConfig>(const cluster::ClusterConfig&)>& change) {
+    return UpdateConfig(store_, change);
+  }
 
   // Takes lease `name` for `holder`, waiting while an earlier holder's lease
   // runs out or the manager probes it (about 10 s at most). Blocking.

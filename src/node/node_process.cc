@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "cluster/cluster_config.h"
 #include "cluster/rebalance.h"
@@ -44,8 +45,29 @@ runtime::Nanos MachineNow() {
 
 namespace {
 
-
 namespace fs = std::filesystem;
+
+// A shard of which `node` holds the only complete copy among the up nodes
+// (it is a replica, not still syncing, and no other such replica is up).
+std::optional<uint32_t> OnlyCopyOf(const cluster::ClusterConfig& c, cluster::NodeId node) {
+  auto complete = [&](const cluster::ShardReplicas& s, cluster::NodeId n) {
+    return std::find(s.syncing.begin(), s.syncing.end(), n) == s.syncing.end();
+  };
+  auto up = [&](cluster::NodeId n) {
+    auto it = c.nodes.find(n);
+    return it != c.nodes.end() && it->second.state == cluster::NodeState::kUp;
+  };
+  for (uint32_t shard = 0; shard < c.shards.size(); ++shard) {
+    const cluster::ShardReplicas& s = c.shards[shard];
+    std::vector<cluster::NodeId> replicas{s.primary};
+    replicas.insert(replicas.end(), s.backups.begin(), s.backups.end());
+    if (std::find(replicas.begin(), replicas.end(), node) == replicas.end() || !complete(s, node)) continue;
+    bool other = false;
+    for (cluster::NodeId r : replicas) other |= r != node && up(r) && complete(s, r);
+    if (!other) return shard;
+  }
+  return std::nullopt;
+}
 
 // The one-sided backup log's fencing (docs/security.md, "Fencing"): where
 // peers reach it, and what it refused.
@@ -66,6 +88,7 @@ class Node final : public NodeProcess {
   ~Node() override {
     Stop();
     rt_.Stop();
+    SealForStop();
     // The configuration store's watcher thread posts to control_ex_: join it
     // while the (stopped) executors still exist, not after the runtime that
     // owns them is gone (members die in reverse order, rt_ first).
@@ -73,6 +96,14 @@ class Node final : public NodeProcess {
   }
 
   Status Boot();
+  // With every role stopped: seals the segments open in the store and the
+  // backup log, so the next start checks all of them strictly.
+  void SealForStop() {
+    if (store_ == nullptr) return;
+    Status s = backup_ != nullptr ? backup_->SealForStop() : Status::Ok();
+    if (s.ok()) s = store_->SealForStop();
+    if (!s.ok()) logging::Warn("{}", "sealing the store at the stop: " + s.ToString());
+  }
   Status Wait() override { return outcome_.Wait(); }
   void Stop() override { Finish(Status::Ok()); }
 
@@ -92,6 +123,7 @@ class Node final : public NodeProcess {
   int digest_idle_ = 0;  // DigestLoop rounds without work, capped (its period doubles per round)
   std::string pm_path_;  // this node's PM file
   std::string pm_class_;  // dram | dax | file (PlacePm)
+  std::string damage_;    // what the store found damaged at boot (its data was discarded)
   std::unique_ptr<cluster::ConfigStore> config_store_;
   std::unique_ptr<pm::PmRegion> region_;
   std::unique_ptr<store::Store> store_;
@@ -162,7 +194,7 @@ Status Node::Boot() {
   // shard on its last replica), then it comes back with its data.
   bool sole_copy = false;
   for (const auto& s : vc.config.shards) sole_copy |= s.primary == o_.id;
-  const bool replaced = joining || (me->second.state == cluster::NodeState::kDown && !sole_copy);
+  bool replaced = joining || (me->second.state == cluster::NodeState::kDown && !sole_copy);
 
   // The store: DIR/node-<id>/pm. A replaced node starts empty.
   const std::string data = DataDir(o_.dir, o_.id);
@@ -188,7 +220,60 @@ Status Node::Boot() {
   // erda: a freed segment waits before reuse (one-sided readers may still
   // be reading what it held).
   so.hold_freed_segments = replication::DesignOf(protocol_).clients.reads_one_sided;
-  SLIP_ASSIGN_OR_RETURN(store_, store::Store::Open(region_.get(), so));
+  so.tears_possible = PowerMayHaveFailed(pm_path);
+  auto opened = store::Store::Open(region_.get(), so);
+  // Damage on the media (docs/design-notes.md "Damage on the media"): the
+  // store cannot read some of what it acknowledged, so this node is no
+  // complete replica of anything. It starts over empty and is seeded from
+  // its peers, as a replaced node is — unless it holds a shard's only copy.
+  if (!opened.ok() && opened.status().Is(Code::kCorruption)) {
+    damage_ = "the store does not open: " + opened.status().message();
+  } else if (opened.ok() && (*opened)->recovery_stats().damaged != 0) {
+    damage_ = (*opened)->recovery_stats().DescribeDamage();
+  } else if (!opened.ok()) {
+    return opened.status();
+  }
+  if (!damage_.empty()) {
+    logging::Error("{}", "store " + pm_path + " is damaged: " + damage_);
+    // Give the shards up in the configuration first, while the data is
+    // still here: decided on the newest configuration, atomically, so two
+    // damaged replicas starting together cannot both count on the other.
+    SLIP_RETURN_IF_ERROR(UpdateConfig(config_store_.get(), [&](const ClusterConfig& c) -> Result<ClusterConfig> {
+      auto self = c.nodes.find(o_.id);
+      if (self == c.nodes.end()) return c;
+      std::optional<uint32_t> only;
+      if (self->second.state == cluster::NodeState::kDown) {
+        // Replaced already — unless a stranded shard was left with us.
+        for (uint32_t s = 0; s < c.shards.size() && !only; ++s) {
+          if (c.shards[s].primary == o_.id) only = s;
+        }
+        if (!only) return c;
+      } else {
+        only = OnlyCopyOf(c, o_.id);
+      }
+      if (only) {
+        return Status::Corruption("store " + pm_path + " is damaged (" + damage_ + ") and node " +
+                                  std::to_string(o_.id) + " holds shard " + std::to_string(*only) +
+                                  "'s only complete copy: not serving. Restore the file, or move it away to " +
+                                  "give the shard's data up (slip fsck --dir DIR --node N shows the damage)");
+      }
+      return cluster::Reassign(c, o_.id);
+    }));
+    replaced = true;  // down now: it comes back as a replaced node does
+    logging::Warn("{}", "discarding this node's data: it rejoins empty and is seeded from its peers");
+    opened = Status::Aborted("discarded");
+    region_.reset();
+    // Kept aside, not deleted: an operator may still want what it holds.
+    const std::string aside = pm_path + ".damaged-" + std::to_string(::time(nullptr));
+    fs::rename(pm_path, aside, ec);
+    if (ec) return Status::IoError("cannot move " + pm_path + " aside: " + ec.message());
+    logging::Warn("{}", "the damaged store is kept at " + aside);
+    SLIP_ASSIGN_OR_RETURN(region_, OpenPm(place, o_.pm_mb << 20));
+    opened = store::Store::Open(region_.get(), so);
+  }
+  SLIP_RETURN_IF_ERROR(opened.status());
+  store_ = std::move(*opened);
+  SLIP_RETURN_IF_ERROR(RecordBoot(pm_path));
   if (store_->segments().geometry().num_shards != vc.config.num_shards()) {
     return Status::InvalidArgument("store has " + std::to_string(store_->segments().geometry().num_shards) +
                                    " shards, the cluster " + std::to_string(vc.config.num_shards()));
@@ -238,6 +323,7 @@ Status Node::Boot() {
       SLIP_ASSIGN_OR_RETURN(next, cluster::AddMember(c, o_.id, rpc::RpcPeers::HexEncode(address)));
     } else if (down && (replaced || !sole_copy_now)) {
       SLIP_ASSIGN_OR_RETURN(next, cluster::Rejoin(c, o_.id));
+
     } else if (down) {
       // Back with a stranded shard's last copy: up, and its shards get backups again.
       SLIP_ASSIGN_OR_RETURN(next, cluster::ReturnWithData(c, o_.id));
@@ -493,6 +579,7 @@ void Node::Stats(rpc::RpcChannel::Reply reply) {
                        {"node", o_.id},
                        {"design", replication::DesignName(protocol_)},
                        {"auth", AuthJson(keys_)},
+                       {"damage", damage_},
                        {"workers", workers_.size()},
                        {"cpu_ns",
                         {{"worker", worker_cpu - sum.backup_cpu_ns},
@@ -531,6 +618,36 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::Start(const NodeOptions& optio
     if (cluster::UsesChain(vc.config.design)) return StartRubbleNode(options);
   }
   return BootUntilNotReplaced<Node>(options);
+}
+
+namespace {
+std::string BootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+}  // namespace
+
+bool PowerMayHaveFailed(const std::string& pm_path) {
+  std::ifstream in(pm_path + ".boot");
+  std::string recorded;
+  std::getline(in, recorded);
+  const std::string now = BootId();
+  return now.empty() || recorded != now;
+}
+
+Status RecordBoot(const std::string& pm_path) {
+  const std::string path = pm_path + ".boot", tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << BootId() << "\n";
+    if (!out.flush()) return Status::IoError("cannot write " + tmp);
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return Status::IoError("cannot rename " + tmp + ": " + ec.message());
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<pm::PmRegion>> OpenPm(const PmPlace& place, uint64_t create_bytes) {

@@ -115,6 +115,14 @@ Result<PmPlace> PlacePm(const std::string& configured, const std::string& cluste
 // pool's is DIR/pool).
 Result<PmPlace> PlacePm(const std::string& configured, const std::string& cluster_dir, const std::string& name);
 
+// Whether power may have failed since the PM file at `pm_path` was last
+// opened by a node: the boot it recorded (RecordBoot) is not this one, or
+// none was recorded. Without a power loss a recovery takes a local log's
+// broken block for damage, not a tear (store::StoreOptions::tears_possible).
+bool PowerMayHaveFailed(const std::string& pm_path);
+// Records this boot next to the PM file (PATH.boot).
+Status RecordBoot(const std::string& pm_path);
+
 // Opens the PM file at `place` (created with `create_bytes` if missing, its
 // directory too), persisted the way its class is: dram not at all, dax by
 // cache-line write-back, file by msync. InvalidArgument when the class is

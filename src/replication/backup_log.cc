@@ -406,6 +406,44 @@ Status BackupLog::Close(const proto::ReplCloseRequest& req) {
   return Status::Ok();
 }
 
+Status BackupLog::SealForStop() {
+  std::lock_guard<std::mutex> digest(digest_mu_);
+  std::vector<Segment> segs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    DrainCompletions();
+    const log::SegmentTable& t = store_->segments();
+    for (Segment seg : posted_) {
+      auto it = screened_.find(seg.id);
+      seg.limit = it == screened_.end() ? 0 : it->second;
+      std::byte* base = t.SegmentBase(seg.id);
+      for (uint64_t line = seg.limit / log::kAlign * log::kAlign; line < t.segment_size(); line += log::kAlign) {
+        if (line < seg.limit) continue;  // (a message ends inside a line only when it is the last)
+        std::byte* p = base + line;
+        if (std::any_of(p, p + log::kAlign, [](std::byte b) { return b != std::byte{0}; })) {
+          std::memset(p, 0, log::kAlign);
+          t.region()->Persist(p, log::kAlign);
+        }
+      }
+      segs.push_back(seg);
+    }
+    posted_.clear();
+    screened_.clear();
+    for (auto& [id, seg] : open_) {
+      (void)ep_->Deregister(seg.mr);
+      Segment closed = seg;
+      closed.mr = {};
+      closed.limit = t.segment_size();  // as far as whole blocks (tailwind: its checksum) go
+      segs.push_back(closed);
+    }
+    open_.clear();
+    segs.insert(segs.end(), to_digest_.begin(), to_digest_.end());
+    to_digest_.clear();
+  }
+  for (const Segment& seg : segs) SLIP_RETURN_IF_ERROR(DigestAndSeal(seg));
+  return Status::Ok();
+}
+
 BackupLog::Stats BackupLog::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;

@@ -138,6 +138,13 @@ class BackupLog {
   // A no-op unless persist_by_request.
   Status PersistLanded(uint64_t incarnation);
 
+  // An orderly stop, once no role runs and the endpoint is polled no more:
+  // every segment peers were writing into is digested and sealed, so the
+  // next recovery checks all of it strictly (docs/design-notes.md "Damage
+  // on the media"). In the shared log what lies past the last screened
+  // message — a message cut short, never acknowledged — is zeroed first.
+  Status SealForStop();
+
   // The replication endpoint's address (REPL_OPEN's answer carries it).
   const std::string& address() const { return address_; }
   // The registration of the store's segment area on that endpoint, and the

@@ -34,6 +34,13 @@ void World::StartNode(Node& n, bool fresh) {
     failure_ = "node " + std::to_string(n.id) + " failed to open its store: " + store.status().ToString();
     return;
   }
+  // Crashes tear, they never damage: a tear taken for damage would make a
+  // node throw its data away after every power loss.
+  if ((*store)->recovery_stats().damaged != 0) {
+    failure_ = "node " + std::to_string(n.id) + " took a crash's tear for damage: " +
+               (*store)->recovery_stats().DescribeDamage();
+    return;
+  }
   inc->store = std::move(*store);
   ++n.incarnation;
   inc->workers.resize(o_.workers);

@@ -115,11 +115,41 @@ Status Store::SealReceiveSegment(uint32_t seg) {
   if (seg >= table_->num_segments() || table_->meta(seg).owner != SegmentOwner::kControl) {
     return Status::InvalidArgument("segment " + std::to_string(seg) + " is not a receive segment");
   }
+  EraseTorn(seg);
   return table_->Transition(seg, SegmentState::kCommitted);
 }
 
+void Store::EraseTorn(uint32_t seg) {
+  // A transfer cut short (its sender died mid-write) stays in the segment
+  // as bytes that do not decode. Zeroed now, while nothing can land any
+  // more, a sealed segment holds only valid blocks and blank lines — so a
+  // recovery that finds anything else there knows it is damage, not a tear.
+  std::byte* base = table_->SegmentBase(seg);
+  const uint64_t size = table_->segment_size();
+  uint64_t pos = 0;
+  while (pos + log::kHeaderSize <= size) {
+    if (internal::BlankLine(base + pos)) {
+      pos += log::kAlign;
+      continue;
+    }
+    auto d = log::DecodeBlock({base + pos, size - pos}, options_.limits);
+    if (d.status.ok()) {
+      pos += d.block.encoded_bytes;
+      continue;
+    }
+    const uint64_t next = SkipInvalid(base, pos, size, options_.limits);
+    std::memset(base + pos, 0, next - pos);
+    region_->Persist(base + pos, next - pos);
+    torn_erased_.fetch_add(1, std::memory_order_relaxed);
+    pos = next;
+  }
+}
+
 Status Store::ReleaseReceiveSegment(uint32_t seg) {
-  SLIP_RETURN_IF_ERROR(SealReceiveSegment(seg));
+  if (seg >= table_->num_segments() || table_->meta(seg).owner != SegmentOwner::kControl) {
+    return Status::InvalidArgument("segment " + std::to_string(seg) + " is not a receive segment");
+  }
+  SLIP_RETURN_IF_ERROR(table_->Transition(seg, SegmentState::kCommitted));
   return table_->Free(seg);
 }
 

@@ -22,6 +22,20 @@ using internal::SkipInvalid;
 // ---------------------------------------------------------------------------
 // Cold start
 
+namespace {
+
+// Whether any 64 B line of [pos, size) starts a block that decodes.
+bool ValidBlockAfter(const std::byte* base, uint64_t pos, uint64_t size, const log::Limits& limits) {
+  for (; pos + log::kHeaderSize <= size; pos += log::kAlign) {
+    if (LoadLE<uint64_t>(base + pos) != 0 && log::DecodeBlock({base + pos, size - pos}, limits).status.ok()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 Status Store::Recover() {
   RecoveryStats& rs = recovery_;
   struct Partial {
@@ -39,25 +53,83 @@ Status Store::Recover() {
     ++rs.entries;
   };
 
+  auto note_damage = [&](uint32_t seg, uint64_t pos, std::string what) {
+    ++rs.damaged;
+    if (rs.damage.size() < RecoveryStats::kMaxDamageListed) {
+      rs.damage.push_back(Damage{.segment = seg, .offset = pos, .what = std::move(what)});
+    }
+  };
+
   for (uint32_t seg = 0; seg < table_->num_segments(); ++seg) {
     const log::SegmentMeta m = table_->meta(seg);
-    if (m.state == SegmentState::kFree) continue;
+    if (m.state == SegmentState::kFree) {
+      // Free() zeroes a segment before its word says Free, and Allocate
+      // says Using before anything is written: data under a Free word means
+      // the word is damaged (a flip of Used's bit), and the data is lost to
+      // this scan.
+      if (!internal::BlankLine(table_->SegmentBase(seg))) {
+        note_damage(seg, 0, "marked free but holds data: its meta word is damaged");
+      }
+      continue;
+    }
     ++rs.segments_scanned;
     const std::byte* base = table_->SegmentBase(seg);
     const uint64_t seg_off = table_->SegmentOffset(seg);
+    const uint64_t size = table_->segment_size();
     uint64_t pos = 0;
-    // A local log's tail is where the first block fails to decode: no tail
-    // pointer. A receive segment can have holes (several senders' DMAs,
-    // persisted in any order, then a crash): walk it stride by stride.
+    // A local log's tail is its first blank line: no tail pointer. A receive
+    // segment can have holes (several senders' DMAs, persisted in any order,
+    // then a crash): walk it stride by stride.
     const bool received = m.owner == SegmentOwner::kControl;
+    // Everything in a sealed segment (Used, Committed) was persisted before
+    // it was sealed, and a torn place was erased first (below, and
+    // SealReceiveSegment): a block there that fails to decode on a line
+    // that is not blank cannot be a crash's tear — it is damage. Only a
+    // segment open at the crash (Using) may hold a torn persist or transfer.
+    const bool sealed = m.state != SegmentState::kUsing;
+    std::vector<std::pair<uint64_t, uint64_t>> torn;  // [from, to) to zero before sealing
     uint64_t end = 0;  // just past the last valid block
-    while (pos + log::kHeaderSize <= table_->segment_size()) {
-      auto d = log::DecodeBlock({base + pos, table_->segment_size() - pos}, options_.limits);
+    const uint64_t damaged_before = rs.damaged;
+    bool in_damage = false;
+    while (pos + log::kHeaderSize <= size) {
+      // Ended on purpose: a hidden block, or (at 0) a Free() cut short. (A
+      // receive segment's walk also looks between blocks, where a value's
+      // bytes could hold the word: there only its start counts.)
+      if ((pos == 0 || !received) && log::HasEndMark(base + pos)) break;
+      auto d = log::DecodeBlock({base + pos, size - pos}, options_.limits);
       if (!d.status.ok()) {
-        if (!received) break;
-        pos = SkipInvalid(base, pos, table_->segment_size(), options_.limits);
+        const bool blank = internal::BlankLine(base + pos);
+        if (blank && !received) break;  // the end of a local log
+        if (blank) {
+          in_damage = false;
+          pos += log::kAlign;
+          continue;
+        }
+        const uint64_t next = SkipInvalid(base, pos, size, options_.limits);
+        // A local log's block with its first word unwritten: a write cut
+        // short by the process's death (EncodeBlock writes that word last).
+        // Only the last write can be cut short: a valid block after it
+        // means the word was lost later (one process writes a t-log, in order).
+        const bool cut_short = LoadLE<uint64_t>(base + pos) == 0 &&
+                               (options_.tears_possible || !ValidBlockAfter(base, next, size, options_.limits));
+        if (sealed || (!received && !cut_short && !options_.tears_possible)) {
+          // A run of lines that do not decode is one damaged place (a torn
+          // header leaves its body to be walked line by line).
+          if (!in_damage) note_damage(seg, pos, d.status.message());
+          in_damage = log::IntactHeaderBlockBytes({base + pos, size - pos}, options_.limits) == 0;
+        } else if (!received) {
+          // The torn tail of a local log: nothing after it was acknowledged.
+          // The end mark ends the log here for every later scan.
+          log::StampEndMark(region_, table_->SegmentBase(seg) + pos);
+          ++rs.torn_erased;
+          break;
+        } else {
+          torn.emplace_back(pos, next);
+        }
+        pos = next;
         continue;
       }
+      in_damage = false;
       const log::BlockView& b = d.block;
       ++rs.blocks;
       rs.bytes_scanned += b.encoded_bytes;
@@ -86,9 +158,15 @@ Status Store::Recover() {
       pos += b.encoded_bytes;
       end = pos;
     }
-    if (end == 0) {
+    for (const auto& [from, to] : torn) {
+      std::memset(table_->SegmentBase(seg) + from, 0, to - from);
+      region_->Persist(table_->SegmentBase(seg) + from, to - from);
+      ++rs.torn_erased;
+    }
+    if (end == 0 && rs.damaged == damaged_before) {
       // Nothing valid: a segment allocated just before the crash, or one whose
-      // Free() was interrupted after its first line was zeroed.
+      // Free() was cut short (its end mark). A damaged one is kept: what it
+      // holds is evidence.
       if (m.state == SegmentState::kUsing) {
         SLIP_RETURN_IF_ERROR(table_->Transition(seg, SegmentState::kCommitted));
       } else if (m.state == SegmentState::kUsed) {
@@ -119,6 +197,16 @@ Status Store::Recover() {
   }
   for (size_t s = 0; s < shards_.size(); ++s) shards_[s].version = max_version[s];
   return Status::Ok();
+}
+
+std::string RecoveryStats::DescribeDamage() const {
+  if (damaged == 0) return "no damage";
+  std::string out = std::to_string(damaged) + " damaged place" + (damaged == 1 ? "" : "s") + ":";
+  for (const Damage& d : damage) {
+    out += " segment " + std::to_string(d.segment) + " +" + std::to_string(d.offset) + " (" + d.what + ");";
+  }
+  if (damaged > damage.size()) out += " and " + std::to_string(damaged - damage.size()) + " more";
+  return out;
 }
 
 }  // namespace slip::store

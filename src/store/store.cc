@@ -114,6 +114,18 @@ bool Store::HasDeferred(uint32_t writer) const {
   return !w.unindexed.empty() || (w.segment != Writer::kNone && w.tail > w.synced);
 }
 
+Status Store::SealForStop() {
+  auto seal = [&](Writer& w) -> Status {
+    FlushWriter(w);
+    if (w.segment == Writer::kNone) return Status::Ok();
+    SLIP_RETURN_IF_ERROR(table_->Transition(w.segment, SegmentState::kCommitted));
+    w.segment = Writer::kNone;
+    return Status::Ok();
+  };
+  for (Writer& w : writers_) SLIP_RETURN_IF_ERROR(seal(w));
+  return seal(cleaner_);
+}
+
 Status Store::Advance(Writer& w, SegmentOwner owner) {
   // Nothing unpersisted or unindexed may stay behind in a sealed segment:
   // the cleaner takes Committed segments, and an entry not yet indexed looks
@@ -144,13 +156,11 @@ Result<Store::Blocks> Store::Append(Writer& w, SegmentOwner owner, const log::En
     if (w.segment == Writer::kNone || w.tail + bytes > table_->segment_size()) {
       Status s = Advance(w, owner);
       if (!s.ok()) {
-        // Hide the blocks already written: zeroing a block's first line ends
-        // a recovery scan of its segment there, and everything after it in
-        // that segment belongs to this entry too (the log is sequential).
-        for (uint64_t off : b.offsets) {
-          std::memset(region_->at(off), 0, pm::kCacheLine);
-          region_->Persist(region_->at(off), pm::kCacheLine);
-        }
+        // Hide the blocks already written: the end mark on a block's first
+        // line ends a recovery scan of its segment there, and everything
+        // after it in that segment belongs to this entry too (the log is
+        // sequential).
+        for (uint64_t off : b.offsets) log::StampEndMark(region_, region_->at(off));
         Retire(b);
         if (!b.offsets.empty() && table_->SegmentOf(b.offsets.back()) == w.segment) {
           w.tail = b.offsets.back() - table_->SegmentOffset(w.segment);

@@ -49,6 +49,14 @@ struct StoreOptions {
   log::Geometry geometry;
   log::Limits limits;
 
+  // Whether power may have failed since the region was last written (the
+  // machine rebooted, or unknown): then a crash can have torn a log's last
+  // persist anywhere. Without a power loss only a process died: every store
+  // it made is in the region, so a local log's block whose first word was
+  // written (EncodeBlock writes it last) is whole, and one that does not
+  // decode is damage, not a tear (docs/design-notes.md "Damage on the media").
+  bool tears_possible = true;
+
   // --- performance ---
   uint32_t num_writers = 1;  // per-thread logs (t-logs)
   // Largest block an entry is split into. Bigger = less header overhead for
@@ -92,6 +100,14 @@ struct StoreStats {
   uint64_t keys = 0;                  // indexed keys (incl. tombstoned ones)
 };
 
+// A place the recovery scan found damaged on the media: bytes that cannot
+// be a crash's tear (docs/design-notes.md "Damage on the media").
+struct Damage {
+  uint32_t segment = 0;
+  uint64_t offset = 0;  // within the segment
+  std::string what;
+};
+
 struct RecoveryStats {
   uint32_t segments_scanned = 0;
   uint64_t bytes_scanned = 0;       // bytes of valid blocks walked
@@ -99,6 +115,15 @@ struct RecoveryStats {
   uint64_t entries = 0;             // complete entries applied to the index
   uint64_t incomplete_entries = 0;  // multi-block entries missing blocks (never acknowledged)
   uint32_t segments_freed = 0;      // non-free segments found empty (e.g. crash mid-free)
+  uint64_t torn_erased = 0;         // torn places of segments open at the crash, zeroed
+  // Damaged places: a store with any holds entries it cannot read, so a
+  // node must not count itself a complete replica of anything (it rejoins
+  // empty). The first kMaxDamageListed are described.
+  uint64_t damaged = 0;
+  std::vector<Damage> damage;
+  static constexpr size_t kMaxDamageListed = 16;
+  // One line for an operator: where, what, how many more.
+  std::string DescribeDamage() const;
 };
 
 class Store final : private index::EntryReader {
@@ -213,6 +238,12 @@ class Store final : private index::EntryReader {
   // meanwhile.
   size_t DropShard(uint32_t shard);
 
+  // An orderly stop, with no writer, cleaner or digest running: every
+  // writer's segment is persisted and sealed, so the next recovery finds no
+  // open local segment and checks everything strictly (a block there that
+  // does not decode is damage, whatever happened to the machine since).
+  Status SealForStop();
+
   // --- receive segments (one-sided replication) ---
   //
   // Peers write entries straight into this node's PM (Rowan's b-log, RWrite
@@ -250,11 +281,15 @@ class Store final : private index::EntryReader {
   Result<uint64_t> DigestReceived(uint32_t seg, uint64_t from, uint64_t to,
                                   ReceiveWalk walk = ReceiveWalk::kPrefix);
   // No more entries will land in `seg` and all of it was digested: it
-  // becomes Committed, so the cleaner may reclaim it.
+  // becomes Committed, so the cleaner may reclaim it. What does not decode
+  // in it (a transfer cut short) is zeroed first, so that a sealed segment
+  // holds nothing a recovery could take for a tear (EraseTorn).
   Status SealReceiveSegment(uint32_t seg);
   // A receive segment nobody wrote into goes back to the free list.
   Status ReleaseReceiveSegment(uint32_t seg);
   uint64_t received_bytes() const { return received_.load(); }
+  // Torn places zeroed at seals since Open.
+  uint64_t torn_erased() const { return torn_erased_.load(); }
 
   // --- direct client writes (erda: docs/papers/erda.md §6.4) ---
   //
@@ -387,6 +422,8 @@ class Store final : private index::EntryReader {
                                 std::string* key_out, log::EntryMeta* meta_out) const;
 
   Status Recover();
+  // Zeroes the places of receive segment `seg` that do not decode.
+  void EraseTorn(uint32_t seg);
   // Indexes a complete entry found at offset0 (recovery, digest). Returns
   // whether the index took it (its version is the newest of its key).
   void IndexFound(uint64_t offset0, const Blocks& blocks);
@@ -456,6 +493,7 @@ class Store final : private index::EntryReader {
 
   RecoveryStats recovery_;
   std::atomic<uint64_t> received_{0};
+  std::atomic<uint64_t> torn_erased_{0};  // places SealReceiveSegment zeroed
   mutable std::atomic<uint64_t> gets_{0};
   std::atomic<uint64_t> puts_{0}, deletes_{0}, appended_{0}, adopted_{0}, staged_{0};
   std::atomic<uint64_t> cleaned_{0}, relocated_{0}, relocated_bytes_{0}, tombstones_dropped_{0};

@@ -143,6 +143,11 @@ Status ReplicationWorld::StartNode(int i) {
   so.limits.max_value = 1 << 20;
   so.max_block_bytes = static_cast<uint32_t>(std::min<uint64_t>(o_.segment_size / 4, 64 << 10));
   SLIP_ASSIGN_OR_RETURN(n.store, store::Store::Open(n.region.get(), so));
+  // Crashes tear, they never damage (torn transfers included).
+  if (n.store->recovery_stats().damaged != 0) {
+    return Status::Corruption("node " + std::to_string(i) + " took a crash's tear for damage: " +
+                              n.store->recovery_stats().DescribeDamage());
+  }
   const NodeId id = static_cast<NodeId>(i);
   SLIP_ASSIGN_OR_RETURN(n.in, fabric_.CreateEndpoint(id, nic_execs_[i], {.name = "node" + std::to_string(i) + "/in"}));
   if (IsOneSided(o_.protocol)) {
