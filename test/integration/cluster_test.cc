@@ -645,6 +645,10 @@ TEST_P(ReshardClusterTest, NodesJoinAndLeaveAndMovesSurviveAKillUnderLoadLosingN
     m.Check(**client, "after a move's target was killed");
     ASSERT_EQ(Slip(up), 0) << "the killed node comes back";
     m.Check(**client, "after the killed node rejoined");
+    // `cluster up` is ready once every shard serves; the node it restarted,
+    // replaced meanwhile, may still be rejoining (waiting out its killed
+    // incarnation's lease). It must be a member again before it can leave.
+    ASSERT_EQ(integration::WaitFullyReplicated(d), "");
   }
 
   integration::RunLoadWithFault(**client, m, m.ops + 200, 300, [&] { ASSERT_EQ(Slip("cluster remove-node --node 0 --dir " + d), 0); });
