@@ -538,7 +538,6 @@ Status Db::Write(WriteBatch batch, const WriteOptions& o, WriteTicket* ticket) {
     }
     last = group.back();
     uint64_t sequence = last_sequence_.load() + 1;
-    bool sync = false;
     for (Writer* x : group) {
       if (x->given && x->batch->sequence != sequence) {
         // Out of order: this group writes nothing (and stops nothing).
@@ -548,7 +547,6 @@ Status Db::Write(WriteBatch batch, const WriteOptions& o, WriteTicket* ticket) {
       }
       x->batch->sequence = sequence;
       sequence += x->batch->ops.size();
-      sync |= x->sync;
     }
   }
   if (s.ok()) {
