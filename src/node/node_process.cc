@@ -261,7 +261,7 @@ Status Node::Boot() {
     }));
     replaced = true;  // down now: it comes back as a replaced node does
     logging::Warn("{}", "discarding this node's data: it rejoins empty and is seeded from its peers");
-    opened = Status::Aborted("discarded");
+    opened = Status::Aborted("discarded");  // drops the damaged store before its region
     region_.reset();
     // Kept aside, not deleted: an operator may still want what it holds.
     const std::string aside = pm_path + ".damaged-" + std::to_string(::time(nullptr));
@@ -323,7 +323,6 @@ Status Node::Boot() {
       SLIP_ASSIGN_OR_RETURN(next, cluster::AddMember(c, o_.id, rpc::RpcPeers::HexEncode(address)));
     } else if (down && (replaced || !sole_copy_now)) {
       SLIP_ASSIGN_OR_RETURN(next, cluster::Rejoin(c, o_.id));
-
     } else if (down) {
       // Back with a stranded shard's last copy: up, and its shards get backups again.
       SLIP_ASSIGN_OR_RETURN(next, cluster::ReturnWithData(c, o_.id));

@@ -417,8 +417,10 @@ Status BackupLog::SealForStop() {
       auto it = screened_.find(seg.id);
       seg.limit = it == screened_.end() ? 0 : it->second;
       std::byte* base = t.SegmentBase(seg.id);
-      for (uint64_t line = seg.limit / log::kAlign * log::kAlign; line < t.segment_size(); line += log::kAlign) {
-        if (line < seg.limit) continue;  // (a message ends inside a line only when it is the last)
+      // From the line after the last screened message (a forged one may
+      // end mid-line; what it left there was erased when it was screened).
+      for (uint64_t line = (seg.limit + log::kAlign - 1) / log::kAlign * log::kAlign; line < t.segment_size();
+           line += log::kAlign) {
         std::byte* p = base + line;
         if (std::any_of(p, p + log::kAlign, [](std::byte b) { return b != std::byte{0}; })) {
           std::memset(p, 0, log::kAlign);

@@ -57,6 +57,17 @@ std::unique_ptr<pm::PmRegion> CopyOf(const pm::PmRegion& r) {
   return copy;
 }
 
+// Where the index puts `key`'s entry (a tombstone included), recovered on a copy.
+uint64_t Locate(const pm::PmRegion& r, const std::string& key) {
+  auto probe = CopyOf(r);
+  auto st = Store::Open(probe.get(), Options(/*tears_possible=*/false));
+  EXPECT_TRUE(st.ok());
+  EXPECT_EQ((*st)->recovery_stats().damaged, 0u);
+  const std::optional<uint64_t> at = (*st)->Locate(key);
+  EXPECT_TRUE(at.has_value()) << key;
+  return at.value_or(0);
+}
+
 // Where the entry of `key` with `value` starts (its block 0), or npos.
 uint64_t Find(const pm::PmRegion& r, const std::string& key, const std::string& value) {
   const std::string needle = key + value.substr(0, std::min<size_t>(value.size(), 64));
@@ -196,18 +207,9 @@ TEST(DamageSweep, EveryFlipAndTearOfAStoppedStoreIsDetectedOrHarmless) {
   };
   for (const Sample& s : EntrySamples(w)) add(Sweep(w, s, /*tears_possible=*/true));
   // The tombstone of key5: the DEL entry.
-  {
-    auto probe = CopyOf(*w.region);
-    auto st = Store::Open(probe.get(), Options(true));
-    ASSERT_TRUE(st.ok());
-    auto at = (*st)->Locate("key5");
-    ASSERT_TRUE(at.has_value());
-    const uint64_t off = *at;
-    const uint64_t bytes = log::PeekHeader(w.region->at(off)).BlockBytes();
-    st->reset();
-    add(Sweep(w, {"a tombstone", off, bytes, true}, true));
-  }
-  // The superblock's first line and every non-free segment's meta word.
+  const uint64_t tomb = Locate(*w.region, "key5");
+  add(Sweep(w, {"a tombstone", tomb, log::PeekHeader(w.region->at(tomb)).BlockBytes(), true}, true));
+  // The superblock's first line and the first four segments' meta words.
   add(Sweep(w, {"the superblock", 0, 64, false}, true));
   add(Sweep(w, {"the meta words", log::SegmentTable::kSuperblockSize, 8 * 4, false}, true));
   std::printf("damage sweep (stopped in order): %llu cases, %llu detected, %llu harmless, 0 silent\n",
@@ -235,17 +237,11 @@ TEST(DamageSweep, AnOpenTLogAfterAProcessCrashIsCheckedStrictlyInTheSameBoot) {
 // damage, never half-applied.
 TEST(DamageSweep, AfterAPowerLossTheOpenTLogsTornTailIsATearNotDamage) {
   Written w = Write(/*seal=*/false);
-  auto probe = CopyOf(*w.region);
-  auto st0 = Store::Open(probe.get(), Options(/*tears_possible=*/false));
-  ASSERT_TRUE(st0.ok());
-  ASSERT_EQ((*st0)->recovery_stats().damaged, 0u);
-  const std::optional<uint64_t> at = (*st0)->Locate("key5");
-  ASSERT_TRUE(at.has_value());
-  st0->reset();
-  const uint64_t bytes = log::PeekHeader(w.region->at(*at)).BlockBytes();
+  const uint64_t at = Locate(*w.region, "key5");
+  const uint64_t bytes = log::PeekHeader(w.region->at(at)).BlockBytes();
   for (uint64_t word = 0; word < bytes; word += 8) {
     auto copy = CopyOf(*w.region);
-    std::memset(copy->at(*at + word), 0, 8);
+    std::memset(copy->at(at + word), 0, 8);
     auto st = Store::Open(copy.get(), Options(/*tears_possible=*/true));
     ASSERT_TRUE(st.ok());
     EXPECT_EQ((*st)->recovery_stats().damaged, 0u) << "word " << word;

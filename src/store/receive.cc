@@ -115,18 +115,18 @@ Status Store::SealReceiveSegment(uint32_t seg) {
   if (seg >= table_->num_segments() || table_->meta(seg).owner != SegmentOwner::kControl) {
     return Status::InvalidArgument("segment " + std::to_string(seg) + " is not a receive segment");
   }
-  EraseTorn(seg);
+  (void)EraseTorn(seg);
   return table_->Transition(seg, SegmentState::kCommitted);
 }
 
-void Store::EraseTorn(uint32_t seg) {
+uint64_t Store::EraseTorn(uint32_t seg) {
   // A transfer cut short (its sender died mid-write) stays in the segment
   // as bytes that do not decode. Zeroed now, while nothing can land any
   // more, a sealed segment holds only valid blocks and blank lines — so a
   // recovery that finds anything else there knows it is damage, not a tear.
   std::byte* base = table_->SegmentBase(seg);
   const uint64_t size = table_->segment_size();
-  uint64_t pos = 0;
+  uint64_t pos = 0, erased = 0;
   while (pos + log::kHeaderSize <= size) {
     if (internal::BlankLine(base + pos)) {
       pos += log::kAlign;
@@ -140,9 +140,10 @@ void Store::EraseTorn(uint32_t seg) {
     const uint64_t next = SkipInvalid(base, pos, size, options_.limits);
     std::memset(base + pos, 0, next - pos);
     region_->Persist(base + pos, next - pos);
-    torn_erased_.fetch_add(1, std::memory_order_relaxed);
+    ++erased;
     pos = next;
   }
+  return erased;
 }
 
 Status Store::ReleaseReceiveSegment(uint32_t seg) {

@@ -87,7 +87,6 @@ Status Store::Recover() {
     // that is not blank cannot be a crash's tear — it is damage. Only a
     // segment open at the crash (Using) may hold a torn persist or transfer.
     const bool sealed = m.state != SegmentState::kUsing;
-    std::vector<std::pair<uint64_t, uint64_t>> torn;  // [from, to) to zero before sealing
     uint64_t end = 0;  // just past the last valid block
     const uint64_t damaged_before = rs.damaged;
     bool in_damage = false;
@@ -123,9 +122,7 @@ Status Store::Recover() {
           log::StampEndMark(region_, table_->SegmentBase(seg) + pos);
           ++rs.torn_erased;
           break;
-        } else {
-          torn.emplace_back(pos, next);
-        }
+        }  // else a receive segment's torn place: erased below, before it is sealed
         pos = next;
         continue;
       }
@@ -158,11 +155,7 @@ Status Store::Recover() {
       pos += b.encoded_bytes;
       end = pos;
     }
-    for (const auto& [from, to] : torn) {
-      std::memset(table_->SegmentBase(seg) + from, 0, to - from);
-      region_->Persist(table_->SegmentBase(seg) + from, to - from);
-      ++rs.torn_erased;
-    }
+    if (received && !sealed) rs.torn_erased += EraseTorn(seg);
     if (end == 0 && rs.damaged == damaged_before) {
       // Nothing valid: a segment allocated just before the crash, or one whose
       // Free() was cut short (its end mark). A damaged one is kept: what it

@@ -288,8 +288,6 @@ class Store final : private index::EntryReader {
   // A receive segment nobody wrote into goes back to the free list.
   Status ReleaseReceiveSegment(uint32_t seg);
   uint64_t received_bytes() const { return received_.load(); }
-  // Torn places zeroed at seals since Open.
-  uint64_t torn_erased() const { return torn_erased_.load(); }
 
   // --- direct client writes (erda: docs/papers/erda.md §6.4) ---
   //
@@ -422,8 +420,9 @@ class Store final : private index::EntryReader {
                                 std::string* key_out, log::EntryMeta* meta_out) const;
 
   Status Recover();
-  // Zeroes the places of receive segment `seg` that do not decode.
-  void EraseTorn(uint32_t seg);
+  // Zeroes (and persists) the places of receive segment `seg` that do not
+  // decode; returns how many.
+  uint64_t EraseTorn(uint32_t seg);
   // Indexes a complete entry found at offset0 (recovery, digest). Returns
   // whether the index took it (its version is the newest of its key).
   void IndexFound(uint64_t offset0, const Blocks& blocks);
@@ -493,7 +492,6 @@ class Store final : private index::EntryReader {
 
   RecoveryStats recovery_;
   std::atomic<uint64_t> received_{0};
-  std::atomic<uint64_t> torn_erased_{0};  // places SealReceiveSegment zeroed
   mutable std::atomic<uint64_t> gets_{0};
   std::atomic<uint64_t> puts_{0}, deletes_{0}, appended_{0}, adopted_{0}, staged_{0};
   std::atomic<uint64_t> cleaned_{0}, relocated_{0}, relocated_bytes_{0}, tombstones_dropped_{0};

@@ -17,8 +17,8 @@ constexpr uint32_t kNoSegment = UINT32_MAX;
 // Blocks that hold a key's PUT or DEL (others: COMMIT_VERSION, CHECKSUM).
 inline bool IsData(EntryType t) { return t == EntryType::kPut || t == EntryType::kDel; }
 
-// A 64-byte line of zeros where a block could start: never-written space,
-// or a block hidden on purpose (its first line zeroed). A crash's tear or a
+// A 64-byte line of zeros where a block could start: never-written space
+// (or erased: a torn place, a rejected message). A crash's tear or a
 // bit flip never zeroes a whole line: a block's first line always holds
 // non-zero words besides the first (the version|cnt word: cnt >= 1).
 inline bool BlankLine(const std::byte* p) {
