@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <thread>
@@ -28,6 +29,7 @@
 #include "node/pool_process.h"
 #include "slip/client.h"
 #include "common/hash.h"
+#include "resp/server.h"
 #include "rpc/rpc_peers.h"
 
 namespace slip::cli {
@@ -72,7 +74,73 @@ int ServeUntilStopped(const char* what, Result<std::unique_ptr<P>> p) {
 
 }  // namespace
 
+namespace {
+
+std::string Hex(const uint8_t* p, size_t n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    s.push_back(kDigits[p[i] >> 4]);
+    s.push_back(kDigits[p[i] & 15]);
+  }
+  return s;
+}
+
+// A password nobody knows: what AUTH compares against when the configured
+// one cannot be read (refusing everyone rather than admitting everyone).
+std::string Unguessable() {
+  uint8_t b[32];
+  auth::RandomBytes(b, sizeof(b));
+  return Hex(b, sizeof(b));
+}
+
+// What the front door's AUTH accepts, read at each use so a rotated secret
+// or a changed password file takes effect without a restart: the password
+// file's first line, else every key of the cluster secret in hex, else
+// nothing (no AUTH needed).
+std::vector<std::string> FrontDoorPasswords(const ClusterCommandOptions& o) {
+  if (!o.resp_password_file.empty()) {
+    std::ifstream f(o.resp_password_file);
+    std::string line;
+    if (!f || !std::getline(f, line)) return {Unguessable()};
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    return {line};
+  }
+  const std::string path = o.secret_file.empty() ? auth::SecretPath(o.dir) : o.secret_file;
+  if (!std::filesystem::exists(path)) return {};
+  auto ring = auth::ReadKeyringFile(path);
+  if (!ring.ok()) return {Unguessable()};
+  std::vector<std::string> out;
+  for (const auto& k : ring->keys()) out.push_back(Hex(k.bytes.data(), k.bytes.size()));
+  return out;
+}
+
+// A node's Redis-protocol front door: a client of the cluster (it routes
+// each key to its primary, wherever that is) behind a RESP listener.
+struct FrontDoor {
+  std::unique_ptr<Client> client;
+  std::unique_ptr<resp::Server> server;
+};
+
+Result<FrontDoor> StartFrontDoor(const ClusterCommandOptions& o) {
+  FrontDoor d;
+  SLIP_ASSIGN_OR_RETURN(d.client, Client::Open(ClientOptions{.dir = o.dir, .zookeeper = o.zookeeper, .provider = "",
+                                                             .deadline = std::chrono::seconds(10),
+                                                             .bind_address = o.bind, .secret_file = o.secret_file}));
+  resp::ServerOptions so;
+  so.bind = o.bind;
+  so.port = static_cast<uint16_t>(o.resp_port);
+  so.passwords = [o] { return FrontDoorPasswords(o); };
+  so.info = [id = o.node] { return "slip_node:" + std::to_string(id) + "\r\n"; };
+  SLIP_ASSIGN_OR_RETURN(d.server, resp::Server::Start(d.client.get(), std::move(so)));
+  logging::Info("RESP front door on {}:{}", o.bind, d.server->port());
+  return d;
+}
+
+}  // namespace
+
 int RunServer(const ClusterCommandOptions& o) {
+  if (o.resp_port > 65535) return Fail("server", Status::InvalidArgument("--resp-port above 65535"));
   node::NodeOptions no;
   no.id = o.node;
   no.dir = o.dir;
@@ -84,7 +152,19 @@ int RunServer(const ClusterCommandOptions& o) {
   no.lease = static_cast<runtime::Nanos>(o.lease_ms) * runtime::kMillisecond;
   no.commit_interval = static_cast<runtime::Nanos>(o.commit_interval_ms) * runtime::kMillisecond;
   no.workers = o.workers;
-  return ServeUntilStopped("server", node::NodeProcess::Start(no));
+  auto node = node::NodeProcess::Start(no);
+  if (!node.ok()) return Fail("server", node.status());
+  FrontDoor door;
+  if (o.resp_port != 0) {
+    auto d = StartFrontDoor(o);
+    if (!d.ok()) {
+      (*node)->Stop();
+      (void)(*node)->Wait();
+      return Fail("server", d.status());
+    }
+    door = std::move(*d);
+  }
+  return ServeUntilStopped("server", std::move(node));
 }
 
 int RunPool(const ClusterCommandOptions& o) {
@@ -193,9 +273,60 @@ Result<uint32_t> JoiningNodeId(const ClusterCommandOptions& o, const cluster::Cl
 }
 
 std::vector<std::string> ServerArgs(const ClusterCommandOptions& o, uint32_t id) {
-  return CommonArgs(o, {SelfExecutable(), "server", "--node", std::to_string(id), "--pm-mb", std::to_string(o.pm_mb),
-                        "--commit-interval-ms", std::to_string(o.commit_interval_ms), "--workers",
-                        std::to_string(o.workers)});
+  std::vector<std::string> args = {SelfExecutable(), "server", "--node", std::to_string(id), "--pm-mb",
+                                   std::to_string(o.pm_mb), "--commit-interval-ms", std::to_string(o.commit_interval_ms),
+                                   "--workers", std::to_string(o.workers)};
+  if (o.resp_port != 0) args.insert(args.end(), {"--resp-port", std::to_string(o.resp_port + id)});
+  if (!o.resp_password_file.empty()) args.insert(args.end(), {"--resp-password-file", o.resp_password_file});
+  return CommonArgs(o, std::move(args));
+}
+
+namespace {
+std::string PortsPath(const std::string& dir) { return dir + "/ports.json"; }
+}  // namespace
+
+Result<ClusterCommandOptions> WithFrontDoorPorts(const ClusterCommandOptions& o) {
+  ClusterCommandOptions r = o;
+  const std::string path = PortsPath(o.dir);
+  nlohmann::json j = nlohmann::json::object();
+  if (std::filesystem::exists(path)) {
+    std::ifstream f(path);
+    j = nlohmann::json::parse(f, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return Status::Corruption(path + " is not a JSON object");
+  }
+  if (o.resp_port == 0) {
+    r.resp_port = j.value("resp_port", 0u);
+  } else {
+    if (o.resp_port > 65535) return Status::InvalidArgument("--resp-port above 65535");
+    j["resp_port"] = o.resp_port;
+    std::error_code dir_ec;
+    std::filesystem::create_directories(o.dir, dir_ec);
+    std::ofstream f(path + ".tmp");
+    f << j.dump(2) << "\n";
+    f.close();
+    if (!f) return Status::IoError("cannot write " + path);
+    std::error_code ec;
+    std::filesystem::rename(path + ".tmp", path, ec);
+    if (ec) return Status::IoError("cannot write " + path + ": " + ec.message());
+  }
+  return r;
+}
+
+int ClusterPassword(const ClusterCommandOptions& o) {
+  if (!o.resp_password_file.empty()) {
+    const auto p = FrontDoorPasswords(o);
+    std::printf("%s\n", p.front().c_str());
+    return 0;
+  }
+  const std::string path = SecretFileOf(o);
+  if (!std::filesystem::exists(path)) {
+    std::fprintf(stderr, "slip cluster password: %s has no secret: the front doors take no password\n", o.dir.c_str());
+    return 1;
+  }
+  auto ring = auth::ReadKeyringFile(path);
+  if (!ring.ok()) return Fail("cluster password", ring.status());
+  std::printf("%s\n", Hex(ring->current().bytes.data(), ring->current().bytes.size()).c_str());
+  return 0;
 }
 
 std::vector<std::string> ManagerArgs(const ClusterCommandOptions& o) {
@@ -218,7 +349,10 @@ int ClusterInit(const ClusterCommandOptions& o) {
   return 0;
 }
 
-int ClusterUp(const ClusterCommandOptions& o) {
+int ClusterUp(const ClusterCommandOptions& given) {
+  auto ported = WithFrontDoorPorts(given);
+  if (!ported.ok()) return Fail("cluster up", ported.status());
+  const ClusterCommandOptions& o = *ported;
   auto store = OpenStore(o);
   if (!store.ok()) return Fail("cluster up", store.status());
   auto existing = (*store)->Load();
@@ -306,7 +440,10 @@ std::map<cluster::NodeId, uint32_t> OwnedCounts(const cluster::ClusterConfig& c)
 }
 }  // namespace
 
-int ClusterAddNode(const ClusterCommandOptions& o) {
+int ClusterAddNode(const ClusterCommandOptions& given) {
+  auto ported = WithFrontDoorPorts(given);
+  if (!ported.ok()) return Fail("cluster add-node", ported.status());
+  const ClusterCommandOptions& o = *ported;
   auto store = cluster::OpenConfigStore(o.dir, o.zookeeper);
   if (!store.ok()) return Fail("cluster add-node", store.status());
   if (auto c = (*store)->Load(); c.ok() && cluster::MovesShards(c->config.design)) return ReshardAddNode(o);

@@ -55,7 +55,18 @@ struct ClusterCommandOptions {
   double overloaded = 0.30, balanced = 0.05;
   // Moves under way at once (add-node, remove-node, rebalance).
   uint32_t parallel = 2;
+  // The Redis-protocol front door (resp/server.h): `slip server` listens on
+  // this port (0: none); `cluster up`/`add-node` give node i the port
+  // resp_port + i, and remember the base in DIR/ports.json for later starts.
+  uint32_t resp_port = 0;
+  // The password its AUTH takes (the file's first line); default: the
+  // cluster secret's keys in hex (`slip cluster password`), none without one.
+  std::string resp_password_file;
 };
+
+// The ports `cluster up` gave the nodes' front doors (DIR/ports.json): the
+// ones `o` names, else those remembered, which o's replace when given.
+Result<ClusterCommandOptions> WithFrontDoorPorts(const ClusterCommandOptions& o);
 
 // For the commands that start node processes: a node's process name, and
 // the `slip server` command line of node `id`.
@@ -98,5 +109,8 @@ int ClusterShare(const ClusterCommandOptions& o, bool share);
 int ClusterAutoscale(const ClusterCommandOptions& o);
 // Kills node `node` with SIGKILL (fault injection for tests and demos).
 int ClusterKill(const ClusterCommandOptions& o);
+// Prints the password the nodes' RESP front doors take: the cluster
+// secret's current key in hex (or the --resp-password-file's).
+int ClusterPassword(const ClusterCommandOptions& o);
 
 }  // namespace slip::cli

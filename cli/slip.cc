@@ -3,6 +3,7 @@
 //   slip bench [--target rpc-kv|local|rocksdb|redis|redis-wait|redis-wait-aof|memcached] [--workload a] ...
 //   slip bench compare --targets a,b,c ...         one workload on several targets, ratios
 //   slip cluster up|down|status --dir DIR [--nodes N]   a local cluster of processes
+//   slip cluster up --dir DIR --resp-port 6380     ... with node i serving the Redis protocol on 6380+i
 //   slip cluster init --dir DIR [--nodes N]        configure only; start servers one by one
 //   slip server --dir DIR --node I [--bind IP]     one storage node
 //   slip manager --dir DIR                         the configuration manager
@@ -209,6 +210,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   server->add_option("--bind", co.bind, "tcp/verbs: the local IP to serve on (peers and clients must reach it)")
       ->capture_default_str();
+  auto add_resp = [&](CLI::App* c, const char* port_help) {
+    c->add_option("--resp-port", co.resp_port, port_help);
+    c->add_option("--resp-password-file", co.resp_password_file,
+                  "the password the RESP front door's AUTH takes (first line; default: the cluster secret, "
+                  "see `slip cluster password`)");
+  };
+  add_resp(server, "serve the Redis protocol on this TCP port (any node serves every key)");
   auto* pool = app.add_subcommand("pool", "run the PM pool of a dinomo cluster in DIR");
   cluster_opts(pool);
   pool->add_option("--pool-mb", co.pool_mb, "pool size when creating it")->capture_default_str();
@@ -248,6 +256,7 @@ int main(int argc, char** argv) {
                 "first start: make no cluster secret (anyone who reaches a node's port is served)");
   }
   up->add_option("--pm-mb", co.pm_mb, "PM per node")->capture_default_str();
+  add_resp(up, "node i serves the Redis protocol on port P+i (remembered for later starts)");
   up->add_option("--commit-interval-ms", co.commit_interval_ms, "CommitVer records every this many ms (0: none)")
       ->capture_default_str();
   up->add_option("--workers", co.workers, "request worker threads per server")
@@ -266,6 +275,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   auto* addnode_id = addnode->add_option("--node", co.node, "its id (default: one past the highest)");
   addnode->add_option("--pm-mb", co.pm_mb, "PM per node")->capture_default_str();
+  add_resp(addnode, "the RESP port base, as for cluster up (default: the one cluster up remembered)");
+  auto* password = cluster->add_subcommand(
+      "password", "print the password the nodes' RESP front doors take (redis-cli -a \"$(slip cluster password --dir D)\")");
+  cluster_opts(password);
+  password->add_option("--resp-password-file", co.resp_password_file, "as given to cluster up");
   auto* removenode = cluster->add_subcommand("remove-node", "hand a node's shards to the others and stop it");
   cluster_opts(removenode);
   removenode->add_option("--parallel", co.parallel, "shard moves under way at once (sharded designs)")->capture_default_str();
@@ -372,6 +386,7 @@ int main(int argc, char** argv) {
   if (*down) return slip::cli::ClusterDown(co);
   if (*status) return slip::cli::ClusterStatus(co);
   if (*killcmd) return slip::cli::ClusterKill(co);
+  if (*password) return slip::cli::ClusterPassword(co);
   if (*rotate) return slip::cli::ClusterRotateSecret(co);
   if (*move) return slip::cli::ClusterMove(co);
   if (*rebalance) return slip::cli::ClusterRebalance(co);
