@@ -13,10 +13,12 @@
 #include <functional>
 #include <map>
 #include <thread>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
 #include "replication/design.h"
+#include "cli/front_door.h"
 #include "cli/processes.h"
 #include "cli/reshard_command.h"
 #include "cluster/autoscale.h"
@@ -29,7 +31,6 @@
 #include "node/pool_process.h"
 #include "slip/client.h"
 #include "common/hash.h"
-#include "resp/server.h"
 #include "rpc/rpc_peers.h"
 
 namespace slip::cli {
@@ -74,73 +75,7 @@ int ServeUntilStopped(const char* what, Result<std::unique_ptr<P>> p) {
 
 }  // namespace
 
-namespace {
-
-std::string Hex(const uint8_t* p, size_t n) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) {
-    s.push_back(kDigits[p[i] >> 4]);
-    s.push_back(kDigits[p[i] & 15]);
-  }
-  return s;
-}
-
-// A password nobody knows: what AUTH compares against when the configured
-// one cannot be read (refusing everyone rather than admitting everyone).
-std::string Unguessable() {
-  uint8_t b[32];
-  auth::RandomBytes(b, sizeof(b));
-  return Hex(b, sizeof(b));
-}
-
-// What the front door's AUTH accepts, read at each use so a rotated secret
-// or a changed password file takes effect without a restart: the password
-// file's first line, else every key of the cluster secret in hex, else
-// nothing (no AUTH needed).
-std::vector<std::string> FrontDoorPasswords(const ClusterCommandOptions& o) {
-  if (!o.resp_password_file.empty()) {
-    std::ifstream f(o.resp_password_file);
-    std::string line;
-    if (!f || !std::getline(f, line)) return {Unguessable()};
-    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
-    return {line};
-  }
-  const std::string path = o.secret_file.empty() ? auth::SecretPath(o.dir) : o.secret_file;
-  if (!std::filesystem::exists(path)) return {};
-  auto ring = auth::ReadKeyringFile(path);
-  if (!ring.ok()) return {Unguessable()};
-  std::vector<std::string> out;
-  for (const auto& k : ring->keys()) out.push_back(Hex(k.bytes.data(), k.bytes.size()));
-  return out;
-}
-
-// A node's Redis-protocol front door: a client of the cluster (it routes
-// each key to its primary, wherever that is) behind a RESP listener.
-struct FrontDoor {
-  std::unique_ptr<Client> client;
-  std::unique_ptr<resp::Server> server;
-};
-
-Result<FrontDoor> StartFrontDoor(const ClusterCommandOptions& o) {
-  FrontDoor d;
-  SLIP_ASSIGN_OR_RETURN(d.client, Client::Open(ClientOptions{.dir = o.dir, .zookeeper = o.zookeeper, .provider = "",
-                                                             .deadline = std::chrono::seconds(10),
-                                                             .bind_address = o.bind, .secret_file = o.secret_file}));
-  resp::ServerOptions so;
-  so.bind = o.bind;
-  so.port = static_cast<uint16_t>(o.resp_port);
-  so.passwords = [o] { return FrontDoorPasswords(o); };
-  so.info = [id = o.node] { return "slip_node:" + std::to_string(id) + "\r\n"; };
-  SLIP_ASSIGN_OR_RETURN(d.server, resp::Server::Start(d.client.get(), std::move(so)));
-  logging::Info("RESP front door on {}:{}", o.bind, d.server->port());
-  return d;
-}
-
-}  // namespace
-
 int RunServer(const ClusterCommandOptions& o) {
-  if (o.resp_port > 65535) return Fail("server", Status::InvalidArgument("--resp-port above 65535"));
   node::NodeOptions no;
   no.id = o.node;
   no.dir = o.dir;
@@ -154,17 +89,20 @@ int RunServer(const ClusterCommandOptions& o) {
   no.workers = o.workers;
   auto node = node::NodeProcess::Start(no);
   if (!node.ok()) return Fail("server", node.status());
-  FrontDoor door;
-  if (o.resp_port != 0) {
-    auto d = StartFrontDoor(o);
-    if (!d.ok()) {
-      (*node)->Stop();
-      (void)(*node)->Wait();
-      return Fail("server", d.status());
-    }
-    door = std::move(*d);
+  node::NodeProcess* n = node->get();
+  auto doors = FrontDoors::Start(o, n);
+  if (!doors.ok()) {
+    n->Stop();
+    (void)n->Wait();
+    return Fail("server", doors.status());
   }
-  return ServeUntilStopped("server", std::move(node));
+  std::thread watcher = StopOnSignal([n] { n->Stop(); });
+  Status s = n->Wait();
+  g_stop = 1;
+  watcher.join();
+  doors->reset();  // before the node they ask
+  node->reset();
+  return s.ok() ? 0 : Fail("server", s);
 }
 
 int RunPool(const ClusterCommandOptions& o) {
@@ -277,6 +215,8 @@ std::vector<std::string> ServerArgs(const ClusterCommandOptions& o, uint32_t id)
                                    std::to_string(o.pm_mb), "--commit-interval-ms", std::to_string(o.commit_interval_ms),
                                    "--workers", std::to_string(o.workers)};
   if (o.resp_port != 0) args.insert(args.end(), {"--resp-port", std::to_string(o.resp_port + id)});
+  if (o.metrics_port != 0) args.insert(args.end(), {"--metrics-port", std::to_string(o.metrics_port + id)});
+  if (o.http_port != 0) args.insert(args.end(), {"--http-port", std::to_string(o.http_port + id)});
   if (!o.resp_password_file.empty()) args.insert(args.end(), {"--resp-password-file", o.resp_password_file});
   return CommonArgs(o, std::move(args));
 }
@@ -294,11 +234,19 @@ Result<ClusterCommandOptions> WithFrontDoorPorts(const ClusterCommandOptions& o)
     j = nlohmann::json::parse(f, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return Status::Corruption(path + " is not a JSON object");
   }
-  if (o.resp_port == 0) {
-    r.resp_port = j.value("resp_port", 0u);
-  } else {
-    if (o.resp_port > 65535) return Status::InvalidArgument("--resp-port above 65535");
-    j["resp_port"] = o.resp_port;
+  bool changed = false;
+  for (auto [name, given, out] : {std::tuple{"resp_port", o.resp_port, &r.resp_port},
+                                  std::tuple{"metrics_port", o.metrics_port, &r.metrics_port},
+                                  std::tuple{"http_port", o.http_port, &r.http_port}}) {
+    if (given == 0) {
+      *out = j.value(name, 0u);
+    } else {
+      if (given > 65535) return Status::InvalidArgument(std::string(name) + " above 65535");
+      j[name] = given;
+      changed = true;
+    }
+  }
+  if (changed) {
     std::error_code dir_ec;
     std::filesystem::create_directories(o.dir, dir_ec);
     std::ofstream f(path + ".tmp");
@@ -314,9 +262,8 @@ Result<ClusterCommandOptions> WithFrontDoorPorts(const ClusterCommandOptions& o)
 
 int ClusterPassword(const ClusterCommandOptions& o) {
   if (!o.resp_password_file.empty()) {
-    const auto p = FrontDoorPasswords(o);
-    std::printf("%s\n", p.front().c_str());
-    return 0;
+    std::fprintf(stderr, "slip cluster password: the front doors take the passwords in %s\n", o.resp_password_file.c_str());
+    return 1;
   }
   const std::string path = SecretFileOf(o);
   if (!std::filesystem::exists(path)) {
@@ -325,7 +272,7 @@ int ClusterPassword(const ClusterCommandOptions& o) {
   }
   auto ring = auth::ReadKeyringFile(path);
   if (!ring.ok()) return Fail("cluster password", ring.status());
-  std::printf("%s\n", Hex(ring->current().bytes.data(), ring->current().bytes.size()).c_str());
+  std::printf("%s\n", KeyHex(ring->current()).c_str());
   return 0;
 }
 

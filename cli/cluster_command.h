@@ -62,6 +62,10 @@ struct ClusterCommandOptions {
   // The password its AUTH takes (the file's first line); default: the
   // cluster secret's keys in hex (`slip cluster password`), none without one.
   std::string resp_password_file;
+  // Prometheus text at /metrics (metrics_port), and the web view with
+  // /metrics and its JSON (http_port): ports as resp_port's (node i: P+i).
+  uint32_t metrics_port = 0;
+  uint32_t http_port = 0;
 };
 
 // The ports `cluster up` gave the nodes' front doors (DIR/ports.json): the

@@ -4,6 +4,7 @@
 //   slip bench compare --targets a,b,c ...         one workload on several targets, ratios
 //   slip cluster up|down|status --dir DIR [--nodes N]   a local cluster of processes
 //   slip cluster up --dir DIR --resp-port 6380     ... with node i serving the Redis protocol on 6380+i
+//                  [--metrics-port 9100] [--http-port 8080]   ... Prometheus /metrics, the web view
 //   slip cluster init --dir DIR [--nodes N]        configure only; start servers one by one
 //   slip server --dir DIR --node I [--bind IP]     one storage node
 //   slip manager --dir DIR                         the configuration manager
@@ -17,6 +18,7 @@
 //   slip sim --design rowan-kv --seeds 1..200      cluster simulation campaign
 //   slip soak --dir DIR --design D --kills N       kill/restart soak of a real cluster, history checked
 //   slip fsck --dir DIR --node N                   a stopped node's store checked for media damage
+//   slip stats --dir DIR                           a live table of the cluster (per node and total)
 //
 // Global options (before the subcommand): --log-level trace|debug|info|warn|
 // error|off for diagnostics, --log-file F to append them to F as well.
@@ -41,6 +43,7 @@
 #include "cli/sim_command.h"
 #include "cli/fsck_command.h"
 #include "cli/soak_command.h"
+#include "cli/stats_command.h"
 #include "common/log.h"
 #include "store/store.h"
 
@@ -213,10 +216,17 @@ int main(int argc, char** argv) {
   auto add_resp = [&](CLI::App* c, const char* port_help) {
     c->add_option("--resp-port", co.resp_port, port_help);
     c->add_option("--resp-password-file", co.resp_password_file,
-                  "the password the RESP front door's AUTH takes (first line; default: the cluster secret, "
-                  "see `slip cluster password`)");
+                  "the passwords the RESP front door's AUTH takes: lines \"PASSWORD\" or \"USER PASSWORD\" "
+                  "(default: the cluster secret, see `slip cluster password`)");
   };
   add_resp(server, "serve the Redis protocol on this TCP port (any node serves every key)");
+  auto add_http = [&](CLI::App* c, bool base) {
+    c->add_option("--metrics-port", co.metrics_port,
+                  base ? "node i serves Prometheus text at http://BIND:M+i/metrics" : "serve Prometheus text at /metrics on this port");
+    c->add_option("--http-port", co.http_port,
+                  base ? "node i serves the web view (and /metrics) on H+i" : "serve the web view (and /metrics) on this port");
+  };
+  add_http(server, false);
   auto* pool = app.add_subcommand("pool", "run the PM pool of a dinomo cluster in DIR");
   cluster_opts(pool);
   pool->add_option("--pool-mb", co.pool_mb, "pool size when creating it")->capture_default_str();
@@ -257,6 +267,7 @@ int main(int argc, char** argv) {
   }
   up->add_option("--pm-mb", co.pm_mb, "PM per node")->capture_default_str();
   add_resp(up, "node i serves the Redis protocol on port P+i (remembered for later starts)");
+  add_http(up, true);
   up->add_option("--commit-interval-ms", co.commit_interval_ms, "CommitVer records every this many ms (0: none)")
       ->capture_default_str();
   up->add_option("--workers", co.workers, "request worker threads per server")
@@ -276,6 +287,7 @@ int main(int argc, char** argv) {
   auto* addnode_id = addnode->add_option("--node", co.node, "its id (default: one past the highest)");
   addnode->add_option("--pm-mb", co.pm_mb, "PM per node")->capture_default_str();
   add_resp(addnode, "the RESP port base, as for cluster up (default: the one cluster up remembered)");
+  add_http(addnode, true);
   auto* password = cluster->add_subcommand(
       "password", "print the password the nodes' RESP front doors take (redis-cli -a \"$(slip cluster password --dir D)\")");
   cluster_opts(password);
@@ -354,6 +366,15 @@ int main(int argc, char** argv) {
   soak->add_flag("--keep", soak_o.keep, "keep the cluster directory after a passing soak");
   soak->add_option("--report", soak_o.report, "append a markdown summary and per-kill table to this file");
 
+  slip::cli::StatsOptions stats_o;
+  auto* stats_cmd = app.add_subcommand("stats", "a live table of the cluster: per node and total ops/s, latency, CPU, term, lease");
+  stats_cmd->add_option("--dir", stats_o.dir, "cluster directory")->required();
+  stats_cmd->add_option("--zookeeper", stats_o.zookeeper, "ZooKeeper connect string, when the configuration is there");
+  stats_cmd->add_option("--secret-file", stats_o.secret_file, "the cluster secret (default: DIR/secret when there is one)");
+  stats_cmd->add_option("--interval", stats_o.interval_s, "seconds between tables")->capture_default_str()->check(CLI::Range(0.1, 3600.0));
+  stats_cmd->add_option("--count", stats_o.count, "print this many tables, then stop (0: until interrupted)")->capture_default_str();
+  stats_cmd->add_flag("--plain", stats_o.plain, "do not clear the screen between tables");
+
   slip::cli::FsckOptions fsck_o;
   auto* fsck = app.add_subcommand(
       "fsck", "check a stopped node's store for damage on the media (on a copy: changes nothing); exit 1 if damaged");
@@ -378,6 +399,7 @@ int main(int argc, char** argv) {
 
   if (*soak) return slip::cli::RunSoak(soak_o);
   if (*fsck) return slip::cli::RunFsck(fsck_o);
+  if (*stats_cmd) return slip::cli::RunStats(stats_o);
   if (*server) return slip::cli::RunServer(co);
   if (*manager) return slip::cli::RunManagerCommand(co);
   if (*pool) return slip::cli::RunPool(co);

@@ -19,7 +19,7 @@ const log::Limits kLimits{.max_key = 1024, .max_value = 1 << 16};
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const auto in = fuzz::Bytes(data + 1, size - 1);
-  switch (data[0] % 14) {
+  switch (data[0] % 15) {
     case 0: RoundTrip(in, [](Bytes b) { return proto::DecodeKvRequest(b, kLimits); }, kEncode); break;
     case 1: RoundTrip(in, [](Bytes b) { return proto::DecodeKvResponse(b, kLimits); }, kEncode); break;
     case 2: RoundTrip(in, [](Bytes b) { return proto::DecodeReplicateRequest(b, kLimits); }, kEncode); break;
@@ -34,6 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 11: RoundTrip(in, [](Bytes b) { return proto::DecodeErdaReserveRequest(b, kLimits); }, kEncode); break;
     case 12: RoundTrip(in, [](Bytes b) { return proto::DecodeErdaReserveResponse(b); }, kEncode); break;
     case 13: RoundTrip(in, [](Bytes b) { return proto::DecodeErdaCommitRequest(b, kLimits); }, kEncode); break;
+    case 14: RoundTrip(in, [](Bytes b) { return proto::DecodePutIfRequest(b, kLimits); }, kEncode); break;
   }
   return 0;
 }
@@ -64,5 +65,6 @@ std::vector<std::string> SlipFuzzSeeds() {
       Tagged(11, proto::Encode(proto::ErdaReserveRequest{})),
       Tagged(12, proto::Encode(proto::ErdaReserveResponse{})),
       Tagged(13, proto::Encode(proto::ErdaCommitRequest{})),
+      Tagged(14, proto::Encode(proto::PutIfRequest{proto::PutCondition::kIfAbsent, {.term = 4, .shard = 2, .key = "k", .value = "v"}})),
   };
 }

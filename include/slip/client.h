@@ -56,7 +56,18 @@ class Client {
   // own earlier attempt removed the value: that is OK, not NotFound.
   virtual Status Delete(std::string_view key) = 0;
 
+  // A write only if the key has no value (kIfAbsent: Redis's SET NX) or
+  // has one (kIfPresent: SET XX), decided by its primary. True: written
+  // (persistent on every replica); false: the condition did not hold and
+  // nothing was written. NotSupported where clients write one-sidedly
+  // (erda, erda-raw, erda-redo) and on dinomo, clover and rubble nodes.
+  // After a failover, a retry that finds the condition false reports
+  // Unavailable: the lost first attempt may have written the value.
+  enum class Condition : uint8_t { kIfAbsent, kIfPresent };
+  virtual Result<bool> PutIf(std::string_view key, std::string_view value, Condition condition) = 0;
   virtual void PutAsync(std::string key, std::string value, std::function<void(Status)> done) = 0;
+  virtual void PutIfAsync(std::string key, std::string value, Condition condition,
+                          std::function<void(Result<bool>)> done) = 0;
   virtual void GetAsync(std::string key, std::function<void(Result<std::string>)> done) = 0;
   virtual void DeleteAsync(std::string key, std::function<void(Status)> done) = 0;
 
@@ -65,6 +76,15 @@ class Client {
   // control, digest; a dinomo cluster's pool answers too, with "pool") and
   // operation counts. For monitoring and benchmarks.
   virtual Result<std::vector<std::string>> NodeStats() = 0;
+  // The same, node by node, for monitoring a cluster with a node down: each
+  // configured node's id (the pool's: kPoolStatsId) with its JSON, or why it
+  // did not answer (within a second).
+  static constexpr uint32_t kPoolStatsId = 0xFFFFFFF0u;
+  struct NodeAnswer {
+    uint32_t node = 0;
+    Result<std::string> stats = Status::Unavailable("not asked");
+  };
+  virtual std::vector<NodeAnswer> NodeStatsEach() = 0;
 
   // Network round trips this client has waited on so far: one per
   // two-sided call (retries included), and where clients reach primaries

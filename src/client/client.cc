@@ -112,41 +112,39 @@ class ClientImpl final : public Client {
       });
     });
   }
+  Result<bool> PutIf(std::string_view key, std::string_view value, Condition condition) override {
+    std::promise<Result<bool>> p;
+    PutIfAsync(std::string(key), std::string(value), condition, [&](Result<bool> r) { p.set_value(std::move(r)); });
+    return p.get_future().get();
+  }
+  void PutIfAsync(std::string key, std::string value, Condition condition,
+                  std::function<void(Result<bool>)> done) override {
+    const auto c = condition == Condition::kIfAbsent ? proto::PutCondition::kIfAbsent : proto::PutCondition::kIfPresent;
+    exec_->Post([this, key = std::move(key), value = std::move(value), c, done = std::move(done)]() mutable {
+      core_->PutIf(std::move(key), std::move(value), c, [done = std::move(done)](Result<uint64_t> r) {
+        if (!r.ok()) return done(r.status());
+        done(*r != 0);
+      });
+    });
+  }
   void GetAsync(std::string key, std::function<void(Result<std::string>)> done) override {
     exec_->Post([this, key = std::move(key), done = std::move(done)]() mutable {
       core_->Get(std::move(key), std::move(done));
     });
   }
   Result<std::vector<std::string>> NodeStats() override {
-    SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig c, store_->Load());
+    SLIP_ASSIGN_OR_RETURN(auto answers, AskStats(/*up_only=*/true));
     std::vector<std::string> out;
-    // The nodes that serve, and a pool design's pool (as a peer id no node
-    // has: node ids of pool designs stop at cluster::kMaxPoolNodeId).
-    constexpr uint32_t kPoolPeer = 0xFFFFFFF0u;
-    std::map<uint32_t, std::string> addrs;
-    for (const auto& [n, i] : c.config.nodes) addrs[n] = i.address;
-    std::vector<uint32_t> ask;
-    for (const auto& [id, info] : c.config.nodes) {
-      if (info.state == cluster::NodeState::kUp) ask.push_back(id);
-    }
-    if (!c.config.pool.empty()) {
-      addrs[kPoolPeer] = c.config.pool;
-      ask.push_back(kPoolPeer);
-    }
-    for (const uint32_t id : ask) {
-      std::promise<Result<rpc::PeerResponse>> p;
-      exec_->Post([&, id, addrs] {
-        peers_->SetAddresses(addrs);
-        peers_->Call(id, static_cast<uint16_t>(proto::Method::kStats), {},
-                     [&](Result<rpc::PeerResponse> r) { p.set_value(std::move(r)); });
-      });
-      auto r = p.get_future().get();
-      const std::string who = id == kPoolPeer ? std::string("the pool") : "node " + std::to_string(id);
-      if (!r.ok()) return Status(r.status().code(), who + ": " + r.status().message());
-      if (r->status != Code::kOk) return Status(r->status, who + " refused STATS");
-      out.push_back(std::move(r->payload));
+    for (auto& a : answers) {
+      if (!a.stats.ok()) return a.stats.status();
+      out.push_back(std::move(*a.stats));
     }
     return out;
+  }
+  std::vector<NodeAnswer> NodeStatsEach() override {
+    auto answers = AskStats(/*up_only=*/false);
+    if (!answers.ok()) return {NodeAnswer{.node = kPoolStatsId, .stats = answers.status()}};
+    return std::move(*answers);
   }
   uint64_t RoundTrips() override {
     std::promise<uint64_t> p;
@@ -163,6 +161,44 @@ class ClientImpl final : public Client {
   }
 
  private:
+  // STATS of the nodes (those up, or every configured one) and a pool
+  // design's pool (as a peer id no node has: node ids of pool designs stop
+  // at cluster::kMaxPoolNodeId), one after another.
+  Result<std::vector<NodeAnswer>> AskStats(bool up_only) {
+    SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig c, store_->Load());
+    std::map<uint32_t, std::string> addrs;
+    for (const auto& [n, i] : c.config.nodes) addrs[n] = i.address;
+    std::vector<uint32_t> ask;
+    for (const auto& [id, info] : c.config.nodes) {
+      if (!up_only || info.state == cluster::NodeState::kUp) ask.push_back(id);
+    }
+    if (!c.config.pool.empty()) {
+      addrs[kPoolStatsId] = c.config.pool;
+      ask.push_back(kPoolStatsId);
+    }
+    std::vector<NodeAnswer> out;
+    for (const uint32_t id : ask) {
+      std::promise<Result<rpc::PeerResponse>> p;
+      exec_->Post([&, id, addrs] {
+        peers_->SetAddresses(addrs);
+        peers_->Call(id, static_cast<uint16_t>(proto::Method::kStats), {},
+                     [&](Result<rpc::PeerResponse> r) { p.set_value(std::move(r)); });
+      });
+      auto r = p.get_future().get();
+      const std::string who = id == kPoolStatsId ? std::string("the pool") : "node " + std::to_string(id);
+      NodeAnswer a{.node = id};
+      if (!r.ok()) {
+        a.stats = Status(r.status().code(), who + ": " + r.status().message());
+      } else if (r->status != Code::kOk) {
+        a.stats = Status(r->status, who + " refused STATS");
+      } else {
+        a.stats = std::move(r->payload);
+      }
+      out.push_back(std::move(a));
+    }
+    return out;
+  }
+
   std::unique_ptr<cluster::ConfigStore> store_;
   std::unique_ptr<fabric::Fabric> fabric_;
   // Few spin turns: several node processes share a few cores here, and a

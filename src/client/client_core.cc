@@ -14,6 +14,7 @@ struct ClientCore::Op {
   runtime::Nanos invoke = 0, deadline = 0, backoff = 0, attempt_sent = 0;
   uint32_t attempts = 0;
   bool unknown = false;
+  std::optional<proto::PutCondition> condition;  // PUT_IF
   Status last = Status::Unavailable("no attempt made");
   std::function<void(Status, std::string value, uint64_t version)> done;
 };
@@ -27,6 +28,20 @@ void ClientCore::Put(std::string key, std::string value, std::function<void(Resu
   op->kind = OpRecord::Kind::kPut;
   op->key = std::move(key);
   op->value = std::move(value);
+  op->done = [done = std::move(done)](Status s, std::string, uint64_t version) {
+    if (s.ok()) return done(version);
+    done(std::move(s));
+  };
+  Start(std::move(op));
+}
+
+void ClientCore::PutIf(std::string key, std::string value, proto::PutCondition condition,
+                       std::function<void(Result<uint64_t>)> done) {
+  auto op = std::make_shared<Op>();
+  op->kind = OpRecord::Kind::kPut;
+  op->key = std::move(key);
+  op->value = std::move(value);
+  op->condition = condition;
   op->done = [done = std::move(done)](Status s, std::string, uint64_t version) {
     if (s.ok()) return done(version);
     done(std::move(s));
@@ -97,7 +112,7 @@ void ClientCore::Attempt(std::shared_ptr<Op> op) {
       ++counters_.direct_attempts;
       return direct_->Get(node, routing_.term, shard, op->key, std::move(answer));
     }
-    if (op->kind == OpRecord::Kind::kPut && routing_.direct.puts &&
+    if (op->kind == OpRecord::Kind::kPut && !op->condition && routing_.direct.puts &&
         direct_->TakesPut(op->key.size(), op->value.size())) {
       ++counters_.direct_attempts;
       return direct_->Put(node, routing_.term, shard, op->key, op->value, std::move(answer));
@@ -106,8 +121,9 @@ void ClientCore::Attempt(std::shared_ptr<Op> op) {
   const auto method = op->kind == OpRecord::Kind::kPut   ? proto::Method::kPut
                       : op->kind == OpRecord::Kind::kGet ? proto::Method::kGet
                                                          : proto::Method::kDel;
-  std::string req = proto::Encode(proto::KvRequest{routing_.term, shard, op->key, op->value});
-  peers_->Call(node, static_cast<uint16_t>(method), std::move(req),
+  const proto::KvRequest kv{routing_.term, shard, op->key, op->value};
+  std::string req = op->condition ? proto::Encode(proto::PutIfRequest{*op->condition, kv}) : proto::Encode(kv);
+  peers_->Call(node, static_cast<uint16_t>(op->condition ? proto::Method::kPutIf : method), std::move(req),
                [this, op](Result<rpc::PeerResponse> r) { OnResponse(op, std::move(r)); });
 }
 
@@ -133,6 +149,13 @@ void ClientCore::OnResponse(std::shared_ptr<Op> op, Result<rpc::PeerResponse> r)
   }
   switch (r->status) {
     case Code::kOk:
+      // A PUT_IF that wrote nothing (version 0) after an attempt whose
+      // answer was lost: that attempt may be what made the condition fail.
+      if (op->condition && resp->version == 0 && op->unknown) {
+        return Finish(op, Status::Unavailable("the condition did not hold on a retry: an earlier attempt, whose answer "
+                                              "was lost in a failover, may have written the value"),
+                      {}, 0);
+      }
       return Finish(op, Status::Ok(), std::string(resp->value), resp->version);
     case Code::kNotFound:
       // A DEL whose earlier attempt may have applied (its answer was lost
@@ -193,6 +216,11 @@ void ClientCore::Refresh(uint64_t min_term, std::function<void()> then) {
   });
 }
 
+OpRecord::Kind ClientCore::RecordKind(const Op& op) {
+  if (!op.condition) return op.kind;
+  return *op.condition == proto::PutCondition::kIfAbsent ? OpRecord::Kind::kPutIfAbsent : OpRecord::Kind::kPutIfPresent;
+}
+
 void ClientCore::RecordUnknownAttempt(Op& op) {
   op.unknown = true;
   if (!recorder_) return;
@@ -200,7 +228,7 @@ void ClientCore::RecordUnknownAttempt(Op& op) {
   // separate operation for the checker, so a retry that applies the same
   // write again is explained too.
   OpRecord rec;
-  rec.kind = op.kind;
+  rec.kind = RecordKind(op);
   rec.key = op.key;
   if (op.kind == OpRecord::Kind::kPut) rec.value = op.value;
   rec.result = Code::kUnavailable;
@@ -219,10 +247,11 @@ void ClientCore::Finish(std::shared_ptr<Op> op, Status s, std::string value, uin
   // unknown outcome were recorded when they happened. The history records
   // the last attempt's own answer (`attempt`, when it differs from what the
   // caller is told).
-  const Code recorded = attempt.value_or(s.code());
+  Code recorded = attempt.value_or(s.code());
+  if (op->condition && recorded == Code::kOk && version == 0) recorded = Code::kNotFound;  // not written
   if (recorder_ && (recorded == Code::kOk || recorded == Code::kNotFound)) {
     OpRecord rec;
-    rec.kind = op->kind;
+    rec.kind = RecordKind(*op);
     rec.key = op->key;
     if (op->kind == OpRecord::Kind::kPut) rec.value = op->value;
     if (op->kind == OpRecord::Kind::kGet && s.ok()) rec.value = value;

@@ -30,6 +30,7 @@
 #include "cluster/routing.h"
 #include "common/status.h"
 #include "log/entry.h"
+#include "proto/kv.h"
 #include "rpc/peer_caller.h"
 #include "runtime/runtime.h"
 
@@ -58,7 +59,9 @@ struct CoreOptions {
 // For history checkers: what one operation, or one attempt whose outcome
 // became unknown, did as far as the client can tell.
 struct OpRecord {
-  enum class Kind : uint8_t { kPut, kGet, kDel } kind;
+  // kPutIfAbsent / kPutIfPresent: PutIf; result kOk = written, kNotFound =
+  // the condition did not hold.
+  enum class Kind : uint8_t { kPut, kGet, kDel, kPutIfAbsent, kPutIfPresent } kind;
   std::string key;
   std::optional<std::string> value;  // PUT: written; GET: read
   Code result = Code::kOk;
@@ -75,6 +78,12 @@ class ClientCore {
 
   // Callbacks run on the executor. Put yields the version written.
   void Put(std::string key, std::string value, std::function<void(Result<uint64_t>)> done);
+  // A PUT only if the key has no value (kIfAbsent) or has one (kIfPresent),
+  // decided at the primary against its committed state; yields the version
+  // written, or 0 when the condition did not hold (nothing written). Not
+  // for designs whose clients write one-sidedly (NotSupported).
+  void PutIf(std::string key, std::string value, proto::PutCondition condition,
+             std::function<void(Result<uint64_t>)> done);
   void Get(std::string key, std::function<void(Result<std::string>)> done);
   void Delete(std::string key, std::function<void(Status)> done);
 
@@ -99,6 +108,7 @@ class ClientCore {
   void Finish(std::shared_ptr<Op> op, Status s, std::string value, uint64_t version,
               std::optional<Code> attempt = std::nullopt);
   void RecordUnknownAttempt(Op& op);
+  static OpRecord::Kind RecordKind(const Op& op);
   void Refresh(uint64_t min_term, std::function<void()> then);
 
   rpc::PeerCaller* peers_;

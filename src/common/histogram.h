@@ -32,6 +32,14 @@ class Histogram {
   }
 
   uint64_t count() const { return total_; }
+  uint64_t sum() const { return sum_; }
+  // Recorded values at or below v (to its bucket's precision: a bucket
+  // counts when its upper edge is <= v).
+  uint64_t CountAtOrBelow(uint64_t v) const {
+    uint64_t n = 0;
+    for (size_t i = 0; i < counts_.size() && UpperEdge(i) <= v; ++i) n += counts_[i];
+    return n;
+  }
   uint64_t max() const { return total_ ? max_ : 0; }
   uint64_t min() const { return total_ ? min_ : 0; }
   double mean() const { return total_ ? static_cast<double>(sum_) / static_cast<double>(total_) : 0; }

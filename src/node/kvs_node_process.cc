@@ -45,6 +45,11 @@ class KvsNodeServer final : public NodeProcess {
  private:
   void Finish(Status s) { outcome_.Finish(std::move(s)); }
   void Stats(rpc::RpcChannel::Reply reply);
+  void StatsAsync(std::function<void(std::string)> done) override {
+    node_ex_->Post([this, done = std::move(done)]() mutable {
+      Stats([done = std::move(done)](Code, std::string json) { done(std::move(json)); });
+    });
+  }
   void Settled(const ClusterConfig& c);
   std::atomic<bool> leaving_{false};  // it asked to be dropped from the membership
 

@@ -1,5 +1,7 @@
 #include "node/node_process.h"
 
+#include "metrics/metrics.h"
+
 #include "node/kvs_node_process.h"
 #include "node/rubble_node_process.h"
 #include "node/membership.h"
@@ -77,7 +79,30 @@ nlohmann::json ReplicationJson(const replication::BackupLog* backup) {
   return {{"address", rpc::RpcPeers::HexEncode(backup->address())},
           {"opens_refused", st.opens_refused},
           {"senders_fenced", st.senders_fenced},
-          {"messages_rejected", st.messages_rejected}};
+          {"messages_rejected", st.messages_rejected},
+          // The backup's lag: receive segments peers filled that its digest
+          // has not indexed yet.
+          {"segments_undigested", st.segments_used - std::min(st.segments_used, st.segments_digested)},
+          {"persist_requests", st.persist_requests}};
+}
+
+nlohmann::json StoreJson(const store::Store& store) {
+  const store::StoreStats st = store.stats();
+  return {{"segments", {{"free", st.free_segments}, {"in_use", st.num_segments - st.free_segments}}},
+          {"num_segments", st.num_segments},
+          {"keys", st.keys},
+          {"appended_bytes", st.appended_bytes},
+          {"adopted_bytes", st.adopted_bytes},
+          {"segments_cleaned", st.segments_cleaned},
+          {"entries_relocated", st.entries_relocated},
+          {"relocated_bytes", st.relocated_bytes},
+          {"tombstones_dropped", st.tombstones_dropped}};
+}
+
+nlohmann::json RecoveryJson(const store::RecoveryStats& r) {
+  return {{"segments_scanned", r.segments_scanned}, {"bytes_scanned", r.bytes_scanned},
+          {"entries", r.entries},                   {"incomplete_entries", r.incomplete_entries},
+          {"torn_erased", r.torn_erased},           {"damaged", r.damaged}};
 }
 
 using cluster::ClusterConfig;
@@ -106,6 +131,11 @@ class Node final : public NodeProcess {
   }
   Status Wait() override { return outcome_.Wait(); }
   void Stop() override { Finish(Status::Ok()); }
+  void StatsAsync(std::function<void(std::string)> done) override {
+    node_ex_->Post([this, done = std::move(done)]() mutable {
+      Stats([done = std::move(done)](Code, std::string json) { done(std::move(json)); });
+    });
+  }
 
  private:
   void Finish(Status s) { outcome_.Finish(std::move(s)); }
@@ -483,6 +513,7 @@ Status Node::StartWorkers(const log::Limits& limits) {
   };
   env.core.tail_page_bytes = proto::kMaxMessage * 3 / 4;  // a promotion page fits one frame
   env.core.lease_left = [this] { return membership_->lease_expiry() - MachineNow(); };
+  env.core.clock = [] { return MachineNow(); };
   if (erda_) env.erda_layout = erda_->layout();
   env.on_seeded = [this](uint32_t shard, uint32_t backup, uint64_t term) {
     control_ex_->Post([this, shard, backup, term] {
@@ -571,6 +602,11 @@ void Node::Stats(rpc::RpcChannel::Reply reply) {
                      sum.backup_cpu_ns += c.backup_cpu_ns;
                      sum.group_commits += c.group_commits;
                      sum.group_committed += c.group_committed;
+                     sum.stale += c.stale;
+                     sum.busy += c.busy;
+                     sum.malformed += c.malformed;
+                     sum.replication_failures += c.replication_failures;
+                     for (size_t op = 0; op < c.latency_ns.size(); ++op) sum.latency_ns[op].Merge(c.latency_ns[op]);
                      worker_cpu += workers_[i].ex->CpuTime();
                    }
                    auto cpu = [](runtime::Executor* e) { return e ? e->CpuTime() : 0; };
@@ -601,6 +637,20 @@ void Node::Stats(rpc::RpcChannel::Reply reply) {
                        {"moves_in_progress", MovesInJson(parts_->agent->moves_in())},
                        {"copied_entries", parts_->agent->counters().copied_entries},
                        {"replication", ReplicationJson(backup_.get())},
+                       {"term", views_.Get()->term},
+                       {"lease_ms_left", (membership_->lease_expiry() - MachineNow()) / runtime::kMillisecond},
+                       {"in_flight_writes", parts_->shared->writes.Total()},
+                       {"errors",
+                        {{"stale_term", sum.stale},
+                         {"busy", sum.busy},
+                         {"malformed", sum.malformed},
+                         {"replication_failed", sum.replication_failures}}},
+                       {"latency_ns",
+                        {{"put", metrics::HistogramJson(sum.latency_ns[server::NodeCore::Counters::kPutOp])},
+                         {"get", metrics::HistogramJson(sum.latency_ns[server::NodeCore::Counters::kGetOp])},
+                         {"del", metrics::HistogramJson(sum.latency_ns[server::NodeCore::Counters::kDelOp])}}},
+                       {"store", StoreJson(*store_)},
+                       {"recovery", RecoveryJson(store_->recovery_stats())},
                    };
                    reply(Code::kOk, j.dump());
                  });

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -69,6 +70,10 @@ class NodeProcess {
   // Blocks until Stop() or a fatal error (lost lease, store failure).
   virtual Status Wait() = 0;
   virtual void Stop() = 0;
+  // The node's counters as its STATS call answers them (JSON; docs/metrics.md),
+  // from any thread; `done` runs on one of the node's threads — or never, if
+  // the node stops first.
+  virtual void StatsAsync(std::function<void(std::string)> done) = 0;
 };
 
 // Why Boot gave up when the manager declared the node failed while it was

@@ -42,6 +42,11 @@ class RubbleNode final : public NodeProcess {
  private:
   void Finish(Status s) { outcome_.Finish(std::move(s)); }
   void Stats(rpc::RpcChannel::Reply reply);
+  void StatsAsync(std::function<void(std::string)> done) override {
+    node_ex_->Post([this, done = std::move(done)]() mutable {
+      Stats([done = std::move(done)](Code, std::string json) { done(std::move(json)); });
+    });
+  }
   void MarkSynced(cluster::ShardId shard, uint32_t node);
 
   NodeOptions o_;

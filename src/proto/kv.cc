@@ -74,6 +74,7 @@ const char* MethodName(uint16_t method) {
     case Method::kErdaGrant: return "ERDA_GRANT";
     case Method::kErdaReserve: return "ERDA_RESERVE";
     case Method::kErdaCommit: return "ERDA_COMMIT";
+    case Method::kPutIf: return "PUT_IF";
     case Method::kReplicate: return "REPLICATE";
     case Method::kShardTail: return "SHARD_TAIL";
     case Method::kReplOpen: return "REPL_OPEN";
@@ -120,6 +121,25 @@ Result<KvRequest> DecodeKvRequest(std::span<const std::byte> buf, const log::Lim
   r.shard = rd.Get<uint32_t>();
   SLIP_RETURN_IF_ERROR(ReadKeyValue(rd, limits, "KV request", &r.key, &r.value));
   if (r.key.empty()) return Status::InvalidArgument("empty key");
+  return r;
+}
+
+// PutIfRequest: condition u8 | KvRequest
+std::string Encode(const PutIfRequest& r) {
+  std::string s(1, static_cast<char>(r.condition));
+  s += Encode(r.kv);
+  return s;
+}
+
+Result<PutIfRequest> DecodePutIfRequest(std::span<const std::byte> buf, const log::Limits& limits) {
+  if (buf.empty()) return Status::Corruption("PUT_IF request: no condition");
+  const auto c = static_cast<uint8_t>(buf[0]);
+  if (c != static_cast<uint8_t>(PutCondition::kIfAbsent) && c != static_cast<uint8_t>(PutCondition::kIfPresent)) {
+    return Status::Corruption("PUT_IF request: unknown condition " + std::to_string(c));
+  }
+  PutIfRequest r;
+  r.condition = static_cast<PutCondition>(c);
+  SLIP_ASSIGN_OR_RETURN(r.kv, DecodeKvRequest(buf.subspan(1), limits));
   return r;
 }
 

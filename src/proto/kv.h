@@ -40,6 +40,7 @@ enum class Method : uint16_t {
   kErdaGrant = 4,    // client -> primary: read a shard one-sidedly (erda)
   kErdaReserve = 5,  // client -> primary: a version and a place for an entry (erda)
   kErdaCommit = 6,   // client -> primary: the entry landed; replicate, publish (erda)
+  kPutIf = 7,        // client -> primary: a PUT only if the key has a value (or has none)
   kReplicate = 16,  // primary -> backup (the rpc replication protocol)
   kShardTail = 17,  // new primary -> replica: entries above a version (promotion)
   kReplOpen = 18,   // primary -> backup: where to write entries one-sidedly
@@ -102,6 +103,14 @@ struct KvRequest {
   uint32_t shard = 0;
   std::string_view key;
   std::string_view value;  // PUT only; empty otherwise
+};
+
+// PUT_IF: a KvRequest written only if the key's committed state meets the
+// condition; answered KvResponse with version 0 (nothing written) when not.
+enum class PutCondition : uint8_t { kIfAbsent = 1, kIfPresent = 2 };
+struct PutIfRequest {
+  PutCondition condition = PutCondition::kIfAbsent;
+  KvRequest kv;
 };
 
 // A primary's answer. For GET, the value; for PUT/DEL, the version assigned.
@@ -265,6 +274,7 @@ Result<ErdaReserveResponse> DecodeErdaReserveResponse(std::span<const std::byte>
 Result<ErdaCommitRequest> DecodeErdaCommitRequest(std::span<const std::byte> buf, const log::Limits& limits);
 
 std::string Encode(const KvRequest& r);
+std::string Encode(const PutIfRequest& r);
 std::string Encode(const KvResponse& r);
 std::string Encode(const ReplicateRequest& r);
 std::string Encode(const ShardTailRequest& r);
@@ -278,6 +288,7 @@ std::string Encode(const ReplPersistRequest& r);
 // Corruption for a malformed buffer (short, trailing bytes, bad lengths or
 // type); TooLarge for a key or value over `limits`. Never reads past buf.
 Result<KvRequest> DecodeKvRequest(std::span<const std::byte> buf, const log::Limits& limits);
+Result<PutIfRequest> DecodePutIfRequest(std::span<const std::byte> buf, const log::Limits& limits);
 Result<KvResponse> DecodeKvResponse(std::span<const std::byte> buf, const log::Limits& limits);
 Result<ReplicateRequest> DecodeReplicateRequest(std::span<const std::byte> buf,
                                                 const log::Limits& limits);

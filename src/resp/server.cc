@@ -32,7 +32,7 @@ constexpr const char* kRedisVersion = "7.0.0";
 // One command's reply, kept in its connection's order until every reply
 // before it was written. Only the I/O thread touches a slot.
 struct Slot {
-  enum class Kind : uint8_t { kReady, kGet, kSet, kDel, kExists, kMget, kMset };
+  enum class Kind : uint8_t { kReady, kGet, kSet, kSetIfAbsent, kSetIfPresent, kDel, kExists, kMget, kMset };
   Kind kind = Kind::kReady;
   bool done = false;
   std::string reply;
@@ -44,7 +44,7 @@ struct Slot {
   Command args;
   size_t first = 1, step = 1;
 
-  bool write() const { return kind == Kind::kSet || kind == Kind::kMset || kind == Kind::kDel; }
+  bool write() const { return kind != Kind::kGet && kind != Kind::kExists && kind != Kind::kMget && kind != Kind::kReady; }
   size_t parts() const { return (args.size() - first) / step; }
   const std::string& key(size_t part) const { return args[first + part * step]; }
 };
@@ -126,7 +126,7 @@ struct Spec {
 const std::vector<Spec>& Specs() {
   static const std::vector<Spec> specs = {
       {"get", 2, {"readonly", "fast"}, 1, 1, 1, "Returns the string value of a key.", "string"},
-      {"set", -3, {"write", "denyoom"}, 1, 1, 1, "Sets the string value of a key (NX/XX and expiry refused).", "string"},
+      {"set", -3, {"write", "denyoom"}, 1, 1, 1, "Sets the string value of a key (NX/XX; expiry refused).", "string"},
       {"del", -2, {"write"}, 1, -1, 1, "Deletes one or more keys.", "generic"},
       {"exists", -2, {"readonly", "fast"}, 1, -1, 1, "Determines whether one or more keys exist.", "generic"},
       {"mget", -2, {"readonly", "fast"}, 1, -1, 1, "Atomically returns the string values of one or more keys.", "string"},
@@ -324,7 +324,7 @@ class ServerImpl final : public Server {
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
       const uint64_t id = next_id_++;
       auto c = std::make_unique<Conn>(fd, id, o_.limits);
-      c->authed = Passwords().empty();
+      c->authed = Credentials().empty();
       c->events = EPOLLIN;
       Watch(fd, id, EPOLLIN);
       conns_.emplace(id, std::move(c));
@@ -333,7 +333,9 @@ class ServerImpl final : public Server {
     }
   }
 
-  std::vector<std::string> Passwords() const { return o_.passwords ? o_.passwords() : std::vector<std::string>{}; }
+  std::vector<ServerOptions::Credential> Credentials() const {
+    return o_.credentials ? o_.credentials() : std::vector<ServerOptions::Credential>{};
+  }
 
   bool Accepting(const Conn& c) const {
     return !c.quit && !c.held && c.slots.size() < o_.max_in_flight && c.out.size() - c.out_pos < o_.max_output;
@@ -425,11 +427,14 @@ class ServerImpl final : public Server {
       return Keys(c, slot, Slot::Kind::kDel, unique, 1, 1);
     }
     if (name == "set") {
+      Slot::Kind kind = Slot::Kind::kSet;
       for (size_t i = 3; i < cmd.size(); ++i) {
         const std::string opt = Lower(cmd[i]);
         if (opt == "keepttl") continue;  // nothing has a time to live to keep
         if (opt == "nx" || opt == "xx") {
-          return ReadyError(c, slot, "ERR SET " + cmd[i] + ": conditional writes are not supported by Slipstream yet");
+          if (kind != Slot::Kind::kSet) return ReadyError(c, slot, "ERR syntax error");
+          kind = opt == "nx" ? Slot::Kind::kSetIfAbsent : Slot::Kind::kSetIfPresent;
+          continue;
         }
         if (opt == "ex" || opt == "px" || opt == "exat" || opt == "pxat") {
           return ReadyError(c, slot, "ERR SET " + cmd[i] + ": Slipstream keeps no expiry times");
@@ -438,7 +443,7 @@ class ServerImpl final : public Server {
         return ReadyError(c, slot, "ERR syntax error");
       }
       cmd.resize(3);
-      return Keys(c, slot, Slot::Kind::kSet, cmd, 1, 2);
+      return Keys(c, slot, kind, cmd, 1, 2);
     }
     if (name == "mset") {
       if ((cmd.size() - 1) % 2 != 0) return ReadyError(c, slot, "ERR wrong number of arguments for 'mset' command");
@@ -487,7 +492,10 @@ class ServerImpl final : public Server {
     const size_t n = slot->parts();
     slot->remaining = n;
     slot->status.resize(n);
-    if (kind == Slot::Kind::kGet || kind == Slot::Kind::kMget) slot->values.resize(n);
+    if (kind == Slot::Kind::kGet || kind == Slot::Kind::kMget || kind == Slot::Kind::kSetIfAbsent ||
+        kind == Slot::Kind::kSetIfPresent) {
+      slot->values.resize(n);
+    }
     for (size_t part = 0; part < n; ++part) {
       std::string key = slot->key(part);
       Conn::KeyUse& use = c.busy[key];
@@ -508,6 +516,15 @@ class ServerImpl final : public Server {
         case Slot::Kind::kMset:
           client_->PutAsync(std::move(key), std::move(slot->args[slot->first + part * slot->step + 1]),
                             [reply](Status s) { reply(std::move(s), {}); });
+          break;
+        case Slot::Kind::kSetIfAbsent:
+        case Slot::Kind::kSetIfPresent:
+          client_->PutIfAsync(std::move(key), std::move(slot->args[slot->first + part * slot->step + 1]),
+                              kind == Slot::Kind::kSetIfAbsent ? Client::Condition::kIfAbsent : Client::Condition::kIfPresent,
+                              [reply](Result<bool> r) {
+                                if (!r.ok()) return reply(r.status(), {});
+                                reply(Status::Ok(), *r ? "written" : "");
+                              });
           break;
         case Slot::Kind::kDel:
           client_->DeleteAsync(std::move(key), [reply](Status s) { reply(std::move(s), {}); });
@@ -558,13 +575,13 @@ class ServerImpl final : public Server {
   static void Render(Slot& s) {
     s.done = true;
     std::string* out = &s.reply;
-    const bool write = s.kind == Slot::Kind::kSet || s.kind == Slot::Kind::kMset || s.kind == Slot::Kind::kDel;
+    const bool reads = s.kind == Slot::Kind::kGet || s.kind == Slot::Kind::kMget || s.kind == Slot::Kind::kExists;
     int64_t count = 0;
     for (const Status& st : s.status) {
       if (st.ok()) {
         ++count;
-      } else if (!st.Is(Code::kNotFound) || s.kind == Slot::Kind::kSet || s.kind == Slot::Kind::kMset) {
-        return AppendError(out, ErrorText(st, write));
+      } else if (!st.Is(Code::kNotFound) || !(reads || s.kind == Slot::Kind::kDel)) {
+        return AppendError(out, ErrorText(st, s.write()));
       }
     }
     switch (s.kind) {
@@ -583,6 +600,10 @@ class ServerImpl final : public Server {
       case Slot::Kind::kSet:
       case Slot::Kind::kMset:
         return AppendSimple(out, "OK");
+      case Slot::Kind::kSetIfAbsent:
+      case Slot::Kind::kSetIfPresent:
+        // Redis: nil when the condition did not hold (nothing written).
+        return s.values[0].empty() ? AppendNull(out) : AppendSimple(out, "OK");
       case Slot::Kind::kDel:
       case Slot::Kind::kExists:
         return AppendInteger(out, count);
@@ -632,15 +653,15 @@ class ServerImpl final : public Server {
 
   void Auth(Conn& c, const std::string& user, const std::string& password, bool syntax_error, std::string* out) {
     if (syntax_error) return AppendError(out, "ERR syntax error");
-    const auto passwords = Passwords();
-    if (passwords.empty()) {
+    const auto credentials = Credentials();
+    if (credentials.empty()) {
       return AppendError(out,
                          "ERR AUTH <password> called without any password configured for the default user. "
                          "Are you sure your configuration is correct?");
     }
     bool match = false;
-    for (const auto& p : passwords) match |= SameSecret(p, password);
-    if (user != "default" || !match) {
+    for (const auto& cr : credentials) match |= cr.user == user && SameSecret(cr.password, password);
+    if (!match) {
       return AppendError(out, "WRONGPASS invalid username-password pair or user is disabled.");
     }
     c.authed = true;

@@ -4,7 +4,7 @@
 // node can run one (`slip server --resp-port`); any of them serves every
 // key, since the client routes each key to its shard's primary.
 //
-// Commands (docs/resp.md): GET, SET (NX/XX refused, no expiry), DEL,
+// Commands (docs/resp.md): GET, SET (NX/XX; no expiry), DEL,
 // EXISTS, MGET, MSET, PING, ECHO, INFO, AUTH, HELLO 2, QUIT, SELECT 0,
 // COMMAND (COUNT, INFO, DOCS), CONFIG GET. A SET answered +OK is
 // persistent on every replica, as a Put the C++ client saw succeed. A
@@ -37,10 +37,14 @@ namespace slip::resp {
 struct ServerOptions {
   std::string bind = "127.0.0.1";
   uint16_t port = 0;  // 0: a free port (see Server::port)
-  // The passwords AUTH accepts, asked when a connection opens and at each
-  // AUTH (so a rotated cluster secret is seen without a restart). None: no
-  // AUTH needed.
-  std::function<std::vector<std::string>()> passwords;
+  // The users and passwords AUTH accepts ("default" is the user of
+  // `AUTH password`), asked when a connection opens and at each AUTH (so a
+  // rotated cluster secret is seen without a restart). None: no AUTH needed.
+  struct Credential {
+    std::string user = "default";
+    std::string password;
+  };
+  std::function<std::vector<Credential>()> credentials;
   // More INFO, under "# Slipstream": "field:value" lines (CRLF-separated).
   std::function<std::string()> info;
   size_t max_clients = 10000;

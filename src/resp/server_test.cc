@@ -69,6 +69,16 @@ class FakeClient final : public Client {
       done(Status::Ok());
     });
   }
+  Result<bool> PutIf(std::string_view, std::string_view, Condition) override { return Status::NotSupported("async only"); }
+  void PutIfAsync(std::string key, std::string value, Condition condition,
+                  std::function<void(Result<bool>)> done) override {
+    Later(key, [this, key, value = std::move(value), condition, done = std::move(done)] {
+      if (key.starts_with("down")) return done(Status::Unavailable("node 1 is not answering"));
+      if (data_.contains(key) != (condition == Condition::kIfPresent)) return done(false);
+      data_[key] = value;
+      done(true);
+    });
+  }
   void GetAsync(std::string key, std::function<void(Result<std::string>)> done) override {
     Later(key, [this, key, done = std::move(done)] {
       if (key.starts_with("down")) return done(Status::Unavailable("node 1 is not answering"));
@@ -84,6 +94,7 @@ class FakeClient final : public Client {
     });
   }
   Result<std::vector<std::string>> NodeStats() override { return std::vector<std::string>{}; }
+  std::vector<NodeAnswer> NodeStatsEach() override { return {}; }
   uint64_t RoundTrips() override { return 0; }
 
  private:
@@ -257,7 +268,7 @@ TEST_F(RespServerTest, RefusesWhatItDoesNotDoAndChangesNothing) {
   Conn c(server_->port());
   EXPECT_EQ(c.Call({"SET", "k", "v", "EX", "10"}), "-ERR SET EX: Slipstream keeps no expiry times\r\n");
   EXPECT_EQ(c.Call({"set", "k", "v", "px", "10"}), "-ERR SET px: Slipstream keeps no expiry times\r\n");
-  EXPECT_TRUE(c.Call({"SET", "k", "v", "NX"}).starts_with("-ERR SET NX: conditional writes"));
+  EXPECT_EQ(c.Call({"SET", "k", "v", "NX", "XX"}), "-ERR syntax error\r\n");
   EXPECT_EQ(c.Call({"SET", "k", "v", "BOGUS"}), "-ERR syntax error\r\n");
   EXPECT_EQ(c.Call({"GET"}), "-ERR wrong number of arguments for 'get' command\r\n");
   EXPECT_EQ(c.Call({"GET", "a", "b"}), "-ERR wrong number of arguments for 'get' command\r\n");
@@ -269,6 +280,30 @@ TEST_F(RespServerTest, RefusesWhatItDoesNotDoAndChangesNothing) {
   EXPECT_EQ(client_.calls(), 1u);  // only the empty key reached the client
   EXPECT_EQ(c.Call({"PING"}), "+PONG\r\n");  // still usable
   EXPECT_GE(server_->counters().errors, 10u);
+}
+
+TEST_F(RespServerTest, ConditionalSets) {
+  Start();
+  Conn c(server_->port());
+  EXPECT_EQ(c.Call({"SET", "k", "a", "XX"}), "$-1\r\n");  // absent: nothing written
+  EXPECT_EQ(c.Call({"GET", "k"}), "$-1\r\n");
+  EXPECT_EQ(c.Call({"SET", "k", "b", "nx"}), "+OK\r\n");
+  EXPECT_EQ(c.Call({"SET", "k", "c", "NX"}), "$-1\r\n");  // present: kept
+  EXPECT_EQ(c.Call({"GET", "k"}), Bulk("b"));
+  EXPECT_EQ(c.Call({"SET", "k", "d", "XX", "KEEPTTL"}), "+OK\r\n");
+  EXPECT_EQ(c.Call({"GET", "k"}), Bulk("d"));
+  EXPECT_TRUE(c.Call({"SET", "down1", "v", "NX"}).starts_with("-TRYAGAIN"));
+  // Pipelined on one key: each sees the one before it.
+  std::string batch;
+  AppendCommand(&batch, {"SET", "slowp", "1", "NX"});
+  AppendCommand(&batch, {"SET", "slowp", "2", "NX"});
+  AppendCommand(&batch, {"SET", "slowp", "3", "XX"});
+  AppendCommand(&batch, {"GET", "slowp"});
+  c.Send(batch);
+  EXPECT_EQ(c.Reply(), "+OK\r\n");
+  EXPECT_EQ(c.Reply(), "$-1\r\n");
+  EXPECT_EQ(c.Reply(), "+OK\r\n");
+  EXPECT_EQ(c.Reply(), Bulk("3"));
 }
 
 TEST_F(RespServerTest, AFailoverTheClientCouldNotRideOutIsRetryable) {
@@ -387,13 +422,16 @@ TEST_F(RespServerTest, AHugeBulkLengthIsRefusedBeforeAnyAllocation) {
 
 TEST_F(RespServerTest, AuthenticationGatesEveryKeyCommand) {
   ServerOptions o;
-  o.passwords = [] { return std::vector<std::string>{"s3cret", "next"}; };
+  o.credentials = [] {
+    return std::vector<ServerOptions::Credential>{{"default", "s3cret"}, {"default", "next"}, {"alice", "wonder"}};
+  };
   Start(o);
   Conn c(server_->port());
   EXPECT_EQ(c.Call({"GET", "k"}), "-NOAUTH Authentication required.\r\n");
   EXPECT_EQ(c.Call({"SET", "k", "v"}), "-NOAUTH Authentication required.\r\n");
   EXPECT_EQ(c.Call({"AUTH", "wrong"}), "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
   EXPECT_EQ(c.Call({"AUTH", "alice", "s3cret"}), "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+  EXPECT_EQ(c.Call({"AUTH", "wonder"}), "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
   EXPECT_TRUE(c.Call({"HELLO", "2"}).starts_with("-NOAUTH HELLO must be called"));
   EXPECT_EQ(client_.calls(), 0u);
   EXPECT_EQ(c.Call({"AUTH", "s3cret"}), "+OK\r\n");
@@ -403,6 +441,9 @@ TEST_F(RespServerTest, AuthenticationGatesEveryKeyCommand) {
   EXPECT_TRUE(hello.starts_with("*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n")) << hello;
   EXPECT_EQ(d.Call({"GET", "k"}), Bulk("v"));
   EXPECT_EQ(d.Call({"HELLO", "3"}), "-NOPROTO sorry, this protocol version is not supported\r\n");
+  Conn e(server_->port());
+  EXPECT_EQ(e.Call({"AUTH", "alice", "wonder"}), "+OK\r\n");  // a user of its own
+  EXPECT_EQ(e.Call({"GET", "k"}), Bulk("v"));
 }
 
 TEST_F(RespServerTest, WithoutPasswordsAuthIsAnErrorAndNothingIsGated) {

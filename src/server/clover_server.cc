@@ -75,6 +75,9 @@ PoolNode::Counters CloverServer::counters() const {
 
 void CloverServer::Handle(uint16_t method, std::span<const std::byte> payload, Reply reply) {
   const auto m = static_cast<proto::Method>(method);
+  if (m == proto::Method::kPutIf) {
+    return Refuse(reply, Status::NotSupported("conditional writes (SET NX/XX) are not supported by a clover node"));
+  }
   if (m != proto::Method::kPut && m != proto::Method::kGet && m != proto::Method::kDel) {
     return Refuse(reply, Status::InvalidArgument("a clover node does not serve method " + std::to_string(method)));
   }

@@ -333,6 +333,9 @@ void DinomoServer::Refuse(const Reply& reply, const Status& s) const {
 void DinomoServer::Handle(uint16_t method, std::span<const std::byte> payload, Reply reply) {
   const auto m = static_cast<proto::Method>(method);
   if (m == proto::Method::kKnRelease) return Release(payload, std::move(reply));
+  if (m == proto::Method::kPutIf) {
+    return Refuse(reply, Status::NotSupported("conditional writes (SET NX/XX) are not supported by a DINOMO KVS node"));
+  }
   if (m != proto::Method::kPut && m != proto::Method::kGet && m != proto::Method::kDel) {
     return Refuse(reply, Status::InvalidArgument("a KVS node does not serve method " + std::to_string(method)));
   }

@@ -18,6 +18,7 @@ NodeCore::NodeCore(NodeId self, store::Store* store, uint32_t writer,
       lease_left_(std::move(options.lease_left)),
       backup_(options.backup),
       cpu_clock_(std::move(options.cpu_clock)),
+      clock_(std::move(options.clock)),
       tail_page_bytes_(options.tail_page_bytes),
       commit_keys_(CommitKeys(store->options().geometry.num_shards)),
       commit_record_step_(options.commit_record_step),
@@ -69,13 +70,25 @@ void NodeCore::Fail(const Reply& reply, const Status& s, uint64_t term) {
   reply(s.code(), proto::Encode(proto::KvResponse{term, 0, s.message()}));
 }
 
+NodeCore::Reply NodeCore::Timed(Counters::Op op, Reply reply) {
+  if (!clock_) return reply;
+  // Replies run on this core's executor: counters_ is this thread's.
+  return [this, op, t0 = clock_(), reply = std::move(reply)](Code status, std::string payload) {
+    counters_.latency_ns[op].Record(static_cast<uint64_t>(std::max<runtime::Nanos>(clock_() - t0, 0)));
+    reply(status, std::move(payload));
+  };
+}
+
 void NodeCore::Handle(uint16_t method, std::span<const std::byte> payload, Reply reply) {
   switch (static_cast<proto::Method>(method)) {
     case proto::Method::kPut:
+      return HandleWrite(proto::Method::kPut, payload, Timed(Counters::kPutOp, std::move(reply)));
     case proto::Method::kDel:
-      return HandleWrite(static_cast<proto::Method>(method), payload, std::move(reply));
+      return HandleWrite(proto::Method::kDel, payload, Timed(Counters::kDelOp, std::move(reply)));
+    case proto::Method::kPutIf:
+      return HandleWrite(proto::Method::kPutIf, payload, Timed(Counters::kPutOp, std::move(reply)));
     case proto::Method::kGet:
-      return HandleGet(payload, std::move(reply));
+      return HandleGet(payload, Timed(Counters::kGetOp, std::move(reply)));
     case proto::Method::kReplicate:
     case proto::Method::kReplOpen:
     case proto::Method::kReplClose:
@@ -161,13 +174,29 @@ bool NodeCore::CheckServing(const NodeView& v, uint64_t term, uint32_t shard, co
 
 void NodeCore::HandleWrite(proto::Method m, std::span<const std::byte> payload, Reply reply, bool fetched) {
   auto view = views_->Get();
-  auto req = proto::DecodeKvRequest(payload, store_->options().limits);
+  std::optional<proto::PutCondition> condition;
+  Result<proto::KvRequest> req = Status::Corruption("no request");
+  if (m == proto::Method::kPutIf) {
+    // The erda family's clients write entries one-sidedly: this primary
+    // does not see their writes in flight, so it cannot order a condition
+    // against them.
+    if (erda_layout_) {
+      return Fail(reply, Status::NotSupported("conditional writes: erda clients write one-sidedly"), view->term);
+    }
+    auto put_if = proto::DecodePutIfRequest(payload, store_->options().limits);
+    if (!put_if.ok()) return Fail(reply, put_if.status(), view->term);
+    condition = put_if->condition;
+    req = put_if->kv;
+  } else {
+    req = proto::DecodeKvRequest(payload, store_->options().limits);
+  }
   if (!req.ok()) return Fail(reply, req.status(), view->term);
   if (!CheckPrimary(*view, *req, reply)) return;
-  // A DEL answers whether the key was there: a key still only at a move's
-  // source is fetched first. (A PUT needs nothing: its version is above
-  // every one the source assigned, so it wins over the copy.)
-  if (m == proto::Method::kDel && !fetched) {
+  // A DEL answers whether the key was there, a conditional PUT asks: a key
+  // still only at a move's source is fetched first. (A PUT needs nothing:
+  // its version is above every one the source assigned, so it wins over
+  // the copy.)
+  if ((m == proto::Method::kDel || condition) && !fetched) {
     if (auto source = MayBeAtSource(req->shard, req->key)) {
       return FetchFromSource(view->term, req->shard, *source, std::string(req->key),
                              [this, m, body = std::string(reinterpret_cast<const char*>(payload.data()), payload.size()),
@@ -177,14 +206,25 @@ void NodeCore::HandleWrite(proto::Method m, std::span<const std::byte> payload, 
                              });
     }
   }
-  if (m == proto::Method::kPut) {
-    ++counters_.puts;
-  } else {
+  if (condition) {
+    if (shared_->writing.Has(std::string(req->key))) {
+      return Fail(reply, Status::Busy("a write of this key is in flight"), view->term);
+    }
+    auto current = store_->Get(req->key);
+    if (!current.ok() && !current.status().Is(Code::kNotFound)) return Fail(reply, current.status(), view->term);
+    if (current.ok() != (*condition == proto::PutCondition::kIfPresent)) {
+      ++counters_.conditional_unmet;
+      return reply(Code::kOk, proto::Encode(proto::KvResponse{view->term, 0, {}}));
+    }
+  }
+  if (m == proto::Method::kDel) {
     ++counters_.dels;
+  } else {
+    ++counters_.puts;
   }
   CountLoad(req->shard, 1 + view->shards[req->shard].backups.size());
 
-  const auto type = m == proto::Method::kPut ? log::EntryType::kPut : log::EntryType::kDel;
+  const auto type = m == proto::Method::kDel ? log::EntryType::kDel : log::EntryType::kPut;
   // Held from the existence check in Prepare until the DEL commits or fails.
   std::shared_ptr<std::string> guarded;
   if (type == log::EntryType::kDel) {
@@ -204,6 +244,17 @@ void NodeCore::HandleWrite(proto::Method m, std::span<const std::byte> payload, 
 
 void NodeCore::Write(const NodeView& view, uint32_t shard, log::EntryType type, std::string_view key,
                      std::string_view value, std::shared_ptr<std::string> guarded, Reply reply) {
+  // In flight (KeysInFlight) until it is committed or abandoned: the reply
+  // runs after either, and whatever path drops it ends the entry too.
+  std::shared_ptr<std::string> writing(new std::string(key), [g = shared_](std::string* k) {
+    g->writing.End(*k);
+    delete k;
+  });
+  shared_->writing.Begin(*writing);
+  reply = [writing = std::move(writing), reply = std::move(reply)](Code status, std::string payload) mutable {
+    writing.reset();
+    reply(status, std::move(payload));
+  };
   // Registered before anything is written, then the view read again: the
   // agent publishes a new view and then asks InFlightWrites whether a write
   // of an older term is running (before seeding a new backup). Either it

@@ -22,6 +22,7 @@
 // A shard's requests all go to one of them (server/worker_pool.h).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -32,9 +33,11 @@
 #include <set>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "common/histogram.h"
 #include "common/status.h"
 #include "proto/kv.h"
 #include "replication/backup_log.h"
@@ -140,6 +143,13 @@ class InFlightWrites {
     auto it = count_.find({shard, term});
     if (it != count_.end() && --it->second == 0) count_.erase(it);
   }
+  // Writes in flight on every shard (metrics).
+  uint64_t Total() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    uint64_t n = 0;
+    for (const auto& [k, c] : count_) n += c;
+    return n;
+  }
   // Whether a write of `shard` that started in a term below `term` is in flight.
   bool AnyBefore(uint32_t shard, uint64_t term) const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -224,8 +234,36 @@ class GrantsOut {
 };
 
 // State every worker of a node shares.
+// Keys with a write prepared at this primary and not yet committed or
+// abandoned (any kind: PUT, DEL, conditional). A conditional PUT decides on
+// the committed state, so it must not run while a write of its key is in
+// flight: that write, with a lower version, would be acknowledged and then
+// hidden by the conditional one (not linearizable). It gets Busy and the
+// client retries.
+class KeysInFlight {
+ public:
+  void Begin(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++count_[key];
+  }
+  void End(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = count_.find(key);
+    if (it != count_.end() && --it->second == 0) count_.erase(it);
+  }
+  bool Has(const std::string& key) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return count_.contains(key);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, uint32_t> count_;
+};
+
 struct NodeShared {
   DeleteGuard deletes;
+  KeysInFlight writing;
   InFlightWrites writes;
   CommitTracker commits;
   MigrationsIn migrations_in;
@@ -263,6 +301,9 @@ struct NodeCoreOptions {
   // The calling thread's CPU clock (ns), to account the CPU this node spends
   // as a backup (REPLICATE, REPL_OPEN, REPL_CLOSE): Counters::backup_cpu_ns.
   std::function<int64_t()> cpu_clock;
+  // A monotonic clock (ns) to time client requests by, from arrival to
+  // reply (Counters::latency_ns). Empty: not timed.
+  std::function<runtime::Nanos()> clock;
   // Largest response to a SHARD_TAIL request (entries beyond it go in the
   // next page). Must fit one RPC message; the default fits an 8 KiB frame.
   size_t tail_page_bytes = 6 << 10;
@@ -330,10 +371,15 @@ class NodeCore {
     uint64_t erda_commits = 0;     // PUTs whose entry a client wrote one-sidedly
     uint64_t erda_copies = 0;      // PUTs staged, then copied (erda-raw, erda-redo)
     uint64_t migration_fetches = 0;  // keys fetched from a move's source (GET/DEL misses)
+    uint64_t conditional_unmet = 0;  // PUT_IFs whose condition did not hold (nothing written)
     // Per shard served as primary: its load as Rowan's hotspot policy
     // counts it (cluster/rebalance.h) — a GET 1, a PUT or DEL 1 plus the
     // replication writes it sends (one per backup). Index = shard.
     std::vector<uint64_t> shard_load;
+    // Client requests from arrival to reply (a write's includes its
+    // replication), in ns, by kind; with a clock only.
+    enum Op : uint8_t { kPutOp, kGetOp, kDelOp };
+    std::array<Histogram, 3> latency_ns;
   };
   const Counters& counters() const { return counters_; }
 
@@ -415,6 +461,9 @@ class NodeCore {
   std::function<runtime::Nanos()> lease_left_;
   replication::BackupLog* const backup_;
   std::function<int64_t()> cpu_clock_;
+  std::function<runtime::Nanos()> clock_;
+  // `reply`, recording the request's latency when it runs.
+  Reply Timed(Counters::Op op, Reply reply);
   Counters counters_;
   const size_t tail_page_bytes_;
   const std::vector<std::string> commit_keys_;  // CommitKeys, by shard

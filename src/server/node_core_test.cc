@@ -186,6 +186,60 @@ TEST_F(NodeCoreTest, PutIsOnEveryReplicaBeforeItIsAcknowledgedOrVisible) {
 // Group commit: the writes and applies of one turn are acknowledged only
 // after that turn's flush, which persists them together; a refused request
 // in the same turn fails alone and at once.
+TEST_F(NodeCoreTest, ConditionalPutsDecideOnTheCommittedStateAndWaitForWritesInFlight) {
+  const std::string key = "cond";
+  const NodeId p = PrimaryOf(key);
+  auto put_if = [&](proto::PutCondition c, std::string_view value) {
+    auto r = std::make_shared<Result3>();
+    const std::string req = proto::Encode(proto::PutIfRequest{c, {views.Get()->term, ShardOfKey(key), key, value}});
+    nodes[p].core->Handle(static_cast<uint16_t>(proto::Method::kPutIf), proto::AsBytes(req), [r](Code code, std::string payload) {
+      r->replied = true;
+      r->code = code;
+      r->payload = std::move(payload);
+    });
+    return r;
+  };
+  // Absent: XX writes nothing (version 0), NX writes on every replica.
+  auto xx = put_if(proto::PutCondition::kIfPresent, "x");
+  rep.Pump();
+  ASSERT_TRUE(xx->replied);
+  EXPECT_EQ(xx->code, Code::kOk);
+  EXPECT_EQ(Decode(*xx).version, 0u);
+  for (NodeId n = 0; n < 3; ++n) EXPECT_TRUE(nodes[n].store->Get(key).status().Is(Code::kNotFound));
+  auto nx = put_if(proto::PutCondition::kIfAbsent, "first");
+  rep.Pump();
+  EXPECT_EQ(nx->code, Code::kOk);
+  EXPECT_GT(Decode(*nx).version, 0u);
+  for (NodeId n = 0; n < 3; ++n) EXPECT_EQ(*nodes[n].store->Get(key), "first") << "node " << n;
+  // Present: NX writes nothing.
+  auto again = put_if(proto::PutCondition::kIfAbsent, "second");
+  rep.Pump();
+  EXPECT_EQ(Decode(*again).version, 0u);
+  EXPECT_EQ(*nodes[p].store->Get(key), "first");
+  // A plain PUT of the key still replicating: a conditional one is Busy (it
+  // cannot know whether that write will be there), and runs once it is done.
+  auto plain = Send(p, proto::Method::kPut, key, "plain");
+  auto busy = put_if(proto::PutCondition::kIfPresent, "third");
+  ASSERT_TRUE(busy->replied);
+  EXPECT_EQ(busy->code, Code::kBusy);
+  rep.Pump();
+  EXPECT_EQ(plain->code, Code::kOk);
+  auto third = put_if(proto::PutCondition::kIfPresent, "third");
+  rep.Pump();
+  EXPECT_GT(Decode(*third).version, 0u);
+  for (NodeId n = 0; n < 3; ++n) EXPECT_EQ(*nodes[n].store->Get(key), "third") << "node " << n;
+  EXPECT_EQ(nodes[p].core->counters().conditional_unmet, 2u);
+  // A malformed condition changes nothing.
+  std::string bad = proto::Encode(proto::PutIfRequest{proto::PutCondition::kIfAbsent, {views.Get()->term, ShardOfKey(key), key, "bad"}});
+  bad[0] = 9;
+  auto r = std::make_shared<Result3>();
+  nodes[p].core->Handle(static_cast<uint16_t>(proto::Method::kPutIf), proto::AsBytes(bad),
+                        [r](Code c, std::string) { r->code = c; r->replied = true; });
+  rep.Pump();
+  EXPECT_EQ(r->code, Code::kCorruption);
+  EXPECT_EQ(*nodes[p].store->Get(key), "third");
+}
+
 TEST_F(NodeCoreTest, GroupCommitAcknowledgesATurnsWritesAfterItsFlush) {
   std::deque<std::function<void()>> turn_end;
   NodeCoreOptions o;

@@ -744,6 +744,9 @@ void RubbleServer::Drop(const ReplicaPtr& r) {
 
 void RubbleServer::Handle(uint16_t method, std::span<const std::byte> payload, Reply reply) {
   const auto m = static_cast<proto::Method>(method);
+  if (m == proto::Method::kPutIf) {
+    return Refuse(reply, Status::NotSupported("conditional writes (SET NX/XX) are not supported by a RubbleDB node"));
+  }
   switch (m) {
     case proto::Method::kRubbleApply:
       return OnApply(payload, std::move(reply));

@@ -7,12 +7,18 @@ namespace slip::sim::detail {
 
 void World::Record(uint32_t c, const client::OpRecord& r) {
   Operation op;
-  op.kind = r.kind == client::OpRecord::Kind::kPut   ? Operation::Kind::kPut
-            : r.kind == client::OpRecord::Kind::kGet ? Operation::Kind::kGet
-                                                     : Operation::Kind::kDel;
+  using K = client::OpRecord::Kind;
+  switch (r.kind) {
+    case K::kPut: op.kind = Operation::Kind::kPut; break;
+    case K::kGet: op.kind = Operation::Kind::kGet; break;
+    case K::kDel: op.kind = Operation::Kind::kDel; break;
+    case K::kPutIfAbsent: op.kind = Operation::Kind::kPutIfAbsent; break;
+    case K::kPutIfPresent: op.kind = Operation::Kind::kPutIfPresent; break;
+  }
   op.key = r.key;
   op.value = r.value;
-  op.found = r.kind == client::OpRecord::Kind::kDel && r.result == Code::kOk;
+  // DEL: it deleted a value; PUT_IF: it wrote.
+  op.found = r.kind != K::kPut && r.kind != K::kGet && r.result == Code::kOk;
   op.unknown = r.unknown;
   op.invoke = r.invoke;
   op.ret = r.ret;
@@ -63,9 +69,17 @@ void World::ClientLoop(uint32_t c) {
     clients_[c].exec->After(static_cast<Nanos>(clients_[c].exec->Rng().Uniform(200)) * kMicrosecond,
                             [this, c] { ClientLoop(c); });
   };
+  // Conditional PUTs (SET NX / XX) where the primaries see every write
+  // (the erda family's clients write one-sidedly: refused there).
+  const bool conditional = dice < 4 && !Clients().any() && rng.Uniform(4) == 0;
   if (dice < 4) {
     std::string value = "c" + std::to_string(c) + "v" + std::to_string(cl.next_value++);
-    cl.core->Put(std::move(key), std::move(value), [next](Result<uint64_t>) { next(); });
+    if (conditional) {
+      const auto cond = rng.Uniform(2) == 0 ? proto::PutCondition::kIfAbsent : proto::PutCondition::kIfPresent;
+      cl.core->PutIf(std::move(key), std::move(value), cond, [next](Result<uint64_t>) { next(); });
+    } else {
+      cl.core->Put(std::move(key), std::move(value), [next](Result<uint64_t>) { next(); });
+    }
   } else if (dice < 5) {
     cl.core->Delete(std::move(key), [next](Status) { next(); });
   } else {

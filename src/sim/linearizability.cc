@@ -50,6 +50,12 @@ class KeyChecker {
       case Operation::Kind::kDel:
         if (!op.unknown && !op.found_unknown && op.found != (value != kAbsent)) return std::nullopt;
         return kAbsent;
+      case Operation::Kind::kPutIfAbsent:
+      case Operation::Kind::kPutIfPresent: {
+        const bool holds = (value == kAbsent) == (op.kind == Operation::Kind::kPutIfAbsent);
+        if (!op.unknown && op.found != holds) return std::nullopt;
+        return holds ? value_id_[i] : value;
+      }
     }
     return std::nullopt;
   }
@@ -100,6 +106,11 @@ std::string Describe(const std::vector<const Operation*>& ops) {
     switch (op->kind) {
       case Operation::Kind::kPut: out += "put " + op->value.value_or("") + (op->unknown ? " (unknown)" : " ok"); break;
       case Operation::Kind::kGet: out += "get -> " + (op->value ? *op->value : std::string("absent")); break;
+      case Operation::Kind::kPutIfAbsent:
+      case Operation::Kind::kPutIfPresent:
+        out += std::string(op->kind == Operation::Kind::kPutIfAbsent ? "put-if-absent " : "put-if-present ") +
+               op->value.value_or("") + (op->unknown ? " (unknown)" : op->found ? " written" : " not written");
+        break;
       case Operation::Kind::kDel:
         out += std::string("del -> ") + (op->unknown         ? "unknown"
                                          : op->found_unknown ? "done"

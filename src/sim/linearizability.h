@@ -10,6 +10,9 @@
 //     (StaleTerm, TooLarge) wrote nothing and is left out of the history.
 //   - GET: the value read, or absent.
 //   - DEL: found (deleted a value) or not found; or unknown.
+//   - PUT_IF_ABSENT / PUT_IF_PRESENT (SET NX / XX): written (`found`) or
+//     not (the condition did not hold: the register unchanged); or unknown
+//     (then it wrote if, where it took effect, its condition held).
 // A history is linearizable when some order of the acknowledged operations
 // and some subset of the unknown ones, consistent with real time, explains
 // every response with a sequential register.
@@ -28,14 +31,14 @@
 namespace slip::sim {
 
 struct Operation {
-  enum class Kind : uint8_t { kPut, kGet, kDel };
+  enum class Kind : uint8_t { kPut, kGet, kDel, kPutIfAbsent, kPutIfPresent };
   static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 
   Kind kind = Kind::kGet;
   std::string key;
   // PUT: the value written. GET: the value read, nullopt = absent.
   std::optional<std::string> value;
-  bool found = false;    // DEL: the key had a value
+  bool found = false;    // DEL: the key had a value; PUT_IF_*: it wrote
   bool unknown = false;  // PUT/DEL: outcome unknown (no response, or an indeterminate error)
   int64_t invoke = 0;
   int64_t ret = 0;       // ignored when unknown

@@ -39,6 +39,38 @@ Operation Del(std::string key, bool found, int64_t inv, int64_t ret, bool unknow
   return o;
 }
 
+Operation PutIf(K kind, std::string key, std::string v, bool written, int64_t inv, int64_t ret, bool unknown = false) {
+  Operation o = Put(std::move(key), std::move(v), inv, ret, unknown);
+  o.kind = kind;
+  o.found = written;
+  return o;
+}
+
+TEST(LinearizabilityTest, ConditionalPuts) {
+  // SET NX on an absent key writes; on a present one it does not.
+  EXPECT_TRUE(CheckLinearizable({PutIf(K::kPutIfAbsent, "k", "a", true, 0, 1), PutIf(K::kPutIfAbsent, "k", "b", false, 2, 3),
+                                 Get("k", "a", 4, 5), PutIf(K::kPutIfPresent, "k", "c", true, 6, 7), Get("k", "c", 8, 9)})
+                  .linearizable);
+  // Two NX on an absent key, one after the other, cannot both write.
+  EXPECT_FALSE(CheckLinearizable({PutIf(K::kPutIfAbsent, "k", "a", true, 0, 1), PutIf(K::kPutIfAbsent, "k", "b", true, 2, 3)})
+                   .linearizable);
+  // XX on a key that never had a value cannot write.
+  EXPECT_FALSE(CheckLinearizable({PutIf(K::kPutIfPresent, "k", "a", true, 0, 1)}).linearizable);
+  // A conditional write that said "not written" left the register alone.
+  EXPECT_FALSE(CheckLinearizable({Put("k", "a", 0, 1), PutIf(K::kPutIfPresent, "k", "b", false, 2, 3)}).linearizable);
+  // The anomaly a primary must prevent: a PUT acknowledged, then a
+  // concurrent NX that claimed absent and wrote, then the NX's value read.
+  EXPECT_FALSE(CheckLinearizable({Put("k", "a", 0, 10), PutIf(K::kPutIfAbsent, "k", "b", true, 1, 5),
+                                  Get("k", "b", 11, 12)})
+                   .linearizable);
+  // Unknown: it wrote if its condition held where it took effect.
+  EXPECT_TRUE(CheckLinearizable({PutIf(K::kPutIfAbsent, "k", "a", false, 0, 0, /*unknown=*/true), Get("k", "a", 5, 6)})
+                  .linearizable);
+  EXPECT_FALSE(CheckLinearizable({Put("k", "x", 0, 1), PutIf(K::kPutIfAbsent, "k", "a", false, 2, 0, /*unknown=*/true),
+                                  Get("k", "a", 5, 6)})
+                   .linearizable);
+}
+
 TEST(LinearizabilityTest, SequentialHistories) {
   EXPECT_TRUE(CheckLinearizable({Put("k", "a", 0, 1), Get("k", "a", 2, 3), Del("k", true, 4, 5),
                                  Get("k", std::nullopt, 6, 7), Del("k", false, 8, 9)})

@@ -125,6 +125,12 @@ TEST_F(RespFrontDoorTest, RedisCliCommandsOnEveryNodesPort) {
   EXPECT_NE(Cli(0, "INFO").find("slip_node:0"), std::string::npos);
   EXPECT_NE(Cli(2, "INFO server").find("tcp_port:" + std::to_string(base_ + 2)), std::string::npos);
   EXPECT_EQ(Cli(0, "SET cli:x v EX 10"), "ERR SET EX: Slipstream keeps no expiry times\n\n");
+  // Conditional writes, decided at the key's primary.
+  EXPECT_EQ(Cli(1, "SET cli:nx first NX"), "OK\n");
+  EXPECT_EQ(Cli(2, "SET cli:nx second NX"), "\n");  // nil: it has a value
+  EXPECT_EQ(Cli(0, "SET cli:xx first XX"), "\n");   // nil: it has none
+  EXPECT_EQ(Cli(0, "SET cli:nx third XX"), "OK\n");
+  EXPECT_EQ(Cli(2, "MGET cli:nx cli:xx"), "third\n\n");
   // Without the password nothing is served.
   EXPECT_EQ(Shell("redis-cli -p " + std::to_string(base_) + " GET cli:b 2>&1"), "NOAUTH Authentication required.\n\n");
   // The C++ client sees what redis-cli wrote.
