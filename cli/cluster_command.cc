@@ -205,9 +205,14 @@ Result<std::unique_ptr<cluster::ConfigStore>> OpenStore(const ClusterCommandOpti
 std::string NodeName(uint32_t i) { return "node-" + std::to_string(i); }
 
 Result<uint32_t> JoiningNodeId(const ClusterCommandOptions& o, const cluster::ClusterConfig& c) {
-  if (!o.node_given) return c.nodes.empty() ? 0 : c.nodes.rbegin()->first + 1;
-  if (c.nodes.contains(o.node)) return Status::InvalidArgument("node " + std::to_string(o.node) + " is a member already");
-  return o.node;
+  uint32_t id = o.node;
+  if (!o.node_given) {
+    id = c.nodes.empty() ? 0 : c.nodes.rbegin()->first + 1;
+  } else if (c.nodes.contains(o.node)) {
+    return Status::InvalidArgument("node " + std::to_string(o.node) + " is a member already");
+  }
+  SLIP_RETURN_IF_ERROR(CheckPortRanges(o, std::max(id, c.nodes.empty() ? 0u : c.nodes.rbegin()->first)));
+  return id;
 }
 
 std::vector<std::string> ServerArgs(const ClusterCommandOptions& o, uint32_t id) {
@@ -225,7 +230,7 @@ namespace {
 std::string PortsPath(const std::string& dir) { return dir + "/ports.json"; }
 }  // namespace
 
-Result<ClusterCommandOptions> WithFrontDoorPorts(const ClusterCommandOptions& o) {
+Result<ClusterCommandOptions> WithFrontDoorPorts(const ClusterCommandOptions& o, uint32_t max_id) {
   ClusterCommandOptions r = o;
   const std::string path = PortsPath(o.dir);
   nlohmann::json j = nlohmann::json::object();
@@ -239,6 +244,9 @@ Result<ClusterCommandOptions> WithFrontDoorPorts(const ClusterCommandOptions& o)
                                   std::tuple{"metrics_port", o.metrics_port, &r.metrics_port},
                                   std::tuple{"http_port", o.http_port, &r.http_port}}) {
     if (given == 0) {
+      if (j.contains(name) && !j[name].is_number_unsigned()) {
+        return Status::Corruption(path + ": " + name + " is not a port number");
+      }
       *out = j.value(name, 0u);
     } else {
       if (given > 65535) return Status::InvalidArgument(std::string(name) + " above 65535");
@@ -246,6 +254,7 @@ Result<ClusterCommandOptions> WithFrontDoorPorts(const ClusterCommandOptions& o)
       changed = true;
     }
   }
+  SLIP_RETURN_IF_ERROR(CheckPortRanges(r, max_id));
   if (changed) {
     std::error_code dir_ec;
     std::filesystem::create_directories(o.dir, dir_ec);
@@ -258,6 +267,26 @@ Result<ClusterCommandOptions> WithFrontDoorPorts(const ClusterCommandOptions& o)
     if (ec) return Status::IoError("cannot write " + path + ": " + ec.message());
   }
   return r;
+}
+
+Status CheckPortRanges(const ClusterCommandOptions& o, uint32_t max_id) {
+  const std::pair<const char*, uint32_t> ports[] = {
+      {"--resp-port", o.resp_port}, {"--metrics-port", o.metrics_port}, {"--http-port", o.http_port}};
+  for (size_t a = 0; a < 3; ++a) {
+    for (size_t b = a + 1; b < 3; ++b) {
+      const uint32_t pa = ports[a].second, pb = ports[b].second;
+      if (pa == 0 || pb == 0) continue;
+      if (pa <= pb + max_id && pb <= pa + max_id) {
+        return Status::InvalidArgument(std::string(ports[a].first) + " " + std::to_string(pa) + " and " + ports[b].first +
+                                       " " + std::to_string(pb) + " overlap: node i takes P+i of each (ids up to " +
+                                       std::to_string(max_id) + ")");
+      }
+    }
+  }
+  if (std::max({o.resp_port, o.metrics_port, o.http_port}) + max_id > 65535) {
+    return Status::InvalidArgument("a port P+i is above 65535 (ids up to " + std::to_string(max_id) + ")");
+  }
+  return Status::Ok();
 }
 
 int ClusterPassword(const ClusterCommandOptions& o) {
@@ -297,20 +326,22 @@ int ClusterInit(const ClusterCommandOptions& o) {
 }
 
 int ClusterUp(const ClusterCommandOptions& given) {
-  auto ported = WithFrontDoorPorts(given);
-  if (!ported.ok()) return Fail("cluster up", ported.status());
-  const ClusterCommandOptions& o = *ported;
-  auto store = OpenStore(o);
+  auto store = OpenStore(given);
   if (!store.ok()) return Fail("cluster up", store.status());
   auto existing = (*store)->Load();
+  if (!existing.ok() && !existing.status().Is(Code::kNotFound)) return Fail("cluster up", existing.status());
+  // The operator ports, checked against the ids before anything is written.
+  uint32_t max_id = given.nodes == 0 ? 0 : given.nodes - 1;
+  if (existing.ok() && !existing->config.nodes.empty()) max_id = existing->config.nodes.rbegin()->first;
+  auto ported = WithFrontDoorPorts(given, max_id);
+  if (!ported.ok()) return Fail("cluster up", ported.status());
+  const ClusterCommandOptions& o = *ported;
   std::vector<uint32_t> ids;
   if (existing.status().Is(Code::kNotFound)) {
     Status s = MakeSecret(o);
     if (s.ok()) s = WriteFirstConfig(**store, o);
     if (!s.ok()) return Fail("cluster up", s);
     for (uint32_t i = 0; i < o.nodes; ++i) ids.push_back(i);
-  } else if (!existing.ok()) {
-    return Fail("cluster up", existing.status());
   } else {
     // A cold start of what exists (members may have joined and left).
     for (const auto& [id, info] : existing->config.nodes) ids.push_back(id);
@@ -388,7 +419,8 @@ std::map<cluster::NodeId, uint32_t> OwnedCounts(const cluster::ClusterConfig& c)
 }  // namespace
 
 int ClusterAddNode(const ClusterCommandOptions& given) {
-  auto ported = WithFrontDoorPorts(given);
+  // (JoiningNodeId checks the ranges again with the id the node takes.)
+  auto ported = WithFrontDoorPorts(given, 0);
   if (!ported.ok()) return Fail("cluster add-node", ported.status());
   const ClusterCommandOptions& o = *ported;
   auto store = cluster::OpenConfigStore(o.dir, o.zookeeper);

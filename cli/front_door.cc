@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <mutex>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -38,6 +40,35 @@ std::string Unguessable() {
   return Hex(b, sizeof(b));
 }
 
+// The credentials, re-read at most once a second (AUTH and accepts come on
+// the front door's I/O thread: no file reads per connection). Whether AUTH
+// is required is decided once, at the start: a secret or password file that
+// disappears later must not open the door to everyone.
+class CredentialCache {
+ public:
+  explicit CredentialCache(ClusterCommandOptions o) : o_(std::move(o)), current_(FrontDoorCredentials(o_)) {
+    required_ = !current_.empty();
+    read_ = std::chrono::steady_clock::now();
+  }
+  std::vector<resp::ServerOptions::Credential> Get() {
+    std::lock_guard<std::mutex> l(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (now - read_ >= std::chrono::seconds(1)) {
+      current_ = FrontDoorCredentials(o_);
+      if (required_ && current_.empty()) current_ = {resp::ServerOptions::Credential{"default", Unguessable()}};
+      read_ = now;
+    }
+    return current_;
+  }
+
+ private:
+  const ClusterCommandOptions o_;
+  std::mutex mu_;
+  std::vector<resp::ServerOptions::Credential> current_;
+  bool required_ = false;
+  std::chrono::steady_clock::time_point read_;
+};
+
 metrics::Page Unavailable(const std::string& why) {
   return metrics::Page{.status = 503, .content_type = "text/plain; charset=utf-8", .body = why + "\n"};
 }
@@ -68,7 +99,7 @@ class FrontDoorsImpl final : public FrontDoors {
       resp::ServerOptions so;
       so.bind = o_.bind;
       so.port = static_cast<uint16_t>(o_.resp_port);
-      so.credentials = [o = o_] { return FrontDoorCredentials(o); };
+      so.credentials = [cache = std::make_shared<CredentialCache>(o_)] { return cache->Get(); };
       so.info = [id = o_.node] { return "slip_node:" + std::to_string(id) + "\r\n"; };
       SLIP_ASSIGN_OR_RETURN(resp_, resp::Server::Start(client_.get(), std::move(so)));
       logging::Info("RESP front door on {}:{}", o_.bind, resp_->port());
@@ -128,11 +159,24 @@ class FrontDoorsImpl final : public FrontDoors {
   }
 
   // The web view's poll: the configuration, and every configured node's
-  // STATS or why it did not answer.
+  // STATS or why it did not answer. One answer serves every poll within
+  // half a second (several open pages, a node down that takes a second to
+  // time out), computed by one thread at a time.
   metrics::Page ClusterJson() {
-    auto store = cluster::OpenConfigStore(o_.dir, o_.zookeeper);
-    if (!store.ok()) return Unavailable(store.status().ToString());
-    auto c = (*store)->Load();
+    std::lock_guard<std::mutex> l(cluster_mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (cluster_page_ && now - cluster_at_ < std::chrono::milliseconds(500)) return *cluster_page_;
+    cluster_page_ = ComputeClusterJson();
+    cluster_at_ = std::chrono::steady_clock::now();
+    return *cluster_page_;
+  }
+  metrics::Page ComputeClusterJson() {
+    if (store_ == nullptr) {
+      auto store = cluster::OpenConfigStore(o_.dir, o_.zookeeper);
+      if (!store.ok()) return Unavailable(store.status().ToString());
+      store_ = std::move(*store);
+    }
+    auto c = store_->Load();
     if (!c.ok()) return Unavailable(c.status().ToString());
     json nodes = json::array();
     for (auto& a : client_->NodeStatsEach()) {
@@ -161,6 +205,10 @@ class FrontDoorsImpl final : public FrontDoors {
   std::unique_ptr<Client> client_;
   std::unique_ptr<resp::Server> resp_;
   std::vector<std::unique_ptr<metrics::HttpServer>> http_;
+  std::mutex cluster_mu_;  // the web view's JSON:
+  std::unique_ptr<cluster::ConfigStore> store_;
+  std::optional<metrics::Page> cluster_page_;
+  std::chrono::steady_clock::time_point cluster_at_;
 };
 
 }  // namespace
@@ -197,7 +245,10 @@ std::vector<resp::ServerOptions::Credential> FrontDoorCredentials(const ClusterC
     return out;
   }
   const std::string path = o.secret_file.empty() ? auth::SecretPath(o.dir) : o.secret_file;
-  if (!std::filesystem::exists(path)) return {};
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(path, ec);
+  if (ec) return {Credential{"default", Unguessable()}};  // cannot tell: refuse, never admit
+  if (!exists) return {};
   auto ring = auth::ReadKeyringFile(path);
   if (!ring.ok()) return {Credential{"default", Unguessable()}};
   std::vector<Credential> out;

@@ -84,6 +84,7 @@ std::string ReplayFlags(const SimCommandOptions& o) {
   num("--migrations", o.migrations, d.migrations);
   if (o.migration_faults) f += " --migration-faults";
   if (o.cold_start) f += " --cold-start";
+  if (o.no_conditional) f += " --no-conditional";
   if (o.crash_in_cold_start) f += " --crash-in-cold-start";
   if (!o.bug.empty()) f += " --bug " + o.bug;
   return f;
@@ -199,6 +200,7 @@ int RunSimCommand(const SimCommandOptions& o) {
     so.drop_probability = o.drop;
     so.trace = o.trace;
     so.cold_start = o.cold_start;
+    so.conditional_puts = !o.no_conditional;
     so.failover_crashes = o.failover_crashes;
     so.crash_in_cold_start = o.crash_in_cold_start;
     so.commit_interval_us = o.commit_interval_us;

@@ -33,6 +33,7 @@ struct SimCommandOptions {
   uint32_t nodes = 6, replication = 3, shards = 12, clients = 4, keys = 24, ops = 150, crashes = 2;
   double drop = 0.01;
   bool cold_start = false;
+  bool no_conditional = false;  // cluster layer: no conditional PUTs (SET NX/XX) in the workload
   uint32_t failover_crashes = 0;
   uint32_t commit_interval_us = 15000;  // CommitVer records; 0: none
   bool crash_in_cold_start = false;

@@ -178,6 +178,8 @@ int main(int argc, char** argv) {
   sim->add_option("--crashes", so.crashes, "node crashes per run")->capture_default_str();
   sim->add_option("--drop", so.drop, "message loss probability")->capture_default_str();
   sim->add_flag("--cold-start", so.cold_start, "end with a whole-cluster power loss and cold start");
+  sim->add_flag("--no-conditional", so.no_conditional,
+                "cluster layer: every PUT unconditional (by default one in four is SET NX or XX where the design takes them)");
   sim->add_option("--failover-crashes", so.failover_crashes, "crash a just-promoted primary during its promotion, this many times")
       ->capture_default_str();
   sim->add_option("--workers", so.workers, "request workers per node (each owns shard % workers)")

@@ -38,11 +38,15 @@ Snapshot Take(Client& c) {
   return s;
 }
 
-double Get(const json& j, const char* k) { return j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0; }
+// A number of a node's STATS, 0 when absent or not a number (a node of
+// another version may differ).
+double Get(const json& j, const char* k) {
+  return j.is_object() && j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0;
+}
 double Ops(const json& j) { return Get(j, "puts") + Get(j, "gets") + Get(j, "dels") + Get(j, "writes"); }
 double CpuNs(const json& j) {
   double t = 0;
-  if (!j.contains("cpu_ns")) return 0;
+  if (!j.contains("cpu_ns") || !j["cpu_ns"].is_object()) return 0;
   for (const auto& [role, ns] : j["cpu_ns"].items()) {
     // flush and compaction are in "clean" already (rubble).
     if (role != "flush" && role != "compaction" && ns.is_number()) t += ns.get<double>();
@@ -50,7 +54,8 @@ double CpuNs(const json& j) {
   return t;
 }
 json Hist(const json& j, const char* op) {
-  return j.contains("latency_ns") && j["latency_ns"].contains(op) ? j["latency_ns"][op] : json();
+  return j.contains("latency_ns") && j["latency_ns"].is_object() && j["latency_ns"].contains(op) ? j["latency_ns"][op]
+                                                                                                 : json();
 }
 std::string Ms(double ns) {
   if (ns < 0) return "-";
@@ -105,8 +110,10 @@ void Print(const Snapshot& before, const Snapshot& now, const cluster::Versioned
                               Ms(metrics::QuantileBetween(rate ? Hist(b, "put") : json(), Hist(s, "put"), 0.99));
     const std::string get_q = Ms(metrics::QuantileBetween(rate ? Hist(b, "get") : json(), Hist(s, "get"), 0.5)) + "/" +
                               Ms(metrics::QuantileBetween(rate ? Hist(b, "get") : json(), Hist(s, "get"), 0.99));
-    const std::string inflight = s.contains("in_flight_writes") ? std::to_string(s["in_flight_writes"].get<uint64_t>()) : "-";
-    const std::string keys = s.contains("store") ? std::to_string(s["store"].value("keys", 0ull)) : "-";
+    const std::string inflight = s.contains("in_flight_writes") ? std::to_string(static_cast<uint64_t>(Get(s, "in_flight_writes"))) : "-";
+    const std::string keys = s.contains("store") && s["store"].is_object()
+                                 ? std::to_string(static_cast<uint64_t>(Get(s["store"], "keys")))
+                                 : "-";
     std::printf("node %-3u %-6s %6.0f %7s %10.0f %9.0f %9.0f %17s %17s %6.0f %8s %9s\n", id, state.c_str(), term,
                 lease, ops, puts, gets,
                 put_q.c_str(), get_q.c_str(), cpu, inflight.c_str(), keys.c_str());

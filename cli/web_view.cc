@@ -69,7 +69,7 @@ function mergeHistograms(list) {
     if (!h || !h.buckets) continue;
     if (!out) { out = { count: h.count, buckets: h.buckets.map(x => [x[0], x[1]]) }; continue; }
     out.count += h.count;
-    h.buckets.forEach((x, i) => { out.buckets[i][1] += x[1]; });
+    h.buckets.forEach((x, i) => { if (out.buckets[i] && out.buckets[i][0] === x[0]) out.buckets[i][1] += x[1]; });
   }
   return out;
 }

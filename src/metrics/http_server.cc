@@ -27,7 +27,7 @@ class HttpServerImpl final : public HttpServer {
       });
     }
     // A few threads: scrapes and the web view's polls are light.
-    server_.new_task_queue = [] { return new httplib::ThreadPool(4); };
+    server_.new_task_queue = [] { return new httplib::ThreadPool(8); };
     // SO_REUSEADDR only: the library's default adds SO_REUSEPORT, which
     // would let a second process bind the same port and split its traffic.
     server_.set_socket_options([](int fd) {

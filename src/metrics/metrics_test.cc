@@ -20,7 +20,7 @@ TEST(MetricsTest, NamedSeriesHaveTypesLabelsAndUnits) {
   const json stats = {
       {"node", 2},
       {"design", "rowan-kv"},
-      {"cpu_ns", {{"worker", 1'500'000'000}, {"nic", 0}}},
+      {"cpu_ns", {{"worker", 1'500'000'000}, {"nic", 0}, {"clean", 3'000'000'000}, {"flush", 1'000'000'000}}},
       {"puts", 100},
       {"gets", 7},
       {"errors", {{"stale_term", 3}}},
@@ -40,6 +40,10 @@ TEST(MetricsTest, NamedSeriesHaveTypesLabelsAndUnits) {
   EXPECT_TRUE(Has(t, "slip_node_info{node=\"2\",design=\"rowan-kv\"} 1"));
   EXPECT_TRUE(Has(t, "# TYPE slip_cpu_seconds_total counter"));
   EXPECT_TRUE(Has(t, "slip_cpu_seconds_total{role=\"worker\"} 1.5"));
+  EXPECT_TRUE(Has(t, "slip_cpu_seconds_total{role=\"clean\"} 3"));
+  // RubbleDB's flushes are part of "clean": not a role a sum would count twice.
+  EXPECT_EQ(t.find("role=\"flush\""), std::string::npos);
+  EXPECT_TRUE(Has(t, "slip_lsm_cpu_seconds_total{work=\"flush\"} 1"));
   EXPECT_TRUE(Has(t, "slip_operations_total{op=\"put\"} 100"));
   EXPECT_TRUE(Has(t, "slip_operations_total{op=\"get\"} 7"));
   EXPECT_TRUE(Has(t, "slip_request_errors_total{reason=\"stale_term\"} 3"));

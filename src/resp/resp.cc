@@ -42,6 +42,7 @@ void Parser::Feed(std::string_view bytes) {
 Status Parser::Fail(std::string what) {
   failed_ = Status::InvalidArgument("Protocol error: " + std::move(what));
   pending_.clear();
+  pending_bytes_ = 0;
   return *failed_;
 }
 
@@ -96,6 +97,7 @@ Result<std::optional<Command>> Parser::Next() {
       if (*n <= 0) continue;  // *0 and *-1 (a null array): no command, as in Redis
       remaining_ = static_cast<size_t>(*n);
       pending_.clear();
+      pending_bytes_ = 0;
       pending_.reserve(std::min<size_t>(remaining_, 1024));
       continue;
     }
@@ -118,9 +120,13 @@ Result<std::optional<Command>> Parser::Next() {
     if (buf_.size() - pos_ < len + 2) return std::optional<Command>();
     if (buf_[pos_ + len] != '\r' || buf_[pos_ + len + 1] != '\n') return Fail("a bulk string must end in CRLF");
     pending_.emplace_back(buf_, pos_, len);
+    pending_bytes_ += len;
     pos_ += len + 2;
     bulk_len_ = -1;
-    if (--remaining_ == 0) return std::optional<Command>(std::move(pending_));
+    if (--remaining_ == 0) {
+      pending_bytes_ = 0;
+      return std::optional<Command>(std::move(pending_));
+    }
   }
 }
 

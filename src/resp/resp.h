@@ -36,6 +36,9 @@ using Command = std::vector<std::string>;
 class Parser {
  public:
   explicit Parser(Limits limits = {}) : limits_(limits) {}
+  // Limits for what is parsed from now on (a connection that authenticated
+  // may send more than one that has not).
+  void set_limits(Limits limits) { limits_ = limits; }
 
   void Feed(std::string_view bytes);
   // The next whole command; nullopt while more bytes are needed. A protocol
@@ -44,6 +47,9 @@ class Parser {
   Result<std::optional<Command>> Next();
   // Bytes fed and not yet taken out as commands.
   size_t buffered() const { return buf_.size() - pos_; }
+  // What the parser holds: those bytes and the arguments of the command
+  // being assembled.
+  size_t held() const { return buffered() + pending_bytes_; }
 
  private:
   // The line starting at pos_ without its CRLF (inline lines may end in a
@@ -54,11 +60,12 @@ class Parser {
   Result<std::optional<std::string_view>> LengthLine();
   Status Fail(std::string what);
 
-  const Limits limits_;
+  Limits limits_;
   std::string buf_;
   size_t pos_ = 0;
   // A multi-bulk command being assembled.
   Command pending_;
+  size_t pending_bytes_ = 0;
   size_t remaining_ = 0;   // arguments still to come; 0: between commands
   int64_t bulk_len_ = -1;  // the next argument's length; -1: its $ line is next
   std::optional<Status> failed_;

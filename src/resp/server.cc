@@ -3,8 +3,10 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -39,6 +41,7 @@ struct Slot {
   size_t remaining = 0;         // key operations still awaited
   std::vector<Status> status;   // per key operation
   std::vector<std::string> values;
+  size_t value_bytes = 0;       // gathered so far (max_reply)
   // The command: its keys from args[first], every step-th (a write's value
   // follows its key).
   Command args;
@@ -221,6 +224,7 @@ class ServerImpl final : public Server {
     }
     for (auto& [id, c] : conns_) ::close(c->fd);
     if (listen_fd_ >= 0) ::close(listen_fd_);
+    if (spare_fd_ >= 0) ::close(spare_fd_);
     if (epoll_fd_ >= 0) ::close(epoll_fd_);
   }
 
@@ -249,6 +253,15 @@ class ServerImpl final : public Server {
     if (epoll_fd_ < 0) return Status::IoError(std::string("epoll_create1: ") + std::strerror(errno));
     Watch(listen_fd_, kListenTag, EPOLLIN);
     Watch(mailbox_->event_fd, kWakeTag, EPOLLIN);
+    // A descriptor kept spare: when the process runs out, closing it lets
+    // the listener accept and refuse a connection instead of reporting it
+    // readable forever (a spinning loop).
+    spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    max_clients_ = o_.max_clients;
+    rlimit nofile{};
+    if (::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY) {
+      max_clients_ = std::min<size_t>(max_clients_, std::max<size_t>(nofile.rlim_cur / 2, 16));
+    }
     started_ = std::chrono::steady_clock::now();
     thread_ = std::thread([this] { Loop(); });
     return Status::Ok();
@@ -297,7 +310,7 @@ class ServerImpl final : public Server {
             continue;
           }
           if ((events[i].events & EPOLLIN) && !Read(c)) continue;  // closed
-          Settle(c);
+          Pump(tag);
         }
       }
     }
@@ -307,13 +320,25 @@ class ServerImpl final : public Server {
     for (;;) {
       const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
-          logging::Warn("RESP front door: accept: {}", std::strerror(errno));
-        }
         if (errno == EINTR || errno == ECONNABORTED) continue;
+        if ((errno == EMFILE || errno == ENFILE) && spare_fd_ >= 0) {
+          // Out of descriptors: take the waiting connection with the spare
+          // one and refuse it, or the listener stays readable forever.
+          ::close(spare_fd_);
+          const int refused = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+          if (refused >= 0) {
+            static constexpr char kNoFds[] = "-ERR the server is out of file descriptors\r\n";
+            [[maybe_unused]] ssize_t w = ::send(refused, kNoFds, sizeof(kNoFds) - 1, MSG_NOSIGNAL);
+            ::close(refused);
+            ++rejected_;
+          }
+          spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+          if (refused >= 0) continue;
+        }
+        if (errno != EAGAIN && errno != EWOULDBLOCK) logging::Warn("RESP front door: accept: {}", std::strerror(errno));
         return;
       }
-      if (conns_.size() >= o_.max_clients) {
+      if (conns_.size() >= max_clients_) {
         static constexpr char kFull[] = "-ERR max number of clients reached\r\n";
         [[maybe_unused]] ssize_t w = ::send(fd, kFull, sizeof(kFull) - 1, MSG_NOSIGNAL);
         ::close(fd);
@@ -323,8 +348,9 @@ class ServerImpl final : public Server {
       const int on = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
       const uint64_t id = next_id_++;
-      auto c = std::make_unique<Conn>(fd, id, o_.limits);
-      c->authed = Credentials().empty();
+      const bool open = Credentials().empty();
+      auto c = std::make_unique<Conn>(fd, id, open ? o_.limits : o_.unauthenticated_limits);
+      c->authed = open;
       c->events = EPOLLIN;
       Watch(fd, id, EPOLLIN);
       conns_.emplace(id, std::move(c));
@@ -352,6 +378,15 @@ class ServerImpl final : public Server {
       if (n > 0) {
         c.parser.Feed(std::string_view(buf, static_cast<size_t>(n)));
         Issue(c);
+        if (c.parser.held() > o_.max_query && !c.quit) {
+          // Redis closes such a client too; the replies owed go out first.
+          Ready(c, NewSlot(c), [&](std::string* out) {
+            AppendError(out, "ERR query buffer of " + std::to_string(c.parser.held()) + " bytes exceeds " +
+                                 std::to_string(o_.max_query) + ": send smaller commands");
+          });
+          c.quit = true;
+          break;
+        }
         if (static_cast<size_t>(n) < sizeof(buf)) break;
         continue;
       }
@@ -412,6 +447,9 @@ class ServerImpl final : public Server {
     }
     const bool no_auth = std::find(spec->flags.begin(), spec->flags.end(), "no_auth") != spec->flags.end();
     if (!c.authed && !no_auth) return ReadyError(c, slot, "NOAUTH Authentication required.");
+    if (spec->first_key > 0 && (cmd.size() - 1) / static_cast<size_t>(spec->step) > o_.max_keys) {
+      return ReadyError(c, slot, "ERR more than " + std::to_string(o_.max_keys) + " keys in one command");
+    }
 
     if (name == "get") return Keys(c, slot, Slot::Kind::kGet, cmd, 1, 1);
     if (name == "mget") return Keys(c, slot, Slot::Kind::kMget, cmd, 1, 1);
@@ -540,7 +578,18 @@ class ServerImpl final : public Server {
     for (Completion& d : done) {
       Slot& s = *d.slot;
       s.status[d.part] = std::move(d.status);
-      if (!s.values.empty()) s.values[d.part] = std::move(d.value);
+      if (!s.values.empty()) {
+        s.value_bytes += d.value.size();
+        if (s.value_bytes > o_.max_reply) {
+          // Too much to gather for one reply: the command fails, and what
+          // it gathered is let go now.
+          s.status[d.part] = Status::TooLarge("the reply would exceed " + std::to_string(o_.max_reply) +
+                                              " bytes: ask for fewer keys");
+          std::vector<std::string>(s.values.size()).swap(s.values);
+        } else {
+          s.values[d.part] = std::move(d.value);
+        }
+      }
       if (auto it = conns_.find(d.conn); it != conns_.end()) {
         auto& busy = it->second->busy;
         auto use = busy.find(s.key(d.part));
@@ -555,20 +604,26 @@ class ServerImpl final : public Server {
     }
     std::sort(touched.begin(), touched.end());
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
-    for (const uint64_t id : touched) {
+    for (const uint64_t id : touched) Pump(id);
+  }
+
+  // Moves a connection on as far as it goes now: starts its held command
+  // once the keys it follows are free, writes the replies that are ready,
+  // and issues the commands its parser holds while there is room — again
+  // and again, since replies written make room and commands issued may be
+  // answered at once. Reading the socket is epoll's (Settle asks for input
+  // whenever there is room).
+  void Pump(uint64_t id) {
+    for (;;) {
       auto it = conns_.find(id);
-      if (it == conns_.end()) continue;  // closed meanwhile
+      if (it == conns_.end()) return;  // closed
       Conn& c = *it->second;
-      const bool was_accepting = Accepting(c);
       if (c.held && !MustWait(c, *c.held)) Launch(c, std::exchange(c.held, nullptr));
       Settle(c);
-      if (conns_.count(id) == 0) continue;
-      // Room again: commands the parser held back, then the socket (which
-      // epoll was not watching for input meanwhile).
-      if (!was_accepting && Accepting(c)) {
-        Issue(c);
-        if (Read(c)) Settle(c);
-      }
+      if (conns_.count(id) == 0 || !Accepting(c)) return;
+      const uint64_t before = commands_.load();
+      Issue(c);
+      if (commands_.load() == before && !c.quit) return;  // nothing more to issue
     }
   }
 
@@ -665,6 +720,7 @@ class ServerImpl final : public Server {
       return AppendError(out, "WRONGPASS invalid username-password pair or user is disabled.");
     }
     c.authed = true;
+    c.parser.set_limits(o_.limits);
     AppendSimple(out, "OK");
   }
 
@@ -795,6 +851,10 @@ class ServerImpl final : public Server {
       c.out.clear();
       c.out_pos = 0;
       if (c.quit && c.slots.empty()) return Close(c);
+    } else if (c.out_pos > (1u << 20) && c.out_pos * 2 > c.out.size()) {
+      // A peer that never lets the buffer drain: drop what it already took.
+      c.out.erase(0, c.out_pos);
+      c.out_pos = 0;
     }
     uint32_t want = 0;
     if (Accepting(c)) want |= EPOLLIN;
@@ -818,7 +878,8 @@ class ServerImpl final : public Server {
   Client* client_;
   const ServerOptions o_;
   std::shared_ptr<Mailbox> mailbox_;
-  int listen_fd_ = -1, epoll_fd_ = -1;
+  int listen_fd_ = -1, epoll_fd_ = -1, spare_fd_ = -1;
+  size_t max_clients_ = 0;
   uint16_t port_ = 0;
   std::thread thread_;
   std::atomic<bool> stop_{false};

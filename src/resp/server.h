@@ -47,10 +47,20 @@ struct ServerOptions {
   std::function<std::vector<Credential>()> credentials;
   // More INFO, under "# Slipstream": "field:value" lines (CRLF-separated).
   std::function<std::string()> info;
+  // Connections at once (at most half the process's file descriptors).
   size_t max_clients = 10000;
   size_t max_in_flight = 1024;  // commands of one connection awaiting their reply
   size_t max_output = 64u << 20;  // reply bytes queued on one connection before it stops being read
-  Limits limits;
+  // What one connection's parser may hold (a command being assembled and
+  // those not yet issued): beyond it the connection gets an error and is
+  // closed, as Redis's client-query-buffer-limit does.
+  size_t max_query = 96u << 20;
+  size_t max_keys = 10000;         // keys of one command (MGET, MSET, DEL, EXISTS)
+  size_t max_reply = 256u << 20;   // values gathered for one command's reply (MGET)
+  Limits limits;                   // an authenticated connection's
+  // A connection that has not authenticated yet (when AUTH is required):
+  // enough for AUTH and HELLO, as Redis limits unauthenticated clients.
+  Limits unauthenticated_limits{.max_bulk = 16u << 10, .max_args = 10, .max_line = 16u << 10};
 };
 
 class Server {

@@ -382,6 +382,48 @@ TEST_F(RespServerTest, AConnectionThatOutrunsItsRepliesIsHeldBackNotDropped) {
   EXPECT_EQ(client_.data().size(), 1000u);
 }
 
+TEST_F(RespServerTest, APipelineLongerThanTheInFlightLimitIsAllAnswered) {
+  ServerOptions o;
+  o.max_in_flight = 16;
+  Start(o);
+  Conn c(server_->port());
+  // Answered at once, and all in one read: nothing but the replies going
+  // out makes room for the rest, which wait in the parser.
+  std::string batch;
+  for (int i = 0; i < 3000; ++i) AppendCommand(&batch, {"PING"});
+  for (int i = 0; i < 100; ++i) AppendCommand(&batch, {"GET", "slow" + std::to_string(i)});
+  for (int i = 0; i < 100; ++i) AppendCommand(&batch, {"ECHO", std::to_string(i)});
+  c.Send(batch);
+  for (int i = 0; i < 3000; ++i) ASSERT_EQ(c.Reply(), "+PONG\r\n") << i;
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(c.Reply(), "$-1\r\n") << i;
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(c.Reply(), Bulk(std::to_string(i))) << i;
+}
+
+TEST_F(RespServerTest, WhatOneConnectionMayMakeTheServerHoldIsBounded) {
+  ServerOptions o;
+  o.max_query = 1 << 20;
+  o.max_keys = 3;
+  o.max_reply = 100;
+  Start(o);
+  {
+    // A command bigger than the query limit: an error, then the connection closes.
+    Conn c(server_->port());
+    std::string big;
+    AppendCommand(&big, {"MSET", "a", std::string(600 << 10, 'x'), "b", std::string(600 << 10, 'y')});
+    c.Send(big);
+    EXPECT_TRUE(c.Reply().starts_with("-ERR query buffer of ")) << "";
+    EXPECT_TRUE(c.Closed());
+  }
+  Conn c(server_->port());
+  EXPECT_EQ(c.Call({"MGET", "a", "b", "c", "d"}), "-ERR more than 3 keys in one command\r\n");
+  EXPECT_EQ(c.Call({"SET", "a", std::string(60, 'a')}), "+OK\r\n");
+  EXPECT_EQ(c.Call({"SET", "b", std::string(60, 'b')}), "+OK\r\n");
+  EXPECT_EQ(c.Call({"MGET", "a"}), "*1\r\n" + Bulk(std::string(60, 'a')));
+  EXPECT_TRUE(c.Call({"MGET", "a", "b"}).starts_with("-ERR the reply would exceed 100 bytes"));
+  EXPECT_EQ(c.Call({"PING"}), "+PONG\r\n");
+  EXPECT_TRUE(client_.data().count("a") && !client_.data().count("c"));
+}
+
 TEST_F(RespServerTest, InlineCommandsAsTelnetSendsThem) {
   Start();
   Conn c(server_->port());
@@ -444,6 +486,13 @@ TEST_F(RespServerTest, AuthenticationGatesEveryKeyCommand) {
   Conn e(server_->port());
   EXPECT_EQ(e.Call({"AUTH", "alice", "wonder"}), "+OK\r\n");  // a user of its own
   EXPECT_EQ(e.Call({"GET", "k"}), Bulk("v"));
+  // Before AUTH only small commands are parsed (no 16 MiB buffers for strangers) ...
+  Conn f(server_->port());
+  f.Send("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$100000\r\n");
+  EXPECT_TRUE(f.Reply().starts_with("-ERR Protocol error: invalid bulk length"));
+  EXPECT_TRUE(f.Closed());
+  // ... after it, values of any size the store takes.
+  EXPECT_EQ(e.Call({"SET", "big", std::string(100000, 'b')}), "+OK\r\n");
 }
 
 TEST_F(RespServerTest, WithoutPasswordsAuthIsAnErrorAndNothingIsGated) {

@@ -71,7 +71,7 @@ void World::ClientLoop(uint32_t c) {
   };
   // Conditional PUTs (SET NX / XX) where the primaries see every write
   // (the erda family's clients write one-sidedly: refused there).
-  const bool conditional = dice < 4 && !Clients().any() && rng.Uniform(4) == 0;
+  const bool conditional = dice < 4 && o_.conditional_puts && !Clients().any() && rng.Uniform(4) == 0;
   if (dice < 4) {
     std::string value = "c" + std::to_string(c) + "v" + std::to_string(cl.next_value++);
     if (conditional) {

@@ -44,6 +44,9 @@ struct ClusterSimOptions {
   uint32_t clients = 4;
   uint32_t keys = 24;
   uint32_t ops_per_client = 150;
+  // One PUT in four is conditional (SET NX or XX, at random), on the
+  // designs whose primaries take them (not the erda family).
+  bool conditional_puts = true;
   // Network: one-way latency uniform in [min, max] microseconds; loss.
   uint32_t latency_min_us = 5, latency_max_us = 60;
   double drop_probability = 0.01;
