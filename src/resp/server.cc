@@ -436,6 +436,12 @@ class ServerImpl final : public Server {
     auto slot = NewSlot(c);
     const std::string name = Lower(cmd[0]);
     const Spec* spec = FindSpec(name);
+    if (name == "dbsize" || name == "keys" || name == "scan" || name == "flushall" || name == "flushdb") {
+      // Said rather than "unknown": tools reach for these first.
+      return ReadyError(c, slot, "ERR " + cmd[0] +
+                                     " is not supported: keys live on many nodes, each with its backups' copies, "
+                                     "and no node counts, lists or drops them cluster-wide");
+    }
     if (spec == nullptr) {
       std::string text = "ERR unknown command '" + cmd[0] + "', with args beginning with: ";
       for (size_t i = 1; i < cmd.size() && i < 4; ++i) text += "'" + cmd[i].substr(0, 128) + "' ";

@@ -273,8 +273,9 @@ TEST_F(RespServerTest, RefusesWhatItDoesNotDoAndChangesNothing) {
   EXPECT_EQ(c.Call({"GET"}), "-ERR wrong number of arguments for 'get' command\r\n");
   EXPECT_EQ(c.Call({"GET", "a", "b"}), "-ERR wrong number of arguments for 'get' command\r\n");
   EXPECT_EQ(c.Call({"MSET", "a", "1", "b"}), "-ERR wrong number of arguments for 'mset' command\r\n");
-  EXPECT_EQ(c.Call({"FLUSHALL", "x"}), "-ERR unknown command 'FLUSHALL', with args beginning with: 'x' \r\n");
+  EXPECT_EQ(c.Call({"HSET", "x", "f", "v"}), "-ERR unknown command 'HSET', with args beginning with: 'x' 'f' 'v' \r\n");
   EXPECT_EQ(c.Call({"SELECT", "1"}), "-ERR DB index is out of range\r\n");
+  EXPECT_TRUE(c.Call({"DBSIZE"}).starts_with("-ERR DBSIZE is not supported: keys live on many nodes"));
   EXPECT_EQ(c.Call({"SET", "", "v"}), "-ERR empty key\r\n");
   EXPECT_TRUE(client_.data().empty());
   EXPECT_EQ(client_.calls(), 1u);  // only the empty key reached the client
