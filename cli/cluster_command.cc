@@ -205,14 +205,9 @@ Result<std::unique_ptr<cluster::ConfigStore>> OpenStore(const ClusterCommandOpti
 std::string NodeName(uint32_t i) { return "node-" + std::to_string(i); }
 
 Result<uint32_t> JoiningNodeId(const ClusterCommandOptions& o, const cluster::ClusterConfig& c) {
-  uint32_t id = o.node;
-  if (!o.node_given) {
-    id = c.nodes.empty() ? 0 : c.nodes.rbegin()->first + 1;
-  } else if (c.nodes.contains(o.node)) {
-    return Status::InvalidArgument("node " + std::to_string(o.node) + " is a member already");
-  }
-  SLIP_RETURN_IF_ERROR(CheckPortRanges(o, std::max(id, c.nodes.empty() ? 0u : c.nodes.rbegin()->first)));
-  return id;
+  if (!o.node_given) return c.nodes.empty() ? 0 : c.nodes.rbegin()->first + 1;
+  if (c.nodes.contains(o.node)) return Status::InvalidArgument("node " + std::to_string(o.node) + " is a member already");
+  return o.node;
 }
 
 std::vector<std::string> ServerArgs(const ClusterCommandOptions& o, uint32_t id) {
@@ -228,6 +223,29 @@ std::vector<std::string> ServerArgs(const ClusterCommandOptions& o, uint32_t id)
 
 namespace {
 std::string PortsPath(const std::string& dir) { return dir + "/ports.json"; }
+
+// Node i takes port P+i of each operator port: InvalidArgument when the
+// ranges of nodes 0..max_id overlap or pass 65535 (a node would find its
+// port taken and not start).
+Status CheckPortRanges(const ClusterCommandOptions& o, uint32_t max_id) {
+  const std::pair<const char*, uint32_t> ports[] = {
+      {"--resp-port", o.resp_port}, {"--metrics-port", o.metrics_port}, {"--http-port", o.http_port}};
+  for (size_t a = 0; a < 3; ++a) {
+    for (size_t b = a + 1; b < 3; ++b) {
+      const uint32_t pa = ports[a].second, pb = ports[b].second;
+      if (pa == 0 || pb == 0) continue;
+      if (pa <= pb + max_id && pb <= pa + max_id) {
+        return Status::InvalidArgument(std::string(ports[a].first) + " " + std::to_string(pa) + " and " + ports[b].first +
+                                       " " + std::to_string(pb) + " overlap: node i takes P+i of each (ids up to " +
+                                       std::to_string(max_id) + ")");
+      }
+    }
+  }
+  if (std::max({o.resp_port, o.metrics_port, o.http_port}) + max_id > 65535) {
+    return Status::InvalidArgument("a port P+i is above 65535 (ids up to " + std::to_string(max_id) + ")");
+  }
+  return Status::Ok();
+}
 }  // namespace
 
 Result<ClusterCommandOptions> WithFrontDoorPorts(const ClusterCommandOptions& o, uint32_t max_id) {
@@ -269,25 +287,6 @@ Result<ClusterCommandOptions> WithFrontDoorPorts(const ClusterCommandOptions& o,
   return r;
 }
 
-Status CheckPortRanges(const ClusterCommandOptions& o, uint32_t max_id) {
-  const std::pair<const char*, uint32_t> ports[] = {
-      {"--resp-port", o.resp_port}, {"--metrics-port", o.metrics_port}, {"--http-port", o.http_port}};
-  for (size_t a = 0; a < 3; ++a) {
-    for (size_t b = a + 1; b < 3; ++b) {
-      const uint32_t pa = ports[a].second, pb = ports[b].second;
-      if (pa == 0 || pb == 0) continue;
-      if (pa <= pb + max_id && pb <= pa + max_id) {
-        return Status::InvalidArgument(std::string(ports[a].first) + " " + std::to_string(pa) + " and " + ports[b].first +
-                                       " " + std::to_string(pb) + " overlap: node i takes P+i of each (ids up to " +
-                                       std::to_string(max_id) + ")");
-      }
-    }
-  }
-  if (std::max({o.resp_port, o.metrics_port, o.http_port}) + max_id > 65535) {
-    return Status::InvalidArgument("a port P+i is above 65535 (ids up to " + std::to_string(max_id) + ")");
-  }
-  return Status::Ok();
-}
 
 int ClusterPassword(const ClusterCommandOptions& o) {
   if (!o.resp_password_file.empty()) {
@@ -419,18 +418,20 @@ std::map<cluster::NodeId, uint32_t> OwnedCounts(const cluster::ClusterConfig& c)
 }  // namespace
 
 int ClusterAddNode(const ClusterCommandOptions& given) {
-  // (JoiningNodeId checks the ranges again with the id the node takes.)
-  auto ported = WithFrontDoorPorts(given, 0);
-  if (!ported.ok()) return Fail("cluster add-node", ported.status());
-  const ClusterCommandOptions& o = *ported;
-  auto store = cluster::OpenConfigStore(o.dir, o.zookeeper);
+  auto store = cluster::OpenConfigStore(given.dir, given.zookeeper);
   if (!store.ok()) return Fail("cluster add-node", store.status());
-  if (auto c = (*store)->Load(); c.ok() && cluster::MovesShards(c->config.design)) return ReshardAddNode(o);
-  auto vc = LoadForMembership(**store, "cluster add-node");
-  if (!vc.ok()) return Fail("cluster add-node", vc.status());
-  auto joining = JoiningNodeId(o, vc->config);
+  auto c = (*store)->Load();
+  if (!c.ok()) return Fail("cluster add-node", c.status());
+  auto joining = JoiningNodeId(given, c->config);
   if (!joining.ok()) return Fail("cluster add-node", joining.status());
   const uint32_t id = *joining;
+  // The operator ports, checked with the id the node takes before anything is written.
+  auto ported = WithFrontDoorPorts(given, std::max(id, c->config.nodes.empty() ? 0u : c->config.nodes.rbegin()->first));
+  if (!ported.ok()) return Fail("cluster add-node", ported.status());
+  const ClusterCommandOptions& o = *ported;
+  if (cluster::MovesShards(c->config.design)) return ReshardAddNode(o, **store, c->config, id);
+  auto vc = LoadForMembership(**store, "cluster add-node");
+  if (!vc.ok()) return Fail("cluster add-node", vc.status());
   if (id > cluster::kMaxPoolNodeId) {
     return Fail("cluster add-node", Status::InvalidArgument("node ids go up to " +
                                                             std::to_string(cluster::kMaxPoolNodeId) + ", not " +

@@ -73,10 +73,6 @@ struct ClusterCommandOptions {
 // checked (CheckPortRanges with nodes up to `max_id`) before anything is
 // written.
 Result<ClusterCommandOptions> WithFrontDoorPorts(const ClusterCommandOptions& o, uint32_t max_id);
-// Node i takes port P+i of each operator port: InvalidArgument when the
-// ranges of nodes 0..max_id overlap or pass 65535 (a node would find its
-// port taken and not start).
-Status CheckPortRanges(const ClusterCommandOptions& o, uint32_t max_id);
 
 // For the commands that start node processes: a node's process name, and
 // the `slip server` command line of node `id`.

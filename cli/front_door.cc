@@ -15,6 +15,7 @@
 #include "metrics/http_server.h"
 #include "metrics/metrics.h"
 #include "resp/server.h"
+#include "rpc/rpc_peers.h"
 #include "slip/client.h"
 
 namespace slip::cli {
@@ -22,22 +23,12 @@ namespace {
 
 using nlohmann::json;
 
-std::string Hex(const uint8_t* p, size_t n) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string s;
-  for (size_t i = 0; i < n; ++i) {
-    s.push_back(kDigits[p[i] >> 4]);
-    s.push_back(kDigits[p[i] & 15]);
-  }
-  return s;
-}
-
 // A password nobody knows: what AUTH compares against when the configured
 // one cannot be read (refusing everyone rather than admitting everyone).
 std::string Unguessable() {
-  uint8_t b[32];
+  char b[32];
   auth::RandomBytes(b, sizeof(b));
-  return Hex(b, sizeof(b));
+  return rpc::RpcPeers::HexEncode(std::string_view(b, sizeof(b)));
 }
 
 // The credentials, re-read at most once a second (AUTH and accepts come on
@@ -178,8 +169,10 @@ class FrontDoorsImpl final : public FrontDoors {
     }
     auto c = store_->Load();
     if (!c.ok()) return Unavailable(c.status().ToString());
+    auto answers = client_->NodeStatsEach();
+    if (!answers.ok()) return Unavailable(answers.status().ToString());
     json nodes = json::array();
-    for (auto& a : client_->NodeStatsEach()) {
+    for (auto& a : *answers) {
       json n = {{"node", a.node == Client::kPoolStatsId ? json("pool") : json(a.node)}, {"ok", a.stats.ok()}};
       json stats = a.stats.ok() ? json::parse(*a.stats, nullptr, false) : json();
       if (a.stats.ok() && !stats.is_discarded()) {
@@ -219,7 +212,9 @@ Result<std::unique_ptr<FrontDoors>> FrontDoors::Start(const ClusterCommandOption
   return std::unique_ptr<FrontDoors>(std::move(d));
 }
 
-std::string KeyHex(const auth::Key& key) { return Hex(key.bytes.data(), key.bytes.size()); }
+std::string KeyHex(const auth::Key& key) {
+  return rpc::RpcPeers::HexEncode(std::string_view(reinterpret_cast<const char*>(key.bytes.data()), key.bytes.size()));
+}
 
 std::vector<resp::ServerOptions::Credential> FrontDoorCredentials(const ClusterCommandOptions& o) {
   using Credential = resp::ServerOptions::Credential;

@@ -130,16 +130,10 @@ int ClusterMove(const ClusterCommandOptions& o) {
   return 0;
 }
 
-int ReshardAddNode(const ClusterCommandOptions& o) {
-  auto store = cluster::OpenConfigStore(o.dir, o.zookeeper);
-  if (!store.ok()) return Fail("cluster add-node", store.status());
-  auto vc = (*store)->Load();
-  if (!vc.ok()) return Fail("cluster add-node", vc.status());
-  auto joining = JoiningNodeId(o, vc->config);
-  if (!joining.ok()) return Fail("cluster add-node", joining.status());
-  const uint32_t id = *joining;
+int ReshardAddNode(const ClusterCommandOptions& o, cluster::ConfigStore& store, const cluster::ClusterConfig& config,
+                   uint32_t id) {
   // What a join would be refused for, before a process is started.
-  if (auto probe = cluster::AddMember(vc->config, id, "probe"); !probe.ok()) return Fail("cluster add-node", probe.status());
+  if (auto probe = cluster::AddMember(config, id, "probe"); !probe.ok()) return Fail("cluster add-node", probe.status());
   // Shards move only between running nodes, under a running manager.
   if (o.zookeeper.empty()) {
     bool manager = false;
@@ -155,7 +149,7 @@ int ReshardAddNode(const ClusterCommandOptions& o) {
   if (!p.ok()) return Fail("cluster add-node", p.status());
   double listed_s = -1;
   while (listed_s < 0) {
-    auto now = (*store)->Load();
+    auto now = store.Load();
     if (now.ok() && now->config.nodes.contains(id)) listed_s = Since(t0);
     bool alive = false;
     for (const auto& proc : ListProcesses(o.dir)) alive |= proc.name == NodeName(id) && proc.alive;
@@ -169,16 +163,16 @@ int ReshardAddNode(const ClusterCommandOptions& o) {
   std::printf("slip cluster: node %u listed after %.2f s; moving replicas to it\n", id, listed_s);
   MovesDone all;
   for (int round = 0; round < 4; ++round) {
-    auto now = (*store)->Load();
+    auto now = store.Load();
     if (!now.ok()) return Fail("cluster add-node", now.status());
     const auto plan = cluster::PlanSpread(now->config);
     if (plan.empty()) break;
-    auto r = RunMoves(**store, plan, o.parallel, true, t0);
+    auto r = RunMoves(store, plan, o.parallel, true, t0);
     if (!r.ok()) return Fail("cluster add-node", r.status());
     all.done += r->done;
     all.failed += r->failed;
   }
-  auto now = (*store)->Load();
+  auto now = store.Load();
   if (!now.ok()) return Fail("cluster add-node", now.status());
   std::printf("slip cluster: node %u joined %s: holds %s after %.2f s (%zu moves, %zu rolled back; term %llu)\n", id,
               o.dir.c_str(), Counts(now->config, id).c_str(), Since(t0), all.done, all.failed,

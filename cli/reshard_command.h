@@ -6,6 +6,7 @@
 #pragma once
 
 #include "cli/cluster_command.h"
+#include "cluster/config_store.h"
 
 namespace slip::cli {
 
@@ -13,9 +14,11 @@ namespace slip::cli {
 // and waits until the move is over: done, or rolled back because the source
 // or the target failed.
 int ClusterMove(const ClusterCommandOptions& o);
-// Starts a new node that joins holding nothing, then moves replicas to it
-// until the up nodes' primaries and replicas are even (cluster::PlanSpread).
-int ReshardAddNode(const ClusterCommandOptions& o);
+// Starts node `id` (ClusterAddNode chose it from `config`, the newest in
+// `store`), which joins holding nothing, then moves replicas to it until the
+// up nodes' primaries and replicas are even (cluster::PlanSpread).
+int ReshardAddNode(const ClusterCommandOptions& o, cluster::ConfigStore& store, const cluster::ClusterConfig& config,
+                   uint32_t id);
 // Moves every replica off node `node` (cluster::PlanDrain), drops it from
 // the membership and stops its process.
 int ReshardRemoveNode(const ClusterCommandOptions& o);

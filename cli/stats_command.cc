@@ -21,11 +21,18 @@ struct Snapshot {
   std::chrono::steady_clock::time_point at;
   std::map<uint32_t, json> stats;           // nodes that answered
   std::map<uint32_t, std::string> errors;   // nodes that did not
+  std::string error;                        // the configuration could not be read
 };
 
 Snapshot Take(Client& c) {
   Snapshot s;
-  for (auto& a : c.NodeStatsEach()) {
+  auto answers = c.NodeStatsEach();
+  s.at = std::chrono::steady_clock::now();
+  if (!answers.ok()) {
+    s.error = answers.status().ToString();
+    return s;
+  }
+  for (auto& a : *answers) {
     if (a.node == Client::kPoolStatsId) continue;
     if (a.stats.ok()) {
       json j = json::parse(*a.stats, nullptr, false);
@@ -34,7 +41,6 @@ Snapshot Take(Client& c) {
       s.errors[a.node] = a.stats.status().ToString();
     }
   }
-  s.at = std::chrono::steady_clock::now();
   return s;
 }
 
@@ -73,6 +79,7 @@ void Print(const Snapshot& before, const Snapshot& now, const cluster::Versioned
   std::printf("slip stats  %s  %s  term %llu  %s  (every %.1f s)\n", o.dir.c_str(),
               config ? config->config.design.c_str() : "?",
               static_cast<unsigned long long>(config ? config->config.term : 0), clock, o.interval_s);
+  if (!now.error.empty()) std::printf("no node asked: %s\n", now.error.c_str());
   std::printf("%-8s %-6s %6s %7s %10s %9s %9s %17s %17s %6s %8s %9s\n", "node", "state", "term", "lease", "ops/s", "puts/s",
               "gets/s", "put p50/p99 ms", "get p50/p99 ms", "cpu%", "inflight", "keys");
   double total_ops = 0, total_puts = 0, total_gets = 0, total_cpu = 0;

@@ -78,13 +78,14 @@ class Client {
   virtual Result<std::vector<std::string>> NodeStats() = 0;
   // The same, node by node, for monitoring a cluster with a node down: each
   // configured node's id (the pool's: kPoolStatsId) with its JSON, or why it
-  // did not answer (within a second).
+  // did not answer (within a second). An error only when the configuration
+  // cannot be read.
   static constexpr uint32_t kPoolStatsId = 0xFFFFFFF0u;
   struct NodeAnswer {
     uint32_t node = 0;
     Result<std::string> stats = Status::Unavailable("not asked");
   };
-  virtual std::vector<NodeAnswer> NodeStatsEach() = 0;
+  virtual Result<std::vector<NodeAnswer>> NodeStatsEach() = 0;
 
   // Network round trips this client has waited on so far: one per
   // two-sided call (retries included), and where clients reach primaries

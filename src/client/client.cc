@@ -141,11 +141,7 @@ class ClientImpl final : public Client {
     }
     return out;
   }
-  std::vector<NodeAnswer> NodeStatsEach() override {
-    auto answers = AskStats(/*up_only=*/false);
-    if (!answers.ok()) return {NodeAnswer{.node = kPoolStatsId, .stats = answers.status()}};
-    return std::move(*answers);
-  }
+  Result<std::vector<NodeAnswer>> NodeStatsEach() override { return AskStats(/*up_only=*/false); }
   uint64_t RoundTrips() override {
     std::promise<uint64_t> p;
     exec_->Post([&] {

@@ -47,7 +47,10 @@ struct Slot {
   Command args;
   size_t first = 1, step = 1;
 
-  bool write() const { return kind != Kind::kGet && kind != Kind::kExists && kind != Kind::kMget && kind != Kind::kReady; }
+  bool write() const {
+    return kind == Kind::kSet || kind == Kind::kSetIfAbsent || kind == Kind::kSetIfPresent || kind == Kind::kDel ||
+           kind == Kind::kMset;
+  }
   size_t parts() const { return (args.size() - first) / step; }
   const std::string& key(size_t part) const { return args[first + part * step]; }
 };
@@ -380,7 +383,7 @@ class ServerImpl final : public Server {
         Issue(c);
         if (c.parser.held() > o_.max_query && !c.quit) {
           // Redis closes such a client too; the replies owed go out first.
-          Ready(c, NewSlot(c), [&](std::string* out) {
+          Ready(NewSlot(c), [&](std::string* out) {
             AppendError(out, "ERR query buffer of " + std::to_string(c.parser.held()) + " bytes exceeds " +
                                  std::to_string(o_.max_query) + ": send smaller commands");
           });
@@ -406,7 +409,7 @@ class ServerImpl final : public Server {
       auto next = c.parser.Next();
       if (!next.ok()) {
         // Redis answers a protocol error and closes the connection.
-        Ready(c, NewSlot(c), [&](std::string* out) { AppendError(out, "ERR " + next.status().message()); });
+        Ready(NewSlot(c), [&](std::string* out) { AppendError(out, "ERR " + next.status().message()); });
         c.quit = true;
         return;
       }
@@ -422,13 +425,13 @@ class ServerImpl final : public Server {
   }
 
   template <typename F>
-  void Ready(Conn&, const std::shared_ptr<Slot>& s, F&& encode) {
+  void Ready(const std::shared_ptr<Slot>& s, F&& encode) {
     encode(&s->reply);
     s->done = true;
     if (!s->reply.empty() && s->reply[0] == '-') ++errors_;
   }
-  void ReadyError(Conn& c, const std::shared_ptr<Slot>& s, std::string_view text) {
-    Ready(c, s, [&](std::string* out) { AppendError(out, text); });
+  void ReadyError(const std::shared_ptr<Slot>& s, std::string_view text) {
+    Ready(s, [&](std::string* out) { AppendError(out, text); });
   }
 
   void Run(Conn& c, Command cmd) {
@@ -438,23 +441,23 @@ class ServerImpl final : public Server {
     const Spec* spec = FindSpec(name);
     if (name == "dbsize" || name == "keys" || name == "scan" || name == "flushall" || name == "flushdb") {
       // Said rather than "unknown": tools reach for these first.
-      return ReadyError(c, slot, "ERR " + cmd[0] +
+      return ReadyError(slot, "ERR " + cmd[0] +
                                      " is not supported: keys live on many nodes, each with its backups' copies, "
                                      "and no node counts, lists or drops them cluster-wide");
     }
     if (spec == nullptr) {
       std::string text = "ERR unknown command '" + cmd[0] + "', with args beginning with: ";
       for (size_t i = 1; i < cmd.size() && i < 4; ++i) text += "'" + cmd[i].substr(0, 128) + "' ";
-      return ReadyError(c, slot, text);
+      return ReadyError(slot, text);
     }
     const int argc = static_cast<int>(cmd.size());
     if ((spec->arity > 0 && argc != spec->arity) || (spec->arity < 0 && argc < -spec->arity)) {
-      return ReadyError(c, slot, "ERR wrong number of arguments for '" + name + "' command");
+      return ReadyError(slot, "ERR wrong number of arguments for '" + name + "' command");
     }
     const bool no_auth = std::find(spec->flags.begin(), spec->flags.end(), "no_auth") != spec->flags.end();
-    if (!c.authed && !no_auth) return ReadyError(c, slot, "NOAUTH Authentication required.");
+    if (!c.authed && !no_auth) return ReadyError(slot, "NOAUTH Authentication required.");
     if (spec->first_key > 0 && (cmd.size() - 1) / static_cast<size_t>(spec->step) > o_.max_keys) {
-      return ReadyError(c, slot, "ERR more than " + std::to_string(o_.max_keys) + " keys in one command");
+      return ReadyError(slot, "ERR more than " + std::to_string(o_.max_keys) + " keys in one command");
     }
 
     if (name == "get") return Keys(c, slot, Slot::Kind::kGet, cmd, 1, 1);
@@ -476,21 +479,21 @@ class ServerImpl final : public Server {
         const std::string opt = Lower(cmd[i]);
         if (opt == "keepttl") continue;  // nothing has a time to live to keep
         if (opt == "nx" || opt == "xx") {
-          if (kind != Slot::Kind::kSet) return ReadyError(c, slot, "ERR syntax error");
+          if (kind != Slot::Kind::kSet) return ReadyError(slot, "ERR syntax error");
           kind = opt == "nx" ? Slot::Kind::kSetIfAbsent : Slot::Kind::kSetIfPresent;
           continue;
         }
         if (opt == "ex" || opt == "px" || opt == "exat" || opt == "pxat") {
-          return ReadyError(c, slot, "ERR SET " + cmd[i] + ": Slipstream keeps no expiry times");
+          return ReadyError(slot, "ERR SET " + cmd[i] + ": Slipstream keeps no expiry times");
         }
-        if (opt == "get") return ReadyError(c, slot, "ERR SET GET is not supported by Slipstream");
-        return ReadyError(c, slot, "ERR syntax error");
+        if (opt == "get") return ReadyError(slot, "ERR SET GET is not supported by Slipstream");
+        return ReadyError(slot, "ERR syntax error");
       }
       cmd.resize(3);
       return Keys(c, slot, kind, cmd, 1, 2);
     }
     if (name == "mset") {
-      if ((cmd.size() - 1) % 2 != 0) return ReadyError(c, slot, "ERR wrong number of arguments for 'mset' command");
+      if ((cmd.size() - 1) % 2 != 0) return ReadyError(slot, "ERR wrong number of arguments for 'mset' command");
       // A key given twice takes its last value, as in Redis: write it once.
       Command unique = {cmd[0]};
       std::unordered_map<std::string_view, size_t> at;
@@ -505,7 +508,7 @@ class ServerImpl final : public Server {
       }
       return Keys(c, slot, Slot::Kind::kMset, unique, 1, 2);
     }
-    Ready(c, slot, [&](std::string* out) { Immediate(c, cmd, name, out); });
+    Ready(slot, [&](std::string* out) { Immediate(c, cmd, name, out); });
   }
 
   // A command on keys: one client operation per key of `cmd` (from

@@ -94,7 +94,7 @@ class FakeClient final : public Client {
     });
   }
   Result<std::vector<std::string>> NodeStats() override { return std::vector<std::string>{}; }
-  std::vector<NodeAnswer> NodeStatsEach() override { return {}; }
+  Result<std::vector<NodeAnswer>> NodeStatsEach() override { return std::vector<NodeAnswer>{}; }
   uint64_t RoundTrips() override { return 0; }
 
  private:

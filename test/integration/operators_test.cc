@@ -5,14 +5,11 @@
 // node; and the web view in a real headless browser (Debian's chromium),
 // which must show the nodes and then show the change after one is killed.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <random>
 #include <regex>
 #include <string>
 #include <thread>
@@ -25,38 +22,9 @@ namespace slip {
 namespace {
 
 namespace fs = std::filesystem;
+using integration::FreePortRange;
+using integration::Shell;
 using integration::Slip;
-
-uint16_t FreePortRange(int n) {
-  std::mt19937 rng(static_cast<uint32_t>(::getpid()) * 7919u);
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    const uint16_t base = static_cast<uint16_t>(20000 + rng() % 30000);
-    bool free = true;
-    for (int i = 0; i < n && free; ++i) {
-      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_port = htons(static_cast<uint16_t>(base + i));
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      free = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-      ::close(fd);
-    }
-    if (free) return base;
-  }
-  return 0;
-}
-
-std::string Shell(const std::string& cmd, int* status = nullptr) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  const int rc = ::pclose(p);
-  if (status != nullptr) *status = rc;
-  return out;
-}
 
 bool Have(const std::string& tool) { return Shell("command -v " + tool + " >/dev/null 2>&1 && echo yes") == "yes\n"; }
 
@@ -81,10 +49,9 @@ class OperatorsTest : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new std::string((fs::temp_directory_path() / ("slip_ops_" + std::to_string(::getpid()))).string());
     fs::remove_all(*dir_);
-    metrics_ = FreePortRange(3);
-    http_ = FreePortRange(3);
-    if (http_ == metrics_) http_ = static_cast<uint16_t>(metrics_ + 3);
+    metrics_ = FreePortRange(6);  // node i: metrics_ + i, http_ + i
     ASSERT_NE(metrics_, 0);
+    http_ = static_cast<uint16_t>(metrics_ + 3);
     ASSERT_EQ(Slip("cluster up --lease-ms 1000 --nodes 3 --rf 3 --shards 12 --design rowan-kv --dir " + *dir_ +
                    " --metrics-port " + std::to_string(metrics_) + " --http-port " + std::to_string(http_)),
               0)

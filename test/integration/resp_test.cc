@@ -7,8 +7,6 @@
 // another node's port.
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,7 +15,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -30,40 +27,9 @@ namespace slip {
 namespace {
 
 namespace fs = std::filesystem;
+using integration::FreePortRange;
+using integration::Shell;
 using integration::Slip;
-
-// `n` consecutive loopback ports free a moment ago.
-uint16_t FreePortRange(int n) {
-  std::mt19937 rng(static_cast<uint32_t>(::getpid()));
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    const uint16_t base = static_cast<uint16_t>(20000 + rng() % 30000);
-    bool free = true;
-    for (int i = 0; i < n && free; ++i) {
-      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_port = htons(static_cast<uint16_t>(base + i));
-      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      free = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-      ::close(fd);
-    }
-    if (free) return base;
-  }
-  return 0;
-}
-
-// Runs a shell command; its standard output (and exit status in *status).
-std::string Shell(const std::string& cmd, int* status = nullptr) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  const int rc = ::pclose(p);
-  if (status != nullptr) *status = rc;
-  return out;
-}
 
 redisContext* Connect(uint16_t port, const std::string& password) {
   redisContext* c = redisConnect("127.0.0.1", port);
