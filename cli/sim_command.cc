@@ -10,6 +10,7 @@
 #include "replication/testing/campaign.h"
 #include "common/log.h"
 #include "sim/cluster_sim.h"
+#include "sim/perf_model.h"
 #include "sim/rubble_campaign.h"
 
 namespace slip::cli {
@@ -129,7 +130,73 @@ int RunRubbleCampaigns(const SimCommandOptions& o, uint64_t first, uint64_t last
 
 }  // namespace
 
+// A performance run on the cost model (docs/model.md).
+int RunPerfCommand(const SimCommandOptions& o) {
+  auto protocol = replication::ParseDesign(o.design);
+  if (!protocol.ok()) {
+    std::fprintf(stderr, "slip sim: %s\n", protocol.status().ToString().c_str());
+    return 2;
+  }
+  if (o.perf != "this-machine") {
+    std::fprintf(stderr, "slip sim: --perf knows this-machine, not '%s'\n", o.perf.c_str());
+    return 2;
+  }
+  auto model = sim::LoadMachineModel(o.model);
+  if (!model.ok()) {
+    std::fprintf(stderr, "slip sim: %s (bench/model/model_calibrate writes one)\n", model.status().ToString().c_str());
+    return 2;
+  }
+  auto w = ycsb::StandardWorkload(o.workload);
+  if (!w.ok()) {
+    std::fprintf(stderr, "slip sim: %s\n", w.status().ToString().c_str());
+    return 2;
+  }
+  sim::PerfOptions p = sim::ThisMachine(*model, o.cores);
+  p.workload = *w;
+  p.workload.records = o.records;
+  p.workload.sizes.value_bytes = o.value_size;
+  p.threads_per_client = o.threads;
+  p.measure = static_cast<runtime::Nanos>(o.measure_s * 1e9);
+  p.warmup = p.measure / 5;
+  sim::ClusterSimOptions co;
+  co.seed = o.seed >= 0 ? static_cast<uint64_t>(o.seed) : 1;
+  co.protocol = *protocol;
+  co.nodes = o.nodes;
+  co.replication = o.replication;
+  co.shards = o.shards;
+  co.workers = o.workers;
+  co.clients = 1;
+  co.perf = p;
+  const auto t0 = std::chrono::steady_clock::now();
+  const sim::ClusterSimResult r = sim::RunClusterSim(co);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!r.ok) {
+    std::fprintf(stderr, "slip sim: %s\n", r.failure.c_str());
+    return 1;
+  }
+  if (o.json) {
+    std::printf("{\"design\":\"%s\",\"threads\":%u,\"ops_per_sec\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"busy\":%.3f}\n",
+                o.design.c_str(), o.threads, r.perf.ops_per_sec, static_cast<double>(r.perf.p50) / 1e3,
+                static_cast<double>(r.perf.p99) / 1e3, r.perf.host_busy.empty() ? 0.0 : r.perf.host_busy[0]);
+    return 0;
+  }
+  std::printf("%s on this-machine (%u cores, %s model %s), YCSB-%s, %u records of %u B, %u threads: "
+              "%.0f ops/s, p50 %.1f us, p99 %.1f us, host busy %.0f%% (%llu ops in %.2f virtual s; %.1f s to simulate)\n",
+              o.design.c_str(), o.cores, model->provider.c_str(), o.model.c_str(), o.workload.c_str(), o.records,
+              o.value_size, o.threads, r.perf.ops_per_sec, static_cast<double>(r.perf.p50) / 1e3,
+              static_cast<double>(r.perf.p99) / 1e3, 100 * (r.perf.host_busy.empty() ? 0.0 : r.perf.host_busy[0]),
+              static_cast<unsigned long long>(r.perf.ops), o.measure_s, secs);
+  std::printf("CPU per operation by input (virtual ns):\n");
+  for (size_t i = 0; i < runtime::kCostCount; ++i) {
+    if (r.perf.cpu_per_op[i] <= 0) continue;
+    std::printf("  %-18s %9.0f\n", std::string(runtime::CostName(static_cast<runtime::Cost>(i))).c_str(),
+                r.perf.cpu_per_op[i]);
+  }
+  return 0;
+}
+
 int RunSimCommand(const SimCommandOptions& o) {
+  if (!o.perf.empty()) return RunPerfCommand(o);
   // Designs whose campaigns are programs of their own (their nodes are not
   // the store's NodeCore).
   if (cluster::UsesPool(o.design)) {

@@ -8,6 +8,9 @@
 //   slip sim --seed 17 --trace         replay one seed with a readable event trace
 //   slip sim --seeds 1..50 --bug ack-before-replication
 //                                      prove the checker catches a broken protocol
+//   slip sim --perf this-machine --design rowan-kv --threads 16
+//                                      predict a run's throughput and latency on
+//                                      the cost model (docs/model.md)
 #pragma once
 
 #include <cstdint>
@@ -42,6 +45,15 @@ struct SimCommandOptions {
   uint32_t workers = 1;  // request workers per node (cluster layer)
   uint32_t migrations = 0;       // shard moves per seed (cluster layer)
   bool migration_faults = false;  // crash a move's source or target, or restart the CM, during some
+  // Performance runs on the cost model (docs/model.md): a scenario name.
+  std::string perf;
+  std::string model = "bench/model/this-machine.json";  // the inputs
+  uint32_t threads = 16;             // this-machine: client threads (one slip::Client)
+  uint32_t cores = 2;                // this-machine: the host's cores
+  std::string workload = "a";
+  uint32_t records = 10000, value_size = 1000;
+  double measure_s = 1.0;
+  bool json = false;  // print the result as one JSON line
 };
 
 int RunSimCommand(const SimCommandOptions& o);

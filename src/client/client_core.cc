@@ -4,6 +4,7 @@
 
 #include "common/hash.h"
 #include "proto/kv.h"
+#include "runtime/cost.h"
 
 namespace slip::client {
 
@@ -69,6 +70,7 @@ void ClientCore::Delete(std::string key, std::function<void(Status)> done) {
 }
 
 void ClientCore::Start(std::shared_ptr<Op> op) {
+  runtime::Charge(runtime::Cost::kClientOp, op->key.size() + op->value.size());
   ++counters_.ops;
   op->invoke = exec_->Now();
   op->deadline = op->invoke + options_.op_deadline;

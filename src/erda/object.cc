@@ -4,11 +4,13 @@
 
 #include "common/coding.h"
 #include "common/crc32c.h"
+#include "runtime/cost.h"
 
 namespace slip::erda {
 namespace {
 
 uint32_t ObjectCrc(const std::byte* p, size_t bytes) {
+  runtime::Charge(runtime::Cost::kChecksum, bytes);
   const uint32_t c = Crc32c(0, p, 1);
   return Crc32c(c, p + 5, bytes - 5);
 }

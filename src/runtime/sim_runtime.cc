@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <deque>
 
 namespace slip::runtime {
 namespace {
@@ -33,7 +34,7 @@ class SimExecutor final : public Executor {
 
   std::string_view name() const override { return name_; }
   uint32_t id() const override { return id_; }
-  Nanos Now() const override { return rt_->now_; }
+  Nanos Now() const override { return rt_->Now(); }
   Random& Rng() override { return rng_; }
   Nanos CpuTime() const override { return cpu_; }
   bool IsCurrent() const override { return rt_->current_ == this; }
@@ -41,7 +42,7 @@ class SimExecutor final : public Executor {
   TimerId After(Nanos delay, std::function<void()> fn) override {
     const TimerId id = rt_->next_timer_++;
     rt_->live_timers_.insert(id);
-    rt_->Push(rt_->now_ + std::max<Nanos>(delay, 0), this, kEventTimer, "timer", id, id,
+    rt_->Push(rt_->Now() + std::max<Nanos>(delay, 0), this, kEventTimer, "timer", id, id,
               std::move(fn));
     return id;
   }
@@ -49,7 +50,7 @@ class SimExecutor final : public Executor {
   bool Cancel(TimerId id) override { return rt_->live_timers_.erase(id) == 1; }
 
   void Post(std::function<void()> fn) override {
-    rt_->Push(rt_->now_, this, kEventPost, "post", 0, 0, std::move(fn));
+    rt_->Push(rt_->Now(), this, kEventPost, "post", 0, 0, std::move(fn));
   }
 
   PollerId AddPoller(std::function<bool()> poll) override {
@@ -69,7 +70,7 @@ class SimExecutor final : public Executor {
   void Wake() override {
     if (wake_pending_) return;  // one pending turn covers any number of wakes
     wake_pending_ = true;
-    rt_->Push(rt_->now_, this, kEventWake, "wake", 0, 0, [this] { wake_pending_ = false; });
+    rt_->Push(rt_->Now(), this, kEventWake, "wake", 0, 0, [this] { wake_pending_ = false; });
   }
 
   void AddWaitFd(int, std::function<bool()>) override {}  // never parks
@@ -91,6 +92,13 @@ class SimExecutor final : public Executor {
   }
 
   void AddCpu(Nanos n) { cpu_ += n; }
+
+  // The cost model's state (SimRuntime drives it).
+  int64_t host = -1;      // index into SimRuntime::hosts_; -1: not modelled
+  Nanos busy_until = 0;   // the end of its last handler
+  bool ran = false;       // has run a handler (a fresh executor pays no wake-up)
+  std::deque<SimRuntime::Event> ready;  // FIFO of events waiting to run
+  bool resume_pending = false;          // a kEventResume is queued
 
  private:
   struct Poller {
@@ -132,14 +140,14 @@ Executor* SimRuntime::CreateExecutor(std::string name) {
 void SimRuntime::Schedule(Nanos at, Executor* exec, uint16_t kind, const char* label,
                           uint64_t tag, std::function<void()> fn) {
   // Only this runtime's executors can be scheduled on; they are SimExecutors.
-  Push(std::max(at, now_), static_cast<SimExecutor*>(exec), kind, label, tag, 0, std::move(fn));
+  Push(std::max(at, Now()), static_cast<SimExecutor*>(exec), kind, label, tag, 0, std::move(fn));
 }
 
 TimerId SimRuntime::ScheduleTimer(Nanos at, Executor* exec, uint16_t kind, const char* label,
                                   uint64_t tag, std::function<void()> fn) {
   const TimerId id = next_timer_++;
   live_timers_.insert(id);
-  Push(std::max(at, now_), static_cast<SimExecutor*>(exec), kind, label, tag, id, std::move(fn));
+  Push(std::max(at, Now()), static_cast<SimExecutor*>(exec), kind, label, tag, id, std::move(fn));
   return id;
 }
 
@@ -149,17 +157,86 @@ void SimRuntime::Push(Nanos at, SimExecutor* exec, uint16_t kind, const char* la
   std::push_heap(queue_.begin(), queue_.end(), Later{});
 }
 
-bool SimRuntime::Step() {
-  while (!queue_.empty()) {
+bool SimRuntime::Step() { return StepBefore(INT64_MAX); }
+
+// Skips cancelled timers at the head so their times do not count.
+void SimRuntime::DropCancelledHead() {
+  while (!queue_.empty() && queue_.front().timer != 0 && !live_timers_.contains(queue_.front().timer)) {
+    std::pop_heap(queue_.begin(), queue_.end(), Later{});
+    queue_.pop_back();
+  }
+}
+
+bool SimRuntime::StepBefore(Nanos limit) {
+  for (;;) {
+    DropCancelledHead();
+    if (queue_.empty() || queue_.front().time > limit) return false;
     std::pop_heap(queue_.begin(), queue_.end(), Later{});
     Event e = std::move(queue_.back());
     queue_.pop_back();
     // A cancelled timer is not an event: it neither advances time nor counts.
     if (e.timer != 0 && live_timers_.erase(e.timer) == 0) continue;
-    Dispatch(e);
-    return true;
+    SimExecutor* x = e.exec;
+    if (x == nullptr || x->host < 0) {
+      ++turn_;
+      Dispatch(e);
+      return true;
+    }
+    // Modelled: every event goes through the executor's FIFO, so a busy
+    // executor runs its events in the order they came due.
+    const Nanos t = e.time;
+    now_ = std::max(now_, t);
+    if (e.kind == kEventResume) {
+      x->resume_pending = false;
+    } else {
+      x->ready.push_back(std::move(e));
+    }
+    if (RunReady(x, t)) return true;
   }
-  return false;
+}
+
+bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
+  if (x->ready.empty()) return false;
+  Host& h = hosts_[static_cast<size_t>(x->host)];
+  auto core = std::min_element(h.core_free.begin(), h.core_free.end());
+  const Nanos start = std::max({t, x->busy_until, *core});
+  if (start > t) {
+    if (!x->resume_pending) {
+      x->resume_pending = true;
+      Push(start, x, kEventResume, "resume", 0, 0, {});
+    }
+    return false;
+  }
+  ++turn_;
+  meter_.charged = 0;
+  // Idle past the spin window: the thread parked, and waking it costs.
+  if (x->ran && h.park_after >= 0 && t - x->busy_until > h.park_after) {
+    meter_.charged = model_->Of(Cost::kWakeup, 0);
+    cost_totals_[static_cast<size_t>(Cost::kWakeup)] += meter_.charged;
+  }
+  metering_ = true;
+  detail::t_meter = &meter_;
+  // One loop turn of a real executor: everything pending when it starts
+  // (what one poll returns), handled back to back.
+  while (!x->ready.empty()) {
+    Event e = std::move(x->ready.front());
+    x->ready.pop_front();
+    e.time = t;  // it starts now (later than it came due if it waited)
+    Dispatch(e);
+  }
+  detail::t_meter = nullptr;
+  metering_ = false;
+  const Nanos end = t + meter_.charged;
+  *core = end;
+  h.busy += meter_.charged;
+  x->busy_until = end;
+  x->ran = true;
+  x->AddCpu(meter_.charged);
+  if (!x->ready.empty() && !x->resume_pending) {
+    x->resume_pending = true;
+    Push(end, x, kEventResume, "resume", 0, 0, {});
+  }
+  return true;
 }
 
 void SimRuntime::Dispatch(Event& e) {
@@ -173,6 +250,22 @@ void SimRuntime::Dispatch(Event& e) {
   if (e.exec != nullptr) e.exec->RunPollers(options_.max_poll_rounds);
   if (options_.measure_cpu && e.exec) e.exec->AddCpu(ThreadCpuNanos() - cpu0);
   current_ = prev;
+}
+
+void SimRuntime::SetCostModel(const CostModel& model) {
+  model_ = std::make_unique<CostModel>(model);
+  meter_.model = model_.get();
+  meter_.totals = &cost_totals_;
+}
+
+uint32_t SimRuntime::AddHost(uint32_t cores, Nanos park_after) {
+  hosts_.push_back(Host{std::vector<Nanos>(std::max<uint32_t>(cores, 1), 0), park_after, 0});
+  return static_cast<uint32_t>(hosts_.size() - 1);
+}
+
+void SimRuntime::PlaceOn(Executor* exec, uint32_t host) {
+  if (model_ == nullptr || host >= hosts_.size()) return;
+  static_cast<SimExecutor*>(exec)->host = host;
 }
 
 void SimRuntime::Fold(const Event& e) {
@@ -196,17 +289,7 @@ void SimRuntime::Fold(const Event& e) {
 
 uint64_t SimRuntime::RunUntil(Nanos t) {
   uint64_t n = 0;
-  for (;;) {
-    // Skip cancelled timers at the head so their times do not count.
-    while (!queue_.empty() && queue_.front().timer != 0 &&
-           !live_timers_.contains(queue_.front().timer)) {
-      std::pop_heap(queue_.begin(), queue_.end(), Later{});
-      queue_.pop_back();
-    }
-    if (queue_.empty() || queue_.front().time > t) break;
-    Step();
-    ++n;
-  }
+  while (StepBefore(t)) ++n;
   now_ = std::max(now_, t);
   return n;
 }
@@ -214,16 +297,10 @@ uint64_t SimRuntime::RunUntil(Nanos t) {
 bool SimRuntime::RunUntil(const std::function<bool()>& done, Nanos deadline) {
   for (;;) {
     if (done()) return true;
-    while (!queue_.empty() && queue_.front().timer != 0 &&
-           !live_timers_.contains(queue_.front().timer)) {
-      std::pop_heap(queue_.begin(), queue_.end(), Later{});
-      queue_.pop_back();
-    }
-    if (queue_.empty() || queue_.front().time > deadline) {
+    if (!StepBefore(deadline)) {
       now_ = std::max(now_, deadline);
       return done();
     }
-    Step();
   }
 }
 

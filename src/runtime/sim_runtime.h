@@ -16,6 +16,15 @@
 //
 // Not thread-safe: everything, including Post(), happens on the thread that
 // drives the simulation.
+//
+// The cost model (docs/model.md), off unless SetCostModel() is called:
+// executors placed on a host (a machine with some cores) run their handlers
+// on its cores. A handler then lasts the virtual time it Charge()s
+// (runtime/cost.h): Now() advances as it charges, so what it sends or sets
+// leaves when it is done; its executor runs nothing else meanwhile, and the
+// core it took is busy. An event for a busy executor, or arriving while all
+// its host's cores are busy, waits in that executor's FIFO. Executors not
+// placed on a host keep handlers instantaneous.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +35,7 @@
 #include <vector>
 
 #include "common/random.h"
+#include "runtime/cost.h"
 #include "runtime/runtime.h"
 
 namespace slip::runtime {
@@ -46,6 +56,7 @@ enum EventKind : uint16_t {
   kEventTimer = 1,
   kEventPost = 2,
   kEventWake = 3,
+  kEventResume = 4,  // cost model: a waiting executor's FIFO may run
   kFirstDeviceKind = 16,
 };
 
@@ -59,7 +70,8 @@ class SimRuntime : public Runtime {
   SimRuntime& operator=(const SimRuntime&) = delete;
 
   Executor* CreateExecutor(std::string name) override;
-  Nanos Now() const override { return now_; }
+  // Inside a modelled handler: the time it started plus what it charged.
+  Nanos Now() const override { return metering_ ? now_ + meter_.charged : now_; }
 
   // Runs the next event. False when the queue is empty.
   bool Step();
@@ -73,12 +85,31 @@ class SimRuntime : public Runtime {
   uint64_t RunUntilIdle(uint64_t max_events = UINT64_MAX);
 
   bool idle() const { return queue_.empty(); }
+  // Counts executor loop turns: each unmodelled event is one; a modelled
+  // executor's turn runs every event waiting for it.
+  uint64_t turn() const { return turn_; }
   uint64_t events_run() const { return events_run_; }
   uint64_t TraceHash() const { return trace_hash_; }
 
   // Optional human-readable trace: one line per event
   // ("t=1200 ex=2(node1/nic) kind=17 place tag=42"). Null turns it off.
   void SetTraceSink(std::function<void(const std::string&)> sink) { sink_ = std::move(sink); }
+
+  // --- the cost model ---
+  void SetCostModel(const CostModel& model);
+  bool modelled() const { return model_ != nullptr; }
+  // A machine of `cores` cores. Its executors park once idle for longer
+  // than `park_after`, and the next handler then pays Cost::kWakeup first;
+  // negative: they spin (polling threads on dedicated cores) and never do.
+  uint32_t AddHost(uint32_t cores, Nanos park_after);
+  // Before `exec` runs anything. Requires SetCostModel().
+  void PlaceOn(Executor* exec, uint32_t host);
+  // Virtual CPU time charged so far, per input (all executors).
+  const std::array<Nanos, kCostCount>& CostTotals() const { return cost_totals_; }
+  // Core time a host's handlers used so far.
+  Nanos HostBusy(uint32_t host) const { return hosts_.at(host).busy; }
+  uint32_t host_count() const { return static_cast<uint32_t>(hosts_.size()); }
+  uint32_t HostCores(uint32_t host) const { return static_cast<uint32_t>(hosts_.at(host).core_free.size()); }
 
   // The world's randomness, for simulated devices (drops, jitter, tears);
   // executors' handlers use Executor::Rng().
@@ -115,8 +146,21 @@ class SimRuntime : public Runtime {
     }
   };
 
+  struct Host {
+    std::vector<Nanos> core_free;  // when each core is next free
+    Nanos park_after = -1;
+    Nanos busy = 0;
+  };
+
   void Push(Nanos at, SimExecutor* exec, uint16_t kind, const char* label, uint64_t tag,
             TimerId timer, std::function<void()> fn);
+  // Runs the next event due at or before `limit`; false if there is none.
+  // A modelled executor's event may only join its FIFO (nothing runs).
+  bool StepBefore(Nanos limit);
+  void DropCancelledHead();
+  // Modelled executors: run the head of x's FIFO at `t` if x and a core of
+  // its host are free then; otherwise make sure a resume event is pending.
+  bool RunReady(SimExecutor* x, Nanos t);
   void Dispatch(Event& e);
   void Fold(const Event& e);
 
@@ -131,6 +175,12 @@ class SimRuntime : public Runtime {
   TimerId next_timer_ = 1;
   std::vector<std::unique_ptr<SimExecutor>> executors_;
   SimExecutor* current_ = nullptr;  // executor whose handler is running
+  std::unique_ptr<CostModel> model_;
+  std::vector<Host> hosts_;
+  CostMeter meter_;
+  bool metering_ = false;  // a modelled handler is running
+  std::array<Nanos, kCostCount> cost_totals_{};
+  uint64_t turn_ = 0;
   std::function<void(const std::string&)> sink_;
 };
 

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "proto/kv.h"
+#include "runtime/cost.h"
 
 namespace slip::server {
 
@@ -29,6 +30,7 @@ std::optional<uint32_t> WorkerPool::ShardOf(uint16_t method, std::span<const std
 }
 
 void WorkerPool::Handle(uint16_t method, std::span<const std::byte> payload, NodeCore::Reply reply) {
+  runtime::Charge(runtime::Cost::kRequest, payload.size());
   const std::optional<uint32_t> shard = workers_.size() > 1 ? ShardOf(method, payload) : std::nullopt;
   const size_t w = shard ? WorkerOf(*shard) : 0;
   if (w == 0) return workers_[0].core->Handle(method, payload, std::move(reply));

@@ -27,13 +27,59 @@
 #include <cstdint>
 #include <string>
 
-#include "client/erda_path.h"
+#include <optional>
 #include <vector>
 
+#include "bench/workload/workload.h"
+#include "client/erda_path.h"
 #include "replication/design.h"
+#include "runtime/cost.h"
 #include "sim/linearizability.h"
 
 namespace slip::sim {
+
+// A performance run (docs/model.md): the cost model on, no faults and no
+// history; the clients load the records, then run a closed-loop YCSB
+// workload, and the result is throughput and latency on virtual time.
+struct PerfOptions {
+  runtime::CostModel costs;
+  // Machines. shared_host: every node and client executor on one machine
+  // of `host_cores` cores (this box). Otherwise each node is a machine of
+  // `node_cores`, and the clients spread over `client_hosts` machines of
+  // `client_cores`.
+  bool shared_host = true;
+  uint32_t host_cores = 2;
+  uint32_t node_cores = 16;
+  uint32_t client_hosts = 1, client_cores = 16;
+  // Threads park after this long idle and pay Cost::kWakeup to resume;
+  // negative: they spin (dedicated polling cores).
+  runtime::Nanos park_after = -1;
+  // The network under messages and the replication fabric.
+  runtime::Nanos one_way = 1000;  // propagation + switch, per message
+  double bandwidth = 12.5;        // bytes per ns (12.5 = 100 Gb/s)
+  runtime::Nanos nic_service = 13;  // target NIC per packet
+  bool software_nic = false;        // fabric target side on the target's CPU
+  // The workload: the records are loaded first (not measured).
+  ycsb::WorkloadSpec workload;
+  uint32_t load_depth = 8;  // loads each client keeps in flight
+  // Closed-loop application threads per client (each keeps one operation
+  // in flight); they share the client's executor, as `slip bench`'s
+  // threads share one slip::Client.
+  uint32_t threads_per_client = 1;
+  runtime::Nanos warmup = 50 * runtime::kMillisecond;
+  runtime::Nanos measure = 500 * runtime::kMillisecond;
+};
+
+struct PerfResult {
+  uint64_t ops = 0;  // completed in the measured window
+  double ops_per_sec = 0;
+  runtime::Nanos p50 = 0, p99 = 0, mean = 0;
+  uint64_t errors = 0;  // operations that did not succeed (measured window)
+  // Virtual CPU per operation, by input (ns), over the measured window.
+  std::array<double, runtime::kCostCount> cpu_per_op{};
+  // Busy share of each host's cores over the measured window.
+  std::vector<double> host_busy;
+};
 
 struct ClusterSimOptions {
   uint64_t seed = 1;
@@ -106,6 +152,10 @@ struct ClusterSimOptions {
   // serving reads after its replacement took writes).
   bool bug_no_lease = false;
   bool trace = false;  // print a readable event trace to stderr
+  // Set: a performance run instead of a fault campaign (faults, drops and
+  // the history check are off; the fields above that shape the cluster —
+  // protocol, nodes, replication, shards, clients, workers — still apply).
+  std::optional<PerfOptions> perf;
 };
 
 struct ClusterSimResult {
@@ -133,6 +183,7 @@ struct ClusterSimResult {
   uint64_t trace_hash = 0;
   int64_t virtual_ns = 0;
   CheckResult check;
+  PerfResult perf;  // performance runs
 };
 
 ClusterSimResult RunClusterSim(const ClusterSimOptions& options);

@@ -17,7 +17,15 @@ void World::StartNode(Node& n, bool fresh) {
     pm::RegionOptions ro;
     ro.crash_model = true;
     // One-sided designs also keep posted / per-peer segments for peers.
-    inc->region = std::move(pm::PmRegion::Anonymous(OneSided() ? 16 << 20 : 8 << 20, ro)).value();
+    size_t bytes = OneSided() ? 16 << 20 : 8 << 20;
+    if (o_.perf) {
+      // Room for this node's share of the records, four times over (the
+      // cleaner's headroom, one-sided designs' receive segments).
+      const auto& w = o_.perf->workload;
+      const uint64_t share = w.records * (w.sizes.value_bytes + 96) * o_.replication / o_.nodes;
+      bytes = std::max<size_t>(bytes, static_cast<size_t>(4 * share + (16 << 20)));
+    }
+    inc->region = std::move(pm::PmRegion::Anonymous(bytes, ro)).value();
   } else {
     inc->region = std::move(n.live->region);
   }

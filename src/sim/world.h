@@ -114,22 +114,31 @@ class AckFirstReplicator final : public replication::Replicator {
 class World {
  public:
   explicit World(const ClusterSimOptions& o)
-      : o_(o), rt_(runtime::SimRuntimeOptions{o.seed, false, 64}) {
+      : o_(PerfAdjusted(o)), rt_(runtime::SimRuntimeOptions{o.seed, false, 64}) {
     if (o_.trace) {
       rt_.SetTraceSink([](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
     }
+    if (o_.perf) rt_.SetCostModel(o_.perf->costs);
     if (OneSided()) {
       // The replication network has the message network's latency, jitter
       // and loss (a lost packet is retransmitted: reliable connections).
       fabric::SimFabricOptions fo;
       fo.latency = static_cast<Nanos>(o_.latency_min_us) * kMicrosecond;
       fo.dma_persist_delay = o_.persist_delay_ns;
+      if (o_.perf) {
+        fo.latency = o_.perf->one_way;
+        fo.bandwidth = o_.perf->bandwidth;
+        fo.nic_service = o_.perf->nic_service;
+        fo.software_target = o_.perf->software_nic;
+      }
       fabric_ = std::make_unique<fabric::SimFabric>(rt_, fo);
       fabric_->SetDefaultFaults(NetworkFaults());
     }
   }
 
   ClusterSimResult Run();
+  // A performance run (o_.perf): load, warm up, measure (perf.cc).
+  void RunPerf(ClusterSimResult& res);
 
   // --- network ---
   void Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, NodeId to,
@@ -168,8 +177,46 @@ class World {
   };
 
   Nanos Latency() {
+    if (o_.perf) return o_.perf->one_way;
     return static_cast<Nanos>(rt_.Rng().Range(o_.latency_min_us, o_.latency_max_us)) * kMicrosecond;
   }
+  // A message's time on the wire: propagation plus serialisation (perf).
+  Nanos Wire(size_t bytes) {
+    if (!o_.perf || o_.perf->bandwidth <= 0) return Latency();
+    return Latency() + static_cast<Nanos>(static_cast<double>(bytes) / o_.perf->bandwidth);
+  }
+  // Performance runs: no faults, timeouts and leases far above any queueing.
+  static ClusterSimOptions PerfAdjusted(ClusterSimOptions o) {
+    if (!o.perf) return o;
+    o.crashes = o.partitions = o.slow_nodes = o.migrations = o.failover_crashes = 0;
+    o.cold_start = o.crash_in_cold_start = o.migration_faults = false;
+    o.drop_probability = 0;
+    o.latency_min_us = o.latency_max_us = 1;
+    o.call_timeout_us = 2'000'000;
+    o.lease_us = 1'000'000;
+    o.persist_delay_ns = 0;
+    o.conditional_puts = false;
+    o.commit_record_step = 64;
+    return o;
+  }
+  // Performance runs: puts executors on the machines of o_.perf.
+  void PlaceExecutors();
+  void PerfLoop(uint32_t c);
+  // Sends a message from `from` to `to`, run as `fn` there at `at`
+  // (network.cc: its CPU, and frames in performance runs).
+  void Send(runtime::Executor* from, runtime::Executor* to, size_t bytes, Nanos at, const char* label,
+            uint64_t tag, std::function<void()> fn);
+  struct Frame {
+    uint64_t turn = 0;  // the sending loop turn (SimRuntime::turn())
+    bool sent = false;
+    struct Message {
+      size_t bytes;
+      std::function<void()> fn;
+    };
+    std::vector<Message> messages;
+  };
+  std::map<std::pair<uint32_t, uint32_t>, std::shared_ptr<Frame>> frames_;
+  void LoadLoop(uint32_t c);
   client::RoutingTable Routing() const {
     client::RoutingTable t;
     t = cluster::RoutingFromConfig(config_);
@@ -268,6 +315,9 @@ class World {
     std::unique_ptr<fabric::Endpoint> ep;
     std::unique_ptr<client::ErdaPath> erda;
     uint32_t done = 0, next_value = 0;
+    // Performance runs: the client's workload and its measured operations.
+    std::unique_ptr<ycsb::OpGenerator> gen;
+    uint64_t updates = 0;
   };
   std::vector<Client> clients_;
   std::vector<Operation> history_;
@@ -294,6 +344,14 @@ class World {
   std::map<uint32_t, uint64_t> move_since_;
   uint64_t migrations_started_ = 0, migrations_done_ = 0, migrations_failed_ = 0;
   std::string failure_;
+  // Performance runs.
+  std::unique_ptr<ycsb::InsertCounter> inserts_;
+  uint64_t loaded_ = 0;       // records the load phase has written
+  uint64_t load_failed_ = 0;
+  Nanos window_start_ = -1, window_end_ = -1;
+  std::vector<Nanos> latencies_;  // operations that ended in the window
+  uint64_t window_errors_ = 0;
+  bool stop_ = false;  // clients stop issuing
 };
 
 }  // namespace slip::sim::detail

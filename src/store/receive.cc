@@ -9,6 +9,7 @@
 
 #include "common/coding.h"
 #include "common/hash.h"
+#include "runtime/cost.h"
 #include "store/store_internal.h"
 
 namespace slip::store {
@@ -79,6 +80,7 @@ Result<uint64_t> Store::DigestReceived(uint32_t seg, uint64_t from, uint64_t to,
       continue;
     }
     const log::BlockView& b = d.block;
+    runtime::Charge(runtime::Cost::kDigest, b.encoded_bytes);
     const uint64_t off = seg_off + pos;
     pos += b.encoded_bytes;
     if (prefix_end == UINT64_MAX || walk == ReceiveWalk::kFinal) {

@@ -6,6 +6,7 @@
 
 #include "common/coding.h"
 #include "common/hash.h"
+#include "runtime/cost.h"
 #include "store/store_internal.h"
 
 namespace slip::store {
@@ -256,6 +257,7 @@ Status Store::Apply(uint32_t writer, const log::EntryMeta& meta, std::string_vie
                                    " holds a key of shard " + std::to_string(ShardOf(hash)));
   }
   RaiseShardVersion(meta.shard, meta.version);
+  runtime::Charge(runtime::Cost::kStorePut, key.size() + stored.size());
   return WriteVersioned(writer, meta, hash, key, stored, persist);
 }
 
@@ -408,6 +410,7 @@ Result<Store::PendingWrite> Store::PrepareAs(uint32_t writer, EntryType type, st
   SLIP_RETURN_IF_ERROR(log::Validate(w.meta_, key.size(), value.size(), options_.limits));
   w.meta_.version = version != 0 ? version : shards_[shard].version.fetch_add(1) + 1;
   if (w.meta_.version > log::kMaxVersion) return Status::NoSpace("shard version space exhausted");
+  runtime::Charge(runtime::Cost::kStorePut, key.size() + value.size());
   SLIP_ASSIGN_OR_RETURN(Blocks blocks, Append(writers_[writer], SegmentOwner::kWorker, w.meta_,
                                               key, value, persist));
   for (uint32_t bytes : blocks.bytes) appended_.fetch_add(bytes, std::memory_order_relaxed);
@@ -639,7 +642,9 @@ Result<std::string> Store::ReadValue(uint64_t offset0, std::string_view want_key
 
 Result<std::string> Store::Get(std::string_view key, log::EntryMeta* meta) const {
   gets_.fetch_add(1, std::memory_order_relaxed);
-  return Find(key, meta);
+  auto v = Find(key, meta);
+  runtime::Charge(runtime::Cost::kStoreGet, v.ok() ? key.size() + v->size() : key.size());
+  return v;
 }
 
 Result<std::string> Store::Find(std::string_view key, log::EntryMeta* meta) const {

@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/cost.h"
+
 namespace slip::fabric {
 namespace {
 
@@ -223,6 +225,7 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
   // Splits the operation into packets and sends them.
   void Launch(uint64_t id) {
     OpState& op = ops_.at(id);
+    runtime::Charge(runtime::Cost::kFabricPost, op.len);
     EpState& src = *Ep(op.src);
     TxConn& conn = src.tx[op.dst];
     const bool carries_data = op.kind == Op::kSend || op.kind == Op::kWrite;
@@ -316,6 +319,14 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
     Nanos& free = nic_free_[dst.node];
     free = std::max(free, Now()) + options_.nic_service;
     const EpId dst_id = dst.id;
+    if (options_.software_target && dst.driver != nullptr) {
+      // The target's CPU does the NIC's work: when its driver is free.
+      At(free, dst.driver, kPlace, "place", p.op, [this, p, dst_id, src] {
+        runtime::Charge(runtime::Cost::kFabricTarget, p.len);
+        Place(p, dst_id, src);
+      });
+      return;
+    }
     At(free, nullptr, kPlace, "place", p.op, [this, p, dst_id, src] { Place(p, dst_id, src); });
   }
 
@@ -724,6 +735,7 @@ class SimEndpoint final : public Endpoint {
     while (n < out.size() && !e.cq.empty()) {
       out[n++] = e.cq.front();
       e.cq.pop_front();
+      runtime::Charge(runtime::Cost::kFabricCompletion);
     }
     return n;
   }

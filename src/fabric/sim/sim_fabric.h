@@ -36,6 +36,10 @@
 //   * Completions of an endpoint are delivered as events on the executor that
 //     drives it (its pollers then run), so handlers see them at the right
 //     virtual time.
+//   * CPU (the simulator's cost model, runtime/cost.h): posting an operation
+//     charges the poster Cost::kFabricPost (+ per byte), each completion
+//     polled charges Cost::kFabricCompletion, and with `software_target` the
+//     target's driver pays Cost::kFabricTarget per packet placed.
 //
 // Faults (all decisions drawn from the runtime's seeded Rng):
 //   drop / delay / jitter per directed link or by default, partition (set of
@@ -71,6 +75,11 @@ struct SimFabricOptions {
   size_t mtu = 4096;
   // Placement-to-persistence delay (DDIO off: DMA completion). 0 = at once.
   Nanos dma_persist_delay = 0;
+  // No NIC offload (a software provider: tcp, shm): the target side of
+  // every packet is work for the target endpoint's driver executor, which
+  // places it when free and is charged runtime::Cost::kFabricTarget. False
+  // (an RDMA NIC): placement costs the target's CPU nothing.
+  bool software_target = false;
   // Receiver-not-ready back-off before a Send is retried.
   Nanos rnr_retry_delay = 20 * runtime::kMicrosecond;
   // First retransmission after a lost packet; doubles up to the maximum.

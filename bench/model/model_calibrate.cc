@@ -1,0 +1,578 @@
+// Measures the cost model's CPU inputs on this machine, each by a
+// micro-benchmark of the real code path it names, and writes them as a
+// model file for `slip sim --perf` (docs/model.md, "Inputs").
+//
+//   model_calibrate [--out FILE] [--provider tcp|shm] [--quick]
+//
+// Every number is CPU time (CLOCK_THREAD_CPUTIME_ID or an executor's
+// CpuTime()), the best of three runs: on a shared, noisy machine the
+// minimum is what the code costs, the rest is other tenants. Per-byte parts
+// come from two sizes (a line through both).
+#include <algorithm>
+#include <cmath>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/crc32c.h"
+#include "common/hash.h"
+#include "common/histogram.h"
+#include "common/random.h"
+#include "fabric/fabric.h"
+#include "fabric/ofi/ofi_fabric.h"
+#include "log/entry.h"
+#include "pm/region.h"
+#include "proto/kv.h"
+#include "rpc/channel.h"
+#include "runtime/cost.h"
+#include "runtime/thread_runtime.h"
+#include "store/store.h"
+
+using namespace slip;
+using runtime::Nanos;
+
+namespace {
+
+Nanos ThreadCpu() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return Nanos{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+// Best of `runs` of fn(), each returning CPU ns per operation.
+double Best(int runs, const std::function<double()>& fn) {
+  double best = 1e18;
+  for (int i = 0; i < runs; ++i) best = std::min(best, fn());
+  return best;
+}
+
+struct Input {
+  double per_op = 0, per_byte = 0;
+  std::string source;
+};
+
+// The line through (small, a) and (large, b).
+Input Line(double a, size_t small, double b, size_t large, std::string source) {
+  Input in;
+  in.per_byte = std::max(0.0, (b - a) / static_cast<double>(large - small));
+  in.per_op = std::max(0.0, a - in.per_byte * static_cast<double>(small));
+  in.source = std::move(source);
+  return in;
+}
+
+std::string Key(uint64_t i) { return "user" + std::to_string(HashKey(std::to_string(i)) % 100000000000ull); }
+
+store::StoreOptions NodeStoreOptions(uint32_t shards) {
+  store::StoreOptions so;
+  so.geometry.segment_size = 256 << 10;
+  so.geometry.num_shards = shards;
+  so.limits.max_key = 256;
+  so.limits.max_value = 8192;
+  so.max_block_bytes = 8192;
+  so.num_writers = 2;
+  return so;
+}
+
+// --- the store: PUT and GET through Store's API, memory-emulated PM ---
+struct StoreCosts {
+  double put = 0, get = 0;
+};
+
+StoreCosts MeasureStore(size_t value_bytes, int ops) {
+  const size_t region = static_cast<size_t>(ops) * (value_bytes + 128) * 2 + (64 << 20);
+  auto r = pm::PmRegion::Anonymous(region, pm::RegionOptions{});
+  if (!r.ok()) return {};
+  auto st = store::Store::Open(r->get(), NodeStoreOptions(12));
+  if (!st.ok()) return {};
+  Random rng(1);
+  std::string value(value_bytes, 'v');
+  for (auto& ch : value) ch = static_cast<char>('a' + rng.Uniform(26));
+  std::vector<std::string> keys;
+  for (int i = 0; i < ops; ++i) keys.push_back(Key(static_cast<uint64_t>(i)));
+  StoreCosts c;
+  Nanos t0 = ThreadCpu();
+  for (const auto& k : keys) (void)(*st)->Put(0, k, value);
+  c.put = static_cast<double>(ThreadCpu() - t0) / ops;
+  t0 = ThreadCpu();
+  size_t sink = 0;
+  for (const auto& k : keys) {
+    auto v = (*st)->Get(k);
+    sink += v.ok() ? v->size() : 0;
+  }
+  c.get = static_cast<double>(ThreadCpu() - t0) / ops;
+  if (sink == 0) std::fprintf(stderr, "model_calibrate: store gets returned nothing\n");
+  return c;
+}
+
+// --- a backup's digest: entries peers placed in receive segments ---
+double MeasureDigest(size_t value_bytes, int ops) {
+  const size_t region = static_cast<size_t>(ops) * (value_bytes + 128) * 2 + (64 << 20);
+  auto r = pm::PmRegion::Anonymous(region, pm::RegionOptions{});
+  if (!r.ok()) return 0;
+  auto st = store::Store::Open(r->get(), NodeStoreOptions(12));
+  if (!st.ok()) return 0;
+  store::Store& s = **st;
+  const std::string value(value_bytes, 'd');
+  const uint64_t seg_size = s.segments().segment_size();
+  std::vector<std::pair<uint32_t, uint64_t>> filled;  // segment, bytes landed
+  uint32_t seg = *s.AllocateReceiveSegment();
+  uint64_t off = 0;
+  std::vector<uint64_t> version(12, 0);
+  int landed = 0;
+  for (int i = 0; i < ops; ++i) {
+    const std::string k = Key(static_cast<uint64_t>(i));
+    const auto shard = static_cast<uint16_t>(s.ShardOf(HashKey(k)));
+    auto layout = log::PlanEntry(k.size(), value.size(), 8192);
+    auto bytes = log::EncodeEntry({log::EntryType::kPut, shard, ++version[shard]}, k, value, *layout);
+    if (off + bytes.size() > seg_size) {
+      filled.push_back({seg, off});
+      auto next = s.AllocateReceiveSegment();
+      if (!next.ok()) break;
+      seg = *next;
+      off = 0;
+    }
+    std::byte* dst = s.segments().SegmentBase(seg) + off;
+    std::memcpy(dst, bytes.data(), bytes.size());
+    (*r)->Persist(dst, bytes.size());
+    off += bytes.size();
+    ++landed;
+  }
+  filled.push_back({seg, off});
+  const Nanos t0 = ThreadCpu();
+  for (auto [sg, end] : filled) (void)s.DigestReceived(sg, 0, end);
+  return static_cast<double>(ThreadCpu() - t0) / std::max(landed, 1);
+}
+
+// --- the codec work of a request at the node and at the client ---
+struct CodecCosts {
+  double node = 0, client = 0;
+};
+
+CodecCosts MeasureCodec(size_t value_bytes, int ops) {
+  log::Limits limits;
+  limits.max_key = 256;
+  limits.max_value = 8192;
+  const std::string value(value_bytes, 'c');
+  std::vector<std::string> keys;
+  for (int i = 0; i < 1024; ++i) keys.push_back(Key(static_cast<uint64_t>(i)));
+  CodecCosts c;
+  size_t sink = 0;
+  // Client: encode the request (PUT: with its value), decode the answer.
+  Nanos t0 = ThreadCpu();
+  for (int i = 0; i < ops; ++i) {
+    const std::string& k = keys[static_cast<size_t>(i) & 1023];
+    std::string req = proto::Encode(proto::KvRequest{7, static_cast<uint32_t>(HashKey(k) % 12), k, value});
+    std::string resp = proto::Encode(proto::KvResponse{7, static_cast<uint64_t>(i), {}});
+    auto d = proto::DecodeKvResponse(proto::AsBytes(resp), limits);
+    sink += req.size() + (d.ok() ? d->version : 0);
+  }
+  c.client = static_cast<double>(ThreadCpu() - t0) / ops;
+  // Node: decode the request, encode the answer.
+  std::string req = proto::Encode(proto::KvRequest{7, 3, keys[0], value});
+  t0 = ThreadCpu();
+  for (int i = 0; i < ops; ++i) {
+    auto d = proto::DecodeKvRequest(proto::AsBytes(req), limits);
+    std::string resp = proto::Encode(proto::KvResponse{7, static_cast<uint64_t>(i), {}});
+    sink += resp.size() + (d.ok() ? d->value.size() : 0);
+  }
+  c.node = static_cast<double>(ThreadCpu() - t0) / ops;
+  if (sink == 0) std::fprintf(stderr, "model_calibrate: codec produced nothing\n");
+  return c;
+}
+
+double MeasureCrc(size_t bytes, int ops) {
+  std::string buf(bytes, 'x');
+  uint32_t sink = 0;
+  const Nanos t0 = ThreadCpu();
+  for (int i = 0; i < ops; ++i) sink ^= Crc32c(0, buf.data(), buf.size());
+  const double v = static_cast<double>(ThreadCpu() - t0) / ops;
+  if (sink == 0xFFFFFFFF) std::fprintf(stderr, ".");
+  return v;
+}
+
+// --- a parked thread woken by another: ThreadRuntime executors that park
+// at once (no spinning), handing a token back and forth with Post ---
+struct Hop {
+  double cpu_per_hop = 0;  // both threads' CPU per hand-over
+  double latency = 0;      // wall time per hand-over
+};
+
+Hop MeasureWakeup(int hops) {
+  runtime::ThreadRuntime rt(runtime::ThreadRuntimeOptions{1, 0, runtime::kMillisecond});
+  runtime::Executor* x[2] = {rt.CreateExecutor("a"), rt.CreateExecutor("b")};
+  std::atomic<bool> done{false};
+  std::function<void(int)> pass = [&](int n) {
+    if (n == hops) {
+      done = true;
+      return;
+    }
+    x[(n + 1) % 2]->Post([&pass, n] { pass(n + 1); });
+  };
+  if (!rt.Start().ok()) return {};
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const Nanos c0 = x[0]->CpuTime() + x[1]->CpuTime();
+  const auto w0 = std::chrono::steady_clock::now();
+  x[0]->Post([&pass] { pass(0); });
+  while (!done) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  const double wall = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - w0).count();
+  const Nanos c1 = x[0]->CpuTime() + x[1]->CpuTime();
+  rt.Stop();
+  return Hop{static_cast<double>(c1 - c0) / hops, wall / hops};
+}
+
+// --- RPC round trips over the real provider: RpcChannel on two executors
+// of one process (the path client -> node and node -> node messages take).
+// spin_turns 0: each side parks between messages, as threads of a loaded
+// 2-core box do, so a round trip costs each side a send, a receive and a
+// wake-up. ---
+struct RoundTrip {
+  double cpu_per_call = 0;       // both sides
+  double messages_per_call = 0;  // fabric messages, both directions
+  double p50 = 0;                // wall
+  bool ok = false;
+};
+
+// `inflight` 1: a ping-pong, both sides parking between messages. More: a
+// loaded channel (threads spin 8 turns before parking, as slip server's),
+// where the RPC layer batches frames into fewer fabric messages.
+RoundTrip MeasureRpc(const std::string& provider, size_t payload, int calls, int inflight = 1) {
+  RoundTrip out;
+  auto fab = fabric::OpenOfiFabric(fabric::FabricOptions{.provider = provider, .node_address = ""},
+                                   fabric::OfiOptions{});
+  if (!fab.ok()) {
+    std::fprintf(stderr, "model_calibrate: %s\n", fab.status().ToString().c_str());
+    return out;
+  }
+  runtime::ThreadRuntime rt(runtime::ThreadRuntimeOptions{1, inflight > 1 ? 8 : 0, runtime::kMillisecond});
+  runtime::Executor* ex[2] = {rt.CreateExecutor("server"), rt.CreateExecutor("client")};
+  std::unique_ptr<rpc::RpcChannel> ch[2];
+  for (int i = 0; i < 2; ++i) {
+    auto ep = (*fab)->CreateEndpoint(fabric::EndpointOptions{.name = i ? "client" : "server"});
+    if (!ep.ok()) return out;
+    // As a node process does: the executor parks on the endpoint's wait fd.
+    fabric::Endpoint* raw = ep->get();
+    if (raw->wait_fd() >= 0) ex[i]->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
+    auto c = rpc::RpcChannel::Open(ex[i], std::move(*ep));
+    if (!c.ok()) return out;
+    ch[i] = std::move(*c);
+  }
+  ch[0]->SetHandler([](uint16_t, std::span<const std::byte>, rpc::RpcChannel::Reply r) {
+    r(Code::kOk, std::string(16, 'r'));
+  });
+  auto server = ch[1]->Connect(ch[0]->address());
+  if (!server.ok() || !rt.Start().ok()) return out;
+  const std::string body(payload, 'p');
+  Histogram lat;
+  std::atomic<int> done{0};
+  std::atomic<bool> failed{false};
+  Nanos c0 = 0;
+  uint64_t m0 = 0;
+  using Clock = std::chrono::steady_clock;
+  const int warm = 500;
+  int issued = 0, finished = 0;
+  auto messages = [&] { return ch[0]->counters().messages_sent + ch[1]->counters().messages_sent; };
+  std::function<void()> one = [&] {
+    const int i = issued++;
+    if (i == warm) {
+      c0 = ex[0]->CpuTime() + ex[1]->CpuTime();
+      m0 = messages();
+    }
+    const auto t0 = Clock::now();
+    ch[1]->Call(*server, 1, body, {}, [&, i, t0](Result<rpc::Response> r) {
+      if (!r.ok()) failed = true;
+      if (i >= warm) lat.Record(static_cast<uint64_t>((Clock::now() - t0).count()));
+      ++finished;
+      if (issued < calls + warm && !failed) {
+        one();
+      } else if (finished == issued) {
+        done = 1;
+      }
+    });
+  };
+  ex[1]->Post([&] {
+    for (int k = 0; k < inflight; ++k) one();
+  });
+  while (!done && !failed) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const Nanos c1 = ex[0]->CpuTime() + ex[1]->CpuTime();
+  const uint64_t m1 = messages();
+  rt.Stop();
+  if (failed) return out;
+  out.cpu_per_call = static_cast<double>(c1 - c0) / (issued - warm);
+  out.messages_per_call = static_cast<double>(m1 - m0) / (issued - warm);
+  out.p50 = static_cast<double>(lat.Percentile(0.5));
+  out.ok = true;
+  return out;
+}
+
+// --- one-sided writes over the real provider: the initiator posts a write
+// and waits for its completion; the target's executor only polls its
+// endpoint (a node's NIC thread). Both park between operations. ---
+struct OneSided {
+  double initiator = 0, target = 0;  // CPU per write
+  double p50 = 0;
+  bool ok = false;
+};
+
+OneSided MeasureWrite(const std::string& provider, size_t bytes, int ops, int inflight = 1) {
+  OneSided out;
+  auto fab = fabric::OpenOfiFabric(fabric::FabricOptions{.provider = provider, .node_address = ""},
+                                   fabric::OfiOptions{});
+  if (!fab.ok()) return out;
+  runtime::ThreadRuntime rt(runtime::ThreadRuntimeOptions{1, inflight > 1 ? 8 : 0, runtime::kMillisecond});
+  runtime::Executor* tx = rt.CreateExecutor("initiator");
+  runtime::Executor* rx = rt.CreateExecutor("target");
+  auto a = (*fab)->CreateEndpoint(fabric::EndpointOptions{.name = "initiator"});
+  auto b = (*fab)->CreateEndpoint(fabric::EndpointOptions{.name = "target"});
+  if (!a.ok() || !b.ok()) return out;
+  std::unique_ptr<fabric::Endpoint> ea = std::move(*a), eb = std::move(*b);
+  std::vector<std::byte> target(1 << 20), source(bytes, std::byte{7});
+  auto mr = eb->Register(target.data(), target.size(), fabric::Endpoint::kRemoteWrite | fabric::Endpoint::kRemoteRead);
+  auto src_mr = ea->Register(source.data(), source.size(), fabric::Endpoint::kLocal);
+  if (!mr.ok() || !src_mr.ok()) return out;
+  auto peer = ea->AddPeer(eb->address());
+  if (!peer.ok()) return out;
+  const fabric::RemoteMemory remote = mr->remote;
+  std::atomic<bool> done{false}, failed{false};
+  Histogram lat;
+  using Clock = std::chrono::steady_clock;
+  const int warm = 500;
+  Nanos ci = 0, ct = 0;
+  int issued = 0, finished = 0;
+  Clock::time_point t0;
+  auto post = [&] {
+    if (issued == warm) {
+      ci = tx->CpuTime();
+      ct = rx->CpuTime();
+    }
+    t0 = Clock::now();
+    ++issued;
+    if (!ea->Write(*peer, source.data(), bytes, &*src_mr, remote, 0, static_cast<uint64_t>(issued)).ok()) {
+      failed = true;
+    }
+  };
+  // The target only drives its endpoint (software providers progress
+  // when polled); the initiator posts the next write on each completion.
+  rx->AddPoller([ep = eb.get()] {
+    fabric::Completion c[16];
+    return ep->Poll(c) > 0;
+  });
+  tx->AddPoller([&] {
+    fabric::Completion c[16];
+    const size_t n = ea->Poll(c);
+    for (size_t k = 0; k < n; ++k) {
+      if (c[k].status != Code::kOk) failed = true;
+      if (issued > warm && inflight == 1) lat.Record(static_cast<uint64_t>((Clock::now() - t0).count()));
+      ++finished;
+      if (issued < ops + warm && !failed) {
+        post();
+      } else if (finished == issued) {
+        done = true;
+      }
+    }
+    return n > 0;
+  });
+  for (auto [x, ep] : {std::pair{tx, ea.get()}, std::pair{rx, eb.get()}}) {
+    if (int fd = ep->wait_fd(); fd >= 0) x->AddWaitFd(fd, [ep] { return ep->CanBlock(); });
+  }
+  if (!rt.Start().ok()) return out;
+  tx->Post([&] {
+    for (int k = 0; k < inflight; ++k) post();
+  });
+  while (!done && !failed) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const Nanos ci1 = tx->CpuTime(), ct1 = rx->CpuTime();
+  rt.Stop();
+  if (failed) return out;
+  out.initiator = static_cast<double>(ci1 - ci) / (issued - warm);
+  out.target = static_cast<double>(ct1 - ct) / (issued - warm);
+  out.p50 = static_cast<double>(lat.Percentile(0.5));
+  out.ok = true;
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string out_path = "bench/model/this-machine.json", provider = "tcp";
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--out") && i + 1 < argc) {
+      out_path = argv[++i];
+    } else if (!std::strcmp(argv[i], "--provider") && i + 1 < argc) {
+      provider = argv[++i];
+    } else if (!std::strcmp(argv[i], "--quick")) {
+      quick = true;
+    } else {
+      std::fprintf(stderr, "usage: model_calibrate [--out FILE] [--provider tcp|shm] [--quick]\n");
+      return 2;
+    }
+  }
+  const int runs = quick ? 1 : 3;
+  const int n = quick ? 5000 : 30000;
+  const size_t small = 100, large = 4000;
+  nlohmann::json inputs;
+  auto put = [&inputs](runtime::Cost c, const Input& in) {
+    inputs[std::string(runtime::CostName(c))] = {{"per_op_ns", std::round(in.per_op)},
+                                                 {"per_byte_ns", std::round(in.per_byte * 1000) / 1000},
+                                                 {"source", in.source}};
+    std::printf("%-18s %8.0f ns + %6.3f ns/B   %s\n", std::string(runtime::CostName(c)).c_str(), in.per_op,
+                in.per_byte, in.source.c_str());
+  };
+  const size_t key = Key(1).size();
+
+  StoreCosts s_small{1e18, 1e18}, s_large{1e18, 1e18};
+  for (int r = 0; r < runs; ++r) {
+    auto a = MeasureStore(small, n), b = MeasureStore(large, n);
+    s_small = {std::min(s_small.put, a.put), std::min(s_small.get, a.get)};
+    s_large = {std::min(s_large.put, b.put), std::min(s_large.get, b.get)};
+  }
+  put(runtime::Cost::kStorePut, Line(s_small.put, key + small, s_large.put, key + large,
+                                     "Store::Put, memory-emulated PM, 100 B and 4000 B values"));
+  put(runtime::Cost::kStoreGet, Line(s_small.get, key + small, s_large.get, key + large,
+                                     "Store::Get of those keys"));
+  const double d_small = Best(runs, [&] { return MeasureDigest(small, n); });
+  const double d_large = Best(runs, [&] { return MeasureDigest(large, n / 4); });
+  put(runtime::Cost::kDigest, Line(d_small, key + small + 32, d_large, key + large + 32,
+                                   "Store::DigestReceived over landed entries, 100 B and 4000 B"));
+  CodecCosts c_small{1e18, 1e18}, c_large{1e18, 1e18};
+  for (int r = 0; r < runs; ++r) {
+    auto a = MeasureCodec(small, n * 4), b = MeasureCodec(large, n * 4);
+    c_small = {std::min(c_small.node, a.node), std::min(c_small.client, a.client)};
+    c_large = {std::min(c_large.node, b.node), std::min(c_large.client, b.client)};
+  }
+  put(runtime::Cost::kRequest, Line(c_small.node, key + small, c_large.node, key + large,
+                                    "proto: decode a KvRequest, encode its KvResponse"));
+  // slip::Client's synchronous calls hand each operation from the calling
+  // thread to the client's executor and the answer back: two hand-overs.
+  Input client = Line(c_small.client, key + small, c_large.client, key + large, "");
+  const double crc = Best(runs, [&] { return MeasureCrc(4096, n); });
+  put(runtime::Cost::kChecksum, Input{0, crc / 4096, "Crc32c over 4 KiB"});
+
+  Hop hop{1e18, 1e18};
+  for (int r = 0; r < runs; ++r) {
+    Hop h = MeasureWakeup(quick ? 5000 : 20000);
+    if (h.cpu_per_hop < hop.cpu_per_hop) hop = h;
+  }
+  // A hand-over costs the waker its signal and the woken thread its return
+  // from the park: charged once, to the woken executor.
+  put(runtime::Cost::kClientOp, Input{client.per_op + 2 * hop.cpu_per_hop, client.per_byte,
+                                      "proto: encode a KvRequest, decode a KvResponse; + 2 hand-overs (sync call)"});
+
+  RoundTrip rt_small, rt_large;
+  rt_small.cpu_per_call = rt_large.cpu_per_call = 1e18;
+  for (int r = 0; r < runs; ++r) {
+    RoundTrip a = MeasureRpc(provider, small, quick ? 2000 : 10000);
+    RoundTrip b = MeasureRpc(provider, large, quick ? 2000 : 10000);
+    if (a.ok && a.cpu_per_call < rt_small.cpu_per_call) rt_small = a;
+    if (b.ok && b.cpu_per_call < rt_large.cpu_per_call) rt_large = b;
+  }
+  if (!rt_small.ok || !rt_large.ok) {
+    std::fprintf(stderr, "model_calibrate: RPC round trips over %s failed\n", provider.c_str());
+    return 1;
+  }
+  // Two regimes separate a message's cost from a wake-up's. Loaded (16 calls
+  // in flight, threads spinning briefly), nobody parks: the CPU per fabric
+  // message is what sending plus receiving one costs. In the ping-pong each
+  // side also parks once per call: what it costs beyond its two messages is
+  // the wake-up of a thread parked on its endpoint.
+  RoundTrip loaded, loaded_large;
+  loaded.cpu_per_call = loaded_large.cpu_per_call = 1e18;
+  for (int r = 0; r < runs; ++r) {
+    RoundTrip a = MeasureRpc(provider, small, quick ? 5000 : 20000, 16);
+    RoundTrip b = MeasureRpc(provider, large, quick ? 5000 : 20000, 16);
+    if (a.ok && a.cpu_per_call < loaded.cpu_per_call) loaded = a;
+    if (b.ok && b.cpu_per_call < loaded_large.cpu_per_call) loaded_large = b;
+  }
+  if (!loaded.ok || !loaded_large.ok) {
+    std::fprintf(stderr, "model_calibrate: loaded RPC calls over %s failed\n", provider.c_str());
+    return 1;
+  }
+  const double per_msg = loaded.cpu_per_call / loaded.messages_per_call;
+  const double per_msg_large = loaded_large.cpu_per_call / loaded_large.messages_per_call;
+  // Bytes per message: the calls' requests and replies spread over them.
+  const double bytes_small = (small + 16) / loaded.messages_per_call;
+  const double bytes_large = (large + 16) / loaded_large.messages_per_call;
+  const double per_byte = std::max(0.0, (per_msg_large - per_msg) / (bytes_large - bytes_small));
+  const double fixed = std::max(0.0, per_msg - per_byte * bytes_small);
+  const std::string src = "RpcChannel over ofi " + provider + ", 16 calls in flight, 100 B and 4000 B: CPU per fabric message, half";
+  put(runtime::Cost::kMessageSend, Input{fixed / 2, per_byte / 2, src});
+  put(runtime::Cost::kMessageReceive, Input{fixed / 2, per_byte / 2, "the other half of the same"});
+  const double wake = std::max(0.0, (rt_small.cpu_per_call - 2 * per_msg) / 2);
+  put(runtime::Cost::kWakeup, Input{wake, 0, "RpcChannel ping-pong (threads park at once) minus its 2 messages, per side"});
+  std::printf("loaded: %.2f messages/call, %.0f ns CPU/call; ping-pong %.0f ns CPU/call -> a wake-up on a fabric "
+              "endpoint %.0f ns\n",
+              loaded.messages_per_call, loaded.cpu_per_call, rt_small.cpu_per_call, wake);
+
+  OneSided w_small, w_large;
+  w_small.initiator = w_large.initiator = 1e18;
+  for (int r = 0; r < runs; ++r) {
+    OneSided a = MeasureWrite(provider, small, quick ? 2000 : 10000);
+    OneSided b = MeasureWrite(provider, large, quick ? 2000 : 10000);
+    if (a.ok && a.initiator + a.target < w_small.initiator + w_small.target) w_small = a;
+    if (b.ok && b.initiator + b.target < w_large.initiator + w_large.target) w_large = b;
+  }
+  if (!w_small.ok || !w_large.ok) {
+    std::fprintf(stderr, "model_calibrate: one-sided writes over %s failed\n", provider.c_str());
+    return 1;
+  }
+  // Loaded (16 writes in flight, threads spinning briefly as a node's do):
+  // the initiator's CPU per write is a post and a completion, the target's
+  // a placement. The completion is taken as a tenth of the initiator's
+  // fixed part (a CQ read against a send path).
+  OneSided l_small, l_large;
+  l_small.initiator = l_large.initiator = 1e18;
+  for (int r = 0; r < runs; ++r) {
+    OneSided a = MeasureWrite(provider, small, quick ? 5000 : 20000, 16);
+    OneSided b = MeasureWrite(provider, large, quick ? 5000 : 20000, 16);
+    if (a.ok && a.initiator + a.target < l_small.initiator + l_small.target) l_small = a;
+    if (b.ok && b.initiator + b.target < l_large.initiator + l_large.target) l_large = b;
+  }
+  if (!l_small.ok || !l_large.ok) {
+    std::fprintf(stderr, "model_calibrate: loaded one-sided writes over %s failed\n", provider.c_str());
+    return 1;
+  }
+  Input init = Line(l_small.initiator, small, l_large.initiator, large, "");
+  Input targ = Line(l_small.target, small, l_large.target, large, "");
+  put(runtime::Cost::kFabricPost, Input{init.per_op * 0.9, init.per_byte,
+                                        "Endpoint::Write over ofi " + provider + ", 16 in flight, 100 B and 4000 B: initiator CPU, 9/10"});
+  put(runtime::Cost::kFabricCompletion, Input{init.per_op * 0.1, 0, "the remaining 1/10 of the same"});
+  put(runtime::Cost::kFabricTarget, Input{targ.per_op, targ.per_byte,
+                                          "the same writes: the target's polling executor"});
+
+  nlohmann::json doc;
+  doc["what"] = "cost model inputs measured on this machine (bench/model/model_calibrate)";
+  doc["provider"] = provider;
+  doc["cores"] = std::thread::hardware_concurrency();
+  doc["inputs"] = inputs;
+  doc["observed"] = {{"wakeup_latency_ns", std::round(hop.latency)},
+                     {"rpc_round_trip_p50_ns_100B", rt_small.p50},
+                     {"rpc_round_trip_p50_ns_4000B", rt_large.p50},
+                     {"rpc_cpu_per_call_ns_100B", std::round(rt_small.cpu_per_call)},
+                     {"write_p50_ns_100B", w_small.p50},
+                     {"write_cpu_initiator_ns_100B", std::round(w_small.initiator)},
+                     {"write_cpu_target_ns_100B", std::round(w_small.target)}};
+  // What the round trip takes beyond the CPU: the one-way latency a model
+  // of this machine uses (the rest of a round trip is CPU, counted above).
+  const double one_way = std::max(0.0, (rt_small.p50 - rt_small.cpu_per_call) / 2);
+  doc["network"] = {{"one_way_ns", std::round(one_way)}, {"software_nic", true}, {"bandwidth_bytes_per_ns", 0}};
+  std::printf("write p50 %.0f ns, initiator %.0f ns, target %.0f ns CPU; wake-up latency %.0f ns\n", w_small.p50,
+              w_small.initiator, w_small.target, hop.latency);
+  std::printf("one-way latency beyond CPU: %.0f ns (round trip p50 %.0f ns, CPU %.0f ns)\n", one_way,
+              rt_small.p50, rt_small.cpu_per_call);
+  std::ofstream f(out_path);
+  f << doc.dump(2) << "\n";
+  if (!f) {
+    std::fprintf(stderr, "model_calibrate: cannot write %s\n", out_path.c_str());
+    return 1;
+  }
+  std::printf("wrote %s\n", out_path.c_str());
+  return 0;
+}

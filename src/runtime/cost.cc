@@ -1,0 +1,24 @@
+#include "runtime/cost.h"
+
+namespace slip::runtime {
+
+std::string_view CostName(Cost c) {
+  switch (c) {
+    case Cost::kMessageSend: return "message_send";
+    case Cost::kMessageReceive: return "message_receive";
+    case Cost::kWakeup: return "wakeup";
+    case Cost::kFabricPost: return "fabric_post";
+    case Cost::kFabricCompletion: return "fabric_completion";
+    case Cost::kFabricTarget: return "fabric_target";
+    case Cost::kRequest: return "request";
+    case Cost::kClientOp: return "client_op";
+    case Cost::kStorePut: return "store_put";
+    case Cost::kStoreGet: return "store_get";
+    case Cost::kDigest: return "digest";
+    case Cost::kChecksum: return "checksum";
+    case Cost::kCount: break;
+  }
+  return "?";
+}
+
+}  // namespace slip::runtime

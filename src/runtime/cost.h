@@ -1,0 +1,104 @@
+// runtime/cost.h: the CPU costs of the steps protocol code takes, by name,
+// for the simulator's cost model (docs/model.md).
+//
+// In the simulator a handler takes zero virtual time unless it says what it
+// did: code calls Charge(Cost::kStorePut, value_bytes) where the work
+// happens, and a SimRuntime running with a CostModel turns that into
+// virtual time on the running executor's core (the handler's later sends
+// and timers start that much later, and the core is busy meanwhile). In a
+// real process, and in a simulation without a model, Charge() is a
+// thread-local load and a branch: the real work is the cost.
+//
+// The inputs are named steps of the real code paths, not per-design knobs:
+// every design pays the same price for the same step, and a design differs
+// only in which steps it takes, how often, and on which executor.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "runtime/runtime.h"
+
+namespace slip::runtime {
+
+enum class Cost : uint8_t {
+  // Transport (two-sided messages: RPC frames, replication sends).
+  kMessageSend,     // a message handed to the transport: per message + per byte
+  kMessageReceive,  // a message taken from the transport and dispatched
+  // Charged by the runtime: an executor resumed after it parked (scheduler
+  // wake-up and context switch). Hosts whose threads spin never pay it.
+  kWakeup,
+  // Fabric (fabric/): a work request posted (doorbell; a software provider's
+  // send path), a completion reaped, and the target side of a one-sided
+  // operation (zero on an RDMA NIC; a software provider's progress thread).
+  kFabricPost,
+  kFabricCompletion,
+  kFabricTarget,
+  // Node and client code.
+  kRequest,     // node: decode a client request, check the view, encode the reply
+  kClientOp,    // client library: route, encode a request, decode its reply
+  kStorePut,    // store: encode an entry, append it, update the index (+ per byte)
+  kStoreGet,    // store: index lookup and entry read (+ per byte)
+  kDigest,      // backup: digest one replicated entry into its store (+ per byte)
+  kChecksum,    // CRC32C over bytes (erda objects, tailwind entries): per byte
+  kCount
+};
+
+constexpr size_t kCostCount = static_cast<size_t>(Cost::kCount);
+
+// Stable names: the keys of model files and reports.
+std::string_view CostName(Cost c);
+
+// One named input: a fixed part and a per-byte part.
+struct CostInput {
+  Nanos per_op = 0;
+  double per_byte = 0;  // nanoseconds per byte
+};
+
+struct CostModel {
+  std::array<CostInput, kCostCount> inputs{};
+
+  CostInput& operator[](Cost c) { return inputs[static_cast<size_t>(c)]; }
+  const CostInput& operator[](Cost c) const { return inputs[static_cast<size_t>(c)]; }
+  Nanos Of(Cost c, uint64_t bytes) const {
+    const CostInput& in = (*this)[c];
+    return in.per_op + static_cast<Nanos>(in.per_byte * static_cast<double>(bytes));
+  }
+};
+
+// What the simulator's running handler has been charged (one per runtime
+// thread; set only while a modelled handler runs).
+struct CostMeter {
+  const CostModel* model = nullptr;
+  Nanos charged = 0;
+  std::array<Nanos, kCostCount>* totals = nullptr;  // per input, for reports
+};
+
+namespace detail {
+inline thread_local CostMeter* t_meter = nullptr;
+inline void ChargeSlow(CostMeter& m, Cost c, uint64_t bytes) {
+  const Nanos n = m.model->Of(c, bytes);
+  m.charged += n;
+  if (m.totals != nullptr) (*m.totals)[static_cast<size_t>(c)] += n;
+}
+}  // namespace detail
+
+// Charges the running handler for one `c` step over `bytes` bytes. A no-op
+// outside a modelled simulation. Header-only, so any layer may charge
+// without linking the runtime.
+inline void Charge(Cost c, uint64_t bytes = 0) {
+  if (detail::t_meter != nullptr) detail::ChargeSlow(*detail::t_meter, c, bytes);
+}
+
+// Charges only the per-byte part of `c` (a message that rides in a frame
+// whose fixed cost is already paid).
+inline void ChargeBytes(Cost c, uint64_t bytes) {
+  if (detail::t_meter == nullptr) return;
+  CostMeter& m = *detail::t_meter;
+  const auto n = static_cast<Nanos>(m.model->inputs[static_cast<size_t>(c)].per_byte * static_cast<double>(bytes));
+  m.charged += n;
+  if (m.totals != nullptr) (*m.totals)[static_cast<size_t>(c)] += n;
+}
+
+}  // namespace slip::runtime

@@ -1,0 +1,203 @@
+// The simulator's cost model: charged handlers take virtual time, occupy a
+// core, delay what they send, queue what comes for a busy executor, and pay
+// a wake-up after parking; without a model nothing changes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "runtime/cost.h"
+#include "runtime/sim_runtime.h"
+
+namespace slip::runtime {
+namespace {
+
+CostModel Model() {
+  CostModel m;
+  m[Cost::kRequest] = {1000, 0};
+  m[Cost::kStorePut] = {200, 0.5};
+  m[Cost::kWakeup] = {3000, 0};
+  return m;
+}
+
+TEST(CostTest, ChargeOutsideAModelledSimulationDoesNothing) {
+  SimRuntime rt;
+  Executor* x = rt.CreateExecutor("x");
+  Nanos seen = -1;
+  x->Post([&] {
+    Charge(Cost::kRequest);
+    seen = x->Now();
+  });
+  rt.RunUntilIdle();
+  EXPECT_EQ(seen, 0);
+  EXPECT_EQ(x->CpuTime(), 0);
+  Charge(Cost::kRequest);  // not in a handler at all: harmless
+}
+
+TEST(CostTest, ChargedTimeAdvancesTheHandlersClockAndDelaysWhatItSends) {
+  SimRuntime rt;
+  rt.SetCostModel(Model());
+  const uint32_t host = rt.AddHost(4, -1);
+  Executor* a = rt.CreateExecutor("a");
+  Executor* b = rt.CreateExecutor("b");
+  rt.PlaceOn(a, host);
+  rt.PlaceOn(b, host);
+  Nanos inside = 0, arrived = 0;
+  a->Post([&] {
+    Charge(Cost::kRequest);
+    Charge(Cost::kStorePut, 1000);  // 200 + 500
+    inside = a->Now();
+    rt.Schedule(rt.Now() + 100, b, kFirstDeviceKind, "msg", 0, [&] { arrived = b->Now(); });
+  });
+  rt.RunUntilIdle();
+  EXPECT_EQ(inside, 1700);
+  EXPECT_EQ(arrived, 1800);
+  EXPECT_EQ(a->CpuTime(), 1700);
+  EXPECT_EQ(rt.CostTotals()[static_cast<size_t>(Cost::kStorePut)], 700);
+  EXPECT_EQ(rt.HostBusy(host), 1700);
+}
+
+TEST(CostTest, ABusyExecutorRunsItsEventsInOrderAfterwards) {
+  SimRuntime rt;
+  rt.SetCostModel(Model());
+  const uint32_t host = rt.AddHost(4, -1);
+  Executor* x = rt.CreateExecutor("x");
+  rt.PlaceOn(x, host);
+  std::vector<std::pair<int, Nanos>> ran;
+  x->Post([&] {
+    Charge(Cost::kRequest);  // busy until 1000
+    ran.push_back({0, x->Now()});
+  });
+  for (int i = 1; i <= 3; ++i) {
+    rt.Schedule(100 * i, x, kFirstDeviceKind, "msg", i, [&, i] {
+      ran.push_back({i, x->Now()});
+      Charge(Cost::kRequest);
+    });
+  }
+  rt.RunUntilIdle();
+  ASSERT_EQ(ran.size(), 4u);
+  EXPECT_EQ(ran[0], (std::pair<int, Nanos>{0, 1000}));
+  EXPECT_EQ(ran[1], (std::pair<int, Nanos>{1, 1000}));  // it starts at 1000, its clock shows its start
+  EXPECT_EQ(ran[2], (std::pair<int, Nanos>{2, 2000}));
+  EXPECT_EQ(ran[3], (std::pair<int, Nanos>{3, 3000}));
+  EXPECT_EQ(x->CpuTime(), 4000);
+}
+
+TEST(CostTest, ExecutorsShareTheirHostsCores) {
+  // Three executors, each with one 1 us handler at t=0: two cores finish
+  // two at 1 us and the third at 2 us; three cores finish all at 1 us.
+  for (uint32_t cores : {2u, 3u}) {
+    SimRuntime rt;
+    rt.SetCostModel(Model());
+    const uint32_t host = rt.AddHost(cores, -1);
+    std::vector<Nanos> ends;
+    for (int i = 0; i < 3; ++i) {
+      Executor* x = rt.CreateExecutor("x" + std::to_string(i));
+      rt.PlaceOn(x, host);
+      x->Post([&ends, x] {
+        Charge(Cost::kRequest);
+        ends.push_back(x->Now());
+      });
+    }
+    rt.RunUntilIdle();
+    std::sort(ends.begin(), ends.end());
+    EXPECT_EQ(ends.back(), cores == 2 ? 2000 : 1000) << cores;
+    EXPECT_EQ(rt.HostBusy(host), 3000);
+  }
+}
+
+TEST(CostTest, SeparateHostsRunInParallel) {
+  SimRuntime rt;
+  rt.SetCostModel(Model());
+  std::vector<Nanos> ends;
+  for (int i = 0; i < 3; ++i) {
+    Executor* x = rt.CreateExecutor("x" + std::to_string(i));
+    rt.PlaceOn(x, rt.AddHost(1, -1));
+    x->Post([&ends, x] {
+      Charge(Cost::kRequest);
+      ends.push_back(x->Now());
+    });
+  }
+  rt.RunUntilIdle();
+  EXPECT_EQ(ends, (std::vector<Nanos>{1000, 1000, 1000}));
+}
+
+TEST(CostTest, AParkedExecutorPaysAWakeUpAndASpinningOneDoesNot) {
+  for (Nanos park_after : {Nanos{5000}, Nanos{-1}}) {
+    SimRuntime rt;
+    rt.SetCostModel(Model());
+    Executor* x = rt.CreateExecutor("x");
+    rt.PlaceOn(x, rt.AddHost(1, park_after));
+    Nanos second = 0, third = 0;
+    x->Post([] { Charge(Cost::kRequest); });  // the first handler never pays
+    // 2 us after the first ended: still spinning.
+    rt.Schedule(3000, x, kFirstDeviceKind, "near", 0, [&] { second = x->Now(); });
+    // 20 us idle: parked (when park_after is 5 us).
+    rt.Schedule(23000, x, kFirstDeviceKind, "far", 0, [&] { third = x->Now(); });
+    rt.RunUntilIdle();
+    EXPECT_EQ(second, 3000);
+    EXPECT_EQ(third, park_after < 0 ? 23000 : 26000) << park_after;
+  }
+}
+
+TEST(CostTest, TimersAndPostsOfAChargedHandlerStartWhenItEnds) {
+  SimRuntime rt;
+  rt.SetCostModel(Model());
+  Executor* x = rt.CreateExecutor("x");
+  Executor* y = rt.CreateExecutor("y");
+  const uint32_t host = rt.AddHost(2, -1);
+  rt.PlaceOn(x, host);
+  rt.PlaceOn(y, host);
+  Nanos timer = 0, posted = 0;
+  x->Post([&] {
+    Charge(Cost::kRequest);
+    x->After(500, [&] { timer = x->Now(); });
+    y->Post([&] { posted = y->Now(); });
+  });
+  rt.RunUntilIdle();
+  EXPECT_EQ(posted, 1000);
+  EXPECT_EQ(timer, 1500);
+}
+
+TEST(CostTest, ModelledRunsAreDeterministicAndInputsMoveTime) {
+  auto run = [](uint64_t seed, Nanos request) {
+    SimRuntime rt(SimRuntimeOptions{seed, false, 64});
+    CostModel m = Model();
+    m[Cost::kRequest].per_op = request;
+    rt.SetCostModel(m);
+    const uint32_t host = rt.AddHost(2, 2000);
+    std::vector<Executor*> xs;
+    for (int i = 0; i < 4; ++i) {
+      xs.push_back(rt.CreateExecutor("x" + std::to_string(i)));
+      rt.PlaceOn(xs.back(), host);
+    }
+    // Each executor pings a random one 200 times.
+    int left = 800;
+    std::function<void(int)> hop = [&](int i) {
+      Charge(Cost::kRequest);
+      if (--left <= 0) return;
+      const int to = static_cast<int>(xs[i]->Rng().Uniform(4));
+      rt.Schedule(rt.Now() + 100 + static_cast<Nanos>(rt.Rng().Uniform(50)), xs[to], kFirstDeviceKind, "hop", 0,
+                  [&hop, to] { hop(to); });
+    };
+    for (int i = 0; i < 4; ++i) xs[i]->Post([&hop, i] { hop(i); });
+    rt.RunUntilIdle();
+    return std::pair<uint64_t, Nanos>{rt.TraceHash(), rt.Now()};
+  };
+  EXPECT_EQ(run(7, 1000), run(7, 1000));
+  EXPECT_NE(run(7, 1000).first, run(8, 1000).first);
+  EXPECT_GT(run(7, 2000).second, run(7, 1000).second);
+}
+
+TEST(CostTest, NamesAreDistinct) {
+  std::set<std::string_view> names;
+  for (size_t i = 0; i < kCostCount; ++i) names.insert(CostName(static_cast<Cost>(i)));
+  EXPECT_EQ(names.size(), kCostCount);
+  EXPECT_EQ(names.count("?"), 0u);
+}
+
+}  // namespace
+}  // namespace slip::runtime

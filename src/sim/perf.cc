@@ -1,0 +1,167 @@
+// Performance runs (docs/model.md): the same cluster as a fault campaign,
+// with the cost model on — executors placed on machines, handlers charged
+// the named costs of what they do — and a YCSB workload in place of the
+// fault schedule. Virtual time then says how fast the real code would run
+// on the machines the model describes.
+#include <algorithm>
+
+#include "sim/world.h"
+
+namespace slip::sim::detail {
+
+void World::PlaceExecutors() {
+  const PerfOptions& p = *o_.perf;
+  auto node_execs = [](const Node& n) {
+    std::vector<runtime::Executor*> xs = n.workers;  // [0] is n.exec
+    if (n.nic != nullptr) xs.push_back(n.nic);
+    if (n.digest != nullptr) xs.push_back(n.digest);
+    return xs;
+  };
+  if (p.shared_host) {
+    const uint32_t h = rt_.AddHost(p.host_cores, p.park_after);
+    for (const auto& n : nodes_) {
+      for (runtime::Executor* x : node_execs(*n)) rt_.PlaceOn(x, h);
+    }
+    for (const Client& c : clients_) rt_.PlaceOn(c.exec, h);
+    return;
+  }
+  for (const auto& n : nodes_) {
+    const uint32_t h = rt_.AddHost(p.node_cores, p.park_after);
+    for (runtime::Executor* x : node_execs(*n)) rt_.PlaceOn(x, h);
+  }
+  const uint32_t hosts = std::max<uint32_t>(p.client_hosts, 1);
+  std::vector<uint32_t> client_hosts;
+  for (uint32_t i = 0; i < hosts; ++i) client_hosts.push_back(rt_.AddHost(p.client_cores, p.park_after));
+  for (size_t c = 0; c < clients_.size(); ++c) rt_.PlaceOn(clients_[c].exec, client_hosts[c % hosts]);
+  // The configuration manager is off the data path: not placed, free.
+}
+
+// Loads the next unloaded record; each client keeps load_depth of these
+// chains going.
+void World::LoadLoop(uint32_t c) {
+  const auto& w = o_.perf->workload;
+  if (inserts_->Count() >= w.records) return;
+  const uint64_t r = inserts_->Take();
+  if (r >= w.records) return;
+  Client& cl = clients_[c];
+  cl.core->Put(cl.gen->Key(r), cl.gen->Value(r, 0), [this, c](Result<uint64_t> v) {
+    if (v.ok()) {
+      ++loaded_;
+    } else {
+      ++load_failed_;
+    }
+    clients_[c].exec->Post([this, c] { LoadLoop(c); });
+  });
+}
+
+// One closed-loop client thread: an operation, and the next when it ends.
+void World::PerfLoop(uint32_t c) {
+  if (stop_) return;
+  Client& cl = clients_[c];
+  const ycsb::Op op = cl.gen->Next(cl.exec->Rng());
+  const Nanos start = cl.exec->Now();
+  auto finish = [this, c, start](bool ok) {
+    runtime::Executor* x = clients_[c].exec;
+    const Nanos end = x->Now();
+    if (start >= window_start_ && end <= window_end_) {
+      if (ok) {
+        latencies_.push_back(end - start);
+      } else {
+        ++window_errors_;
+      }
+    }
+    x->Post([this, c] { PerfLoop(c); });
+  };
+  std::string key = cl.gen->Key(op.record);
+  switch (op.type) {
+    case ycsb::OpType::kRead:
+      cl.core->Get(std::move(key), [finish](Result<std::string> v) { finish(v.ok() || v.status().Is(Code::kNotFound)); });
+      return;
+    case ycsb::OpType::kUpdate:
+    case ycsb::OpType::kInsert:
+      cl.core->Put(std::move(key), cl.gen->Value(op.record, ++cl.updates),
+                   [finish](Result<uint64_t> v) { finish(v.ok()); });
+      return;
+    case ycsb::OpType::kReadModifyWrite: {
+      auto* core = cl.core.get();
+      std::string value = cl.gen->Value(op.record, ++cl.updates);
+      core->Get(key, [core, key, value = std::move(value), finish](Result<std::string> v) mutable {
+        if (!v.ok() && !v.status().Is(Code::kNotFound)) return finish(false);
+        core->Put(std::move(key), std::move(value), [finish](Result<uint64_t> p) { finish(p.ok()); });
+      });
+      return;
+    }
+    case ycsb::OpType::kScan:
+      break;
+  }
+  finish(false);  // scans: refused by RunClusterSim before a run starts
+}
+
+void World::RunPerf(ClusterSimResult& res) {
+  const PerfOptions& p = *o_.perf;
+  PlaceExecutors();
+  inserts_ = std::make_unique<ycsb::InsertCounter>(0);
+  for (uint32_t c = 0; c < o_.clients; ++c) {
+    for (uint32_t d = 0; d < std::max<uint32_t>(p.load_depth, 1); ++d) {
+      clients_[c].exec->Post([this, c] { LoadLoop(c); });
+    }
+  }
+  const uint64_t records = p.workload.records;
+  rt_.RunUntil([&] { return !failure_.empty() || loaded_ + load_failed_ >= records; },
+               rt_.Now() + 600 * runtime::kSecond);
+  if (failure_.empty() && loaded_ != records) {
+    failure_ = "load: " + std::to_string(loaded_) + " of " + std::to_string(records) + " records written (" +
+               std::to_string(load_failed_) + " failed)";
+  }
+  if (!failure_.empty()) {
+    res.ok = false;
+    res.failure = failure_;
+    return;
+  }
+  // Inserts (workload d) continue after the loaded records.
+  inserts_ = std::make_unique<ycsb::InsertCounter>(records);
+  for (Client& cl : clients_) cl.gen = std::make_unique<ycsb::OpGenerator>(p.workload, inserts_.get());
+
+  window_start_ = rt_.Now() + p.warmup;
+  window_end_ = window_start_ + p.measure;
+  std::array<Nanos, runtime::kCostCount> totals0{};
+  std::vector<Nanos> busy0;
+  rt_.Schedule(window_start_, nullptr, kEventControl, "window", 0, [&] {
+    totals0 = rt_.CostTotals();
+    for (uint32_t h = 0; h < rt_.host_count(); ++h) busy0.push_back(rt_.HostBusy(h));
+  });
+  for (uint32_t c = 0; c < o_.clients; ++c) {
+    for (uint32_t t = 0; t < std::max<uint32_t>(p.threads_per_client, 1); ++t) {
+      clients_[c].exec->Post([this, c] { PerfLoop(c); });
+    }
+  }
+  rt_.RunUntil(window_end_);
+  stop_ = true;
+
+  PerfResult& r = res.perf;
+  std::sort(latencies_.begin(), latencies_.end());
+  r.ops = latencies_.size();
+  r.errors = window_errors_;
+  r.ops_per_sec = static_cast<double>(r.ops) * 1e9 / static_cast<double>(p.measure);
+  if (!latencies_.empty()) {
+    r.p50 = latencies_[latencies_.size() / 2];
+    r.p99 = latencies_[std::min(latencies_.size() - 1, latencies_.size() * 99 / 100)];
+    long double sum = 0;
+    for (Nanos l : latencies_) sum += static_cast<long double>(l);
+    r.mean = static_cast<Nanos>(sum / static_cast<long double>(latencies_.size()));
+  }
+  const auto& totals = rt_.CostTotals();
+  for (size_t i = 0; i < runtime::kCostCount; ++i) {
+    r.cpu_per_op[i] = r.ops == 0 ? 0 : static_cast<double>(totals[i] - totals0[i]) / static_cast<double>(r.ops);
+  }
+  for (uint32_t h = 0; h < busy0.size(); ++h) {
+    const uint32_t cores = rt_.HostCores(h);
+    r.host_busy.push_back(static_cast<double>(rt_.HostBusy(h) - busy0[h]) /
+                          (static_cast<double>(p.measure) * cores));
+  }
+  res.trace_hash = rt_.TraceHash();
+  res.virtual_ns = rt_.Now();
+  res.operations = r.ops;
+}
+
+}  // namespace slip::sim::detail

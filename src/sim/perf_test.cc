@@ -1,0 +1,174 @@
+// Performance runs on the cost model: deterministic per seed, every input
+// charged where the work happens, and inputs move predictions the expected
+// way.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "sim/cluster_sim.h"
+#include "sim/perf_model.h"
+
+namespace slip::sim {
+namespace {
+
+using runtime::Cost;
+using runtime::Nanos;
+
+PerfOptions SmallModel() {
+  PerfOptions p;
+  p.costs[Cost::kMessageSend] = {2000, 0.5};
+  p.costs[Cost::kMessageReceive] = {2000, 0.5};
+  p.costs[Cost::kRequest] = {500, 0};
+  p.costs[Cost::kClientOp] = {1000, 0};
+  p.costs[Cost::kStorePut] = {800, 0.3};
+  p.costs[Cost::kStoreGet] = {300, 0.1};
+  p.costs[Cost::kDigest] = {300, 0.1};
+  p.costs[Cost::kFabricPost] = {1500, 0.3};
+  p.costs[Cost::kFabricCompletion] = {300, 0};
+  p.costs[Cost::kFabricTarget] = {1500, 0.3};
+  p.costs[Cost::kWakeup] = {4000, 0};
+  p.shared_host = true;
+  p.host_cores = 2;
+  p.park_after = 20 * runtime::kMicrosecond;
+  p.one_way = 5 * runtime::kMicrosecond;
+  p.software_nic = true;
+  p.workload = *ycsb::StandardWorkload("a");
+  p.workload.records = 2000;
+  p.workload.sizes.value_bytes = 1000;
+  p.warmup = 20 * runtime::kMillisecond;
+  p.measure = 200 * runtime::kMillisecond;
+  return p;
+}
+
+ClusterSimOptions Cluster(replication::Protocol design, uint32_t clients, const PerfOptions& p) {
+  ClusterSimOptions o;
+  o.protocol = design;
+  o.nodes = 3;
+  o.replication = 3;
+  o.shards = 12;
+  o.clients = clients;
+  o.perf = p;
+  return o;
+}
+
+double Cpu(const ClusterSimResult& r, Cost c) { return r.perf.cpu_per_op[static_cast<size_t>(c)]; }
+
+TEST(PerfTest, ARunIsDeterministicPerSeed) {
+  auto o = Cluster(replication::Protocol::kRowan, 1, SmallModel());
+  o.perf->threads_per_client = 4;
+  o.seed = 5;
+  auto a = RunClusterSim(o), b = RunClusterSim(o);
+  o.seed = 6;
+  auto c = RunClusterSim(o);
+  ASSERT_TRUE(a.ok && b.ok && c.ok) << a.failure << b.failure << c.failure;
+  EXPECT_GT(a.perf.ops, 100u);
+  EXPECT_EQ(a.trace_hash, b.trace_hash);
+  EXPECT_EQ(a.perf.ops, b.perf.ops);
+  EXPECT_EQ(a.perf.p50, b.perf.p50);
+  EXPECT_NE(a.trace_hash, c.trace_hash);
+}
+
+TEST(PerfTest, EveryStepIsChargedWhereItHappens) {
+  auto rpc = RunClusterSim(Cluster(replication::Protocol::kRpc, 2, SmallModel()));
+  auto rowan = RunClusterSim(Cluster(replication::Protocol::kRowan, 2, SmallModel()));
+  ASSERT_TRUE(rpc.ok && rowan.ok) << rpc.failure << rowan.failure;
+  // YCSB-A: half the operations are PUTs, each stored on three replicas
+  // (rpc-kv: by three store PUTs; rowan-kv: one PUT and two digests), and
+  // half are GETs, read once.
+  EXPECT_NEAR(Cpu(rpc, Cost::kStoreGet) / SmallModel().costs.Of(Cost::kStoreGet, 1040), 0.5, 0.1);
+  EXPECT_NEAR(Cpu(rpc, Cost::kStorePut) / SmallModel().costs.Of(Cost::kStorePut, 1040), 1.5, 0.2);
+  EXPECT_NEAR(Cpu(rowan, Cost::kStorePut) / SmallModel().costs.Of(Cost::kStorePut, 1040), 0.5, 0.1);
+  EXPECT_GT(Cpu(rowan, Cost::kDigest), 0);
+  EXPECT_EQ(Cpu(rpc, Cost::kDigest), 0);
+  // rpc-kv replicates in messages each a backup's worker handles; rowan-kv
+  // writes one-sidedly: no replication messages, fabric work instead.
+  EXPECT_GT(Cpu(rpc, Cost::kMessageSend), 1.5 * Cpu(rowan, Cost::kMessageSend));
+  EXPECT_GT(Cpu(rpc, Cost::kRequest), 1.5 * Cpu(rowan, Cost::kRequest));
+  EXPECT_EQ(Cpu(rpc, Cost::kFabricPost), 0);
+  EXPECT_GT(Cpu(rowan, Cost::kFabricPost), 0);
+  EXPECT_GT(Cpu(rowan, Cost::kFabricCompletion), 0);
+  EXPECT_GT(Cpu(rpc, Cost::kClientOp), 0);
+}
+
+TEST(PerfTest, AOneSidedWriteCostsTheTargetCpuOnlyWithoutOffload) {
+  PerfOptions software = SmallModel(), rdma = SmallModel();
+  rdma.software_nic = false;
+  auto sw = RunClusterSim(Cluster(replication::Protocol::kRowan, 2, software));
+  auto hw = RunClusterSim(Cluster(replication::Protocol::kRowan, 2, rdma));
+  ASSERT_TRUE(sw.ok && hw.ok) << sw.failure << hw.failure;
+  EXPECT_GT(Cpu(sw, Cost::kFabricTarget), 0);
+  EXPECT_EQ(Cpu(hw, Cost::kFabricTarget), 0);
+  EXPECT_GT(Cpu(hw, Cost::kFabricPost), 0);  // the initiator still posts
+  EXPECT_GT(hw.perf.ops_per_sec, sw.perf.ops_per_sec);
+}
+
+TEST(PerfTest, InputsMoveThePredictionTheExpectedWay) {
+  auto run = [](PerfOptions p, uint32_t cores) {
+    p.host_cores = cores;
+    auto o = Cluster(replication::Protocol::kRpc, 1, p);
+    o.perf->threads_per_client = 8;
+    return RunClusterSim(o);
+  };
+  PerfOptions base = SmallModel(), dear = SmallModel(), far = SmallModel();
+  dear.costs[Cost::kMessageSend].per_op *= 3;
+  far.one_way *= 10;
+  auto b = run(base, 2), d = run(dear, 2), more = run(base, 4), f = run(far, 2);
+  ASSERT_TRUE(b.ok && d.ok && more.ok && f.ok);
+  EXPECT_LT(d.perf.ops_per_sec, b.perf.ops_per_sec);
+  EXPECT_GT(d.perf.p50, b.perf.p50);
+  EXPECT_GT(more.perf.ops_per_sec, b.perf.ops_per_sec);
+  EXPECT_GT(f.perf.p50, b.perf.p50);
+  // The host is the bottleneck at 2 cores: nearly always busy.
+  EXPECT_GT(b.perf.host_busy.at(0), 0.9);
+}
+
+TEST(PerfTest, SeparateMachinesAndSpinningThreads) {
+  PerfOptions p = SmallModel();
+  p.shared_host = false;
+  p.node_cores = 4;
+  p.client_cores = 4;
+  p.park_after = -1;
+  auto o = Cluster(replication::Protocol::kRowan, 1, p);
+  o.perf->threads_per_client = 4;
+  auto r = RunClusterSim(o);
+  ASSERT_TRUE(r.ok) << r.failure;
+  EXPECT_EQ(r.perf.host_busy.size(), 4u);  // three nodes, one client machine
+  EXPECT_EQ(Cpu(r, Cost::kWakeup), 0);    // spinning threads never park
+  EXPECT_GT(r.perf.ops, 100u);
+}
+
+TEST(PerfTest, ScansAreRefused) {
+  PerfOptions p = SmallModel();
+  p.workload = *ycsb::StandardWorkload("e");
+  auto r = RunClusterSim(Cluster(replication::Protocol::kRpc, 1, p));
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.failure.find("scan"), std::string::npos);
+}
+
+TEST(PerfModelTest, ParsesAModelAndRejectsBadOnes) {
+  std::string good = R"({"provider":"tcp","network":{"one_way_ns":1500,"software_nic":true},"inputs":{)";
+  for (size_t i = 0; i < runtime::kCostCount; ++i) {
+    good += std::string(i ? "," : "") + "\"" + std::string(runtime::CostName(static_cast<Cost>(i))) +
+            R"(":{"per_op_ns":)" + std::to_string(100 + i) + R"(,"per_byte_ns":0.5,"source":"test"})";
+  }
+  good += "}}";
+  auto m = ParseMachineModel(good);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->one_way, 1500);
+  EXPECT_EQ(m->costs[Cost::kMessageSend].per_op, 100 + static_cast<Nanos>(Cost::kMessageSend));
+  EXPECT_EQ(m->sources.at("store_put"), "test");
+  EXPECT_FALSE(ParseMachineModel("not json").ok());
+  EXPECT_FALSE(ParseMachineModel(R"({"inputs":{}})").ok());  // inputs missing
+  std::string negative = good;
+  negative.replace(negative.find("\"per_op_ns\":100"), 15, "\"per_op_ns\":-10");
+  EXPECT_FALSE(ParseMachineModel(negative).ok());
+  std::string unknown = good;
+  unknown.insert(unknown.find("\"inputs\":{") + 10, R"("teleport":{"per_op_ns":1,"per_byte_ns":0},)");
+  auto u = ParseMachineModel(unknown);
+  ASSERT_FALSE(u.ok());
+  EXPECT_NE(u.status().message().find("teleport"), std::string::npos);
+  EXPECT_FALSE(LoadMachineModel("/nonexistent/model.json").ok());
+}
+
+}  // namespace
+}  // namespace slip::sim
