@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <set>
@@ -75,7 +76,10 @@ TEST_P(TargetTest, RunsAndReportsEveryField) {
     EXPECT_GT(rtts, 1.5);
     EXPECT_LT(rtts, 3.5);
   } else if (cluster || chain) {
-    EXPECT_NEAR(rtts, 1.0, 0.05);  // a retried attempt (Busy, StaleTerm) is a round trip too
+    // A retried attempt (Busy, StaleTerm) is a round trip too; and the
+    // round trips are sampled around the measured window, so an operation
+    // at either edge may count on one side only (a slow machine gets few).
+    EXPECT_NEAR(rtts, 1.0, std::max(0.05, 2.0 / static_cast<double>(r->ops)));
   } else if (name == "memcached" || name == "redis") {
     EXPECT_DOUBLE_EQ(rtts, 1.0);
   } else if (GetParam() == "redis-wait" || GetParam() == "redis-wait-aof") {

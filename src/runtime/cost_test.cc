@@ -143,6 +143,23 @@ TEST(CostTest, AParkedExecutorPaysAWakeUpAndASpinningOneDoesNot) {
   }
 }
 
+TEST(CostTest, ASpinningExecutorHoldsItsCoreAndTakesWorkAtOnce) {
+  SimRuntime rt;
+  rt.SetCostModel(Model());
+  const uint32_t host = rt.AddHost(1, 5000);
+  Executor* x = rt.CreateExecutor("x");
+  Executor* y = rt.CreateExecutor("y");
+  rt.PlaceOn(x, host);
+  rt.PlaceOn(y, host);
+  Nanos x_again = 0, y_ran = 0;
+  x->Post([] { Charge(Cost::kRequest); });  // 0..1000, then spins until 6000
+  rt.Schedule(2000, y, kFirstDeviceKind, "y", 0, [&] { y_ran = y->Now(); });
+  rt.Schedule(3000, x, kFirstDeviceKind, "x", 0, [&] { x_again = x->Now(); });
+  rt.RunUntilIdle();
+  EXPECT_EQ(x_again, 3000);  // still spinning: no wait, no wake-up
+  EXPECT_EQ(y_ran, 8000);    // the core is x's until its spin after 3000 ends
+}
+
 TEST(CostTest, TimersAndPostsOfAChargedHandlerStartWhenItEnds) {
   SimRuntime rt;
   rt.SetCostModel(Model());

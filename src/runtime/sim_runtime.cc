@@ -97,6 +97,7 @@ class SimExecutor final : public Executor {
   int64_t host = -1;      // index into SimRuntime::hosts_; -1: not modelled
   Nanos busy_until = 0;   // the end of its last handler
   bool ran = false;       // has run a handler (a fresh executor pays no wake-up)
+  uint32_t core = 0;      // the core its last turn ran on
   std::deque<SimRuntime::Event> ready;  // FIFO of events waiting to run
   bool resume_pending = false;          // a kEventResume is queued
 
@@ -183,14 +184,21 @@ bool SimRuntime::StepBefore(Nanos limit) {
       return true;
     }
     // Modelled: every event goes through the executor's FIFO, so a busy
-    // executor runs its events in the order they came due.
+    // executor runs its events in the order they came due. A turn starts
+    // from a resume event queued behind everything already due at its
+    // time, so it takes in all of the executor's events due by then (what
+    // one poll would return), not only the first.
     const Nanos t = e.time;
     now_ = std::max(now_, t);
-    if (e.kind == kEventResume) {
-      x->resume_pending = false;
-    } else {
+    if (e.kind != kEventResume) {
       x->ready.push_back(std::move(e));
+      if (!x->resume_pending) {
+        x->resume_pending = true;
+        Push(t, x, kEventResume, "resume", 0, 0, {});
+      }
+      continue;
     }
+    x->resume_pending = false;
     if (RunReady(x, t)) return true;
   }
 }
@@ -198,8 +206,11 @@ bool SimRuntime::StepBefore(Nanos limit) {
 bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
   if (x->ready.empty()) return false;
   Host& h = hosts_[static_cast<size_t>(x->host)];
-  auto core = std::min_element(h.core_free.begin(), h.core_free.end());
-  const Nanos start = std::max({t, x->busy_until, *core});
+  // Still spinning after its last turn: it holds that core and takes the
+  // work at once. Otherwise it needs the first core to come free.
+  const bool spinning = x->ran && h.park_after >= 0 && t - x->busy_until <= h.park_after;
+  auto core = spinning ? h.core_free.begin() + x->core : std::min_element(h.core_free.begin(), h.core_free.end());
+  const Nanos start = spinning ? std::max(t, x->busy_until) : std::max({t, x->busy_until, *core});
   if (start > t) {
     if (!x->resume_pending) {
       x->resume_pending = true;
@@ -208,9 +219,11 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     return false;
   }
   ++turn_;
+  // The spin since its last turn held a core: count it as busy.
+  if (x->ran && h.park_after >= 0) h.busy += spinning ? t - x->busy_until : h.park_after;
   meter_.charged = 0;
   // Idle past the spin window: the thread parked, and waking it costs.
-  if (x->ran && h.park_after >= 0 && t - x->busy_until > h.park_after) {
+  if (x->ran && h.park_after >= 0 && !spinning) {
     meter_.charged = model_->Of(Cost::kWakeup, 0);
     cost_totals_[static_cast<size_t>(Cost::kWakeup)] += meter_.charged;
   }
@@ -227,7 +240,10 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
   detail::t_meter = nullptr;
   metering_ = false;
   const Nanos end = t + meter_.charged;
-  *core = end;
+  // Then it spins for park_after before it parks: the core is its until
+  // then (a thread spinning on its endpoint, burning the core).
+  *core = end + std::max<Nanos>(h.park_after, 0);
+  x->core = static_cast<uint32_t>(core - h.core_free.begin());
   h.busy += meter_.charged;
   x->busy_until = end;
   x->ran = true;

@@ -98,15 +98,18 @@ class SimRuntime : public Runtime {
   // --- the cost model ---
   void SetCostModel(const CostModel& model);
   bool modelled() const { return model_ != nullptr; }
-  // A machine of `cores` cores. Its executors park once idle for longer
-  // than `park_after`, and the next handler then pays Cost::kWakeup first;
-  // negative: they spin (polling threads on dedicated cores) and never do.
+  // A machine of `cores` cores. After a turn an executor spins for
+  // `park_after`, holding its core (work arriving meanwhile runs at once,
+  // no other executor gets the core), then parks; the next turn after a
+  // park pays Cost::kWakeup first. Negative: threads on dedicated cores
+  // that never park, and whose spinning costs the others nothing.
   uint32_t AddHost(uint32_t cores, Nanos park_after);
   // Before `exec` runs anything. Requires SetCostModel().
   void PlaceOn(Executor* exec, uint32_t host);
   // Virtual CPU time charged so far, per input (all executors).
   const std::array<Nanos, kCostCount>& CostTotals() const { return cost_totals_; }
-  // Core time a host's handlers used so far.
+  // Core time a host's handlers used so far, and its executors' spinning
+  // between them (counted when the spin ends: at the executor's next turn).
   Nanos HostBusy(uint32_t host) const { return hosts_.at(host).busy; }
   uint32_t host_count() const { return static_cast<uint32_t>(hosts_.size()); }
   uint32_t HostCores(uint32_t host) const { return static_cast<uint32_t>(hosts_.at(host).core_free.size()); }

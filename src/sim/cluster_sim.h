@@ -79,6 +79,10 @@ struct PerfResult {
   std::array<double, runtime::kCostCount> cpu_per_op{};
   // Busy share of each host's cores over the measured window.
   std::vector<double> host_busy;
+  // Virtual CPU per operation by role (ns), summed over the nodes as
+  // `slip bench` reports real ones: the client, the nodes' request workers,
+  // NIC and digest executors.
+  double client_cpu = 0, worker_cpu = 0, nic_cpu = 0, digest_cpu = 0;
 };
 
 struct ClusterSimOptions {

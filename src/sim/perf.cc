@@ -126,8 +126,21 @@ void World::RunPerf(ClusterSimResult& res) {
   window_end_ = window_start_ + p.measure;
   std::array<Nanos, runtime::kCostCount> totals0{};
   std::vector<Nanos> busy0;
+  // CPU by role: client, worker, nic, digest.
+  auto roles = [this] {
+    std::array<Nanos, 4> r{};
+    for (const Client& c : clients_) r[0] += c.exec->CpuTime();
+    for (const auto& n : nodes_) {
+      for (runtime::Executor* w : n->workers) r[1] += w->CpuTime();
+      if (n->nic != nullptr) r[2] += n->nic->CpuTime();
+      if (n->digest != nullptr) r[3] += n->digest->CpuTime();
+    }
+    return r;
+  };
+  std::array<Nanos, 4> roles0{};
   rt_.Schedule(window_start_, nullptr, kEventControl, "window", 0, [&] {
     totals0 = rt_.CostTotals();
+    roles0 = roles();
     for (uint32_t h = 0; h < rt_.host_count(); ++h) busy0.push_back(rt_.HostBusy(h));
   });
   for (uint32_t c = 0; c < o_.clients; ++c) {
@@ -154,6 +167,12 @@ void World::RunPerf(ClusterSimResult& res) {
   for (size_t i = 0; i < runtime::kCostCount; ++i) {
     r.cpu_per_op[i] = r.ops == 0 ? 0 : static_cast<double>(totals[i] - totals0[i]) / static_cast<double>(r.ops);
   }
+  const std::array<Nanos, 4> roles1 = roles();
+  auto per_op = [&r](Nanos d) { return r.ops == 0 ? 0.0 : static_cast<double>(d) / static_cast<double>(r.ops); };
+  r.client_cpu = per_op(roles1[0] - roles0[0]);
+  r.worker_cpu = per_op(roles1[1] - roles0[1]);
+  r.nic_cpu = per_op(roles1[2] - roles0[2]);
+  r.digest_cpu = per_op(roles1[3] - roles0[3]);
   for (uint32_t h = 0; h < busy0.size(); ++h) {
     const uint32_t cores = rt_.HostCores(h);
     r.host_busy.push_back(static_cast<double>(rt_.HostBusy(h) - busy0[h]) /

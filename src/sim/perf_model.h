@@ -17,6 +17,7 @@ struct MachineModel {
   runtime::Nanos one_way = 0;                  // per message, beyond the CPU
   double bandwidth = 0;                        // bytes per ns; 0: none charged
   bool software_nic = true;
+  runtime::Nanos park_after = -1;  // threads spin this long, then park; -1: not given
   std::string provider;
 };
 

@@ -67,6 +67,9 @@ struct RxConn {
   std::map<uint64_t, Packet> pending;  // arrived, waiting for their turn
   bool busy = false;                   // a packet is in the NIC pipeline
   Nanos persist_horizon = 0;           // all placements so far persist by then
+  // Software NIC (cost model): the target turn that last took a wire
+  // message from this initiator (+1: 0 is never a turn).
+  uint64_t wire_in_turn = 0;
 };
 
 // Initiator side of one connection.
@@ -75,6 +78,7 @@ struct TxConn {
   uint64_t next_seq = 0;
   std::vector<uint64_t> outstanding;  // op ids in posting order
   Nanos response_floor = 0;           // keeps completions FIFO per connection
+  uint64_t wire_turn = 0;             // software NIC: the poster's turn that last sent (+1)
 };
 
 struct EpState {
@@ -88,6 +92,7 @@ struct EpState {
   std::deque<RecvBuffer> rq;
   std::unordered_map<EpId, RxConn> rx;  // by initiator
   std::unordered_map<EpId, TxConn> tx;  // by target
+  uint64_t poll_turn = 0;  // software NIC: the driver's turn that last reaped completions (+1)
 };
 
 struct OpState {
@@ -140,6 +145,18 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
   std::map<NodeId, std::deque<size_t>> tears_;
   std::map<NodeId, std::function<void(const std::byte*, size_t)>> persist_hooks_;
   std::map<NodeId, std::function<void()>> crash_hooks_;
+
+  // Charges `c` in full the first time in a turn (`last` remembers which),
+  // afterwards only its per-byte part: what rides in the same wire message.
+  void ChargePerTurn(uint64_t& last, runtime::Cost c, uint64_t bytes) {
+    const uint64_t turn = rt_.turn() + 1;
+    if (last == turn) {
+      runtime::ChargeBytes(c, bytes);
+      return;
+    }
+    last = turn;
+    runtime::Charge(c, bytes);
+  }
 
   // Schedules `fn`; it does nothing once the fabric and its endpoints are gone.
   void At(Nanos t, Executor* exec, Kind kind, const char* label, uint64_t tag,
@@ -225,7 +242,13 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
   // Splits the operation into packets and sends them.
   void Launch(uint64_t id) {
     OpState& op = ops_.at(id);
-    runtime::Charge(runtime::Cost::kFabricPost, op.len);
+    if (options_.software_target) {
+      // A software provider sends what one turn posted to a peer in one
+      // wire message (one system call): the first pays the post.
+      ChargePerTurn(Ep(op.src)->tx[op.dst].wire_turn, runtime::Cost::kFabricPost, op.len);
+    } else {
+      runtime::Charge(runtime::Cost::kFabricPost, op.len);
+    }
     EpState& src = *Ep(op.src);
     TxConn& conn = src.tx[op.dst];
     const bool carries_data = op.kind == Op::kSend || op.kind == Op::kWrite;
@@ -322,7 +345,10 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
     if (options_.software_target && dst.driver != nullptr) {
       // The target's CPU does the NIC's work: when its driver is free.
       At(free, dst.driver, kPlace, "place", p.op, [this, p, dst_id, src] {
-        runtime::Charge(runtime::Cost::kFabricTarget, p.len);
+        // One wire message per initiator and turn (it answers in one too).
+        if (EpState* d = Ep(dst_id); d != nullptr && d->alive) {
+          ChargePerTurn(d->rx[src].wire_in_turn, runtime::Cost::kFabricTarget, p.len);
+        }
         Place(p, dst_id, src);
       });
       return;
@@ -735,7 +761,12 @@ class SimEndpoint final : public Endpoint {
     while (n < out.size() && !e.cq.empty()) {
       out[n++] = e.cq.front();
       e.cq.pop_front();
-      runtime::Charge(runtime::Cost::kFabricCompletion);
+      // A software provider took a turn's acknowledgements in together.
+      if (impl_->options_.software_target) {
+        impl_->ChargePerTurn(e.poll_turn, runtime::Cost::kFabricCompletion, 0);
+      } else {
+        runtime::Charge(runtime::Cost::kFabricCompletion);
+      }
     }
     return n;
   }

@@ -38,8 +38,13 @@
 //     virtual time.
 //   * CPU (the simulator's cost model, runtime/cost.h): posting an operation
 //     charges the poster Cost::kFabricPost (+ per byte), each completion
-//     polled charges Cost::kFabricCompletion, and with `software_target` the
-//     target's driver pays Cost::kFabricTarget per packet placed.
+//     polled Cost::kFabricCompletion. With `software_target` the target's
+//     driver pays Cost::kFabricTarget (+ per byte) for placing packets, and
+//     costs follow a software provider's wire messages: what one turn posts
+//     to a peer leaves in one (the first post pays kFabricPost in full, the
+//     rest their bytes), a target turn takes each initiator's in one (the
+//     first packet pays kFabricTarget in full) and a turn's completions
+//     arrive together (the first pays kFabricCompletion).
 //
 // Faults (all decisions drawn from the runtime's seeded Rng):
 //   drop / delay / jitter per directed link or by default, partition (set of

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -58,6 +59,7 @@ class World {
       : rt(runtime::SimRuntimeOptions{.seed = seed}), fabric(rt, options) {
     for (int i = 0; i < n; ++i) {
       runtime::Executor* nic = rt.CreateExecutor("node" + std::to_string(i));
+      nics.push_back(nic);
       auto ep = fabric.CreateEndpoint(static_cast<NodeId>(i), nic, ep_options);
       EXPECT_TRUE(ep.ok());
       eps.push_back(std::move(*ep));
@@ -99,10 +101,61 @@ class World {
 
   runtime::SimRuntime rt;
   SimFabric fabric;
+  std::vector<runtime::Executor*> nics;
   std::vector<std::unique_ptr<Endpoint>> eps;
   std::vector<std::vector<Seen>> seen;
   std::vector<std::vector<PeerId>> peers;
 };
+
+// ---------------------------------------------------------------------------
+// CPU (the cost model)
+
+// Posts three 10-byte writes from node 0 to node 1, in one executor turn or
+// in three, and returns the CPU charged per input.
+std::array<Nanos, runtime::kCostCount> WriteCosts(bool software, bool one_turn) {
+  SimFabricOptions o;
+  o.software_target = software;
+  World w(2, o);
+  runtime::CostModel m;
+  m[runtime::Cost::kFabricPost] = {1000, 1.0};
+  m[runtime::Cost::kFabricTarget] = {2000, 0};
+  m[runtime::Cost::kFabricCompletion] = {300, 0};
+  w.rt.SetCostModel(m);
+  const uint32_t host = w.rt.AddHost(4, -1);
+  for (auto* x : w.nics) w.rt.PlaceOn(x, host);
+  Buf target(1024), src(64);
+  MemoryRegion tmr = w.Reg(1, target);
+  for (int i = 0; i < 3; ++i) {
+    auto post = [&w, &src, tmr, i] {
+      EXPECT_TRUE(w.ep(0).Write(w.peer(0, 1), src.bytes, 10, nullptr, tmr.remote, 64 * i, i + 1).ok());
+    };
+    if (one_turn) {
+      w.nics[0]->Post(post);
+    } else {
+      w.rt.Schedule(i * kMillisecond, w.nics[0], runtime::kFirstDeviceKind, "post", 0, post);
+    }
+  }
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(w.Await(0, i + 1, Op::kWrite).has_value());
+  return w.rt.CostTotals();
+}
+
+TEST(SimFabricTest, CostsFollowASoftwareProvidersWireMessages) {
+  auto at = [](const auto& t, runtime::Cost c) { return t[static_cast<size_t>(c)]; };
+  // Software provider: one turn's posts to a peer are one wire message (the
+  // first pays the fixed part); in separate turns each pays it.
+  auto together = WriteCosts(true, true), apart = WriteCosts(true, false);
+  EXPECT_EQ(at(together, runtime::Cost::kFabricPost), 1000 + 30);
+  EXPECT_EQ(at(apart, runtime::Cost::kFabricPost), 3 * 1000 + 30);
+  EXPECT_GT(at(together, runtime::Cost::kFabricTarget), 0);  // the target's CPU places them
+  EXPECT_EQ(at(apart, runtime::Cost::kFabricTarget), 3 * 2000);
+  EXPECT_EQ(at(apart, runtime::Cost::kFabricCompletion), 3 * 300);
+  // An RDMA NIC: every work request pays its post and completion; placing
+  // costs the target's CPU nothing.
+  auto rdma = WriteCosts(false, true);
+  EXPECT_EQ(at(rdma, runtime::Cost::kFabricPost), 3 * 1010);
+  EXPECT_EQ(at(rdma, runtime::Cost::kFabricTarget), 0);
+  EXPECT_EQ(at(rdma, runtime::Cost::kFabricCompletion), 3 * 300);
+}
 
 // ---------------------------------------------------------------------------
 // Timing model
