@@ -23,9 +23,12 @@ int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
 }
 
-double ThreadCpuUs() {
+// This process's CPU, every thread: the driver threads and whatever the
+// target runs in-process (a client library's I/O threads, an embedded
+// engine's background work).
+double ProcessCpuUs() {
   timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) * 1e-3;
 }
 
@@ -43,7 +46,6 @@ struct alignas(64) ThreadState {
   uint64_t ops = 0, errors = 0, not_found = 0, consecutive_errors = 0;
   std::string first_error;
   bool started = false;  // first op of the measured window completed
-  double cpu_start = 0, cpu_end = 0;
   uint64_t rtts_start = 0, rtts_end = 0;
   Status fatal;
   std::atomic<uint64_t> progress{0};  // ops completed in any phase (progress line)
@@ -127,7 +129,6 @@ void RunThread(KvSession& session, const DriverOptions& o, ycsb::InsertCounter* 
 
     if (!st.started) {
       st.started = true;
-      st.cpu_start = ThreadCpuUs();
       st.rtts_start = rtts_before;
     }
     st.hist[static_cast<int>(op.type)].Record(static_cast<uint64_t>(end_ns - start_ns));
@@ -139,7 +140,6 @@ void RunThread(KvSession& session, const DriverOptions& o, ycsb::InsertCounter* 
     }
     st.rtts_end = session.round_trips();
   }
-  st.cpu_end = st.started ? ThreadCpuUs() : 0;
 }
 
 // The pipelined loop (depth > 1): `depth` ops in flight; completions come
@@ -226,7 +226,6 @@ void RunThreadPipelined(KvSession& session, const DriverOptions& o, ycsb::Insert
       if (c.end_ns < w.measure_ns) continue;  // warm-up
       if (!st.started) {
         st.started = true;
-        st.cpu_start = ThreadCpuUs();
         st.rtts_start = session.round_trips();
       }
       // Issued before the window opened: its latency still counts, as in the
@@ -243,7 +242,6 @@ void RunThreadPipelined(KvSession& session, const DriverOptions& o, ycsb::Insert
     if (st.started) st.rtts_end = session.round_trips();
     while (!stop_issuing && in_flight < o.depth) issue();
   }
-  st.cpu_end = st.started ? ThreadCpuUs() : 0;
 }
 
 // Inserts records [0, n) with `threads` sessions in parallel (untimed).
@@ -352,8 +350,10 @@ Result<RunReport> RunWorkload(KvTarget& target, const DriverOptions& o) {
     }
   };
   wait_until(w.measure_ns);
+  const double cpu0 = ProcessCpuUs();
   const TargetSample s0 = target.Sample();
   wait_until(w.end_ns);
+  const double cpu1 = ProcessCpuUs();
   const TargetSample s1 = target.Sample();
   for (auto& th : pool) th.join();
 
@@ -374,9 +374,9 @@ Result<RunReport> RunWorkload(KvTarget& target, const DriverOptions& o) {
     r.errors += st->errors;
     r.not_found += st->not_found;
     if (r.first_error.empty()) r.first_error = st->first_error;
-    r.client_cpu_us += st->cpu_end - st->cpu_start;
     rtts += st->rtts_end - st->rtts_start;
   }
+  r.client_cpu_us = cpu1 - cpu0;
   r.throughput_ops = static_cast<double>(r.ops) / r.measured_seconds;
   r.cpu_us_per_op.worker = PerOp(s0.cpu_us.worker, s1.cpu_us.worker, r.ops);
   r.cpu_us_per_op.backup_worker = PerOp(s0.cpu_us.backup_worker, s1.cpu_us.backup_worker, r.ops);

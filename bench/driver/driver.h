@@ -71,7 +71,9 @@ struct RunReport {
 
   std::array<Histogram, kNumOpTypes> latency_ns;  // per ycsb::OpType
 
-  double client_cpu_us = 0;      // driver threads, whole window
+  // This process over the measured window: the driver threads and what the
+  // target runs in it (a client library's I/O threads, an in-process engine).
+  double client_cpu_us = 0;
   RoleCpu cpu_us_per_op;         // target roles
   std::optional<double> rtts_per_op, fabric_bytes_per_op, pm_bytes_per_op, dlwa;
 

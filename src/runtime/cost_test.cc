@@ -125,21 +125,37 @@ TEST(CostTest, SeparateHostsRunInParallel) {
   EXPECT_EQ(ends, (std::vector<Nanos>{1000, 1000, 1000}));
 }
 
-TEST(CostTest, AParkedExecutorPaysAWakeUpAndASpinningOneDoesNot) {
+TEST(CostTest, WakingAParkedExecutorCostsTheWakerOnce) {
   for (Nanos park_after : {Nanos{5000}, Nanos{-1}}) {
     SimRuntime rt;
     rt.SetCostModel(Model());
+    const uint32_t host = rt.AddHost(2, park_after);
     Executor* x = rt.CreateExecutor("x");
-    rt.PlaceOn(x, rt.AddHost(1, park_after));
-    Nanos second = 0, third = 0;
-    x->Post([] { Charge(Cost::kRequest); });  // the first handler never pays
-    // 2 us after the first ended: still spinning.
-    rt.Schedule(3000, x, kFirstDeviceKind, "near", 0, [&] { second = x->Now(); });
-    // 20 us idle: parked (when park_after is 5 us).
-    rt.Schedule(23000, x, kFirstDeviceKind, "far", 0, [&] { third = x->Now(); });
+    Executor* sender = rt.CreateExecutor("sender");
+    rt.PlaceOn(x, host);
+    rt.PlaceOn(sender, host);
+    x->Post([] { Charge(Cost::kRequest); });  // x runs 0..1000, then spins
+    // 2 us after x's turn: x still spins, a message costs no wake-up.
+    Nanos near_cost = -1, far_cost = -1, again_cost = -1;
+    rt.Schedule(3000, sender, kFirstDeviceKind, "near", 0, [&] {
+      const Nanos t0 = sender->Now();
+      rt.ChargeWake(x);
+      near_cost = sender->Now() - t0;
+    });
+    // 20 us after: x parked (when park_after is 5 us); the sender pays,
+    // once, however many messages it hands x before x runs.
+    rt.Schedule(21000, sender, kFirstDeviceKind, "far", 0, [&] {
+      const Nanos t0 = sender->Now();
+      rt.ChargeWake(x);
+      far_cost = sender->Now() - t0;
+      rt.ChargeWake(x);
+      again_cost = sender->Now() - t0 - far_cost;
+    });
     rt.RunUntilIdle();
-    EXPECT_EQ(second, 3000);
-    EXPECT_EQ(third, park_after < 0 ? 23000 : 26000) << park_after;
+    EXPECT_EQ(near_cost, 0);
+    EXPECT_EQ(far_cost, park_after < 0 ? 0 : 3000) << park_after;
+    EXPECT_EQ(again_cost, 0);
+    EXPECT_EQ(x->CpuTime(), 1000);  // the woken executor pays nothing for it
   }
 }
 

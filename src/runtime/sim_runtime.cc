@@ -98,6 +98,7 @@ class SimExecutor final : public Executor {
   Nanos busy_until = 0;   // the end of its last handler
   bool ran = false;       // has run a handler (a fresh executor pays no wake-up)
   uint32_t core = 0;      // the core its last turn ran on
+  bool woken = false;     // parked, and a waker already paid to wake it
   std::deque<SimRuntime::Event> ready;  // FIFO of events waiting to run
   bool resume_pending = false;          // a kEventResume is queued
 
@@ -221,12 +222,8 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
   ++turn_;
   // The spin since its last turn held a core: count it as busy.
   if (x->ran && h.park_after >= 0) h.busy += spinning ? t - x->busy_until : h.park_after;
+  x->woken = false;
   meter_.charged = 0;
-  // Idle past the spin window: the thread parked, and waking it costs.
-  if (x->ran && h.park_after >= 0 && !spinning) {
-    meter_.charged = model_->Of(Cost::kWakeup, 0);
-    cost_totals_[static_cast<size_t>(Cost::kWakeup)] += meter_.charged;
-  }
   metering_ = true;
   detail::t_meter = &meter_;
   // One loop turn of a real executor: everything pending when it starts
@@ -266,6 +263,15 @@ void SimRuntime::Dispatch(Event& e) {
   if (e.exec != nullptr) e.exec->RunPollers(options_.max_poll_rounds);
   if (options_.measure_cpu && e.exec) e.exec->AddCpu(ThreadCpuNanos() - cpu0);
   current_ = prev;
+}
+
+void SimRuntime::ChargeWake(Executor* target) {
+  auto* x = static_cast<SimExecutor*>(target);
+  if (model_ == nullptr || x == nullptr || x->host < 0 || x == current_ || x->woken || !x->ran) return;
+  const Host& h = hosts_[static_cast<size_t>(x->host)];
+  if (h.park_after < 0 || Now() - x->busy_until <= h.park_after) return;  // spinning: no wake-up
+  x->woken = true;
+  Charge(Cost::kWakeup);
 }
 
 void SimRuntime::SetCostModel(const CostModel& model) {

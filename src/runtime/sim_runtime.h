@@ -100,12 +100,17 @@ class SimRuntime : public Runtime {
   bool modelled() const { return model_ != nullptr; }
   // A machine of `cores` cores. After a turn an executor spins for
   // `park_after`, holding its core (work arriving meanwhile runs at once,
-  // no other executor gets the core), then parks; the next turn after a
-  // park pays Cost::kWakeup first. Negative: threads on dedicated cores
-  // that never park, and whose spinning costs the others nothing.
+  // no other executor gets the core), then parks. Negative: threads on
+  // dedicated cores that never park, and whose spinning costs the others
+  // nothing.
   uint32_t AddHost(uint32_t cores, Nanos park_after);
   // Before `exec` runs anything. Requires SetCostModel().
   void PlaceOn(Executor* exec, uint32_t host);
+  // A transport handing `target` work (a message, a packet) wakes it if it
+  // is parked: the running handler pays Cost::kWakeup, once per park. On a
+  // real host the sender's system call does the wake-up (loopback: the
+  // receiver's socket callback runs in the send), so the waker pays.
+  void ChargeWake(Executor* target);
   // Virtual CPU time charged so far, per input (all executors).
   const std::array<Nanos, kCostCount>& CostTotals() const { return cost_totals_; }
   // Core time a host's handlers used so far, and its executors' spinning

@@ -66,6 +66,11 @@ struct PerfOptions {
   // in flight); they share the client's executor, as `slip bench`'s
   // threads share one slip::Client.
   uint32_t threads_per_client = 1;
+  // The application threads block in synchronous calls (slip::Client's
+  // Get/Put, as `slip bench` uses them): every answer wakes a parked thread
+  // (Cost::kWakeup, paid by the client). False: asynchronous, polling
+  // applications.
+  bool sync_clients = true;
   runtime::Nanos warmup = 50 * runtime::kMillisecond;
   runtime::Nanos measure = 500 * runtime::kMillisecond;
 };

@@ -66,6 +66,7 @@ void World::Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, N
 // one — so the frame pays the fixed costs once and each message its bytes.
 void World::Send(runtime::Executor* from, runtime::Executor* to, size_t bytes, Nanos at, const char* label,
                  uint64_t tag, std::function<void()> fn) {
+  rt_.ChargeWake(to);  // a parked receiver is woken by the send
   if (!o_.perf) {
     runtime::Charge(runtime::Cost::kMessageSend, bytes);
     rt_.Schedule(at, to, kEventNet, label, tag, [bytes, fn = std::move(fn)] {

@@ -62,6 +62,9 @@ void World::PerfLoop(uint32_t c) {
   const Nanos start = cl.exec->Now();
   auto finish = [this, c, start](bool ok) {
     runtime::Executor* x = clients_[c].exec;
+    // The application thread waiting in slip::Client's synchronous call is
+    // parked: handing it the answer wakes it, at the client's expense.
+    if (o_.perf->sync_clients) runtime::Charge(runtime::Cost::kWakeup);
     const Nanos end = x->Now();
     if (start >= window_start_ && end <= window_end_) {
       if (ok) {

@@ -134,6 +134,7 @@ TEST(PerfTest, SeparateMachinesAndSpinningThreads) {
   p.node_cores = 4;
   p.client_cores = 4;
   p.park_after = -1;
+  p.sync_clients = false;
   auto o = Cluster(replication::Protocol::kRowan, 1, p);
   o.perf->threads_per_client = 4;
   auto r = RunClusterSim(o);

@@ -246,6 +246,7 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
       // A software provider sends what one turn posted to a peer in one
       // wire message (one system call): the first pays the post.
       ChargePerTurn(Ep(op.src)->tx[op.dst].wire_turn, runtime::Cost::kFabricPost, op.len);
+      rt_.ChargeWake(Ep(op.dst)->driver);  // the target's progress thread, if parked
     } else {
       runtime::Charge(runtime::Cost::kFabricPost, op.len);
     }
@@ -548,6 +549,8 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
   // response to the initiator. A Read's response waits for persistence of
   // everything placed before it on this connection.
   void Respond(OpState& op, EpState& dst, RxConn& rc) {
+    // A software target's acknowledgement wakes a parked initiator.
+    if (options_.software_target) rt_.ChargeWake(Ep(op.src)->driver);
     if (op.kind == Op::kSend && op.recv.data != nullptr && op.status == Code::kOk) {
       DeliverTo(dst, op.recv);
     }
