@@ -34,7 +34,7 @@ void World::Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, N
   Node* dst = nodes_[to].get();
   const uint64_t dst_inc = dst->incarnation;
   auto body = std::make_shared<std::string>(std::move(payload));
-  Send(from, dst->exec, body->size(), rt_.Now() + Wire(body->size()) * Slowness(to), "deliver", method,
+  Send(from, dst->exec, body->size(), Wire(body->size()) * Slowness(to), "deliver", method,
                [this, dst, dst_inc, method, body, from, from_node, st, caller_alive] {
                  if (!dst->up || dst->incarnation != dst_inc) return;  // lost with the node
                  dst->live->parts->pool->Handle(
@@ -48,7 +48,7 @@ void World::Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, N
                        const size_t bytes = p.size();
                        auto resp = std::make_shared<rpc::PeerResponse>(
                            rpc::PeerResponse{c, std::move(p)});
-                       Send(dst->exec, from, bytes, rt_.Now() + Wire(bytes) * Slowness(dst->id), "reply",
+                       Send(dst->exec, from, bytes, Wire(bytes) * Slowness(dst->id), "reply",
                                     static_cast<uint64_t>(c), [st, resp, from, caller_alive] {
                                       if (st->finished || !caller_alive()) return;
                                       st->finished = true;
@@ -64,12 +64,14 @@ void World::Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, N
 // performance runs the messages one handler sends to one executor travel
 // as one frame — the RPC layer puts every call a turn makes to a peer into
 // one — so the frame pays the fixed costs once and each message its bytes.
-void World::Send(runtime::Executor* from, runtime::Executor* to, size_t bytes, Nanos at, const char* label,
+// The message flies once the send is done: after its CPU, including waking
+// a parked receiver (which runs only once woken).
+void World::Send(runtime::Executor* from, runtime::Executor* to, size_t bytes, Nanos flight, const char* label,
                  uint64_t tag, std::function<void()> fn) {
   rt_.ChargeWake(to);  // a parked receiver is woken by the send
   if (!o_.perf) {
     runtime::Charge(runtime::Cost::kMessageSend, bytes);
-    rt_.Schedule(at, to, kEventNet, label, tag, [bytes, fn = std::move(fn)] {
+    rt_.Schedule(rt_.Now() + flight, to, kEventNet, label, tag, [bytes, fn = std::move(fn)] {
       runtime::Charge(runtime::Cost::kMessageReceive, bytes);
       fn();
     });
@@ -85,7 +87,7 @@ void World::Send(runtime::Executor* from, runtime::Executor* to, size_t bytes, N
   f = std::make_shared<Frame>();
   f->turn = rt_.turn();
   f->messages.push_back({bytes, std::move(fn)});
-  rt_.Schedule(at, to, kEventNet, label, tag, [f] {
+  rt_.Schedule(rt_.Now() + flight, to, kEventNet, label, tag, [f] {
     f->sent = true;
     for (size_t i = 0; i < f->messages.size(); ++i) {
       if (i == 0) {

@@ -202,9 +202,9 @@ class World {
   // Performance runs: puts executors on the machines of o_.perf.
   void PlaceExecutors();
   void PerfLoop(uint32_t c);
-  // Sends a message from `from` to `to`, run as `fn` there at `at`
-  // (network.cc: its CPU, and frames in performance runs).
-  void Send(runtime::Executor* from, runtime::Executor* to, size_t bytes, Nanos at, const char* label,
+  // Sends a message from `from` to `to`, run as `fn` there `flight` after
+  // the send is done (network.cc: its CPU, and frames in performance runs).
+  void Send(runtime::Executor* from, runtime::Executor* to, size_t bytes, Nanos flight, const char* label,
             uint64_t tag, std::function<void()> fn);
   struct Frame {
     uint64_t turn = 0;  // the sending loop turn (SimRuntime::turn())
