@@ -259,20 +259,16 @@ double MeasureIdleTurn(const std::string& provider) {
 
 // --- RPC round trips over the real provider: RpcChannel on two executors
 // of one process (the path client -> node and node -> node messages take).
-// spin_turns 0: each side parks between messages, as threads of a loaded
-// 2-core box do, so a round trip costs each side a send, a receive and a
-// wake-up. ---
+// ---
 struct RoundTrip {
-  double cpu_per_call = 0;       // both sides
-  double messages_per_call = 0;  // fabric messages, both directions
-  double p50 = 0;                // wall
+  double cpu_per_call = 0;  // both sides
+  double p50 = 0;           // wall
   bool ok = false;
 };
 
-// `inflight` 1: a ping-pong, both sides parking between messages. More: a
-// loaded channel (threads spin 8 turns before parking, as slip server's),
-// where the RPC layer batches frames into fewer fabric messages.
-RoundTrip MeasureRpc(const std::string& provider, size_t payload, int calls, int inflight = 1, bool spin = false) {
+// A ping-pong, one call in flight. `spin`: the threads never park (each
+// spins on a core of its own); otherwise both park between messages.
+RoundTrip MeasureRpc(const std::string& provider, size_t payload, int calls, bool spin = false) {
   RoundTrip out;
   auto fab = fabric::OpenOfiFabric(fabric::FabricOptions{.provider = provider, .node_address = ""},
                                    fabric::OfiOptions{});
@@ -280,7 +276,7 @@ RoundTrip MeasureRpc(const std::string& provider, size_t payload, int calls, int
     std::fprintf(stderr, "model_calibrate: %s\n", fab.status().ToString().c_str());
     return out;
   }
-  runtime::ThreadRuntime rt(runtime::ThreadRuntimeOptions{1, spin ? 1 << 30 : inflight > 1 ? 8 : 0, runtime::kMillisecond});
+  runtime::ThreadRuntime rt(runtime::ThreadRuntimeOptions{1, spin ? 1 << 30 : 0, runtime::kMillisecond});
   runtime::Executor* ex[2] = {rt.CreateExecutor("server"), rt.CreateExecutor("client")};
   std::unique_ptr<rpc::RpcChannel> ch[2];
   for (int i = 0; i < 2; ++i) {
@@ -303,39 +299,29 @@ RoundTrip MeasureRpc(const std::string& provider, size_t payload, int calls, int
   std::atomic<int> done{0};
   std::atomic<bool> failed{false};
   Nanos c0 = 0;
-  uint64_t m0 = 0;
   using Clock = std::chrono::steady_clock;
   const int warm = 500;
-  int issued = 0, finished = 0;
-  auto messages = [&] { return ch[0]->counters().messages_sent + ch[1]->counters().messages_sent; };
+  int issued = 0;
   std::function<void()> one = [&] {
     const int i = issued++;
-    if (i == warm) {
-      c0 = ex[0]->CpuTime() + ex[1]->CpuTime();
-      m0 = messages();
-    }
+    if (i == warm) c0 = ex[0]->CpuTime() + ex[1]->CpuTime();
     const auto t0 = Clock::now();
     ch[1]->Call(*server, 1, body, {}, [&, i, t0](Result<rpc::Response> r) {
       if (!r.ok()) failed = true;
       if (i >= warm) lat.Record(static_cast<uint64_t>((Clock::now() - t0).count()));
-      ++finished;
       if (issued < calls + warm && !failed) {
         one();
-      } else if (finished == issued) {
+      } else {
         done = 1;
       }
     });
   };
-  ex[1]->Post([&] {
-    for (int k = 0; k < inflight; ++k) one();
-  });
+  ex[1]->Post([&] { one(); });
   while (!done && !failed) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   const Nanos c1 = ex[0]->CpuTime() + ex[1]->CpuTime();
-  const uint64_t m1 = messages();
   rt.Stop();
   if (failed) return out;
   out.cpu_per_call = static_cast<double>(c1 - c0) / (issued - warm);
-  out.messages_per_call = static_cast<double>(m1 - m0) / (issued - warm);
   out.p50 = static_cast<double>(lat.Percentile(0.5));
   out.ok = true;
   return out;
@@ -343,19 +329,20 @@ RoundTrip MeasureRpc(const std::string& provider, size_t payload, int calls, int
 
 // --- one-sided writes over the real provider: the initiator posts a write
 // and waits for its completion; the target's executor only polls its
-// endpoint (a node's NIC thread). Both park between operations. ---
+// endpoint (a node's NIC thread). Both park between operations (`spin`:
+// neither does). ---
 struct OneSided {
   double initiator = 0, target = 0;  // CPU per write
   double p50 = 0;
   bool ok = false;
 };
 
-OneSided MeasureWrite(const std::string& provider, size_t bytes, int ops, int inflight = 1, bool spin = false) {
+OneSided MeasureWrite(const std::string& provider, size_t bytes, int ops, bool spin = false) {
   OneSided out;
   auto fab = fabric::OpenOfiFabric(fabric::FabricOptions{.provider = provider, .node_address = ""},
                                    fabric::OfiOptions{});
   if (!fab.ok()) return out;
-  runtime::ThreadRuntime rt(runtime::ThreadRuntimeOptions{1, spin ? 1 << 30 : inflight > 1 ? 8 : 0, runtime::kMillisecond});
+  runtime::ThreadRuntime rt(runtime::ThreadRuntimeOptions{1, spin ? 1 << 30 : 0, runtime::kMillisecond});
   runtime::Executor* tx = rt.CreateExecutor("initiator");
   runtime::Executor* rx = rt.CreateExecutor("target");
   auto a = (*fab)->CreateEndpoint(fabric::EndpointOptions{.name = "initiator"});
@@ -374,7 +361,7 @@ OneSided MeasureWrite(const std::string& provider, size_t bytes, int ops, int in
   using Clock = std::chrono::steady_clock;
   const int warm = 500;
   Nanos ci = 0, ct = 0;
-  int issued = 0, finished = 0;
+  int issued = 0;
   Clock::time_point t0;
   auto post = [&] {
     if (issued == warm) {
@@ -398,11 +385,10 @@ OneSided MeasureWrite(const std::string& provider, size_t bytes, int ops, int in
     const size_t n = ea->Poll(c);
     for (size_t k = 0; k < n; ++k) {
       if (c[k].status != Code::kOk) failed = true;
-      if (issued > warm && inflight == 1) lat.Record(static_cast<uint64_t>((Clock::now() - t0).count()));
-      ++finished;
+      if (issued > warm) lat.Record(static_cast<uint64_t>((Clock::now() - t0).count()));
       if (issued < ops + warm && !failed) {
         post();
-      } else if (finished == issued) {
+      } else {
         done = true;
       }
     }
@@ -412,9 +398,7 @@ OneSided MeasureWrite(const std::string& provider, size_t bytes, int ops, int in
     if (int fd = ep->wait_fd(); fd >= 0) x->AddWaitFd(fd, [ep] { return ep->CanBlock(); });
   }
   if (!rt.Start().ok()) return out;
-  tx->Post([&] {
-    for (int k = 0; k < inflight; ++k) post();
-  });
+  tx->Post(post);
   while (!done && !failed) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   const Nanos ci1 = tx->CpuTime(), ct1 = rx->CpuTime();
   rt.Stop();
@@ -491,8 +475,6 @@ int main(int argc, char** argv) {
     Hop h = MeasureWakeup(quick ? 5000 : 20000);
     if (h.cpu_per_hop < hop.cpu_per_hop) hop = h;
   }
-  // A hand-over costs the waker its signal and the woken thread its return
-  // from the park: charged once, to the woken executor.
   put(runtime::Cost::kClientOp, Input{client.per_op + hop.cpu_per_hop, client.per_byte,
                                       "proto: encode a KvRequest, decode a KvResponse; + a hand-over (sync call)"});
 
@@ -505,8 +487,8 @@ int main(int argc, char** argv) {
   RoundTrip spin_small, spin_large, park;
   spin_small.p50 = spin_large.p50 = park.cpu_per_call = 1e18;
   for (int r = 0; r < runs; ++r) {
-    RoundTrip a = MeasureRpc(provider, small, quick ? 2000 : 10000, 1, true);
-    RoundTrip b = MeasureRpc(provider, large, quick ? 2000 : 10000, 1, true);
+    RoundTrip a = MeasureRpc(provider, small, quick ? 2000 : 10000, true);
+    RoundTrip b = MeasureRpc(provider, large, quick ? 2000 : 10000, true);
     RoundTrip c = MeasureRpc(provider, small, quick ? 2000 : 10000);
     if (a.ok && a.p50 < spin_small.p50) spin_small = a;
     if (b.ok && b.p50 < spin_large.p50) spin_large = b;
@@ -538,8 +520,8 @@ int main(int argc, char** argv) {
   OneSided ws_small, ws_large, wp;
   ws_small.p50 = ws_large.p50 = wp.initiator = 1e18;
   for (int r = 0; r < runs; ++r) {
-    OneSided a = MeasureWrite(provider, small, quick ? 2000 : 10000, 1, true);
-    OneSided b = MeasureWrite(provider, large, quick ? 2000 : 10000, 1, true);
+    OneSided a = MeasureWrite(provider, small, quick ? 2000 : 10000, true);
+    OneSided b = MeasureWrite(provider, large, quick ? 2000 : 10000, true);
     OneSided c = MeasureWrite(provider, small, quick ? 2000 : 10000);
     if (a.ok && a.p50 < ws_small.p50) ws_small = a;
     if (b.ok && b.p50 < ws_large.p50) ws_large = b;
@@ -555,11 +537,11 @@ int main(int argc, char** argv) {
   put(runtime::Cost::kFabricPost, Input{0.45 * w_fixed, w_per_byte / 2, wsrc + ": 45% (+ half the bytes)"});
   put(runtime::Cost::kFabricCompletion, Input{0.10 * w_fixed, 0, wsrc + ": 10%"});
   put(runtime::Cost::kFabricTarget, Input{0.45 * w_fixed, w_per_byte / 2, wsrc + ": 45% (+ half the bytes)"});
-  const double two_msgs = 0.55 * w_fixed;  // each side's share, for the check below
-  const double item = 0;
+  // A check, not an input: a parked write ping-pong costs each side about
+  // its share of the spinning round trip plus a wake-up.
   std::printf("write round trip spinning %.0f ns (4000 B: %.0f ns); parked: initiator %.0f ns, target %.0f ns CPU "
               "(the model: %.0f each)\n",
-              ws_small.p50, ws_large.p50, wp.initiator, wp.target, two_msgs + item + wake);
+              ws_small.p50, ws_large.p50, wp.initiator, wp.target, 0.55 * w_fixed + wake);
 
   const double turn = Best(runs, [&] { return MeasureIdleTurn(provider); });
   // slip server's executors spin 8 empty turns before they park.

@@ -245,10 +245,6 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
   x->busy_until = end;
   x->ran = true;
   x->AddCpu(meter_.charged);
-  if (!x->ready.empty() && !x->resume_pending) {
-    x->resume_pending = true;
-    Push(end, x, kEventResume, "resume", 0, 0, {});
-  }
   return true;
 }
 
