@@ -175,10 +175,12 @@ int RunPerfCommand(const SimCommandOptions& o) {
     return 1;
   }
   if (o.json) {
-    std::printf("{\"design\":\"%s\",\"threads\":%u,\"ops_per_sec\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,\"busy\":%.3f,"
+    std::printf("{\"design\":\"%s\",\"threads\":%u,\"ops_per_sec\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,"
+                "\"read_p50_us\":%.1f,\"write_p50_us\":%.1f,\"busy\":%.3f,"
                 "\"cpu_us\":{\"client\":%.2f,\"worker\":%.2f,\"nic\":%.2f,\"digest\":%.2f}}\n",
                 o.design.c_str(), o.threads, r.perf.ops_per_sec, static_cast<double>(r.perf.p50) / 1e3,
-                static_cast<double>(r.perf.p99) / 1e3, r.perf.host_busy.empty() ? 0.0 : r.perf.host_busy[0],
+                static_cast<double>(r.perf.p99) / 1e3, static_cast<double>(r.perf.read_p50) / 1e3,
+                static_cast<double>(r.perf.write_p50) / 1e3, r.perf.host_busy.empty() ? 0.0 : r.perf.host_busy[0],
                 r.perf.client_cpu / 1e3, r.perf.worker_cpu / 1e3, r.perf.nic_cpu / 1e3, r.perf.digest_cpu / 1e3);
     return 0;
   }
@@ -188,8 +190,12 @@ int RunPerfCommand(const SimCommandOptions& o) {
               o.value_size, o.threads, r.perf.ops_per_sec, static_cast<double>(r.perf.p50) / 1e3,
               static_cast<double>(r.perf.p99) / 1e3, 100 * (r.perf.host_busy.empty() ? 0.0 : r.perf.host_busy[0]),
               static_cast<unsigned long long>(r.perf.ops), o.measure_s, secs);
+  std::printf("p50 by kind: reads %.1f us, writes %.1f us\n", static_cast<double>(r.perf.read_p50) / 1e3,
+              static_cast<double>(r.perf.write_p50) / 1e3);
   std::printf("CPU per operation by role (virtual us): client %.2f, worker %.2f, nic %.2f, digest %.2f\n",
               r.perf.client_cpu / 1e3, r.perf.worker_cpu / 1e3, r.perf.nic_cpu / 1e3, r.perf.digest_cpu / 1e3);
+  std::printf("parks per operation: client %.2f, workers %.2f, nics %.2f\n", r.perf.client_parks,
+              r.perf.worker_parks, r.perf.nic_parks);
   std::printf("CPU per operation by input (virtual ns):\n");
   for (size_t i = 0; i < runtime::kCostCount; ++i) {
     if (r.perf.cpu_per_op[i] <= 0) continue;

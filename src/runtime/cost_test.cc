@@ -151,11 +151,13 @@ TEST(CostTest, WakingAParkedExecutorCostsTheWakerOnce) {
       rt.ChargeWake(x);
       again_cost = sender->Now() - t0 - far_cost;
     });
+    rt.Schedule(40000, x, kFirstDeviceKind, "late", 0, [] {});  // x's second turn, after its park
     rt.RunUntilIdle();
     EXPECT_EQ(near_cost, 0);
     EXPECT_EQ(far_cost, park_after < 0 ? 0 : 3000) << park_after;
     EXPECT_EQ(again_cost, 0);
     EXPECT_EQ(x->CpuTime(), 1000);  // the woken executor pays nothing for it
+    EXPECT_EQ(rt.Parks(x), park_after < 0 ? 0u : 1u) << park_after;
   }
 }
 

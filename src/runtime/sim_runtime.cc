@@ -101,6 +101,7 @@ class SimExecutor final : public Executor {
   bool woken = false;     // parked, and a waker already paid to wake it
   std::deque<SimRuntime::Event> ready;  // FIFO of events waiting to run
   bool resume_pending = false;          // a kEventResume is queued
+  uint64_t parks = 0;                   // turns that began after it had parked
 
  private:
   struct Poller {
@@ -223,6 +224,7 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
   // The spin since its last turn held a core: count it as busy.
   if (x->ran && h.park_after >= 0) h.busy += spinning ? t - x->busy_until : h.park_after;
   x->woken = false;
+  if (x->ran && h.park_after >= 0 && !spinning) ++x->parks;
   meter_.charged = 0;
   metering_ = true;
   detail::t_meter = &meter_;
@@ -269,6 +271,8 @@ void SimRuntime::ChargeWake(Executor* target) {
   x->woken = true;
   Charge(Cost::kWakeup);
 }
+
+uint64_t SimRuntime::Parks(const Executor* exec) const { return static_cast<const SimExecutor*>(exec)->parks; }
 
 void SimRuntime::SetCostModel(const CostModel& model) {
   model_ = std::make_unique<CostModel>(model);

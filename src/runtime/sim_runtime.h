@@ -111,6 +111,9 @@ class SimRuntime : public Runtime {
   // real host the sender's system call does the wake-up (loopback: the
   // receiver's socket callback runs in the send), so the waker pays.
   void ChargeWake(Executor* target);
+  // Times a modelled executor parked and was woken (a turn that began
+  // after its spin ran out).
+  uint64_t Parks(const Executor* exec) const;
   // Virtual CPU time charged so far, per input (all executors).
   const std::array<Nanos, kCostCount>& CostTotals() const { return cost_totals_; }
   // Core time a host's handlers used so far, and its executors' spinning

@@ -79,6 +79,7 @@ struct PerfResult {
   uint64_t ops = 0;  // completed in the measured window
   double ops_per_sec = 0;
   runtime::Nanos p50 = 0, p99 = 0, mean = 0;
+  runtime::Nanos read_p50 = 0, write_p50 = 0;  // GETs; PUTs and read-modify-writes
   uint64_t errors = 0;  // operations that did not succeed (measured window)
   // Virtual CPU per operation, by input (ns), over the measured window.
   std::array<double, runtime::kCostCount> cpu_per_op{};
@@ -88,6 +89,9 @@ struct PerfResult {
   // `slip bench` reports real ones: the client, the nodes' request workers,
   // NIC and digest executors.
   double client_cpu = 0, worker_cpu = 0, nic_cpu = 0, digest_cpu = 0;
+  // Parks per operation by role (each ended by a wake-up): how often the
+  // client's, the workers' and the NICs' threads ran out of work.
+  double client_parks = 0, worker_parks = 0, nic_parks = 0;
 };
 
 struct ClusterSimOptions {

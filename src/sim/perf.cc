@@ -60,7 +60,8 @@ void World::PerfLoop(uint32_t c) {
   Client& cl = clients_[c];
   const ycsb::Op op = cl.gen->Next(cl.exec->Rng());
   const Nanos start = cl.exec->Now();
-  auto finish = [this, c, start](bool ok) {
+  const bool read = op.type == ycsb::OpType::kRead;
+  auto finish = [this, c, start, read](bool ok) {
     runtime::Executor* x = clients_[c].exec;
     // The application thread waiting in slip::Client's synchronous call is
     // parked: handing it the answer wakes it, at the client's expense.
@@ -69,6 +70,7 @@ void World::PerfLoop(uint32_t c) {
     if (start >= window_start_ && end <= window_end_) {
       if (ok) {
         latencies_.push_back(end - start);
+        (read ? read_latencies_ : write_latencies_).push_back(end - start);
       } else {
         ++window_errors_;
       }
@@ -140,10 +142,21 @@ void World::RunPerf(ClusterSimResult& res) {
     }
     return r;
   };
+  auto parks = [this] {
+    std::array<uint64_t, 3> r{};  // client, worker, nic
+    for (const Client& c : clients_) r[0] += rt_.Parks(c.exec);
+    for (const auto& n : nodes_) {
+      for (runtime::Executor* w : n->workers) r[1] += rt_.Parks(w);
+      if (n->nic != nullptr) r[2] += rt_.Parks(n->nic);
+    }
+    return r;
+  };
+  std::array<uint64_t, 3> parks0{};
   std::array<Nanos, 4> roles0{};
   rt_.Schedule(window_start_, nullptr, kEventControl, "window", 0, [&] {
     totals0 = rt_.CostTotals();
     roles0 = roles();
+    parks0 = parks();
     for (uint32_t h = 0; h < rt_.host_count(); ++h) busy0.push_back(rt_.HostBusy(h));
   });
   for (uint32_t c = 0; c < o_.clients; ++c) {
@@ -155,6 +168,13 @@ void World::RunPerf(ClusterSimResult& res) {
   stop_ = true;
 
   PerfResult& r = res.perf;
+  auto median = [](std::vector<Nanos>& v) -> Nanos {
+    if (v.empty()) return 0;
+    std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  r.read_p50 = median(read_latencies_);
+  r.write_p50 = median(write_latencies_);
   std::sort(latencies_.begin(), latencies_.end());
   r.ops = latencies_.size();
   r.errors = window_errors_;
@@ -176,6 +196,11 @@ void World::RunPerf(ClusterSimResult& res) {
   r.worker_cpu = per_op(roles1[1] - roles0[1]);
   r.nic_cpu = per_op(roles1[2] - roles0[2]);
   r.digest_cpu = per_op(roles1[3] - roles0[3]);
+  const std::array<uint64_t, 3> parks1 = parks();
+  auto count_per_op = [&r](uint64_t n) { return r.ops == 0 ? 0.0 : static_cast<double>(n) / static_cast<double>(r.ops); };
+  r.client_parks = count_per_op(parks1[0] - parks0[0]);
+  r.worker_parks = count_per_op(parks1[1] - parks0[1]);
+  r.nic_parks = count_per_op(parks1[2] - parks0[2]);
   for (uint32_t h = 0; h < busy0.size(); ++h) {
     const uint32_t cores = rt_.HostCores(h);
     r.host_busy.push_back(static_cast<double>(rt_.HostBusy(h) - busy0[h]) /

@@ -62,6 +62,12 @@ TEST(PerfTest, ARunIsDeterministicPerSeed) {
   auto c = RunClusterSim(o);
   ASSERT_TRUE(a.ok && b.ok && c.ok) << a.failure << b.failure << c.failure;
   EXPECT_GT(a.perf.ops, 100u);
+  // An update waits for its backups, a read does not; threads that park
+  // between operations are counted doing so.
+  EXPECT_GT(a.perf.write_p50, a.perf.read_p50);
+  EXPECT_GT(a.perf.read_p50, 0);
+  EXPECT_GT(a.perf.client_parks, 0);
+  EXPECT_GT(a.perf.worker_parks, 0);
   EXPECT_EQ(a.trace_hash, b.trace_hash);
   EXPECT_EQ(a.perf.ops, b.perf.ops);
   EXPECT_EQ(a.perf.p50, b.perf.p50);
@@ -141,6 +147,7 @@ TEST(PerfTest, SeparateMachinesAndSpinningThreads) {
   ASSERT_TRUE(r.ok) << r.failure;
   EXPECT_EQ(r.perf.host_busy.size(), 4u);  // three nodes, one client machine
   EXPECT_EQ(Cpu(r, Cost::kWakeup), 0);    // spinning threads never park
+  EXPECT_EQ(r.perf.client_parks + r.perf.worker_parks + r.perf.nic_parks, 0);
   EXPECT_GT(r.perf.ops, 100u);
 }
 

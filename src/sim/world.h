@@ -350,6 +350,7 @@ class World {
   uint64_t load_failed_ = 0;
   Nanos window_start_ = -1, window_end_ = -1;
   std::vector<Nanos> latencies_;  // operations that ended in the window
+  std::vector<Nanos> read_latencies_, write_latencies_;  // the same, by kind
   uint64_t window_errors_ = 0;
   bool stop_ = false;  // clients stop issuing
 };
