@@ -89,8 +89,9 @@ struct PerfResult {
   // `slip bench` reports real ones: the client, the nodes' request workers,
   // NIC and digest executors.
   double client_cpu = 0, worker_cpu = 0, nic_cpu = 0, digest_cpu = 0;
-  // Parks per operation by role (each ended by a wake-up): how often the
-  // client's, the workers' and the NICs' threads ran out of work.
+  // Parks per operation by role: turns that began after the executor's
+  // spin had run out (handed work or a timer came due), as a real thread's
+  // voluntary context switches count them.
   double client_parks = 0, worker_parks = 0, nic_parks = 0;
 };
 

@@ -191,16 +191,15 @@ void World::RunPerf(ClusterSimResult& res) {
     r.cpu_per_op[i] = r.ops == 0 ? 0 : static_cast<double>(totals[i] - totals0[i]) / static_cast<double>(r.ops);
   }
   const std::array<Nanos, 4> roles1 = roles();
-  auto per_op = [&r](Nanos d) { return r.ops == 0 ? 0.0 : static_cast<double>(d) / static_cast<double>(r.ops); };
+  auto per_op = [&r](auto n) { return r.ops == 0 ? 0.0 : static_cast<double>(n) / static_cast<double>(r.ops); };
   r.client_cpu = per_op(roles1[0] - roles0[0]);
   r.worker_cpu = per_op(roles1[1] - roles0[1]);
   r.nic_cpu = per_op(roles1[2] - roles0[2]);
   r.digest_cpu = per_op(roles1[3] - roles0[3]);
   const std::array<uint64_t, 3> parks1 = parks();
-  auto count_per_op = [&r](uint64_t n) { return r.ops == 0 ? 0.0 : static_cast<double>(n) / static_cast<double>(r.ops); };
-  r.client_parks = count_per_op(parks1[0] - parks0[0]);
-  r.worker_parks = count_per_op(parks1[1] - parks0[1]);
-  r.nic_parks = count_per_op(parks1[2] - parks0[2]);
+  r.client_parks = per_op(parks1[0] - parks0[0]);
+  r.worker_parks = per_op(parks1[1] - parks0[1]);
+  r.nic_parks = per_op(parks1[2] - parks0[2]);
   for (uint32_t h = 0; h < busy0.size(); ++h) {
     const uint32_t cores = rt_.HostCores(h);
     r.host_busy.push_back(static_cast<double>(rt_.HostBusy(h) - busy0[h]) /
