@@ -38,6 +38,7 @@
 #include "fabric/fabric.h"
 #include "fabric/ofi/ofi_fabric.h"
 #include "log/entry.h"
+#include "node/node_process.h"
 #include "pm/region.h"
 #include "proto/kv.h"
 #include "rpc/channel.h"
@@ -273,17 +274,33 @@ double MeasureSwitch(int hops) {
   return static_cast<double>(c1 - c0) / hops;
 }
 
+// The fabric and RPC channels as every process of a cluster opens them
+// (slip server and slip::Client: frames up to proto::kMaxMessage, the
+// executor parking on the endpoint's wait object), without a secret, as
+// bench/model/validate.py runs its clusters.
+Result<std::unique_ptr<fabric::Fabric>> OpenFabric(const std::string& provider) {
+  return fabric::OpenOfiFabric(fabric::FabricOptions{.provider = provider, .node_address = ""},
+                               fabric::OfiOptions{.max_multi_recv_message = proto::kMaxMessage});
+}
+
+Result<std::unique_ptr<rpc::RpcChannel>> OpenChannel(fabric::Fabric& fab, runtime::Executor* ex, const std::string& name) {
+  SLIP_ASSIGN_OR_RETURN(auto ep, fab.CreateEndpoint(fabric::EndpointOptions{.name = name}));
+  return node::OpenServingChannel(ex, std::move(ep), nullptr);
+}
+
+// The server side of every RPC ping-pong: a 16-byte answer.
+void AnswerSmall(uint16_t, std::span<const std::byte>, rpc::RpcChannel::Reply reply) {
+  reply(Code::kOk, std::string(16, 'r'));
+}
+
 // --- an idle loop turn of an executor that polls an RpcChannel over the
 // real provider (what slip server's threads do 8 times before parking) ---
 double MeasureIdleTurn(const std::string& provider) {
-  auto fab = fabric::OpenOfiFabric(fabric::FabricOptions{.provider = provider, .node_address = ""},
-                                   fabric::OfiOptions{});
+  auto fab = OpenFabric(provider);
   if (!fab.ok()) return kFailed;
   runtime::ThreadRuntime rt(runtime::ThreadRuntimeOptions{1, 1 << 30, runtime::kMillisecond});
   runtime::Executor* ex = rt.CreateExecutor("idle");
-  auto ep = (*fab)->CreateEndpoint(fabric::EndpointOptions{.name = "idle"});
-  if (!ep.ok()) return kFailed;
-  auto ch = rpc::RpcChannel::Open(ex, std::move(*ep));
+  auto ch = OpenChannel(**fab, ex, "idle");
   if (!ch.ok()) return kFailed;
   std::atomic<uint64_t> turns{0};
   ex->AddPoller([&turns] {
@@ -314,8 +331,7 @@ struct RoundTrip {
 // spins on a core of its own); otherwise both park between messages.
 RoundTrip MeasureRpc(const std::string& provider, size_t payload, int calls, bool spin = false, int idle_endpoints = 0) {
   RoundTrip out;
-  auto fab = fabric::OpenOfiFabric(fabric::FabricOptions{.provider = provider, .node_address = ""},
-                                   fabric::OfiOptions{});
+  auto fab = OpenFabric(provider);
   if (!fab.ok()) {
     std::fprintf(stderr, "model_calibrate: %s\n", fab.status().ToString().c_str());
     return out;
@@ -324,12 +340,7 @@ RoundTrip MeasureRpc(const std::string& provider, size_t payload, int calls, boo
   runtime::Executor* ex[2] = {rt.CreateExecutor("server"), rt.CreateExecutor("client")};
   std::unique_ptr<rpc::RpcChannel> ch[2];
   for (int i = 0; i < 2; ++i) {
-    auto ep = (*fab)->CreateEndpoint(fabric::EndpointOptions{.name = i ? "client" : "server"});
-    if (!ep.ok()) return out;
-    // As a node process does: the executor parks on the endpoint's wait fd.
-    fabric::Endpoint* raw = ep->get();
-    if (raw->wait_fd() >= 0) ex[i]->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
-    auto c = rpc::RpcChannel::Open(ex[i], std::move(*ep));
+    auto c = OpenChannel(**fab, ex[i], i ? "client" : "server");
     if (!c.ok()) return out;
     ch[i] = std::move(*c);
   }
@@ -347,9 +358,7 @@ RoundTrip MeasureRpc(const std::string& provider, size_t payload, int calls, boo
     });
     idle.push_back(std::move(*ep));
   }
-  ch[0]->SetHandler([](uint16_t, std::span<const std::byte>, rpc::RpcChannel::Reply r) {
-    r(Code::kOk, std::string(16, 'r'));
-  });
+  ch[0]->SetHandler(AnswerSmall);
   auto server = ch[1]->Connect(ch[0]->address());
   if (!server.ok() || !rt.Start().ok()) return out;
   const std::string body(payload, 'p');
@@ -390,20 +399,13 @@ RoundTrip MeasureRpc(const std::string& provider, size_t payload, int calls, boo
 // address and CPU over pipes. A wake-up across processes also switches
 // address spaces. ---
 int ServeRpc(const std::string& provider) {
-  auto fab = fabric::OpenOfiFabric(fabric::FabricOptions{.provider = provider, .node_address = ""},
-                                   fabric::OfiOptions{});
+  auto fab = OpenFabric(provider);
   if (!fab.ok()) return 1;
   runtime::ThreadRuntime rt(runtime::ThreadRuntimeOptions{1, 0, runtime::kMillisecond});
   runtime::Executor* ex = rt.CreateExecutor("server");
-  auto ep = (*fab)->CreateEndpoint(fabric::EndpointOptions{.name = "server"});
-  if (!ep.ok()) return 1;
-  fabric::Endpoint* raw = ep->get();
-  if (raw->wait_fd() >= 0) ex->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
-  auto ch = rpc::RpcChannel::Open(ex, std::move(*ep));
+  auto ch = OpenChannel(**fab, ex, "server");
   if (!ch.ok()) return 1;
-  (*ch)->SetHandler([](uint16_t, std::span<const std::byte>, rpc::RpcChannel::Reply r) {
-    r(Code::kOk, std::string(16, 'r'));
-  });
+  (*ch)->SetHandler(AnswerSmall);
   if (!rt.Start().ok()) return 1;
   std::printf("%s\n", rpc::RpcPeers::HexEncode((*ch)->address()).c_str());
   std::fflush(stdout);
@@ -466,16 +468,11 @@ RoundTrip MeasureRpcAcrossProcesses(const std::string& provider, size_t payload,
   auto command = [&](const char* c) { return ctl != nullptr && std::fputs(c, ctl) >= 0 && std::fflush(ctl) == 0; };
   auto address = read_line() ? rpc::RpcPeers::HexDecode(std::string_view(line, std::strcspn(line, "\n")))
                              : Result<std::string>(Status::Unavailable("no address from the child"));
-  auto fab = fabric::OpenOfiFabric(fabric::FabricOptions{.provider = provider, .node_address = ""},
-                                   fabric::OfiOptions{});
+  auto fab = OpenFabric(provider);
   if (address.ok() && fab.ok()) {
     runtime::ThreadRuntime rt(runtime::ThreadRuntimeOptions{1, 0, runtime::kMillisecond});
     runtime::Executor* ex = rt.CreateExecutor("client");
-    auto ep = (*fab)->CreateEndpoint(fabric::EndpointOptions{.name = "client"});
-    fabric::Endpoint* raw = ep.ok() ? ep->get() : nullptr;
-    if (raw != nullptr && raw->wait_fd() >= 0) ex->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
-    auto ch = ep.ok() ? rpc::RpcChannel::Open(ex, std::move(*ep))
-                      : Result<std::unique_ptr<rpc::RpcChannel>>(ep.status());
+    auto ch = OpenChannel(**fab, ex, "client");
     auto server = ch.ok() ? (*ch)->Connect(*address) : Result<rpc::RpcChannel::Peer>(ch.status());
     if (server.ok() && rt.Start().ok()) {
       const std::string body(payload, 'p');
@@ -529,8 +526,7 @@ struct OneSided {
 
 OneSided MeasureWrite(const std::string& provider, size_t bytes, int ops, bool spin = false) {
   OneSided out;
-  auto fab = fabric::OpenOfiFabric(fabric::FabricOptions{.provider = provider, .node_address = ""},
-                                   fabric::OfiOptions{});
+  auto fab = OpenFabric(provider);
   if (!fab.ok()) return out;
   runtime::ThreadRuntime rt(runtime::ThreadRuntimeOptions{1, spin ? 1 << 30 : 0, runtime::kMillisecond});
   runtime::Executor* tx = rt.CreateExecutor("initiator");

@@ -222,9 +222,11 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
   }
   ++turn_;
   // The spin since its last turn held a core: count it as busy.
-  if (x->ran && h.park_after >= 0) h.busy += spinning ? t - x->busy_until : h.park_after;
+  if (x->ran && h.park_after >= 0) {
+    h.busy += spinning ? t - x->busy_until : h.park_after;
+    if (!spinning) ++x->parks;
+  }
   x->woken = false;
-  if (x->ran && h.park_after >= 0 && !spinning) ++x->parks;
   meter_.charged = 0;
   metering_ = true;
   detail::t_meter = &meter_;

@@ -69,7 +69,6 @@ void World::PerfLoop(uint32_t c) {
     const Nanos end = x->Now();
     if (start >= window_start_ && end <= window_end_) {
       if (ok) {
-        latencies_.push_back(end - start);
         (read ? read_latencies_ : write_latencies_).push_back(end - start);
       } else {
         ++window_errors_;
@@ -175,16 +174,18 @@ void World::RunPerf(ClusterSimResult& res) {
   };
   r.read_p50 = median(read_latencies_);
   r.write_p50 = median(write_latencies_);
-  std::sort(latencies_.begin(), latencies_.end());
-  r.ops = latencies_.size();
+  std::vector<Nanos> latencies = read_latencies_;
+  latencies.insert(latencies.end(), write_latencies_.begin(), write_latencies_.end());
+  std::sort(latencies.begin(), latencies.end());
+  r.ops = latencies.size();
   r.errors = window_errors_;
   r.ops_per_sec = static_cast<double>(r.ops) * 1e9 / static_cast<double>(p.measure);
-  if (!latencies_.empty()) {
-    r.p50 = latencies_[latencies_.size() / 2];
-    r.p99 = latencies_[std::min(latencies_.size() - 1, latencies_.size() * 99 / 100)];
+  if (!latencies.empty()) {
+    r.p50 = latencies[latencies.size() / 2];
+    r.p99 = latencies[std::min(latencies.size() - 1, latencies.size() * 99 / 100)];
     long double sum = 0;
-    for (Nanos l : latencies_) sum += static_cast<long double>(l);
-    r.mean = static_cast<Nanos>(sum / static_cast<long double>(latencies_.size()));
+    for (Nanos l : latencies) sum += static_cast<long double>(l);
+    r.mean = static_cast<Nanos>(sum / static_cast<long double>(latencies.size()));
   }
   const auto& totals = rt_.CostTotals();
   for (size_t i = 0; i < runtime::kCostCount; ++i) {

@@ -349,8 +349,8 @@ class World {
   uint64_t loaded_ = 0;       // records the load phase has written
   uint64_t load_failed_ = 0;
   Nanos window_start_ = -1, window_end_ = -1;
-  std::vector<Nanos> latencies_;  // operations that ended in the window
-  std::vector<Nanos> read_latencies_, write_latencies_;  // the same, by kind
+  // Operations that ended in the window: GETs; PUTs and read-modify-writes.
+  std::vector<Nanos> read_latencies_, write_latencies_;
   uint64_t window_errors_ = 0;
   bool stop_ = false;  // clients stop issuing
 };
