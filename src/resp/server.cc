@@ -330,10 +330,10 @@ class ServerImpl final : public Server {
           ::close(spare_fd_);
           const int refused = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
           if (refused >= 0) {
+            ++rejected_;  // before the refusal is sent: whoever reads it may read the count
             static constexpr char kNoFds[] = "-ERR the server is out of file descriptors\r\n";
             [[maybe_unused]] ssize_t w = ::send(refused, kNoFds, sizeof(kNoFds) - 1, MSG_NOSIGNAL);
             ::close(refused);
-            ++rejected_;
           }
           spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
           if (refused >= 0) continue;
@@ -342,10 +342,10 @@ class ServerImpl final : public Server {
         return;
       }
       if (conns_.size() >= max_clients_) {
+        ++rejected_;  // before the refusal is sent: whoever reads it may read the count
         static constexpr char kFull[] = "-ERR max number of clients reached\r\n";
         [[maybe_unused]] ssize_t w = ::send(fd, kFull, sizeof(kFull) - 1, MSG_NOSIGNAL);
         ::close(fd);
-        ++rejected_;
         continue;
       }
       const int on = 1;
