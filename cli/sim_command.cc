@@ -177,11 +177,13 @@ int RunPerfCommand(const SimCommandOptions& o) {
   if (o.json) {
     std::printf("{\"design\":\"%s\",\"threads\":%u,\"ops_per_sec\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,"
                 "\"read_p50_us\":%.1f,\"write_p50_us\":%.1f,\"busy\":%.3f,"
-                "\"cpu_us\":{\"client\":%.2f,\"worker\":%.2f,\"nic\":%.2f,\"digest\":%.2f}}\n",
+                "\"cpu_us\":{\"client\":%.2f,\"worker\":%.2f,\"nic\":%.2f,\"digest\":%.2f},"
+                "\"parks\":{\"client\":%.3f,\"app\":%.3f,\"worker\":%.3f,\"nic\":%.3f},\"preemptions\":%.3f}\n",
                 o.design.c_str(), o.threads, r.perf.ops_per_sec, static_cast<double>(r.perf.p50) / 1e3,
                 static_cast<double>(r.perf.p99) / 1e3, static_cast<double>(r.perf.read_p50) / 1e3,
                 static_cast<double>(r.perf.write_p50) / 1e3, r.perf.host_busy.empty() ? 0.0 : r.perf.host_busy[0],
-                r.perf.client_cpu / 1e3, r.perf.worker_cpu / 1e3, r.perf.nic_cpu / 1e3, r.perf.digest_cpu / 1e3);
+                r.perf.client_cpu / 1e3, r.perf.worker_cpu / 1e3, r.perf.nic_cpu / 1e3, r.perf.digest_cpu / 1e3,
+                r.perf.client_parks, r.perf.app_parks, r.perf.worker_parks, r.perf.nic_parks, r.perf.preemptions);
     return 0;
   }
   std::printf("%s on this-machine (%u cores, %s model %s), YCSB-%s, %u records of %u B, %u threads: "
@@ -194,8 +196,9 @@ int RunPerfCommand(const SimCommandOptions& o) {
               static_cast<double>(r.perf.write_p50) / 1e3);
   std::printf("CPU per operation by role (virtual us): client %.2f, worker %.2f, nic %.2f, digest %.2f\n",
               r.perf.client_cpu / 1e3, r.perf.worker_cpu / 1e3, r.perf.nic_cpu / 1e3, r.perf.digest_cpu / 1e3);
-  std::printf("parks per operation: client %.2f, workers %.2f, nics %.2f\n", r.perf.client_parks,
-              r.perf.worker_parks, r.perf.nic_parks);
+  std::printf("parks per operation: client %.2f, application threads %.2f, workers %.2f, nics %.2f; "
+              "preemptions %.2f\n",
+              r.perf.client_parks, r.perf.app_parks, r.perf.worker_parks, r.perf.nic_parks, r.perf.preemptions);
   std::printf("CPU per operation by input (virtual ns):\n");
   for (size_t i = 0; i < runtime::kCostCount; ++i) {
     if (r.perf.cpu_per_op[i] <= 0) continue;

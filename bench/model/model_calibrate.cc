@@ -322,22 +322,30 @@ double MeasureIdleTurn(const std::string& provider) {
 // of one process (the path client -> node and node -> node messages take).
 // ---
 struct RoundTrip {
-  double cpu_per_call = 0;  // both sides
-  double p50 = 0;           // wall
+  double cpu_per_call = 0;         // both sides
+  double client_cpu_per_call = 0;  // the calling side alone
+  double p50 = 0;                  // wall
   bool ok = false;
 };
 
-// A ping-pong, one call in flight. `spin`: the threads never park (each
-// spins on a core of its own); otherwise both park between messages.
-RoundTrip MeasureRpc(const std::string& provider, size_t payload, int calls, bool spin = false, int idle_endpoints = 0) {
+// Who spins in a ping-pong: both threads (each on a core of its own), none
+// (both park between messages), or only the server (the client parks, and
+// is woken by every answer).
+enum class Spin { kBoth, kNone, kServer };
+
+// A ping-pong, one call in flight.
+RoundTrip MeasureRpc(const std::string& provider, size_t payload, int calls, Spin spin = Spin::kNone,
+                     int idle_endpoints = 0) {
   RoundTrip out;
   auto fab = OpenFabric(provider);
   if (!fab.ok()) {
     std::fprintf(stderr, "model_calibrate: %s\n", fab.status().ToString().c_str());
     return out;
   }
-  runtime::ThreadRuntime rt(runtime::ThreadRuntimeOptions{1, spin ? 1 << 30 : 0, runtime::kMillisecond});
-  runtime::Executor* ex[2] = {rt.CreateExecutor("server"), rt.CreateExecutor("client")};
+  auto options = [](bool spins) { return runtime::ThreadRuntimeOptions{1, spins ? 1 << 30 : 0, runtime::kMillisecond}; };
+  runtime::ThreadRuntime rt(options(spin != Spin::kNone));
+  runtime::ThreadRuntime client_rt(options(spin == Spin::kBoth));
+  runtime::Executor* ex[2] = {rt.CreateExecutor("server"), client_rt.CreateExecutor("client")};
   std::unique_ptr<rpc::RpcChannel> ch[2];
   for (int i = 0; i < 2; ++i) {
     auto c = OpenChannel(**fab, ex[i], i ? "client" : "server");
@@ -360,18 +368,21 @@ RoundTrip MeasureRpc(const std::string& provider, size_t payload, int calls, boo
   }
   ch[0]->SetHandler(AnswerSmall);
   auto server = ch[1]->Connect(ch[0]->address());
-  if (!server.ok() || !rt.Start().ok()) return out;
+  if (!server.ok() || !rt.Start().ok() || !client_rt.Start().ok()) return out;
   const std::string body(payload, 'p');
   Histogram lat;
   std::atomic<int> done{0};
   std::atomic<bool> failed{false};
-  Nanos c0 = 0;
+  Nanos c0 = 0, client0 = 0;
   using Clock = std::chrono::steady_clock;
   const int warm = 500;
   int issued = 0;
   std::function<void()> one = [&] {
     const int i = issued++;
-    if (i == warm) c0 = ex[0]->CpuTime() + ex[1]->CpuTime();
+    if (i == warm) {
+      client0 = ex[1]->CpuTime();
+      c0 = ex[0]->CpuTime() + client0;
+    }
     const auto t0 = Clock::now();
     ch[1]->Call(*server, 1, body, {}, [&, i, t0](Result<rpc::Response> r) {
       if (!r.ok()) failed = true;
@@ -385,10 +396,13 @@ RoundTrip MeasureRpc(const std::string& provider, size_t payload, int calls, boo
   };
   ex[1]->Post([&] { one(); });
   while (!done && !failed) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  const Nanos c1 = ex[0]->CpuTime() + ex[1]->CpuTime();
+  const Nanos client1 = ex[1]->CpuTime();
+  const Nanos c1 = ex[0]->CpuTime() + client1;
+  client_rt.Stop();
   rt.Stop();
   if (failed) return out;
   out.cpu_per_call = static_cast<double>(c1 - c0) / (issued - warm);
+  out.client_cpu_per_call = static_cast<double>(client1 - client0) / (issued - warm);
   out.p50 = static_cast<double>(lat.Percentile(0.5));
   out.ok = true;
   return out;
@@ -677,8 +691,8 @@ int main(int argc, char** argv) {
   RoundTrip spin_small, spin_large, park;
   spin_small.p50 = spin_large.p50 = park.cpu_per_call = 1e18;
   for (int r = 0; r < runs; ++r) {
-    RoundTrip a = MeasureRpc(provider, small, quick ? 2000 : 10000, true);
-    RoundTrip b = MeasureRpc(provider, large, quick ? 2000 : 10000, true);
+    RoundTrip a = MeasureRpc(provider, small, quick ? 2000 : 10000, Spin::kBoth);
+    RoundTrip b = MeasureRpc(provider, large, quick ? 2000 : 10000, Spin::kBoth);
     RoundTrip c = MeasureRpc(provider, small, quick ? 2000 : 10000);
     if (a.ok && a.p50 < spin_small.p50) spin_small = a;
     if (b.ok && b.p50 < spin_large.p50) spin_large = b;
@@ -700,6 +714,25 @@ int main(int argc, char** argv) {
   const double wake = std::max(0.0, (park.cpu_per_call - spin_small.p50) / 2);
   put(runtime::Cost::kWakeup, Input{wake, 0, "the same ping-pong with threads parking at once: CPU per call beyond "
                                              "the spinning round trip, per side"});
+  // For comparison, not an input (the simulator charges the waker all of
+  // a wake-up): who pays it. With only the server spinning, the client
+  // parks after each call and every answer wakes it, so its CPU per call
+  // beyond its side of the spinning round trip is the woken thread's share
+  // of one wake-up (its park and its return); the waker's is the rest.
+  RoundTrip asym;
+  asym.client_cpu_per_call = 1e18;
+  for (int r = 0; r < runs; ++r) {
+    RoundTrip a = MeasureRpc(provider, small, quick ? 2000 : 10000, Spin::kServer);
+    if (a.ok && a.client_cpu_per_call < asym.client_cpu_per_call) asym = a;
+  }
+  const double woken = std::clamp(asym.client_cpu_per_call - spin_small.p50 / 2, 0.0, wake);
+  const double woken_share = wake > 0 ? woken / wake : 0;
+  if (asym.ok) {
+    std::printf("RPC ping-pong, server spinning: client %.0f ns CPU per call -> the woken thread pays %.0f ns of a "
+                "wake-up (%.0f%%)\n", asym.client_cpu_per_call, woken, 100 * woken_share);
+  } else {
+    std::printf("RPC ping-pong, server spinning: failed (not an input)\n");
+  }
   // For comparison, not an input (the model has no wait of a woken thread
   // for its core): parked, a call's wall time is the CPU on its path plus
   // two such waits. Each side's park runs beside the other's work, so this
@@ -749,7 +782,7 @@ int main(int argc, char** argv) {
   cross.cpu_per_call = two_idle.cpu_per_call = kFailed;
   for (int r = 0; r < runs; ++r) {
     RoundTrip a = MeasureRpcAcrossProcesses(provider, small, quick ? 2000 : 10000);
-    RoundTrip b = MeasureRpc(provider, small, quick ? 2000 : 10000, false, 2);
+    RoundTrip b = MeasureRpc(provider, small, quick ? 2000 : 10000, Spin::kNone, 2);
     if (a.ok && a.cpu_per_call < cross.cpu_per_call) cross = a;
     if (b.ok && b.cpu_per_call < two_idle.cpu_per_call) two_idle = b;
   }
@@ -784,6 +817,9 @@ int main(int argc, char** argv) {
                      {"rpc_cpu_per_call_parked_two_processes_ns_100B", shown(cross.ok, cross.cpu_per_call)},
                      {"rpc_cpu_per_call_parked_2_idle_endpoints_ns_100B", shown(two_idle.ok, two_idle.cpu_per_call)},
                      {"hand_over_to_parked_ns", std::round(hand_over)},
+                     {"rpc_client_cpu_per_call_server_spinning_ns_100B", shown(asym.ok, asym.client_cpu_per_call)},
+                     {"wakeup_woken_thread_share",
+                      asym.ok ? nlohmann::json(std::round(woken_share * 1000) / 1000) : nlohmann::json(nullptr)},
                      {"hand_over_one_core_ns", shown(one_core < kFailed, one_core)},
                      {"write_round_trip_spinning_ns_100B", ws_small.p50},
                      {"write_cpu_parked_initiator_ns_100B", std::round(wp.initiator)},

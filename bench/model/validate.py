@@ -11,6 +11,12 @@ error of every cell; with several rounds, the median of each.
   bench/model/validate.py [--build build] [--rounds 2] [--threads 1,16]
                           [--designs rpc-kv,rowan-kv,...] [--seconds 5]
                           [--records 10000] [--value-size 1000] [--markdown FILE]
+                          [--keep DIR | --replay DIR]
+
+--keep DIR saves each round's calibration and real measurements there;
+--replay DIR predicts those rounds again without measuring anything (the
+predictions are deterministic, the real runs are the slow, noisy part):
+how a change to the model is compared on the same measurements.
 
 Glue only: every number comes from the two C++ programs.
 """
@@ -88,19 +94,45 @@ def main():
     p.add_argument("--records", type=int, default=10000)
     p.add_argument("--value-size", type=int, default=1000)
     p.add_argument("--markdown", default="")
+    p.add_argument("--keep", default="", help="save each round's calibration and measurements in this directory")
+    p.add_argument("--replay", default="", help="predict the rounds saved by --keep, measuring nothing")
     a = p.parse_args()
+    if a.keep and a.replay:
+        sys.exit("validate: --keep and --replay exclude each other")
+    if a.replay:
+        rounds = sorted(f for f in os.listdir(a.replay) if f.startswith("real-") and f.endswith(".json"))
+        if not rounds:
+            sys.exit(f"validate: {a.replay} holds no rounds saved by --keep")
+        a.rounds = len(rounds)
+    elif a.keep:
+        os.makedirs(a.keep, exist_ok=True)
     threads = [int(t) for t in a.threads.split(",")]
     cells = {}  # (design, threads) -> list of ((ops/s, p50, read p50, update p50) real, the same model)
     roles = {}  # (design, threads) -> list of (real cpu by role, model cpu by role)
     tmp_dir = tempfile.TemporaryDirectory(prefix="slip-model-")
     tmp = tmp_dir.name
     for r in range(a.rounds):
-        model = os.path.join(tmp, f"model-{r}.json")
-        print(f"round {r + 1}: calibrating", flush=True)
-        print(run([f"{a.build}/bench/model/model_calibrate", "--out", model]), flush=True)
+        model = os.path.join(a.replay or a.keep or tmp, f"model-{r}.json")
+        saved = os.path.join(a.replay or a.keep or tmp, f"real-{r}.json")
+        measured = {}
+        if a.replay:
+            with open(saved) as f:
+                measured = json.load(f)
+        else:
+            print(f"round {r + 1}: calibrating", flush=True)
+            print(run([f"{a.build}/bench/model/model_calibrate", "--out", model]), flush=True)
         for t in threads:
-            print(f"round {r + 1}: real runs, {t} threads", flush=True)
-            real, real_cpu, real_kinds = real_runs(a, t)
+            if a.replay:
+                if str(t) not in measured:
+                    sys.exit(f"validate: {saved} has no runs at {t} threads")
+                real, real_cpu, real_kinds = ({d: tuple(v) if isinstance(v, list) else v for d, v in x.items()}
+                                              for x in measured[str(t)])
+            else:
+                print(f"round {r + 1}: real runs, {t} threads", flush=True)
+                real, real_cpu, real_kinds = real_runs(a, t)
+                measured[str(t)] = [real, real_cpu, real_kinds]
+                with open(saved, "w") as f:
+                    json.dump(measured, f)
             pred = predictions(a, model, t)
             for d in a.designs.split(","):
                 # A design the real run did not report stays in the table,

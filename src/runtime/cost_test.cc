@@ -161,7 +161,7 @@ TEST(CostTest, WakingAParkedExecutorCostsTheWakerOnce) {
   }
 }
 
-TEST(CostTest, ASpinningExecutorHoldsItsCoreAndTakesWorkAtOnce) {
+TEST(CostTest, ASpinningExecutorTakesItsWorkAtOnceAndYieldsItsCoreToOthers) {
   SimRuntime rt;
   rt.SetCostModel(Model());
   const uint32_t host = rt.AddHost(1, 5000);
@@ -169,13 +169,53 @@ TEST(CostTest, ASpinningExecutorHoldsItsCoreAndTakesWorkAtOnce) {
   Executor* y = rt.CreateExecutor("y");
   rt.PlaceOn(x, host);
   rt.PlaceOn(y, host);
-  Nanos x_again = 0, y_ran = 0;
+  Nanos x_again = 0, y_ran = 0, x_last = 0, y_again = 0;
+  Nanos x_wake_cost = -1;
   x->Post([] { Charge(Cost::kRequest); });  // 0..1000, then spins until 6000
-  rt.Schedule(2000, y, kFirstDeviceKind, "y", 0, [&] { y_ran = y->Now(); });
-  rt.Schedule(3000, x, kFirstDeviceKind, "x", 0, [&] { x_again = x->Now(); });
+  rt.Schedule(1500, x, kFirstDeviceKind, "x", 0, [&] { x_again = x->Now(); });
+  // y's work takes the core from the spinning x at once (a scheduler
+  // preempts a thread that only polls) and runs 2000..3000 ...
+  rt.Schedule(2000, y, kFirstDeviceKind, "y", 0, [&] {
+    y_ran = y->Now();
+    Charge(Cost::kRequest);
+  });
+  // ... x, preempted at 2000 with 3500 of its spin left, is runnable, not
+  // parked: its work at 3500 needs a core (it takes y's, y only spinning),
+  // not a wake-up.
+  rt.Schedule(3500, y, kFirstDeviceKind, "poke", 0, [&] {
+    const auto before = rt.CostTotals()[static_cast<size_t>(Cost::kWakeup)];
+    rt.ChargeWake(x);
+    x_wake_cost = rt.CostTotals()[static_cast<size_t>(Cost::kWakeup)] - before;
+    x->Post([&] { x_last = x->Now(); });
+  });
+  // y, preempted in turn, was not parked either when this comes.
+  rt.Schedule(4000, y, kFirstDeviceKind, "y", 0, [&] { y_again = y->Now(); });
   rt.RunUntilIdle();
-  EXPECT_EQ(x_again, 3000);  // still spinning: no wait, no wake-up
-  EXPECT_EQ(y_ran, 8000);    // the core is x's until its spin after 3000 ends
+  EXPECT_EQ(x_again, 1500);  // still spinning: at once, no wake-up
+  EXPECT_EQ(y_ran, 2000);    // not at 6000, when x's spin would have ended
+  EXPECT_EQ(x_wake_cost, 0);
+  EXPECT_EQ(x_last, 3500);
+  EXPECT_EQ(y_again, 4000);
+  EXPECT_EQ(rt.Parks(x), 0u);
+  EXPECT_EQ(rt.Parks(y), 0u);
+  EXPECT_EQ(rt.Preemptions(x), 2u);  // at 2000 and at 4000
+  EXPECT_EQ(rt.Preemptions(y), 1u);  // at 3500
+}
+
+TEST(CostTest, AnotherExecutorsTurnIsNotPreempted) {
+  SimRuntime rt;
+  rt.SetCostModel(Model());
+  const uint32_t host = rt.AddHost(1, 5000);
+  Executor* x = rt.CreateExecutor("x");
+  Executor* y = rt.CreateExecutor("y");
+  rt.PlaceOn(x, host);
+  rt.PlaceOn(y, host);
+  Nanos y_ran = 0;
+  x->Post([] { Charge(Cost::kRequest, 0); Charge(Cost::kRequest, 0); });  // 0..2000
+  rt.Schedule(500, y, kFirstDeviceKind, "y", 0, [&] { y_ran = y->Now(); });
+  rt.RunUntilIdle();
+  EXPECT_EQ(y_ran, 2000);  // the core is busy until x's turn ends, then x only spins
+  EXPECT_EQ(rt.Preemptions(x), 1u);
 }
 
 TEST(CostTest, TimersAndPostsOfAChargedHandlerStartWhenItEnds) {

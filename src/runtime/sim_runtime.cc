@@ -102,6 +102,8 @@ class SimExecutor final : public Executor {
   std::deque<SimRuntime::Event> ready;  // FIFO of events waiting to run
   bool resume_pending = false;          // a kEventResume is queued
   uint64_t parks = 0;                   // turns that began after it had parked
+  uint64_t preemptions = 0;             // spins cut short by another executor taking the core
+  Nanos parks_at = 0;                   // when it parks: its spin after the last turn ends
 
  private:
   struct Poller {
@@ -208,11 +210,43 @@ bool SimRuntime::StepBefore(Nanos limit) {
 bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
   if (x->ready.empty()) return false;
   Host& h = hosts_[static_cast<size_t>(x->host)];
-  // Still spinning after its last turn: it holds that core and takes the
-  // work at once. Otherwise it needs the first core to come free.
-  const bool spinning = x->ran && h.park_after >= 0 && t - x->busy_until <= h.park_after;
-  auto core = spinning ? h.core_free.begin() + x->core : std::min_element(h.core_free.begin(), h.core_free.end());
-  const Nanos start = spinning ? std::max(t, x->busy_until) : std::max({t, x->busy_until, *core});
+  const bool spins = h.park_after >= 0;
+  // Still spinning after its last turn, on a core nobody took from it: it
+  // takes the work at once. Otherwise it needs a core.
+  const bool spinning = x->ran && spins && h.holder[x->core] == x && t < x->parks_at;
+  size_t core = x->core;
+  Nanos start = std::max(t, x->busy_until);
+  SimExecutor* preempted = nullptr;  // a spinner whose core this turn takes
+  if (!spinning) {
+    // A core free now: one nobody spins on first (the scheduler's idle
+    // core), else one whose thread only spins, which it preempts; a core
+    // whose thread has work waiting is that thread's. Else it waits for
+    // the first core to come free.
+    size_t best = h.core_free.size();
+    bool best_spun = true;
+    Nanos next = INT64_MAX;
+    for (size_t k = 0; k < h.core_free.size(); ++k) {
+      SimExecutor* y = h.holder[k];
+      const bool other = y != nullptr && y != x;
+      Nanos free_at = h.core_free[k];
+      if (other && !y->ready.empty()) free_at = std::max(free_at, t + 1);  // its turn comes first
+      if (free_at > t) {
+        next = std::min(next, free_at);
+        continue;
+      }
+      const bool spun = other && spins && t < y->parks_at;
+      if (best == h.core_free.size() || (best_spun && !spun)) {
+        best = k;
+        best_spun = spun;
+        preempted = spun ? y : nullptr;
+      }
+    }
+    if (best == h.core_free.size()) {
+      start = std::max(start, next);
+    } else {
+      core = best;
+    }
+  }
   if (start > t) {
     if (!x->resume_pending) {
       x->resume_pending = true;
@@ -221,11 +255,17 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     return false;
   }
   ++turn_;
-  // The spin since its last turn held a core: count it as busy.
-  if (x->ran && h.park_after >= 0) {
-    h.busy += spinning ? t - x->busy_until : h.park_after;
-    if (!spinning) ++x->parks;
+  // The spin since its last turn held a core, at most park_after of it. A
+  // turn after the spin ran out began with a wake-up.
+  if (x->ran && spins) {
+    h.busy += std::min(h.park_after, std::max<Nanos>(0, std::min(t, x->parks_at) - x->busy_until));
+    if (t >= x->parks_at) ++x->parks;
   }
+  if (!spinning) {
+    if (x->ran && h.holder[x->core] == x) h.holder[x->core] = nullptr;
+    h.holder[core] = x;
+  }
+  x->core = static_cast<uint32_t>(core);
   x->woken = false;
   meter_.charged = 0;
   metering_ = true;
@@ -241,10 +281,17 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
   detail::t_meter = nullptr;
   metering_ = false;
   const Nanos end = t + meter_.charged;
-  // Then it spins for park_after before it parks: the core is its until
-  // then (a thread spinning on its endpoint, burning the core).
-  *core = end + std::max<Nanos>(h.park_after, 0);
-  x->core = static_cast<uint32_t>(core - h.core_free.begin());
+  if (preempted != nullptr) {
+    // Its spin was cut short: it stays runnable, off the core, and spins
+    // the rest after this turn (the scheduler gives the core back when
+    // this thread blocks) unless work comes first.
+    ++preempted->preemptions;
+    preempted->parks_at = end + (preempted->parks_at - t);
+  }
+  // Then it spins for park_after before it parks, on that core, unless
+  // work for another executor takes the core (above).
+  h.core_free[core] = end;
+  x->parks_at = spins ? end + h.park_after : INT64_MAX;
   h.busy += meter_.charged;
   x->busy_until = end;
   x->ran = true;
@@ -269,12 +316,15 @@ void SimRuntime::ChargeWake(Executor* target) {
   auto* x = static_cast<SimExecutor*>(target);
   if (model_ == nullptr || x == nullptr || x->host < 0 || x == current_ || x->woken || !x->ran) return;
   const Host& h = hosts_[static_cast<size_t>(x->host)];
-  if (h.park_after < 0 || Now() - x->busy_until <= h.park_after) return;  // spinning: no wake-up
+  if (h.park_after < 0 || Now() < x->parks_at) return;  // spinning or runnable: no wake-up
   x->woken = true;
   Charge(Cost::kWakeup);
 }
 
 uint64_t SimRuntime::Parks(const Executor* exec) const { return static_cast<const SimExecutor*>(exec)->parks; }
+uint64_t SimRuntime::Preemptions(const Executor* exec) const {
+  return static_cast<const SimExecutor*>(exec)->preemptions;
+}
 
 void SimRuntime::SetCostModel(const CostModel& model) {
   model_ = std::make_unique<CostModel>(model);
@@ -283,7 +333,8 @@ void SimRuntime::SetCostModel(const CostModel& model) {
 }
 
 uint32_t SimRuntime::AddHost(uint32_t cores, Nanos park_after) {
-  hosts_.push_back(Host{std::vector<Nanos>(std::max<uint32_t>(cores, 1), 0), park_after, 0});
+  const uint32_t n = std::max<uint32_t>(cores, 1);
+  hosts_.push_back(Host{std::vector<Nanos>(n, 0), std::vector<SimExecutor*>(n, nullptr), park_after, 0});
   return static_cast<uint32_t>(hosts_.size() - 1);
 }
 

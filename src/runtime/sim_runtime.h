@@ -99,21 +99,30 @@ class SimRuntime : public Runtime {
   void SetCostModel(const CostModel& model);
   bool modelled() const { return model_ != nullptr; }
   // A machine of `cores` cores. After a turn an executor spins for
-  // `park_after`, holding its core (work arriving meanwhile runs at once,
-  // no other executor gets the core), then parks. Negative: threads on
-  // dedicated cores that never park, and whose spinning costs the others
-  // nothing.
+  // `park_after` on its core (work arriving meanwhile runs at once), then
+  // parks. Work for another executor takes a free core nobody spins on
+  // first, else a spinner's: the scheduler preempts a thread that only
+  // polls, which spins the rest after that turn. Turns themselves are not
+  // preempted. Negative park_after: threads on dedicated cores that never
+  // park, and whose spinning costs the others nothing.
   uint32_t AddHost(uint32_t cores, Nanos park_after);
   // Before `exec` runs anything. Requires SetCostModel().
   void PlaceOn(Executor* exec, uint32_t host);
   // A transport handing `target` work (a message, a packet) wakes it if it
   // is parked: the running handler pays Cost::kWakeup, once per park. On a
   // real host the sender's system call does the wake-up (loopback: the
-  // receiver's socket callback runs in the send), so the waker pays.
+  // receiver's socket callback runs in the send), so the waker pays — all
+  // of it, though the woken thread's CPU shows ~40% (model_calibrate): the
+  // whole of it is on the path, and splitting it lets a woken executor's
+  // longer turn absorb messages the real thread parks between (docs/model.md).
   void ChargeWake(Executor* target);
   // Times a modelled executor parked and was woken (a turn that began
   // after its spin ran out).
   uint64_t Parks(const Executor* exec) const;
+  // Times another executor took its core while it spun (an involuntary
+  // switch: it needs a core, not a wake-up, if work comes before its spin
+  // would have ended).
+  uint64_t Preemptions(const Executor* exec) const;
   // Virtual CPU time charged so far, per input (all executors).
   const std::array<Nanos, kCostCount>& CostTotals() const { return cost_totals_; }
   // Core time a host's handlers used so far, and its executors' spinning
@@ -158,7 +167,8 @@ class SimRuntime : public Runtime {
   };
 
   struct Host {
-    std::vector<Nanos> core_free;  // when each core is next free
+    std::vector<Nanos> core_free;      // when each core's work ends
+    std::vector<SimExecutor*> holder;  // who ran on it last (and may spin on it)
     Nanos park_after = -1;
     Nanos busy = 0;
   };

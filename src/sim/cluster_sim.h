@@ -67,9 +67,10 @@ struct PerfOptions {
   // threads share one slip::Client.
   uint32_t threads_per_client = 1;
   // The application threads block in synchronous calls (slip::Client's
-  // Get/Put, as `slip bench` uses them): every answer wakes a parked thread
-  // (Cost::kWakeup, paid by the client). False: asynchronous, polling
-  // applications.
+  // Get/Put, as `slip bench` uses them): each is an executor of the
+  // client's machine that hands its call to the client's executor and is
+  // woken by the answer. False: asynchronous applications running on the
+  // client's executor.
   bool sync_clients = true;
   runtime::Nanos warmup = 50 * runtime::kMillisecond;
   runtime::Nanos measure = 500 * runtime::kMillisecond;
@@ -92,7 +93,8 @@ struct PerfResult {
   // Parks per operation by role: turns that began after the executor's
   // spin had run out (handed work or a timer came due), as a real thread's
   // voluntary context switches count them.
-  double client_parks = 0, worker_parks = 0, nic_parks = 0;
+  double client_parks = 0, worker_parks = 0, nic_parks = 0, app_parks = 0;
+  double preemptions = 0;  // spins cut short by another executor, per operation
 };
 
 struct ClusterSimOptions {

@@ -23,6 +23,9 @@ void World::PlaceExecutors() {
       for (runtime::Executor* x : node_execs(*n)) rt_.PlaceOn(x, h);
     }
     for (const Client& c : clients_) rt_.PlaceOn(c.exec, h);
+    for (runtime::Executor* a : apps_) {
+      if (a != nullptr) rt_.PlaceOn(a, h);
+    }
     return;
   }
   for (const auto& n : nodes_) {
@@ -33,6 +36,10 @@ void World::PlaceExecutors() {
   std::vector<uint32_t> client_hosts;
   for (uint32_t i = 0; i < hosts; ++i) client_hosts.push_back(rt_.AddHost(p.client_cores, p.park_after));
   for (size_t c = 0; c < clients_.size(); ++c) rt_.PlaceOn(clients_[c].exec, client_hosts[c % hosts]);
+  const size_t per_client = clients_.empty() ? 0 : apps_.size() / clients_.size();
+  for (size_t a = 0; a < apps_.size(); ++a) {
+    if (apps_[a] != nullptr) rt_.PlaceOn(apps_[a], client_hosts[(a / per_client) % hosts]);
+  }
   // The configuration manager is off the data path: not placed, free.
 }
 
@@ -55,26 +62,36 @@ void World::LoadLoop(uint32_t c) {
 }
 
 // One closed-loop client thread: an operation, and the next when it ends.
-void World::PerfLoop(uint32_t c) {
+void World::PerfLoop(uint32_t c, runtime::Executor* app, Nanos issued) {
   if (stop_) return;
+  if (app != nullptr && !clients_[c].exec->IsCurrent()) {
+    // An application thread hands its call to the client's executor; the
+    // latency counts from here, as slip bench's does.
+    const Nanos now = app->Now();
+    return clients_[c].exec->Post([this, c, app, now] { PerfLoop(c, app, now); });
+  }
   Client& cl = clients_[c];
   const ycsb::Op op = cl.gen->Next(cl.exec->Rng());
-  const Nanos start = cl.exec->Now();
+  const Nanos start = issued >= 0 ? issued : cl.exec->Now();
   const bool read = op.type == ycsb::OpType::kRead;
-  auto finish = [this, c, start, read](bool ok) {
+  auto finish = [this, c, app, start, read](bool ok) {
     runtime::Executor* x = clients_[c].exec;
-    // The application thread waiting in slip::Client's synchronous call is
-    // parked: handing it the answer wakes it, at the client's expense.
-    if (o_.perf->sync_clients) runtime::Charge(runtime::Cost::kWakeup);
-    const Nanos end = x->Now();
-    if (start >= window_start_ && end <= window_end_) {
-      if (ok) {
-        (read ? read_latencies_ : write_latencies_).push_back(end - start);
-      } else {
-        ++window_errors_;
+    auto record = [this, c, app, start, read, ok](runtime::Executor* at) {
+      const Nanos end = at->Now();
+      if (start >= window_start_ && end <= window_end_) {
+        if (ok) {
+          (read ? read_latencies_ : write_latencies_).push_back(end - start);
+        } else {
+          ++window_errors_;
+        }
       }
-    }
-    x->Post([this, c] { PerfLoop(c); });
+      PerfLoop(c, app);
+    };
+    if (app == nullptr) return x->Post([record, x] { record(x); });
+    // The application thread blocked in the synchronous call is handed the
+    // answer: it is parked, so the client's executor wakes it.
+    rt_.ChargeWake(app);
+    app->Post([record, app] { record(app); });
   };
   std::string key = cl.gen->Key(op.record);
   switch (op.type) {
@@ -103,6 +120,12 @@ void World::PerfLoop(uint32_t c) {
 
 void World::RunPerf(ClusterSimResult& res) {
   const PerfOptions& p = *o_.perf;
+  for (uint32_t c = 0; c < o_.clients; ++c) {
+    for (uint32_t t = 0; t < std::max<uint32_t>(p.threads_per_client, 1); ++t) {
+      apps_.push_back(p.sync_clients ? rt_.CreateExecutor("client" + std::to_string(c) + "/app" + std::to_string(t))
+                                     : nullptr);
+    }
+  }
   PlaceExecutors();
   inserts_ = std::make_unique<ycsb::InsertCounter>(0);
   for (uint32_t c = 0; c < o_.clients; ++c) {
@@ -134,6 +157,7 @@ void World::RunPerf(ClusterSimResult& res) {
   auto roles = [this] {
     std::array<Nanos, 4> r{};
     for (const Client& c : clients_) r[0] += c.exec->CpuTime();
+    for (runtime::Executor* a : apps_) r[0] += a ? a->CpuTime() : 0;
     for (const auto& n : nodes_) {
       for (runtime::Executor* w : n->workers) r[1] += w->CpuTime();
       if (n->nic != nullptr) r[2] += n->nic->CpuTime();
@@ -142,25 +166,39 @@ void World::RunPerf(ClusterSimResult& res) {
     return r;
   };
   auto parks = [this] {
-    std::array<uint64_t, 3> r{};  // client, worker, nic
+    std::array<uint64_t, 4> r{};  // client, worker, nic, application threads
     for (const Client& c : clients_) r[0] += rt_.Parks(c.exec);
+    for (runtime::Executor* a : apps_) r[3] += a ? rt_.Parks(a) : 0;
     for (const auto& n : nodes_) {
       for (runtime::Executor* w : n->workers) r[1] += rt_.Parks(w);
       if (n->nic != nullptr) r[2] += rt_.Parks(n->nic);
     }
     return r;
   };
-  std::array<uint64_t, 3> parks0{};
+  auto preemptions = [this] {
+    uint64_t n = 0;
+    for (const Client& c : clients_) n += rt_.Preemptions(c.exec);
+    for (runtime::Executor* a : apps_) n += a ? rt_.Preemptions(a) : 0;
+    for (const auto& node : nodes_) {
+      for (runtime::Executor* w : node->workers) n += rt_.Preemptions(w);
+      if (node->nic != nullptr) n += rt_.Preemptions(node->nic);
+    }
+    return n;
+  };
+  uint64_t preemptions0 = 0;
+  std::array<uint64_t, 4> parks0{};
   std::array<Nanos, 4> roles0{};
   rt_.Schedule(window_start_, nullptr, kEventControl, "window", 0, [&] {
     totals0 = rt_.CostTotals();
     roles0 = roles();
     parks0 = parks();
+    preemptions0 = preemptions();
     for (uint32_t h = 0; h < rt_.host_count(); ++h) busy0.push_back(rt_.HostBusy(h));
   });
   for (uint32_t c = 0; c < o_.clients; ++c) {
     for (uint32_t t = 0; t < std::max<uint32_t>(p.threads_per_client, 1); ++t) {
-      clients_[c].exec->Post([this, c] { PerfLoop(c); });
+      runtime::Executor* app = apps_[c * std::max<uint32_t>(p.threads_per_client, 1) + t];
+      (app ? app : clients_[c].exec)->Post([this, c, app] { PerfLoop(c, app); });
     }
   }
   rt_.RunUntil(window_end_);
@@ -197,10 +235,12 @@ void World::RunPerf(ClusterSimResult& res) {
   r.worker_cpu = per_op(roles1[1] - roles0[1]);
   r.nic_cpu = per_op(roles1[2] - roles0[2]);
   r.digest_cpu = per_op(roles1[3] - roles0[3]);
-  const std::array<uint64_t, 3> parks1 = parks();
+  const std::array<uint64_t, 4> parks1 = parks();
   r.client_parks = per_op(parks1[0] - parks0[0]);
   r.worker_parks = per_op(parks1[1] - parks0[1]);
   r.nic_parks = per_op(parks1[2] - parks0[2]);
+  r.app_parks = per_op(parks1[3] - parks0[3]);
+  r.preemptions = per_op(preemptions() - preemptions0);
   for (uint32_t h = 0; h < busy0.size(); ++h) {
     const uint32_t cores = rt_.HostCores(h);
     r.host_busy.push_back(static_cast<double>(rt_.HostBusy(h) - busy0[h]) /

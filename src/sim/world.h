@@ -201,7 +201,10 @@ class World {
   }
   // Performance runs: puts executors on the machines of o_.perf.
   void PlaceExecutors();
-  void PerfLoop(uint32_t c);
+  // One closed-loop chain of operations: on `app` (a synchronous
+  // application thread) or, null, on the client's executor. `issued`: when
+  // the application thread made the call.
+  void PerfLoop(uint32_t c, runtime::Executor* app, Nanos issued = -1);
   // Sends a message from `from` to `to`, run as `fn` there `flight` after
   // the send is done (network.cc: its CPU, and frames in performance runs).
   void Send(runtime::Executor* from, runtime::Executor* to, size_t bytes, Nanos flight, const char* label,
@@ -351,6 +354,7 @@ class World {
   Nanos window_start_ = -1, window_end_ = -1;
   // Operations that ended in the window: GETs; PUTs and read-modify-writes.
   std::vector<Nanos> read_latencies_, write_latencies_;
+  std::vector<runtime::Executor*> apps_;  // performance runs: synchronous application threads
   uint64_t window_errors_ = 0;
   bool stop_ = false;  // clients stop issuing
 };
