@@ -368,7 +368,15 @@ RoundTrip MeasureRpc(const std::string& provider, size_t payload, int calls, Spi
   }
   ch[0]->SetHandler(AnswerSmall);
   auto server = ch[1]->Connect(ch[0]->address());
-  if (!server.ok() || !rt.Start().ok() || !client_rt.Start().ok()) return out;
+  // Stopped before anything they poll is destroyed, whatever fails.
+  auto stop = [&] {
+    client_rt.Stop();
+    rt.Stop();
+  };
+  if (!server.ok() || !rt.Start().ok() || !client_rt.Start().ok()) {
+    stop();
+    return out;
+  }
   const std::string body(payload, 'p');
   Histogram lat;
   std::atomic<int> done{0};
@@ -398,8 +406,7 @@ RoundTrip MeasureRpc(const std::string& provider, size_t payload, int calls, Spi
   while (!done && !failed) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   const Nanos client1 = ex[1]->CpuTime();
   const Nanos c1 = ex[0]->CpuTime() + client1;
-  client_rt.Stop();
-  rt.Stop();
+  stop();
   if (failed) return out;
   out.cpu_per_call = static_cast<double>(c1 - c0) / (issued - warm);
   out.client_cpu_per_call = static_cast<double>(client1 - client0) / (issued - warm);
@@ -672,7 +679,7 @@ int main(int argc, char** argv) {
   // thread to the client's executor, parked by then (a real client thread
   // parks twice per operation at one application thread: /proc's switch
   // counts), and the answer back to the parked caller (a wake-up: the
-  // performance harness charges Cost::kWakeup for it).
+  // simulator's application threads are executors, woken like any other).
   const double hand_over = Best(runs, [&] { return MeasureHandOver(quick ? 500 : 2000); });
   if (hand_over >= kFailed) {
     std::fprintf(stderr, "model_calibrate: the hand-over to a parked executor could not be measured\n");

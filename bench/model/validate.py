@@ -99,13 +99,24 @@ def main():
     a = p.parse_args()
     if a.keep and a.replay:
         sys.exit("validate: --keep and --replay exclude each other")
+    # What the real runs were: a replay predicts the same runs or none.
+    setup = {"threads": a.threads, "designs": a.designs, "seconds": a.seconds, "records": a.records,
+             "value_size": a.value_size}
     if a.replay:
-        rounds = sorted(f for f in os.listdir(a.replay) if f.startswith("real-") and f.endswith(".json"))
-        if not rounds:
-            sys.exit(f"validate: {a.replay} holds no rounds saved by --keep")
-        a.rounds = len(rounds)
+        try:
+            with open(os.path.join(a.replay, "setup.json")) as f:
+                kept = json.load(f)
+        except OSError:
+            sys.exit(f"validate: {a.replay} holds no rounds saved by --keep (no setup.json)")
+        if kept["setup"] != setup:
+            sys.exit(f"validate: {a.replay} was measured with {kept['setup']}, not {setup}")
+        a.rounds = kept["rounds"]
     elif a.keep:
+        if os.path.exists(a.keep) and os.listdir(a.keep):
+            sys.exit(f"validate: --keep {a.keep} is not empty")
         os.makedirs(a.keep, exist_ok=True)
+        with open(os.path.join(a.keep, "setup.json"), "w") as f:
+            json.dump({"setup": setup, "rounds": a.rounds}, f)
     threads = [int(t) for t in a.threads.split(",")]
     cells = {}  # (design, threads) -> list of ((ops/s, p50, read p50, update p50) real, the same model)
     roles = {}  # (design, threads) -> list of (real cpu by role, model cpu by role)
@@ -114,25 +125,28 @@ def main():
     for r in range(a.rounds):
         model = os.path.join(a.replay or a.keep or tmp, f"model-{r}.json")
         saved = os.path.join(a.replay or a.keep or tmp, f"real-{r}.json")
-        measured = {}
+        runs = {}
         if a.replay:
-            with open(saved) as f:
-                measured = json.load(f)
+            try:
+                with open(saved) as f:
+                    runs = json.load(f)
+            except OSError:
+                sys.exit(f"validate: {saved} is missing (was the --keep run cut short?)")
         else:
             print(f"round {r + 1}: calibrating", flush=True)
             print(run([f"{a.build}/bench/model/model_calibrate", "--out", model]), flush=True)
         for t in threads:
             if a.replay:
-                if str(t) not in measured:
+                if str(t) not in runs:
                     sys.exit(f"validate: {saved} has no runs at {t} threads")
                 real, real_cpu, real_kinds = ({d: tuple(v) if isinstance(v, list) else v for d, v in x.items()}
-                                              for x in measured[str(t)])
+                                              for x in runs[str(t)])
             else:
                 print(f"round {r + 1}: real runs, {t} threads", flush=True)
                 real, real_cpu, real_kinds = real_runs(a, t)
-                measured[str(t)] = [real, real_cpu, real_kinds]
+                runs[str(t)] = [real, real_cpu, real_kinds]
                 with open(saved, "w") as f:
-                    json.dump(measured, f)
+                    json.dump(runs, f)
             pred = predictions(a, model, t)
             for d in a.designs.split(","):
                 # A design the real run did not report stays in the table,

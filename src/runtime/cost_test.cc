@@ -179,27 +179,60 @@ TEST(CostTest, ASpinningExecutorTakesItsWorkAtOnceAndYieldsItsCoreToOthers) {
     y_ran = y->Now();
     Charge(Cost::kRequest);
   });
-  // ... x, preempted at 2000 with 3500 of its spin left, is runnable, not
-  // parked: its work at 3500 needs a core (it takes y's, y only spinning),
-  // not a wake-up.
+  // ... x, preempted at 2000 with 4500 of its spin left (its turn at 1500
+  // restarted it), is runnable, not parked, until 7500: its work at 3500
+  // needs a core (it takes y's, y only spinning), not a wake-up.
   rt.Schedule(3500, y, kFirstDeviceKind, "poke", 0, [&] {
     const auto before = rt.CostTotals()[static_cast<size_t>(Cost::kWakeup)];
     rt.ChargeWake(x);
     x_wake_cost = rt.CostTotals()[static_cast<size_t>(Cost::kWakeup)] - before;
-    x->Post([&] { x_last = x->Now(); });
+    x->Post([&] {
+      x_last = x->Now();
+      Charge(Cost::kRequest);
+    });
   });
-  // y, preempted in turn, was not parked either when this comes.
+  // y, preempted in turn, is not parked either when this comes; x's turn
+  // (3500..4500) is not preempted.
   rt.Schedule(4000, y, kFirstDeviceKind, "y", 0, [&] { y_again = y->Now(); });
   rt.RunUntilIdle();
   EXPECT_EQ(x_again, 1500);  // still spinning: at once, no wake-up
   EXPECT_EQ(y_ran, 2000);    // not at 6000, when x's spin would have ended
   EXPECT_EQ(x_wake_cost, 0);
   EXPECT_EQ(x_last, 3500);
-  EXPECT_EQ(y_again, 4000);
+  EXPECT_EQ(y_again, 4500);
   EXPECT_EQ(rt.Parks(x), 0u);
   EXPECT_EQ(rt.Parks(y), 0u);
-  EXPECT_EQ(rt.Preemptions(x), 2u);  // at 2000 and at 4000
+  EXPECT_EQ(rt.Preemptions(x), 1u);  // at 2000 (y's turn at 4500 takes no time: x keeps its core)
   EXPECT_EQ(rt.Preemptions(y), 1u);  // at 3500
+}
+
+TEST(CostTest, WorkTakesAnIdleCoreBeforeASpinnersAndAThreadThatBlocksAtOnceIsWoken) {
+  SimRuntime rt;
+  rt.SetCostModel(Model());
+  const uint32_t host = rt.AddHost(2, 5000);
+  Executor* x = rt.CreateExecutor("x");
+  Executor* y = rt.CreateExecutor("y");
+  Executor* app = rt.CreateExecutor("app");
+  rt.PlaceOn(x, host);
+  rt.PlaceOn(y, host);
+  rt.PlaceOn(app, host, 0);  // blocks at once after a turn
+  x->Post([] { Charge(Cost::kRequest); });  // core 0: 0..1000, then spins
+  Nanos y_ran = 0, app_ran = 0;
+  Nanos wake_cost = -1;
+  rt.Schedule(1500, y, kFirstDeviceKind, "y", 0, [&] { y_ran = y->Now(); });
+  rt.Schedule(1500, app, kFirstDeviceKind, "app", 0, [] {});
+  rt.Schedule(1600, x, kFirstDeviceKind, "x", 0, [&] {
+    const auto before = rt.CostTotals()[static_cast<size_t>(Cost::kWakeup)];
+    rt.ChargeWake(app);  // 100 ns after its turn: already parked
+    wake_cost = rt.CostTotals()[static_cast<size_t>(Cost::kWakeup)] - before;
+    app->Post([&] { app_ran = app->Now(); });
+  });
+  rt.RunUntilIdle();
+  EXPECT_EQ(y_ran, 1500);
+  EXPECT_EQ(rt.Preemptions(x), 0u);  // y took the idle core, not x's
+  EXPECT_EQ(wake_cost, 3000);
+  EXPECT_EQ(app_ran, 4600);  // after its waker's turn paid the wake-up
+  EXPECT_EQ(rt.Parks(app), 1u);
 }
 
 TEST(CostTest, AnotherExecutorsTurnIsNotPreempted) {
@@ -212,7 +245,10 @@ TEST(CostTest, AnotherExecutorsTurnIsNotPreempted) {
   rt.PlaceOn(y, host);
   Nanos y_ran = 0;
   x->Post([] { Charge(Cost::kRequest, 0); Charge(Cost::kRequest, 0); });  // 0..2000
-  rt.Schedule(500, y, kFirstDeviceKind, "y", 0, [&] { y_ran = y->Now(); });
+  rt.Schedule(500, y, kFirstDeviceKind, "y", 0, [&] {
+    y_ran = y->Now();
+    Charge(Cost::kRequest);
+  });
   rt.RunUntilIdle();
   EXPECT_EQ(y_ran, 2000);  // the core is busy until x's turn ends, then x only spins
   EXPECT_EQ(rt.Preemptions(x), 1u);

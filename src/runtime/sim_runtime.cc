@@ -103,7 +103,9 @@ class SimExecutor final : public Executor {
   bool resume_pending = false;          // a kEventResume is queued
   uint64_t parks = 0;                   // turns that began after it had parked
   uint64_t preemptions = 0;             // spins cut short by another executor taking the core
+  Nanos park_after = -1;                // its spin after a turn (PlaceOn: the host's or its own)
   Nanos parks_at = 0;                   // when it parks: its spin after the last turn ends
+  Nanos spin_from = 0;                  // its spin since then is core time not yet counted busy
 
  private:
   struct Poller {
@@ -210,7 +212,7 @@ bool SimRuntime::StepBefore(Nanos limit) {
 bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
   if (x->ready.empty()) return false;
   Host& h = hosts_[static_cast<size_t>(x->host)];
-  const bool spins = h.park_after >= 0;
+  const bool spins = x->park_after >= 0;
   // Still spinning after its last turn, on a core nobody took from it: it
   // takes the work at once. Otherwise it needs a core.
   const bool spinning = x->ran && spins && h.holder[x->core] == x && t < x->parks_at;
@@ -234,7 +236,7 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
         next = std::min(next, free_at);
         continue;
       }
-      const bool spun = other && spins && t < y->parks_at;
+      const bool spun = other && y->park_after >= 0 && t < y->parks_at;
       if (best == h.core_free.size() || (best_spun && !spun)) {
         best = k;
         best_spun = spun;
@@ -255,10 +257,10 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     return false;
   }
   ++turn_;
-  // The spin since its last turn held a core, at most park_after of it. A
-  // turn after the spin ran out began with a wake-up.
+  // The spin since its last turn held a core (a preempted spin was counted
+  // when it was cut). A turn after the spin ran out began with a wake-up.
   if (x->ran && spins) {
-    h.busy += std::min(h.park_after, std::max<Nanos>(0, std::min(t, x->parks_at) - x->busy_until));
+    h.busy += std::max<Nanos>(0, std::min(t, x->parks_at) - x->spin_from);
     if (t >= x->parks_at) ++x->parks;
   }
   if (!spinning) {
@@ -281,17 +283,23 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
   detail::t_meter = nullptr;
   metering_ = false;
   const Nanos end = t + meter_.charged;
-  if (preempted != nullptr) {
+  if (preempted != nullptr && end == t) {
+    h.holder[core] = preempted;  // a turn that took no time: the spinner keeps its core
+  } else if (preempted != nullptr) {
     // Its spin was cut short: it stays runnable, off the core, and spins
-    // the rest after this turn (the scheduler gives the core back when
-    // this thread blocks) unless work comes first.
+    // the rest of it later (when the scheduler next gives it a core; here:
+    // after this turn) unless work comes first. Its spin so far was core
+    // time; the rest runs beside this executor's own and is not counted.
     ++preempted->preemptions;
+    h.busy += std::max<Nanos>(0, t - preempted->spin_from);
+    preempted->spin_from = INT64_MAX;
     preempted->parks_at = end + (preempted->parks_at - t);
   }
   // Then it spins for park_after before it parks, on that core, unless
   // work for another executor takes the core (above).
   h.core_free[core] = end;
-  x->parks_at = spins ? end + h.park_after : INT64_MAX;
+  x->parks_at = spins ? end + x->park_after : INT64_MAX;
+  x->spin_from = end;
   h.busy += meter_.charged;
   x->busy_until = end;
   x->ran = true;
@@ -315,8 +323,7 @@ void SimRuntime::Dispatch(Event& e) {
 void SimRuntime::ChargeWake(Executor* target) {
   auto* x = static_cast<SimExecutor*>(target);
   if (model_ == nullptr || x == nullptr || x->host < 0 || x == current_ || x->woken || !x->ran) return;
-  const Host& h = hosts_[static_cast<size_t>(x->host)];
-  if (h.park_after < 0 || Now() < x->parks_at) return;  // spinning or runnable: no wake-up
+  if (x->park_after < 0 || Now() < x->parks_at) return;  // spinning or runnable: no wake-up
   x->woken = true;
   Charge(Cost::kWakeup);
 }
@@ -338,9 +345,11 @@ uint32_t SimRuntime::AddHost(uint32_t cores, Nanos park_after) {
   return static_cast<uint32_t>(hosts_.size() - 1);
 }
 
-void SimRuntime::PlaceOn(Executor* exec, uint32_t host) {
+void SimRuntime::PlaceOn(Executor* exec, uint32_t host, std::optional<Nanos> park_after) {
   if (model_ == nullptr || host >= hosts_.size()) return;
-  static_cast<SimExecutor*>(exec)->host = host;
+  auto* x = static_cast<SimExecutor*>(exec);
+  x->host = host;
+  x->park_after = park_after.value_or(hosts_[host].park_after);
 }
 
 void SimRuntime::Fold(const Event& e) {

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -103,11 +104,14 @@ class SimRuntime : public Runtime {
   // parks. Work for another executor takes a free core nobody spins on
   // first, else a spinner's: the scheduler preempts a thread that only
   // polls, which spins the rest after that turn. Turns themselves are not
-  // preempted. Negative park_after: threads on dedicated cores that never
-  // park, and whose spinning costs the others nothing.
+  // preempted, nor is a thread with work waiting. Negative park_after:
+  // threads on dedicated cores that never park, and whose spinning costs
+  // the others nothing.
   uint32_t AddHost(uint32_t cores, Nanos park_after);
-  // Before `exec` runs anything. Requires SetCostModel().
-  void PlaceOn(Executor* exec, uint32_t host);
+  // Before `exec` runs anything. Requires SetCostModel(). `park_after`:
+  // this executor's spin instead of the host's (0: a thread that blocks at
+  // once, as one waiting on a future does).
+  void PlaceOn(Executor* exec, uint32_t host, std::optional<Nanos> park_after = std::nullopt);
   // A transport handing `target` work (a message, a packet) wakes it if it
   // is parked: the running handler pays Cost::kWakeup, once per park. On a
   // real host the sender's system call does the wake-up (loopback: the

@@ -23,8 +23,10 @@ void World::PlaceExecutors() {
       for (runtime::Executor* x : node_execs(*n)) rt_.PlaceOn(x, h);
     }
     for (const Client& c : clients_) rt_.PlaceOn(c.exec, h);
+    // Application threads block in their calls at once (a future's wait),
+    // no spin.
     for (runtime::Executor* a : apps_) {
-      if (a != nullptr) rt_.PlaceOn(a, h);
+      if (a != nullptr) rt_.PlaceOn(a, h, 0);
     }
     return;
   }
@@ -38,7 +40,7 @@ void World::PlaceExecutors() {
   for (size_t c = 0; c < clients_.size(); ++c) rt_.PlaceOn(clients_[c].exec, client_hosts[c % hosts]);
   const size_t per_client = clients_.empty() ? 0 : apps_.size() / clients_.size();
   for (size_t a = 0; a < apps_.size(); ++a) {
-    if (apps_[a] != nullptr) rt_.PlaceOn(apps_[a], client_hosts[(a / per_client) % hosts]);
+    if (apps_[a] != nullptr) rt_.PlaceOn(apps_[a], client_hosts[(a / per_client) % hosts], 0);
   }
   // The configuration manager is off the data path: not placed, free.
 }
@@ -75,9 +77,8 @@ void World::PerfLoop(uint32_t c, runtime::Executor* app, Nanos issued) {
   const Nanos start = issued >= 0 ? issued : cl.exec->Now();
   const bool read = op.type == ycsb::OpType::kRead;
   auto finish = [this, c, app, start, read](bool ok) {
-    runtime::Executor* x = clients_[c].exec;
-    auto record = [this, c, app, start, read, ok](runtime::Executor* at) {
-      const Nanos end = at->Now();
+    // The operation ends where its caller sees the answer.
+    auto record = [this, start, read, ok](Nanos end) {
       if (start >= window_start_ && end <= window_end_) {
         if (ok) {
           (read ? read_latencies_ : write_latencies_).push_back(end - start);
@@ -85,13 +86,20 @@ void World::PerfLoop(uint32_t c, runtime::Executor* app, Nanos issued) {
           ++window_errors_;
         }
       }
-      PerfLoop(c, app);
     };
-    if (app == nullptr) return x->Post([record, x] { record(x); });
+    runtime::Executor* x = clients_[c].exec;
+    if (app == nullptr) {
+      record(x->Now());
+      x->Post([this, c] { PerfLoop(c, nullptr); });
+      return;
+    }
     // The application thread blocked in the synchronous call is handed the
     // answer: it is parked, so the client's executor wakes it.
     rt_.ChargeWake(app);
-    app->Post([record, app] { record(app); });
+    app->Post([this, c, app, record] {
+      record(app->Now());
+      PerfLoop(c, app);
+    });
   };
   std::string key = cl.gen->Key(op.record);
   switch (op.type) {
