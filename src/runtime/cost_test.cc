@@ -23,6 +23,14 @@ CostModel Model() {
   return m;
 }
 
+// What waking `x` from the running handler charges it: a wake-up, or
+// nothing if x spins or is runnable.
+Nanos WakeCharge(SimRuntime& rt, Executor* x) {
+  const Nanos before = rt.CostTotals()[static_cast<size_t>(Cost::kWakeup)];
+  rt.ChargeWake(x);
+  return rt.CostTotals()[static_cast<size_t>(Cost::kWakeup)] - before;
+}
+
 TEST(CostTest, ChargeOutsideAModelledSimulationDoesNothing) {
   SimRuntime rt;
   Executor* x = rt.CreateExecutor("x");
@@ -183,9 +191,7 @@ TEST(CostTest, ASpinningExecutorTakesItsWorkAtOnceAndYieldsItsCoreToOthers) {
   // restarted it), is runnable, not parked, until 7500: its work at 3500
   // needs a core (it takes y's, y only spinning), not a wake-up.
   rt.Schedule(3500, y, kFirstDeviceKind, "poke", 0, [&] {
-    const auto before = rt.CostTotals()[static_cast<size_t>(Cost::kWakeup)];
-    rt.ChargeWake(x);
-    x_wake_cost = rt.CostTotals()[static_cast<size_t>(Cost::kWakeup)] - before;
+    x_wake_cost = WakeCharge(rt, x);
     x->Post([&] {
       x_last = x->Now();
       Charge(Cost::kRequest);
@@ -222,9 +228,7 @@ TEST(CostTest, WorkTakesAnIdleCoreBeforeASpinnersAndAThreadThatBlocksAtOnceIsWok
   rt.Schedule(1500, y, kFirstDeviceKind, "y", 0, [&] { y_ran = y->Now(); });
   rt.Schedule(1500, app, kFirstDeviceKind, "app", 0, [] {});
   rt.Schedule(1600, x, kFirstDeviceKind, "x", 0, [&] {
-    const auto before = rt.CostTotals()[static_cast<size_t>(Cost::kWakeup)];
-    rt.ChargeWake(app);  // 100 ns after its turn: already parked
-    wake_cost = rt.CostTotals()[static_cast<size_t>(Cost::kWakeup)] - before;
+    wake_cost = WakeCharge(rt, app);  // 100 ns after its turn: already parked
     app->Post([&] { app_ran = app->Now(); });
   });
   rt.RunUntilIdle();

@@ -25,9 +25,7 @@ void World::PlaceExecutors() {
     for (const Client& c : clients_) rt_.PlaceOn(c.exec, h);
     // Application threads block in their calls at once (a future's wait),
     // no spin.
-    for (runtime::Executor* a : apps_) {
-      if (a != nullptr) rt_.PlaceOn(a, h, 0);
-    }
+    for (runtime::Executor* a : apps_) rt_.PlaceOn(a, h, 0);
     return;
   }
   for (const auto& n : nodes_) {
@@ -39,9 +37,7 @@ void World::PlaceExecutors() {
   for (uint32_t i = 0; i < hosts; ++i) client_hosts.push_back(rt_.AddHost(p.client_cores, p.park_after));
   for (size_t c = 0; c < clients_.size(); ++c) rt_.PlaceOn(clients_[c].exec, client_hosts[c % hosts]);
   const size_t per_client = clients_.empty() ? 0 : apps_.size() / clients_.size();
-  for (size_t a = 0; a < apps_.size(); ++a) {
-    if (apps_[a] != nullptr) rt_.PlaceOn(apps_[a], client_hosts[(a / per_client) % hosts], 0);
-  }
+  for (size_t a = 0; a < apps_.size(); ++a) rt_.PlaceOn(apps_[a], client_hosts[(a / per_client) % hosts], 0);
   // The configuration manager is off the data path: not placed, free.
 }
 
@@ -128,10 +124,10 @@ void World::PerfLoop(uint32_t c, runtime::Executor* app, Nanos issued) {
 
 void World::RunPerf(ClusterSimResult& res) {
   const PerfOptions& p = *o_.perf;
-  for (uint32_t c = 0; c < o_.clients; ++c) {
-    for (uint32_t t = 0; t < std::max<uint32_t>(p.threads_per_client, 1); ++t) {
-      apps_.push_back(p.sync_clients ? rt_.CreateExecutor("client" + std::to_string(c) + "/app" + std::to_string(t))
-                                     : nullptr);
+  const uint32_t threads = std::max<uint32_t>(p.threads_per_client, 1);
+  for (uint32_t c = 0; p.sync_clients && c < o_.clients; ++c) {
+    for (uint32_t t = 0; t < threads; ++t) {
+      apps_.push_back(rt_.CreateExecutor("client" + std::to_string(c) + "/app" + std::to_string(t)));
     }
   }
   PlaceExecutors();
@@ -165,7 +161,7 @@ void World::RunPerf(ClusterSimResult& res) {
   auto roles = [this] {
     std::array<Nanos, 4> r{};
     for (const Client& c : clients_) r[0] += c.exec->CpuTime();
-    for (runtime::Executor* a : apps_) r[0] += a ? a->CpuTime() : 0;
+    for (runtime::Executor* a : apps_) r[0] += a->CpuTime();
     for (const auto& n : nodes_) {
       for (runtime::Executor* w : n->workers) r[1] += w->CpuTime();
       if (n->nic != nullptr) r[2] += n->nic->CpuTime();
@@ -173,39 +169,33 @@ void World::RunPerf(ClusterSimResult& res) {
     }
     return r;
   };
+  // Parks by role (client, worker, nic, application threads), then
+  // preemptions of them all.
   auto parks = [this] {
-    std::array<uint64_t, 4> r{};  // client, worker, nic, application threads
-    for (const Client& c : clients_) r[0] += rt_.Parks(c.exec);
-    for (runtime::Executor* a : apps_) r[3] += a ? rt_.Parks(a) : 0;
+    std::array<uint64_t, 5> r{};
+    auto add = [&](size_t role, const runtime::Executor* x) {
+      r[role] += rt_.Parks(x);
+      r[4] += rt_.Preemptions(x);
+    };
+    for (const Client& c : clients_) add(0, c.exec);
+    for (runtime::Executor* a : apps_) add(3, a);
     for (const auto& n : nodes_) {
-      for (runtime::Executor* w : n->workers) r[1] += rt_.Parks(w);
-      if (n->nic != nullptr) r[2] += rt_.Parks(n->nic);
+      for (runtime::Executor* w : n->workers) add(1, w);
+      if (n->nic != nullptr) add(2, n->nic);
     }
     return r;
   };
-  auto preemptions = [this] {
-    uint64_t n = 0;
-    for (const Client& c : clients_) n += rt_.Preemptions(c.exec);
-    for (runtime::Executor* a : apps_) n += a ? rt_.Preemptions(a) : 0;
-    for (const auto& node : nodes_) {
-      for (runtime::Executor* w : node->workers) n += rt_.Preemptions(w);
-      if (node->nic != nullptr) n += rt_.Preemptions(node->nic);
-    }
-    return n;
-  };
-  uint64_t preemptions0 = 0;
-  std::array<uint64_t, 4> parks0{};
+  std::array<uint64_t, 5> parks0{};
   std::array<Nanos, 4> roles0{};
   rt_.Schedule(window_start_, nullptr, kEventControl, "window", 0, [&] {
     totals0 = rt_.CostTotals();
     roles0 = roles();
     parks0 = parks();
-    preemptions0 = preemptions();
     for (uint32_t h = 0; h < rt_.host_count(); ++h) busy0.push_back(rt_.HostBusy(h));
   });
   for (uint32_t c = 0; c < o_.clients; ++c) {
-    for (uint32_t t = 0; t < std::max<uint32_t>(p.threads_per_client, 1); ++t) {
-      runtime::Executor* app = apps_[c * std::max<uint32_t>(p.threads_per_client, 1) + t];
+    for (uint32_t t = 0; t < threads; ++t) {
+      runtime::Executor* app = apps_.empty() ? nullptr : apps_[c * threads + t];
       (app ? app : clients_[c].exec)->Post([this, c, app] { PerfLoop(c, app); });
     }
   }
@@ -243,12 +233,12 @@ void World::RunPerf(ClusterSimResult& res) {
   r.worker_cpu = per_op(roles1[1] - roles0[1]);
   r.nic_cpu = per_op(roles1[2] - roles0[2]);
   r.digest_cpu = per_op(roles1[3] - roles0[3]);
-  const std::array<uint64_t, 4> parks1 = parks();
+  const std::array<uint64_t, 5> parks1 = parks();
   r.client_parks = per_op(parks1[0] - parks0[0]);
   r.worker_parks = per_op(parks1[1] - parks0[1]);
   r.nic_parks = per_op(parks1[2] - parks0[2]);
   r.app_parks = per_op(parks1[3] - parks0[3]);
-  r.preemptions = per_op(preemptions() - preemptions0);
+  r.preemptions = per_op(parks1[4] - parks0[4]);
   for (uint32_t h = 0; h < busy0.size(); ++h) {
     const uint32_t cores = rt_.HostCores(h);
     r.host_busy.push_back(static_cast<double>(rt_.HostBusy(h) - busy0[h]) /

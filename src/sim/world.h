@@ -354,7 +354,9 @@ class World {
   Nanos window_start_ = -1, window_end_ = -1;
   // Operations that ended in the window: GETs; PUTs and read-modify-writes.
   std::vector<Nanos> read_latencies_, write_latencies_;
-  std::vector<runtime::Executor*> apps_;  // performance runs: synchronous application threads
+  // Performance runs with sync_clients: each client's application threads,
+  // client-major (none otherwise).
+  std::vector<runtime::Executor*> apps_;
   uint64_t window_errors_ = 0;
   bool stop_ = false;  // clients stop issuing
 };
