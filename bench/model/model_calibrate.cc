@@ -721,25 +721,31 @@ int main(int argc, char** argv) {
   const double wake = std::max(0.0, (park.cpu_per_call - spin_small.p50) / 2);
   put(runtime::Cost::kWakeup, Input{wake, 0, "the same ping-pong with threads parking at once: CPU per call beyond "
                                              "the spinning round trip, per side"});
-  // For comparison, not an input (the simulator charges the waker all of
-  // a wake-up): who pays it. With only the server spinning, the client
-  // parks after each call and every answer wakes it, so its CPU per call
-  // beyond its side of the spinning round trip is the woken thread's share
-  // of one wake-up (its park and its return); the waker's is the rest.
+  // Who pays a wake-up. With only the server spinning, the client parks
+  // after each call and every answer wakes it, so its CPU per call beyond
+  // its side of the spinning round trip is the woken thread's part of one
+  // wake-up (its park and its return): what a thread pays to get a core
+  // back on a busy host (kSwitchIn). With a core idle the simulator charges
+  // the waker all of a wake-up (it is all on the path), so this is also
+  // recorded as a share, for comparison.
   RoundTrip asym;
   asym.client_cpu_per_call = 1e18;
   for (int r = 0; r < runs; ++r) {
     RoundTrip a = MeasureRpc(provider, small, quick ? 2000 : 10000, Spin::kServer);
     if (a.ok && a.client_cpu_per_call < asym.client_cpu_per_call) asym = a;
   }
+  if (!asym.ok) {
+    std::fprintf(stderr, "model_calibrate: the RPC ping-pong with the server spinning failed over %s\n",
+                 provider.c_str());
+    return 1;
+  }
   const double woken = std::clamp(asym.client_cpu_per_call - spin_small.p50 / 2, 0.0, wake);
   const double woken_share = wake > 0 ? woken / wake : 0;
-  if (asym.ok) {
-    std::printf("RPC ping-pong, server spinning: client %.0f ns CPU per call -> the woken thread pays %.0f ns of a "
-                "wake-up (%.0f%%)\n", asym.client_cpu_per_call, woken, 100 * woken_share);
-  } else {
-    std::printf("RPC ping-pong, server spinning: failed (not an input)\n");
-  }
+  std::printf("RPC ping-pong, server spinning: client %.0f ns CPU per call -> the woken thread pays %.0f ns of a "
+              "wake-up (%.0f%%)\n", asym.client_cpu_per_call, woken, 100 * woken_share);
+  put(runtime::Cost::kSwitchIn,
+      Input{woken, 0, "the same ping-pong with only the server spinning: the parking client's CPU per call beyond "
+                      "its side of the spinning round trip"});
   // For comparison, not an input (the model has no wait of a woken thread
   // for its core): parked, a call's wall time is the CPU on its path plus
   // two such waits. Each side's park runs beside the other's work, so this
@@ -783,8 +789,8 @@ int main(int argc, char** argv) {
   // cluster's threads by the in-process ping-pong above): the same parked
   // ping-pong across two processes, as the cluster's calls go; with the
   // server also polling and parking on two idle endpoints, as a worker does
-  // (its serving and its replication endpoints); and the hand-over between
-  // two threads of one busy core. Best of as many runs as the ping-pong.
+  // (its serving and its replication endpoints). Best of as many runs as
+  // the ping-pong.
   RoundTrip cross, two_idle;
   cross.cpu_per_call = two_idle.cpu_per_call = kFailed;
   for (int r = 0; r < runs; ++r) {
@@ -793,13 +799,20 @@ int main(int argc, char** argv) {
     if (a.ok && a.cpu_per_call < cross.cpu_per_call) cross = a;
     if (b.ok && b.cpu_per_call < two_idle.cpu_per_call) two_idle = b;
   }
+  // A wake-up on a busy host: two executors pinned to one core hand a task
+  // back and forth, each parking in between; both sides' CPU per hand-over.
   const double one_core = Best(runs, [&] { return MeasureSwitch(quick ? 5000 : 20000); });
+  if (one_core >= kFailed) {
+    std::fprintf(stderr, "model_calibrate: the hand-over between two threads of one core could not be measured\n");
+    return 1;
+  }
+  put(runtime::Cost::kWakeupBusy,
+      Input{one_core, 0, "a task Posted back and forth between two executors pinned to one core, both sides' CPU"});
   auto shown = [](bool ok, double v) { return ok ? nlohmann::json(std::llround(v)) : nlohmann::json(nullptr); };
   std::printf("parked RPC CPU per call: one process %.0f ns, two processes %s ns, server polling 2 idle endpoints "
-              "more %s ns; hand-over to a parked thread %.0f ns; the same between two threads of one core %s ns\n",
+              "more %s ns; hand-over to a parked thread %.0f ns; the same between two threads of one core %.0f ns\n",
               park.cpu_per_call, shown(cross.ok, cross.cpu_per_call).dump().c_str(),
-              shown(two_idle.ok, two_idle.cpu_per_call).dump().c_str(), hand_over,
-              shown(one_core < kFailed, one_core).dump().c_str());
+              shown(two_idle.ok, two_idle.cpu_per_call).dump().c_str(), hand_over, one_core);
 
   const double turn = Best(runs, [&] { return MeasureIdleTurn(provider); });
   if (turn >= kFailed) {
@@ -824,10 +837,8 @@ int main(int argc, char** argv) {
                      {"rpc_cpu_per_call_parked_two_processes_ns_100B", shown(cross.ok, cross.cpu_per_call)},
                      {"rpc_cpu_per_call_parked_2_idle_endpoints_ns_100B", shown(two_idle.ok, two_idle.cpu_per_call)},
                      {"hand_over_to_parked_ns", std::round(hand_over)},
-                     {"rpc_client_cpu_per_call_server_spinning_ns_100B", shown(asym.ok, asym.client_cpu_per_call)},
-                     {"wakeup_woken_thread_share",
-                      asym.ok ? nlohmann::json(std::round(woken_share * 1000) / 1000) : nlohmann::json(nullptr)},
-                     {"hand_over_one_core_ns", shown(one_core < kFailed, one_core)},
+                     {"rpc_client_cpu_per_call_server_spinning_ns_100B", std::round(asym.client_cpu_per_call)},
+                     {"wakeup_woken_thread_share", std::round(woken_share * 1000) / 1000},
                      {"write_round_trip_spinning_ns_100B", ws_small.p50},
                      {"write_cpu_parked_initiator_ns_100B", std::round(wp.initiator)},
                      {"write_cpu_parked_target_ns_100B", std::round(wp.target)}};

@@ -7,6 +7,8 @@ std::string_view CostName(Cost c) {
     case Cost::kMessageSend: return "message_send";
     case Cost::kMessageReceive: return "message_receive";
     case Cost::kWakeup: return "wakeup";
+    case Cost::kWakeupBusy: return "wakeup_busy";
+    case Cost::kSwitchIn: return "switch_in";
     case Cost::kFabricPost: return "fabric_post";
     case Cost::kFabricCompletion: return "fabric_completion";
     case Cost::kFabricTarget: return "fabric_target";

@@ -26,9 +26,18 @@ enum class Cost : uint8_t {
   // Transport (two-sided messages: RPC frames, replication sends).
   kMessageSend,     // a message handed to the transport: per message + per byte
   kMessageReceive,  // a message taken from the transport and dispatched
-  // Charged by the runtime: an executor resumed after it parked (scheduler
-  // wake-up and context switch). Hosts whose threads spin never pay it.
+  // Charged by the runtime to whoever hands a parked executor work. With a
+  // core of its host idle, the whole wake-up (scheduler, inter-processor
+  // interrupt, the idle core's exit, the woken thread's return), all of it
+  // on the path; with every core busy only a hand-over: the woken thread
+  // waits for a core anyway and pays its own part, kSwitchIn, when it gets
+  // one. Hosts whose threads spin never pay either.
   kWakeup,
+  kWakeupBusy,
+  // Charged by the runtime to an executor at the start of a turn when it
+  // lost its core on a busy host: woken while no core was idle, or
+  // preempted while it spun (its context switch in, its caches refilled).
+  kSwitchIn,
   // Fabric (fabric/): a work request posted (doorbell; a software provider's
   // send path), a completion reaped, and the target side of a one-sided
   // operation (zero on an RDMA NIC; a software provider's progress thread).

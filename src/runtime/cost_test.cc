@@ -215,7 +215,7 @@ TEST(CostTest, ASpinningExecutorTakesItsWorkAtOnceAndYieldsItsCoreToOthers) {
 TEST(CostTest, WorkTakesAnIdleCoreBeforeASpinnersAndAThreadThatBlocksAtOnceIsWoken) {
   SimRuntime rt;
   rt.SetCostModel(Model());
-  const uint32_t host = rt.AddHost(2, 5000);
+  const uint32_t host = rt.AddHost(3, 5000);  // the third core idle when app is woken
   Executor* x = rt.CreateExecutor("x");
   Executor* y = rt.CreateExecutor("y");
   Executor* app = rt.CreateExecutor("app");
@@ -256,6 +256,89 @@ TEST(CostTest, AnotherExecutorsTurnIsNotPreempted) {
   rt.RunUntilIdle();
   EXPECT_EQ(y_ran, 2000);  // the core is busy until x's turn ends, then x only spins
   EXPECT_EQ(rt.Preemptions(x), 1u);
+}
+
+// Model() with the busy-host prices set (the other tests leave them zero).
+CostModel BusyModel() {
+  CostModel m = Model();
+  m[Cost::kWakeupBusy] = {400, 0};
+  m[Cost::kSwitchIn] = {700, 0};
+  return m;
+}
+
+Nanos Total(const SimRuntime& rt, Cost c) { return rt.CostTotals()[static_cast<size_t>(c)]; }
+
+TEST(CostTest, AWakeUpWithNoIdleCoreCostsTheWakerAHandOverAndTheWokenItsSwitchIn) {
+  // Two cores: the waker's, and one that is idle, busy with a turn, or
+  // held by a spinning thread.
+  enum class Other { kIdle, kTurn, kSpinner };
+  for (Other other : {Other::kIdle, Other::kTurn, Other::kSpinner}) {
+    SimRuntime rt;
+    rt.SetCostModel(BusyModel());
+    const uint32_t host = rt.AddHost(2, 5000);
+    Executor* x = rt.CreateExecutor("x");
+    Executor* waker = rt.CreateExecutor("waker");
+    Executor* z = rt.CreateExecutor("z");
+    rt.PlaceOn(x, host);
+    rt.PlaceOn(waker, host);
+    rt.PlaceOn(z, host);
+    x->Post([] { Charge(Cost::kRequest); });  // 0..1000, spins until 6000, parks
+    if (other == Other::kTurn) {  // z's turn covers the wake-up: 9000..19000
+      rt.Schedule(9000, z, kFirstDeviceKind, "long", 0, [] {
+        for (int i = 0; i < 10; ++i) Charge(Cost::kRequest);
+      });
+    } else if (other == Other::kSpinner) {  // z spins 10000..15000 after a turn
+      rt.Schedule(9000, z, kFirstDeviceKind, "turn", 0, [] { Charge(Cost::kRequest); });
+    }
+    Nanos waker_paid = -1, x_ran = -1;
+    // The waker takes x's old core (free since x parked); the idle core, if
+    // any, is z's.
+    rt.Schedule(12000, waker, kFirstDeviceKind, "wake", 0, [&] {
+      const Nanos t0 = waker->Now();
+      rt.ChargeWake(x);
+      waker_paid = waker->Now() - t0;
+      rt.Schedule(waker->Now(), x, kFirstDeviceKind, "work", 0, [&] { x_ran = x->Now(); });
+    });
+    rt.RunUntilIdle();
+    SCOPED_TRACE(static_cast<int>(other));
+    if (other == Other::kIdle) {
+      EXPECT_EQ(waker_paid, 3000);  // the whole wake-up, on the path
+      EXPECT_EQ(x->CpuTime(), 1000);
+      EXPECT_EQ(Total(rt, Cost::kSwitchIn), 0);
+    } else {
+      EXPECT_EQ(waker_paid, 400);            // a hand-over ...
+      EXPECT_EQ(x->CpuTime(), 1000 + 700);   // ... and the woken pays to be switched in,
+      EXPECT_EQ(x_ran, 12400 + 700);         // first thing in its turn
+      EXPECT_EQ(Total(rt, Cost::kWakeup), 0);
+    }
+    EXPECT_EQ(rt.Parks(x), 1u);
+  }
+}
+
+TEST(CostTest, APreemptedSpinnerPaysItsSwitchInWhenItNextRuns) {
+  SimRuntime rt;
+  rt.SetCostModel(BusyModel());
+  const uint32_t host = rt.AddHost(1, 5000);
+  Executor* x = rt.CreateExecutor("x");
+  Executor* y = rt.CreateExecutor("y");
+  rt.PlaceOn(x, host);
+  rt.PlaceOn(y, host);
+  x->Post([] { Charge(Cost::kRequest); });  // 0..1000, then spins
+  rt.Schedule(2000, y, kFirstDeviceKind, "y", 0, [] { Charge(Cost::kRequest); });  // preempts x: 2000..3000
+  Nanos x_ran = -1, x_done = -1;
+  rt.Schedule(3500, x, kFirstDeviceKind, "x", 0, [&] {
+    x_ran = x->Now();
+    Charge(Cost::kRequest);
+    x_done = x->Now();
+  });
+  rt.RunUntilIdle();
+  EXPECT_EQ(rt.Preemptions(x), 1u);
+  EXPECT_EQ(rt.Parks(x), 0u);              // runnable, not parked: no wake-up ...
+  EXPECT_EQ(Total(rt, Cost::kWakeup), 0);
+  EXPECT_EQ(x_ran, 3500 + 700);            // ... but a switch back in
+  EXPECT_EQ(x_done, 3500 + 700 + 1000);
+  EXPECT_EQ(x->CpuTime(), 1000 + 700 + 1000);
+  EXPECT_EQ(y->CpuTime(), 1000);           // y took a spinner's core: no switch-in for it
 }
 
 TEST(CostTest, TimersAndPostsOfAChargedHandlerStartWhenItEnds) {

@@ -106,6 +106,7 @@ class SimExecutor final : public Executor {
   Nanos park_after = -1;                // its spin after a turn (PlaceOn: the host's or its own)
   Nanos parks_at = 0;                   // when it parks: its spin after the last turn ends
   Nanos spin_from = 0;                  // its spin since then is core time not yet counted busy
+  uint32_t switch_ins_owed = 0;         // times it lost its core on a busy host: its next turn pays them
 
  private:
   struct Poller {
@@ -272,6 +273,11 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
   meter_.charged = 0;
   metering_ = true;
   detail::t_meter = &meter_;
+  // It lost its core on a busy host (woken then, or preempted): it pays to
+  // be switched back in before it runs anything — once per preemption, as
+  // a preempted spinner is switched back in to spin the rest (a spin has no
+  // turn of its own to pay it in).
+  for (; x->switch_ins_owed > 0; --x->switch_ins_owed) Charge(Cost::kSwitchIn);
   // One loop turn of a real executor: everything pending when it starts
   // (what one poll returns), handled back to back.
   while (!x->ready.empty()) {
@@ -291,6 +297,7 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     // after this turn) unless work comes first. Its spin so far was core
     // time; the rest runs beside this executor's own and is not counted.
     ++preempted->preemptions;
+    ++preempted->switch_ins_owed;
     h.busy += std::max<Nanos>(0, t - preempted->spin_from);
     preempted->spin_from = INT64_MAX;
     preempted->parks_at = end + (preempted->parks_at - t);
@@ -325,7 +332,27 @@ void SimRuntime::ChargeWake(Executor* target) {
   if (model_ == nullptr || x == nullptr || x->host < 0 || x == current_ || x->woken || !x->ran) return;
   if (x->park_after < 0 || Now() < x->parks_at) return;  // spinning or runnable: no wake-up
   x->woken = true;
-  Charge(Cost::kWakeup);
+  if (HasIdleCore(static_cast<size_t>(x->host), x)) {
+    Charge(Cost::kWakeup);
+  } else {
+    Charge(Cost::kWakeupBusy);
+    ++x->switch_ins_owed;
+  }
+}
+
+// A core the woken executor `x` could start on at once: free now and held by
+// nobody, by x itself, or by a thread that has parked. The running handler's
+// core is its own, and a spinner's is busy: Linux would have to preempt it.
+bool SimRuntime::HasIdleCore(size_t host, const SimExecutor* x) const {
+  const Host& h = hosts_[host];
+  const Nanos now = Now();
+  for (size_t k = 0; k < h.core_free.size(); ++k) {
+    if (h.core_free[k] > now) continue;
+    const SimExecutor* y = h.holder[k];
+    if (y == current_) continue;
+    if (y == nullptr || y == x || (y->park_after >= 0 && now >= y->parks_at)) return true;
+  }
+  return false;
 }
 
 uint64_t SimRuntime::Parks(const Executor* exec) const { return static_cast<const SimExecutor*>(exec)->parks; }

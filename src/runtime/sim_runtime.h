@@ -113,12 +113,16 @@ class SimRuntime : public Runtime {
   // once, as one waiting on a future does).
   void PlaceOn(Executor* exec, uint32_t host, std::optional<Nanos> park_after = std::nullopt);
   // A transport handing `target` work (a message, a packet) wakes it if it
-  // is parked: the running handler pays Cost::kWakeup, once per park. On a
-  // real host the sender's system call does the wake-up (loopback: the
-  // receiver's socket callback runs in the send), so the waker pays — all
-  // of it, though the woken thread's CPU shows ~40% (model_calibrate): the
+  // is parked, once per park. On a real host the sender's system call does
+  // the wake-up (loopback: the receiver's socket callback runs in the send),
+  // so the waker pays: with a core of the host idle, Cost::kWakeup — all of
+  // it, though the woken thread's CPU shows ~40% (model_calibrate): the
   // whole of it is on the path, and splitting it lets a woken executor's
-  // longer turn absorb messages the real thread parks between (docs/model.md).
+  // longer turn absorb messages the real thread parks between; with every
+  // core busy (running or spinning), Cost::kWakeupBusy, a hand-over, and
+  // the woken executor pays Cost::kSwitchIn when its turn comes — it waits
+  // for a core anyway, so what the wake-up costs there is CPU, not path
+  // (docs/model.md).
   void ChargeWake(Executor* target);
   // Times a modelled executor parked and was woken (a turn that began
   // after its spin ran out).
@@ -186,6 +190,7 @@ class SimRuntime : public Runtime {
   // Modelled executors: run the head of x's FIFO at `t` if x and a core of
   // its host are free then; otherwise make sure a resume event is pending.
   bool RunReady(SimExecutor* x, Nanos t);
+  bool HasIdleCore(size_t host, const SimExecutor* x) const;
   void Dispatch(Event& e);
   void Fold(const Event& e);
 

@@ -51,7 +51,8 @@ struct PerfOptions {
   uint32_t host_cores = 2;
   uint32_t node_cores = 16;
   uint32_t client_hosts = 1, client_cores = 16;
-  // Threads park after this long idle and pay Cost::kWakeup to resume;
+  // Threads park after this long idle; whoever hands one work pays a
+  // wake-up (Cost::kWakeup, or kWakeupBusy and the thread kSwitchIn);
   // negative: they spin (dedicated polling cores).
   runtime::Nanos park_after = -1;
   // The network under messages and the replication fabric.
@@ -95,6 +96,17 @@ struct PerfResult {
   // voluntary context switches count them.
   double client_parks = 0, worker_parks = 0, nic_parks = 0, app_parks = 0;
   double preemptions = 0;  // spins cut short by another executor, per operation
+  // The executor that was busy longest over the measured window, and its
+  // busy share of the window: what caps a saturated run.
+  std::string busiest;
+  double busiest_share = 0;
+  // The fewest free PM segments any node's store had at the window's end.
+  // The simulated nodes run no cleaner, so a store down to its cleaner
+  // reserve (log_full) refuses writes: the window then measured a stall,
+  // not the design — shorten it, or load more records (a node's region is
+  // sized by them).
+  uint32_t min_free_segments = 0;
+  bool log_full = false;
 };
 
 struct ClusterSimOptions {

@@ -27,6 +27,8 @@ PerfOptions SmallModel() {
   p.costs[Cost::kFabricCompletion] = {300, 0};
   p.costs[Cost::kFabricTarget] = {1500, 0.3};
   p.costs[Cost::kWakeup] = {4000, 0};
+  p.costs[Cost::kWakeupBusy] = {300, 0};
+  p.costs[Cost::kSwitchIn] = {1500, 0};
   p.shared_host = true;
   p.host_cores = 2;
   p.park_after = 20 * runtime::kMicrosecond;
@@ -114,6 +116,45 @@ TEST(PerfTest, AOneSidedWriteCostsTheTargetCpuOnlyWithoutOffload) {
   EXPECT_GT(hw.perf.ops_per_sec, sw.perf.ops_per_sec);
 }
 
+TEST(PerfTest, ASoftwareProvidersAcknowledgementsWakeParkedSenders) {
+  // rpc-kv has no one-sided work: the provider's kind changes only whether
+  // each fabric message comes back acknowledged. Threads park 2 us after a
+  // turn, before an ack (a message's flight back) can come.
+  PerfOptions software = SmallModel(), rdma = SmallModel();
+  software.park_after = rdma.park_after = 2 * runtime::kMicrosecond;
+  rdma.software_nic = false;
+  auto sw = RunClusterSim(Cluster(replication::Protocol::kRpc, 1, software));
+  auto hw = RunClusterSim(Cluster(replication::Protocol::kRpc, 1, rdma));
+  ASSERT_TRUE(sw.ok && hw.ok) << sw.failure << hw.failure;
+  // Per operation the workers send a read's answer, or an update's two
+  // replication calls, their two answers and the client's answer: ~3
+  // messages, whose acks mostly find their senders parked.
+  EXPECT_GT(sw.perf.worker_parks, hw.perf.worker_parks + 1.0);
+  EXPECT_GT(sw.perf.client_parks, hw.perf.client_parks);
+  EXPECT_GT(Cpu(sw, Cost::kWakeup), Cpu(hw, Cost::kWakeup));
+  EXPECT_LT(sw.perf.ops_per_sec, hw.perf.ops_per_sec);
+  // The acks' own CPU is in the message costs: nothing more is charged.
+  EXPECT_NEAR(Cpu(sw, Cost::kMessageSend), Cpu(hw, Cost::kMessageSend), 0.05 * Cpu(hw, Cost::kMessageSend));
+}
+
+TEST(PerfTest, AWakeUpIsWholeOnlyWhenACoreIsIdle) {
+  PerfOptions crowded = SmallModel(), roomy = SmallModel();
+  crowded.threads_per_client = 8;  // ~12 threads on 2 cores
+  roomy.host_cores = 32;
+  auto c = RunClusterSim(Cluster(replication::Protocol::kRpc, 1, crowded));
+  auto r = RunClusterSim(Cluster(replication::Protocol::kRpc, 1, roomy));
+  ASSERT_TRUE(c.ok && r.ok) << c.failure << r.failure;
+  // Crowded, most wake-ups find no idle core: the waker hands over, the
+  // woken (and every preempted spinner) pays its switch back in.
+  EXPECT_GT(Cpu(c, Cost::kWakeupBusy), 0);
+  EXPECT_GT(Cpu(c, Cost::kSwitchIn), Cpu(c, Cost::kWakeupBusy));
+  EXPECT_GT(c.perf.preemptions, 0);
+  // With a core to spare for every thread, every wake-up is whole.
+  EXPECT_EQ(Cpu(r, Cost::kWakeupBusy), 0);
+  EXPECT_EQ(Cpu(r, Cost::kSwitchIn), 0);
+  EXPECT_GT(Cpu(r, Cost::kWakeup), 0);
+}
+
 TEST(PerfTest, InputsMoveThePredictionTheExpectedWay) {
   auto run = [](PerfOptions p, uint32_t cores) {
     p.host_cores = cores;
@@ -154,6 +195,7 @@ TEST(PerfTest, SeparateMachinesAndSpinningThreads) {
 TEST(PerfTest, SynchronousApplicationThreadsParkAndAreWokenByEveryAnswer) {
   PerfOptions sync = SmallModel(), async = SmallModel();
   async.sync_clients = false;
+  sync.host_cores = async.host_cores = 8;  // a core idle for every wake-up: each costs a whole one
   auto s = RunClusterSim(Cluster(replication::Protocol::kRpc, 1, sync));
   auto a = RunClusterSim(Cluster(replication::Protocol::kRpc, 1, async));
   ASSERT_TRUE(s.ok && a.ok) << s.failure << a.failure;
