@@ -2,9 +2,13 @@
 
 #include "cluster/cluster_config.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "replication/design.h"
 #include "replication/testing/campaign.h"
@@ -12,6 +16,7 @@
 #include "sim/cluster_sim.h"
 #include "sim/perf_model.h"
 #include "sim/rubble_campaign.h"
+#include "sim/testbeds.h"
 
 namespace slip::cli {
 namespace {
@@ -128,17 +133,260 @@ int RunRubbleCampaigns(const SimCommandOptions& o, uint64_t first, uint64_t last
   return failed == 0 ? 0 : 1;
 }
 
+// ---- The papers' testbeds (sim/testbeds.h) ----
+
+std::string ScenarioNames() {
+  std::string names = "this-machine";
+  for (const sim::Scenario& s : sim::Scenarios()) names += ", " + s.name;
+  return names;
+}
+
+// "12.3 M", "635 K", "4.1": a throughput or latency at a readable scale.
+std::string Scaled(double v) {
+  char buf[32];
+  if (v >= 1e6) {
+    std::snprintf(buf, sizeof buf, "%.2f M", v / 1e6);
+  } else if (v >= 1e4) {
+    std::snprintf(buf, sizeof buf, "%.0f K", v / 1e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f", v);
+  }
+  return buf;
+}
+
+int ListScenarios() {
+  std::printf("%-14s %s\n", "this-machine", "this machine as the validation runs it (--design, --threads, ...)");
+  for (const sim::Scenario& s : sim::Scenarios()) {
+    std::printf("%-14s %s\n", s.name.c_str(), s.figure.c_str());
+    if (s.runs) {
+      std::printf("%-14s   testbed %s; %s\n", "", s.model.c_str(), s.setup.c_str());
+    } else {
+      std::printf("%-14s   cannot run in performance mode (slip sim --perf %s says why)\n", "", s.name.c_str());
+    }
+  }
+  return 0;
+}
+
+// The comparison of a paper number with the simulation, in a line.
+std::string DescribeComparison(const sim::Comparison& c) {
+  const bool ratio = !c.baseline.empty();
+  const bool ops = c.metric == sim::Metric::kPeakOps || c.metric == sim::Metric::kPeakOpsPerServer;
+  auto value = [&](double v) {
+    char buf[48];
+    if (ratio || c.metric == sim::Metric::kScaling) {
+      std::snprintf(buf, sizeof buf, "%.2fx", v);
+      return std::string(buf);
+    }
+    return ops ? Scaled(v) + "ops/s" : Scaled(v) + " us";
+  };
+  std::string who = ratio ? c.design + " vs " + c.baseline : c.design;
+  std::string paper = value(c.paper_low);
+  if (c.paper_high != c.paper_low) paper += "-" + value(c.paper_high);
+  char line[512];
+  std::snprintf(line, sizeof line, "  %-10s %-26s %-48s paper %-14s simulated %-12s  [%s]", c.series.c_str(),
+                who.c_str(), sim::MetricName(c.metric), paper.c_str(),
+                c.has_simulated ? value(c.simulated).c_str() : "-", c.source.c_str());
+  return line;
+}
+
+// Keeps the runs of the designs `only` names (comma-separated; empty: all).
+std::vector<sim::ScenarioRun> OnlyDesigns(std::vector<sim::ScenarioRun> runs, const std::string& only) {
+  if (only.empty()) return runs;
+  std::vector<sim::ScenarioRun> kept;
+  const std::string list = "," + only + ",";
+  for (auto& r : runs) {
+    if (list.find("," + r.design + ",") != std::string::npos) kept.push_back(std::move(r));
+  }
+  return kept;
+}
+
+void PrintScenarioHeader(const sim::Scenario& s, const std::string& path, const sim::MachineModel& m,
+                         const sim::PerfOptions& p) {
+  std::printf("%s: %s\n", s.name.c_str(), s.figure.c_str());
+  std::printf("testbed %s (%s): storage machines of %u cores, up to %u client machines of %u cores; one-way "
+              "%.2f us, %.1f B/ns, NIC %lld ns per packet, threads %s\n",
+              path.c_str(), m.provider.c_str(), p.node_cores, m.client_hosts, p.client_cores,
+              static_cast<double>(p.one_way) / 1e3, p.bandwidth, static_cast<long long>(p.nic_service),
+              p.park_after < 0 ? "polling" : "parking");
+  std::printf("setup: %s\n", s.setup.c_str());
+  for (const std::string& n : s.notes) std::printf("note: %s\n", n.c_str());
+  std::printf("\n%-10s %-10s %7s %12s %12s %8s %9s %9s %8s %7s  %s\n", "series", "design", "load", "ops/s",
+              "per server", "p50 us", "read p50", "write p50", "p99 us", "(real)", "busiest executor");
+}
+
+void PrintRun(const sim::RunResult& rr, double secs) {
+  const sim::ScenarioRun& run = rr.run;
+  const sim::ClusterSimResult& r = rr.result;
+  if (!r.ok) {
+    std::printf("%-10s %-10s %7u FAILED: %s\n", run.series.c_str(), run.design.c_str(), run.load, r.failure.c_str());
+    return;
+  }
+  if (r.perf.log_full) {
+    std::printf("%-10s %-10s %7u FAILED: a node's log filled (no cleaner runs in the simulation): the window "
+                "measured a stall; shorten --measure\n",
+                run.series.c_str(), run.design.c_str(), run.load);
+    return;
+  }
+  const sim::PerfResult& q = r.perf;
+  // A kind the workload has none of shows as "-".
+  auto us = [](runtime::Nanos t) {
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(t) / 1e3);
+    return t > 0 ? std::string(buf) : std::string("-");
+  };
+  std::printf("%-10s %-10s %7u %12s %12s %8s %9s %9s %8s %6.1fs  %s %.0f%%\n", run.series.c_str(), run.design.c_str(),
+              run.load, Scaled(q.ops_per_sec).c_str(), Scaled(q.ops_per_sec / run.options.nodes).c_str(),
+              us(q.p50).c_str(), us(q.read_p50).c_str(), us(q.write_p50).c_str(), us(q.p99).c_str(), secs,
+              q.busiest.c_str(), 100 * q.busiest_share);
+}
+
+// Each series at a glance, whether or not the paper gives a number for it.
+void PrintSeriesSummary(const std::vector<sim::RunResult>& results) {
+  std::printf("\n%-10s %-10s %14s %14s %16s %10s\n", "series", "design", "peak ops/s", "per server",
+              "light PUT p50 us", "scaling");
+  std::vector<std::pair<std::string, std::string>> seen;
+  for (const sim::RunResult& rr : results) {
+    const std::pair<std::string, std::string> key{rr.run.series, rr.run.design};
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+    seen.push_back(key);
+    std::vector<const sim::RunResult*> series;
+    for (const sim::RunResult& x : results) {
+      if (x.run.series == key.first && x.run.design == key.second) series.push_back(&x);
+    }
+    double peak = 0, per_server = 0, light = 0, scaling = 0;
+    if (!sim::SeriesMetric(sim::Metric::kPeakOps, series, {}, &peak)) continue;  // a failed run
+    sim::SeriesMetric(sim::Metric::kPeakOpsPerServer, series, {}, &per_server);
+    sim::SeriesMetric(sim::Metric::kWriteP50Light, series, {}, &light);
+    sim::SeriesMetric(sim::Metric::kScaling, series, {}, &scaling);
+    char lat[24] = "-";
+    if (light > 0) std::snprintf(lat, sizeof lat, "%.1f", light);
+    std::printf("%-10s %-10s %14s %14s %16s %9.2fx\n", key.first.c_str(), key.second.c_str(), Scaled(peak).c_str(),
+                Scaled(per_server).c_str(), lat, scaling);
+  }
+}
+
+nlohmann::json ScenarioJson(const sim::Scenario& s, const std::string& path, const std::vector<sim::RunResult>& results,
+                            const std::vector<sim::Comparison>& cmp) {
+  nlohmann::json doc;
+  doc["scenario"] = s.name;
+  doc["figure"] = s.figure;
+  doc["model"] = path;
+  doc["notes"] = s.notes;
+  doc["runs"] = nlohmann::json::array();
+  for (const sim::RunResult& rr : results) {
+    const sim::PerfResult& q = rr.result.perf;
+    nlohmann::json j = {{"series", rr.run.series},
+                        {"design", rr.run.design},
+                        {"in_flight", rr.run.load},
+                        {"client_threads", rr.run.options.clients},
+                        {"ok", rr.result.ok},
+                        {"failure", rr.result.failure}};
+    if (rr.result.ok) {
+      j["ops_per_sec"] = q.ops_per_sec;
+      j["errors"] = q.errors;
+      j["log_full"] = q.log_full;
+      j["min_free_segments"] = q.min_free_segments;
+      j["ops_per_sec_per_server"] = q.ops_per_sec / rr.run.options.nodes;
+      j["p50_us"] = static_cast<double>(q.p50) / 1e3;
+      j["p99_us"] = static_cast<double>(q.p99) / 1e3;
+      j["read_p50_us"] = static_cast<double>(q.read_p50) / 1e3;
+      j["write_p50_us"] = static_cast<double>(q.write_p50) / 1e3;
+      j["busiest"] = {{"executor", q.busiest}, {"share", q.busiest_share}};
+      j["cpu_us"] = {{"client", q.client_cpu / 1e3},
+                     {"worker", q.worker_cpu / 1e3},
+                     {"nic", q.nic_cpu / 1e3},
+                     {"digest", q.digest_cpu / 1e3}};
+    }
+    doc["runs"].push_back(j);
+  }
+  doc["comparisons"] = nlohmann::json::array();
+  for (const sim::Comparison& c : cmp) {
+    nlohmann::json j = {{"series", c.series},
+                        {"design", c.design},
+                        {"baseline", c.baseline},
+                        {"metric", sim::MetricName(c.metric)},
+                        {"paper_low", c.paper_low},
+                        {"paper_high", c.paper_high},
+                        {"source", c.source}};
+    j["simulated"] = c.has_simulated ? nlohmann::json(c.simulated) : nlohmann::json(nullptr);
+    doc["comparisons"].push_back(j);
+  }
+  return doc;
+}
+
+// Runs a paper's testbed scenario and sets it beside the paper's numbers.
+int RunScenario(const SimCommandOptions& o, const sim::Scenario& s) {
+  if (!s.runs) {
+    std::fprintf(stderr, "slip sim: %s (%s) cannot run in performance mode: %s\n", s.name.c_str(), s.figure.c_str(),
+                 s.unsupported.c_str());
+    for (const sim::Comparison& c : sim::Compare(s, {})) std::fprintf(stderr, "%s\n", DescribeComparison(c).c_str());
+    return 2;
+  }
+  // The scenario's own testbed unless --model names another.
+  const std::string path = o.model == SimCommandOptions{}.model ? s.model : o.model;
+  auto model = sim::LoadMachineModel(path);
+  if (!model.ok()) {
+    std::fprintf(stderr, "slip sim: %s\n", model.status().ToString().c_str());
+    return 2;
+  }
+  auto built = s.runs(*model, o.seed >= 0 ? static_cast<uint64_t>(o.seed) : 1);
+  if (!built.ok()) {
+    std::fprintf(stderr, "slip sim: %s: %s\n", path.c_str(), built.status().ToString().c_str());
+    return 2;
+  }
+  std::vector<sim::ScenarioRun> runs = OnlyDesigns(std::move(*built), o.only);
+  if (runs.empty()) {
+    std::fprintf(stderr, "slip sim: --only %s leaves none of %s's runs\n", o.only.c_str(), s.name.c_str());
+    return 2;
+  }
+  // --measure given: that window in place of the scenario's own (to check
+  // that a longer one changes nothing).
+  if (o.measure_s != SimCommandOptions{}.measure_s) {
+    for (auto& r : runs) r.options.perf->measure = static_cast<runtime::Nanos>(o.measure_s * 1e9);
+  }
+  logging::SetLevel(logging::Level::kError);
+  if (!o.json) {
+    PrintScenarioHeader(s, path, *model, *runs.front().options.perf);
+    std::fflush(stdout);
+  }
+  std::vector<sim::RunResult> results;
+  int failed = 0;
+  for (sim::ScenarioRun& run : runs) {
+    const auto t0 = std::chrono::steady_clock::now();
+    sim::ClusterSimResult result = sim::RunClusterSim(run.options);
+    results.push_back({std::move(run), std::move(result)});
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const sim::ClusterSimResult& r = results.back().result;
+    if (!r.ok || r.perf.log_full) ++failed;
+    if (!o.json) {
+      PrintRun(results.back(), secs);
+      std::fflush(stdout);  // long scenarios show their progress
+    }
+  }
+  const std::vector<sim::Comparison> cmp = sim::Compare(s, results);
+  if (o.json) {
+    std::printf("%s\n", ScenarioJson(s, path, results, cmp).dump().c_str());
+    return failed == 0 ? 0 : 1;
+  }
+  PrintSeriesSummary(results);
+  std::printf("\nthe paper beside the simulation (ratios: the first design's advantage over the second):\n");
+  for (const sim::Comparison& c : cmp) std::printf("%s\n", DescribeComparison(c).c_str());
+  return failed == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 // A performance run on the cost model (docs/model.md).
 int RunPerfCommand(const SimCommandOptions& o) {
+  if (o.perf == "list") return ListScenarios();
+  if (const sim::Scenario* s = sim::FindScenario(o.perf)) return RunScenario(o, *s);
   auto protocol = replication::ParseDesign(o.design);
   if (!protocol.ok()) {
     std::fprintf(stderr, "slip sim: %s\n", protocol.status().ToString().c_str());
     return 2;
   }
   if (o.perf != "this-machine") {
-    std::fprintf(stderr, "slip sim: --perf knows this-machine, not '%s'\n", o.perf.c_str());
+    std::fprintf(stderr, "slip sim: --perf knows %s (and list), not '%s'\n", ScenarioNames().c_str(), o.perf.c_str());
     return 2;
   }
   auto model = sim::LoadMachineModel(o.model);

@@ -11,6 +11,8 @@
 //   slip sim --perf this-machine --design rowan-kv --threads 16
 //                                      predict a run's throughput and latency on
 //                                      the cost model (docs/model.md)
+//   slip sim --perf rowan-fig9         a paper's testbed and figure, simulated
+//                                      beside the paper's numbers (--perf list)
 #pragma once
 
 #include <cstdint>
@@ -45,9 +47,11 @@ struct SimCommandOptions {
   uint32_t workers = 1;  // request workers per node (cluster layer)
   uint32_t migrations = 0;       // shard moves per seed (cluster layer)
   bool migration_faults = false;  // crash a move's source or target, or restart the CM, during some
-  // Performance runs on the cost model (docs/model.md): a scenario name.
+  // Performance runs on the cost model (docs/model.md): this-machine, a
+  // paper's testbed scenario (sim/testbeds.h), or "list".
   std::string perf;
-  std::string model = "bench/model/this-machine.json";  // the inputs
+  std::string model = "bench/model/this-machine.json";  // the inputs (a scenario's own file unless changed)
+  std::string only;  // scenarios: run only these designs (comma-separated)
   uint32_t threads = 16;             // this-machine: client threads (one slip::Client)
   uint32_t cores = 2;                // this-machine: the host's cores
   std::string workload = "a";

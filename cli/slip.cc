@@ -194,15 +194,21 @@ int main(int argc, char** argv) {
   sim->add_flag("--migration-faults", so.migration_faults,
                 "during half the moves, crash the source or the target, or restart the configuration manager");
   sim->add_option("--slow", so.slow_nodes, "slow-node episodes per run")->capture_default_str();
-  sim->add_option("--perf", so.perf, "a performance run on the cost model instead of a campaign: this-machine");
-  sim->add_option("--model", so.model, "--perf: the cost model's inputs (bench/model/model_calibrate writes them)")
+  sim->add_option("--perf", so.perf,
+                  "a performance run on the cost model instead of a campaign: this-machine, or a paper's testbed "
+                  "scenario (--perf list names them)");
+  sim->add_option("--model", so.model,
+                  "--perf: the cost model's inputs (bench/model/model_calibrate writes them; a scenario reads its "
+                  "testbed's bench/model/paper-*.json unless this is given)")
       ->capture_default_str();
+  sim->add_option("--only", so.only, "--perf SCENARIO: run only these designs (comma-separated)");
   sim->add_option("--threads", so.threads, "--perf: client threads")->capture_default_str();
   sim->add_option("--cores", so.cores, "--perf this-machine: the host's cores")->capture_default_str();
   sim->add_option("--workload", so.workload, "--perf: YCSB workload a|b|c|d|f")->capture_default_str();
   sim->add_option("--records", so.records, "--perf: records loaded first")->capture_default_str();
   sim->add_option("--value-size", so.value_size, "--perf: value bytes")->capture_default_str();
-  sim->add_option("--measure", so.measure_s, "--perf: virtual seconds measured")->capture_default_str();
+  sim->add_option("--measure", so.measure_s, "--perf: virtual seconds measured (a scenario: its own window unless given)")
+      ->capture_default_str();
   sim->add_flag("--json", so.json, "--perf: one JSON line");
 
   slip::cli::ClusterCommandOptions co;

@@ -187,10 +187,21 @@ void World::RunPerf(ClusterSimResult& res) {
   };
   std::array<uint64_t, 5> parks0{};
   std::array<Nanos, 4> roles0{};
+  // Every placed executor, for the busiest one.
+  std::vector<runtime::Executor*> placed;
+  for (const Client& c : clients_) placed.push_back(c.exec);
+  placed.insert(placed.end(), apps_.begin(), apps_.end());
+  for (const auto& n : nodes_) {
+    placed.insert(placed.end(), n->workers.begin(), n->workers.end());
+    if (n->nic != nullptr) placed.push_back(n->nic);
+    if (n->digest != nullptr) placed.push_back(n->digest);
+  }
+  std::vector<Nanos> cpu0;
   rt_.Schedule(window_start_, nullptr, kEventControl, "window", 0, [&] {
     totals0 = rt_.CostTotals();
     roles0 = roles();
     parks0 = parks();
+    for (runtime::Executor* x : placed) cpu0.push_back(x->CpuTime());
     for (uint32_t h = 0; h < rt_.host_count(); ++h) busy0.push_back(rt_.HostBusy(h));
   });
   for (uint32_t c = 0; c < o_.clients; ++c) {
@@ -239,6 +250,19 @@ void World::RunPerf(ClusterSimResult& res) {
   r.nic_parks = per_op(parks1[2] - parks0[2]);
   r.app_parks = per_op(parks1[3] - parks0[3]);
   r.preemptions = per_op(parks1[4] - parks0[4]);
+  for (size_t i = 0; i < cpu0.size(); ++i) {
+    const double share = static_cast<double>(placed[i]->CpuTime() - cpu0[i]) / static_cast<double>(p.measure);
+    if (share > r.busiest_share) {
+      r.busiest_share = share;
+      r.busiest = std::string(placed[i]->name());
+    }
+  }
+  r.min_free_segments = UINT32_MAX;
+  for (const auto& n : nodes_) {
+    if (n->live == nullptr || n->live->store == nullptr) continue;
+    r.min_free_segments = std::min(r.min_free_segments, n->live->store->stats().free_segments);
+  }
+  r.log_full = r.min_free_segments <= store::StoreOptions{}.cleaner_reserve;
   for (uint32_t h = 0; h < busy0.size(); ++h) {
     const uint32_t cores = rt_.HostCores(h);
     r.host_busy.push_back(static_cast<double>(rt_.HostBusy(h) - busy0[h]) /

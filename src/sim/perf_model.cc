@@ -1,5 +1,6 @@
 #include "sim/perf_model.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -25,23 +26,86 @@ Result<MachineModel> ParseMachineModel(const std::string& json_text) {
     const double per_op = in["per_op_ns"].get<double>(), per_byte = in["per_byte_ns"].get<double>();
     if (per_op < 0 || per_byte < 0) return Status::InvalidArgument("model: input \"" + name + "\" is negative");
     m.costs[c] = {static_cast<runtime::Nanos>(per_op), per_byte};
+    m.constants.push_back(name);
     m.sources[name] = in.value("source", "");
   }
   for (const auto& [name, _] : inputs.items()) {
     if (!m.sources.count(name)) return Status::InvalidArgument("model: unknown input \"" + name + "\"");
   }
-  if (doc.contains("network")) {
-    const auto& n = doc["network"];
-    m.one_way = static_cast<runtime::Nanos>(n.value("one_way_ns", 0.0));
-    m.bandwidth = n.value("bandwidth_bytes_per_ns", 0.0);
-    m.software_nic = n.value("software_nic", true);
-    if (m.one_way < 0 || m.bandwidth < 0) return Status::InvalidArgument("model: negative network figure");
+  // A section's numbers, each recorded as a constant "section.name" with
+  // the source its "sources" object gives it.
+  auto section = [&doc, &m](const char* name) -> Result<const nlohmann::json*> {
+    if (!doc.contains(name)) return static_cast<const nlohmann::json*>(nullptr);
+    const auto& sec = doc[name];
+    if (!sec.is_object()) return Status::InvalidArgument(std::string("model: \"") + name + "\" is not an object");
+    for (const auto& [key, value] : sec.items()) {
+      if (key == "sources" || key == "source") continue;
+      const std::string constant = std::string(name) + "." + key;
+      if (!value.is_number() && !value.is_boolean()) {
+        return Status::InvalidArgument("model: \"" + constant + "\" is not a number");
+      }
+      m.constants.push_back(constant);
+      m.sources[constant] = "";
+    }
+    if (sec.contains("sources")) {
+      if (!sec["sources"].is_object()) return Status::InvalidArgument(std::string("model: ") + name + ".sources is not an object");
+      for (const auto& [key, value] : sec["sources"].items()) {
+        const std::string constant = std::string(name) + "." + key;
+        if (!m.sources.count(constant) || !value.is_string()) {
+          return Status::InvalidArgument("model: a source for \"" + constant + "\", which the file does not give");
+        }
+        m.sources[constant] = value.get<std::string>();
+      }
+    }
+    return &sec;
+  };
+  auto number = [](const nlohmann::json& sec, const char* key, double otherwise) {
+    return sec.contains(key) && sec[key].is_number() ? sec[key].get<double>() : otherwise;
+  };
+  auto network = section("network");
+  if (!network.ok()) return network.status();
+  if (const nlohmann::json* n = *network) {
+    m.one_way = static_cast<runtime::Nanos>(number(*n, "one_way_ns", 0));
+    m.bandwidth = number(*n, "bandwidth_bytes_per_ns", 0);
+    m.nic_service = static_cast<runtime::Nanos>(number(*n, "nic_service_ns", -1));
+    m.software_nic = n->value("software_nic", true);
+    if (m.one_way < 0 || m.bandwidth < 0 || (n->contains("nic_service_ns") && m.nic_service < 0)) {
+      return Status::InvalidArgument("model: negative network figure");
+    }
+  }
+  auto machines = section("machines");
+  if (!machines.ok()) return machines.status();
+  if (const nlohmann::json* h = *machines) {
+    const double node = number(*h, "node_cores", 0), client = number(*h, "client_cores", 0),
+                 hosts = number(*h, "client_hosts", 0);
+    if (node < 0 || client < 0 || hosts < 0) return Status::InvalidArgument("model: negative machine figure");
+    m.node_cores = static_cast<uint32_t>(node);
+    m.client_cores = static_cast<uint32_t>(client);
+    m.client_hosts = static_cast<uint32_t>(hosts);
   }
   if (doc.contains("runtime") && doc["runtime"].is_object()) {
-    m.park_after = static_cast<runtime::Nanos>(doc["runtime"].value("park_after_ns", -1.0));
+    const auto& r = doc["runtime"];
+    m.park_after = static_cast<runtime::Nanos>(r.value("park_after_ns", -1.0));
+    if (r.contains("park_after_ns")) {
+      m.constants.push_back("runtime.park_after_ns");
+      m.sources["runtime.park_after_ns"] = r.value("source", "");
+    }
   }
   m.provider = doc.value("provider", "");
   return m;
+}
+
+bool MachineModel::Gives(const std::string& constant) const {
+  return std::find(constants.begin(), constants.end(), constant) != constants.end();
+}
+
+std::vector<std::string> MachineModel::Unsourced() const {
+  std::vector<std::string> out;
+  for (const std::string& c : constants) {
+    auto it = sources.find(c);
+    if (it == sources.end() || it->second.empty()) out.push_back(c);
+  }
+  return out;
 }
 
 Result<MachineModel> LoadMachineModel(const std::string& path) {
