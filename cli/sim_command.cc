@@ -190,12 +190,29 @@ std::string DescribeComparison(const sim::Comparison& c) {
 }
 
 // Keeps the runs of the designs `only` names (comma-separated; empty: all).
-std::vector<sim::ScenarioRun> OnlyDesigns(std::vector<sim::ScenarioRun> runs, const std::string& only) {
+// The runs of the designs `only` names (comma-separated; empty: all).
+// InvalidArgument naming a design the scenario does not run.
+Result<std::vector<sim::ScenarioRun>> OnlyDesigns(std::vector<sim::ScenarioRun> runs, const std::string& only) {
   if (only.empty()) return runs;
+  std::vector<std::string> names;
+  for (size_t at = 0; at <= only.size();) {
+    const size_t comma = std::min(only.find(',', at), only.size());
+    if (comma > at) names.push_back(only.substr(at, comma - at));
+    at = comma + 1;
+  }
+  std::string offered;
+  for (const auto& r : runs) {
+    if (offered.find(" " + r.design + ",") == std::string::npos) offered += " " + r.design + ",";
+  }
+  for (const std::string& n : names) {
+    if (offered.find(" " + n + ",") == std::string::npos) {
+      return Status::InvalidArgument("--only: this scenario runs no design '" + n + "' (it runs" +
+                                     offered.substr(0, offered.size() - 1) + ")");
+    }
+  }
   std::vector<sim::ScenarioRun> kept;
-  const std::string list = "," + only + ",";
   for (auto& r : runs) {
-    if (list.find("," + r.design + ",") != std::string::npos) kept.push_back(std::move(r));
+    if (std::find(names.begin(), names.end(), r.design) != names.end()) kept.push_back(std::move(r));
   }
   return kept;
 }
@@ -322,11 +339,21 @@ int RunScenario(const SimCommandOptions& o, const sim::Scenario& s) {
     for (const sim::Comparison& c : sim::Compare(s, {})) std::fprintf(stderr, "%s\n", DescribeComparison(c).c_str());
     return 2;
   }
+  if (!o.this_machine_options_given.empty()) {
+    std::string given;
+    for (const std::string& g : o.this_machine_options_given) given += (given.empty() ? "" : ", ") + g;
+    std::fprintf(stderr, "slip sim: %s takes its cluster, workload and load from the paper; %s shape --perf "
+                 "this-machine only (a scenario takes --only, --model, --measure, --seed, --json)\n",
+                 s.name.c_str(), given.c_str());
+    return 2;
+  }
   // The scenario's own testbed unless --model names another.
-  const std::string path = o.model == SimCommandOptions{}.model ? s.model : o.model;
+  const std::string path = o.model_given ? o.model : s.model;
   auto model = sim::LoadMachineModel(path);
   if (!model.ok()) {
-    std::fprintf(stderr, "slip sim: %s\n", model.status().ToString().c_str());
+    std::fprintf(stderr, "slip sim: %s%s\n", model.status().ToString().c_str(),
+                 o.model_given ? "" : " (a scenario's testbed file is relative to the repository: run from its root, "
+                                      "or name the file with --model)");
     return 2;
   }
   auto built = s.runs(*model, o.seed >= 0 ? static_cast<uint64_t>(o.seed) : 1);
@@ -334,14 +361,15 @@ int RunScenario(const SimCommandOptions& o, const sim::Scenario& s) {
     std::fprintf(stderr, "slip sim: %s: %s\n", path.c_str(), built.status().ToString().c_str());
     return 2;
   }
-  std::vector<sim::ScenarioRun> runs = OnlyDesigns(std::move(*built), o.only);
-  if (runs.empty()) {
-    std::fprintf(stderr, "slip sim: --only %s leaves none of %s's runs\n", o.only.c_str(), s.name.c_str());
+  auto only = OnlyDesigns(std::move(*built), o.only);
+  if (!only.ok()) {
+    std::fprintf(stderr, "slip sim: %s: %s\n", s.name.c_str(), only.status().message().c_str());
     return 2;
   }
+  std::vector<sim::ScenarioRun> runs = std::move(*only);
   // --measure given: that window in place of the scenario's own (to check
   // that a longer one changes nothing).
-  if (o.measure_s != SimCommandOptions{}.measure_s) {
+  if (o.measure_given) {
     for (auto& r : runs) r.options.perf->measure = static_cast<runtime::Nanos>(o.measure_s * 1e9);
   }
   logging::SetLevel(logging::Level::kError);
@@ -379,6 +407,10 @@ int RunScenario(const SimCommandOptions& o, const sim::Scenario& s) {
 // A performance run on the cost model (docs/model.md).
 int RunPerfCommand(const SimCommandOptions& o) {
   if (o.perf == "list") return ListScenarios();
+  if (o.measure_given && !(o.measure_s > 0)) {
+    std::fprintf(stderr, "slip sim: --measure must be a positive number of virtual seconds, not %g\n", o.measure_s);
+    return 2;
+  }
   if (const sim::Scenario* s = sim::FindScenario(o.perf)) return RunScenario(o, *s);
   auto protocol = replication::ParseDesign(o.design);
   if (!protocol.ok()) {
@@ -426,12 +458,13 @@ int RunPerfCommand(const SimCommandOptions& o) {
     std::printf("{\"design\":\"%s\",\"threads\":%u,\"ops_per_sec\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,"
                 "\"read_p50_us\":%.1f,\"write_p50_us\":%.1f,\"busy\":%.3f,"
                 "\"cpu_us\":{\"client\":%.2f,\"worker\":%.2f,\"nic\":%.2f,\"digest\":%.2f},"
-                "\"parks\":{\"client\":%.3f,\"app\":%.3f,\"worker\":%.3f,\"nic\":%.3f},\"preemptions\":%.3f}\n",
+                "\"parks\":{\"client\":%.3f,\"app\":%.3f,\"worker\":%.3f,\"nic\":%.3f},\"preemptions\":%.3f,\"log_full\":%s}\n",
                 o.design.c_str(), o.threads, r.perf.ops_per_sec, static_cast<double>(r.perf.p50) / 1e3,
                 static_cast<double>(r.perf.p99) / 1e3, static_cast<double>(r.perf.read_p50) / 1e3,
                 static_cast<double>(r.perf.write_p50) / 1e3, r.perf.host_busy.empty() ? 0.0 : r.perf.host_busy[0],
                 r.perf.client_cpu / 1e3, r.perf.worker_cpu / 1e3, r.perf.nic_cpu / 1e3, r.perf.digest_cpu / 1e3,
-                r.perf.client_parks, r.perf.app_parks, r.perf.worker_parks, r.perf.nic_parks, r.perf.preemptions);
+                r.perf.client_parks, r.perf.app_parks, r.perf.worker_parks, r.perf.nic_parks, r.perf.preemptions,
+                r.perf.log_full ? "true" : "false");
     return 0;
   }
   std::printf("%s on this-machine (%u cores, %s model %s), YCSB-%s, %u records of %u B, %u threads: "
@@ -442,6 +475,10 @@ int RunPerfCommand(const SimCommandOptions& o) {
               static_cast<unsigned long long>(r.perf.ops), o.measure_s, secs);
   std::printf("p50 by kind: reads %.1f us, writes %.1f us\n", static_cast<double>(r.perf.read_p50) / 1e3,
               static_cast<double>(r.perf.write_p50) / 1e3);
+  if (r.perf.log_full) {
+    std::printf("warning: a node's log filled during the window (the simulated nodes run no cleaner): it measured "
+                "a stall; shorten --measure or load more --records\n");
+  }
   std::printf("CPU per operation by role (virtual us): client %.2f, worker %.2f, nic %.2f, digest %.2f\n",
               r.perf.client_cpu / 1e3, r.perf.worker_cpu / 1e3, r.perf.nic_cpu / 1e3, r.perf.digest_cpu / 1e3);
   std::printf("parks per operation: client %.2f, application threads %.2f, workers %.2f, nics %.2f; "

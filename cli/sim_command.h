@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "replication/testing/campaign.h"
 
@@ -52,6 +53,11 @@ struct SimCommandOptions {
   std::string perf;
   std::string model = "bench/model/this-machine.json";  // the inputs (a scenario's own file unless changed)
   std::string only;  // scenarios: run only these designs (comma-separated)
+  // Which of the options were given (a default value may be given too):
+  // a scenario uses its own testbed and window unless --model/--measure
+  // are, and refuses the options that shape this-machine's run.
+  bool model_given = false, measure_given = false;
+  std::vector<std::string> this_machine_options_given;
   uint32_t threads = 16;             // this-machine: client threads (one slip::Client)
   uint32_t cores = 2;                // this-machine: the host's cores
   std::string workload = "a";

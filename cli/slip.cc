@@ -478,7 +478,15 @@ int main(int argc, char** argv) {
   }
 
   if (app.got_subcommand("bench")) return slip::bench::RunBenchCommand(bench_options);
-  if (*sim) return slip::cli::RunSimCommand(so);
+  if (*sim) {
+    so.model_given = sim->get_option("--model")->count() > 0;
+    so.measure_given = sim->get_option("--measure")->count() > 0;
+    for (const char* name : {"--design", "--threads", "--cores", "--workload", "--records", "--value-size", "--nodes",
+                             "--replication", "--shards", "--workers", "--seeds"}) {
+      if (sim->get_option(name)->count() > 0) so.this_machine_options_given.emplace_back(name);
+    }
+    return slip::cli::RunSimCommand(so);
+  }
 
   auto local = OpenLocal(dir, size_mb);
   if (!local.ok()) return Fail(app.get_subcommands()[0]->get_name(), local.status());

@@ -35,8 +35,9 @@ enum class Cost : uint8_t {
   kWakeup,
   kWakeupBusy,
   // Charged by the runtime to an executor at the start of a turn when it
-  // lost its core on a busy host: woken while no core was idle, or
-  // preempted while it spun (its context switch in, its caches refilled).
+  // lost its core on a busy host: woken while no core was idle, and once
+  // per preemption of its spin since its last turn (it was switched back in
+  // to spin the rest): its return into the thread, its caches refilled.
   kSwitchIn,
   // Fabric (fabric/): a work request posted (doorbell; a software provider's
   // send path), a completion reaped, and the target side of a one-sided

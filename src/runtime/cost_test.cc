@@ -341,6 +341,39 @@ TEST(CostTest, APreemptedSpinnerPaysItsSwitchInWhenItNextRuns) {
   EXPECT_EQ(y->CpuTime(), 1000);           // y took a spinner's core: no switch-in for it
 }
 
+TEST(CostTest, APreemptedSpinnerThatParksPaysItsSwitchInWhenNextWoken) {
+  SimRuntime rt;
+  rt.SetCostModel(BusyModel());
+  const uint32_t host = rt.AddHost(2, 5000);
+  Executor* x = rt.CreateExecutor("x");
+  Executor* y = rt.CreateExecutor("y");
+  Executor* z = rt.CreateExecutor("z");
+  rt.PlaceOn(x, host);
+  rt.PlaceOn(y, host);
+  rt.PlaceOn(z, host);
+  x->Post([] { Charge(Cost::kRequest); });  // core 0: 0..1000, then spins
+  z->Post([] { Charge(Cost::kRequest); });  // core 1: 0..1000, then spins
+  // y takes a spinner's core at 2000 (2000..3000); the one preempted parks
+  // at 7000 (the 4000 left of its spin, after y's turn).
+  rt.Schedule(2000, y, kFirstDeviceKind, "y", 0, [] { Charge(Cost::kRequest); });
+  Executor* preempted = nullptr;
+  Nanos ran = -1;
+  rt.Schedule(20000, y, kFirstDeviceKind, "wake", 0, [&] {
+    preempted = rt.Preemptions(x) == 1 ? x : z;
+    rt.ChargeWake(preempted);  // every other core idle: a whole wake-up
+    rt.Schedule(y->Now(), preempted, kFirstDeviceKind, "work", 0, [&] { ran = preempted->Now(); });
+  });
+  rt.RunUntilIdle();
+  ASSERT_NE(preempted, nullptr);
+  EXPECT_EQ(rt.Preemptions(x) + rt.Preemptions(z), 1u);
+  EXPECT_EQ(rt.Parks(preempted), 1u);
+  // Its resumed spin's switch-in is paid in its next turn: the core time a
+  // spin took from others, which has no turn of its own.
+  EXPECT_EQ(ran, 20000 + 3000 + 700);
+  EXPECT_EQ(preempted->CpuTime(), 1000 + 700);
+  EXPECT_EQ(Total(rt, Cost::kSwitchIn), 700);
+}
+
 TEST(CostTest, TimersAndPostsOfAChargedHandlerStartWhenItEnds) {
   SimRuntime rt;
   rt.SetCostModel(Model());

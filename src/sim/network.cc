@@ -87,18 +87,21 @@ void World::Send(runtime::Executor* from, runtime::Executor* to, size_t bytes, N
   f = std::make_shared<Frame>();
   f->turn = rt_.turn();
   f->messages.push_back({bytes, std::move(fn)});
-  rt_.Schedule(rt_.Now() + flight, to, kEventNet, label, tag, [this, f, from, flight] {
+  rt_.Schedule(rt_.Now() + flight, to, kEventNet, label, tag, [this, f, from] {
     f->sent = true;
-    // A software provider acknowledges every fabric message (our tcp
-    // endpoints ask for remote completion, OfiOptions::remote_completion):
-    // the receiver's provider sends the ack as it takes the message, and
-    // the ack completes the send at the sender — waking it if it parked
-    // meanwhile. Its CPU at both ends is in the message costs (calibrated
-    // on a ping-pong that carries the acks); what the model adds is the
-    // sender's turn, and the wake-up. An RDMA NIC acknowledges in hardware.
+    // A software provider acknowledges every fabric message — a frame: the
+    // RPC layer sends a turn's calls to a peer as one (our tcp endpoints ask
+    // for remote completion, OfiOptions::remote_completion): the receiver's
+    // provider sends the ack as it takes the message, and the ack completes
+    // the send at the sender, waking it if it has parked. Its CPU at both
+    // ends is in the message costs (calibrated on a ping-pong that carries
+    // the acks); what the model adds is the sender's turn and the wake-up,
+    // decided as the ack is sent — on loopback, when it arrives (the send
+    // runs the sender's socket callback). An RDMA NIC acknowledges in
+    // hardware.
     if (o_.perf->software_nic) {
       rt_.ChargeWake(from);
-      rt_.Schedule(rt_.Now() + flight, from, kEventNet, "ack", 0, [] {});
+      rt_.Schedule(rt_.Now() + Latency(), from, kEventNet, "ack", 0, [] {});
     }
     for (size_t i = 0; i < f->messages.size(); ++i) {
       if (i == 0) {

@@ -157,51 +157,43 @@ void World::RunPerf(ClusterSimResult& res) {
   window_end_ = window_start_ + p.measure;
   std::array<Nanos, runtime::kCostCount> totals0{};
   std::vector<Nanos> busy0;
-  // CPU by role: client, worker, nic, digest.
-  auto roles = [this] {
+  // Every placed executor with its role, once: CPU by role (client and
+  // application threads, workers, NICs, digests), parks by role (client,
+  // workers, NICs, application threads) and preemptions of those, and the
+  // busiest executor are read off this list.
+  enum Role : uint8_t { kClientRole, kAppRole, kWorkerRole, kNicRole, kDigestRole };
+  std::vector<std::pair<runtime::Executor*, Role>> placed;
+  for (const Client& c : clients_) placed.emplace_back(c.exec, kClientRole);
+  for (runtime::Executor* a : apps_) placed.emplace_back(a, kAppRole);
+  for (const auto& n : nodes_) {
+    for (runtime::Executor* w : n->workers) placed.emplace_back(w, kWorkerRole);
+    if (n->nic != nullptr) placed.emplace_back(n->nic, kNicRole);
+    if (n->digest != nullptr) placed.emplace_back(n->digest, kDigestRole);
+  }
+  auto roles = [&placed] {
+    static constexpr size_t kCpuIndex[] = {0, 0, 1, 2, 3};
     std::array<Nanos, 4> r{};
-    for (const Client& c : clients_) r[0] += c.exec->CpuTime();
-    for (runtime::Executor* a : apps_) r[0] += a->CpuTime();
-    for (const auto& n : nodes_) {
-      for (runtime::Executor* w : n->workers) r[1] += w->CpuTime();
-      if (n->nic != nullptr) r[2] += n->nic->CpuTime();
-      if (n->digest != nullptr) r[3] += n->digest->CpuTime();
-    }
+    for (const auto& [x, role] : placed) r[kCpuIndex[role]] += x->CpuTime();
     return r;
   };
-  // Parks by role (client, worker, nic, application threads), then
-  // preemptions of them all.
-  auto parks = [this] {
+  auto parks = [this, &placed] {
+    static constexpr size_t kParkIndex[] = {0, 3, 1, 2};  // the digest's are not counted
     std::array<uint64_t, 5> r{};
-    auto add = [&](size_t role, const runtime::Executor* x) {
-      r[role] += rt_.Parks(x);
+    for (const auto& [x, role] : placed) {
+      if (role == kDigestRole) continue;
+      r[kParkIndex[role]] += rt_.Parks(x);
       r[4] += rt_.Preemptions(x);
-    };
-    for (const Client& c : clients_) add(0, c.exec);
-    for (runtime::Executor* a : apps_) add(3, a);
-    for (const auto& n : nodes_) {
-      for (runtime::Executor* w : n->workers) add(1, w);
-      if (n->nic != nullptr) add(2, n->nic);
     }
     return r;
   };
   std::array<uint64_t, 5> parks0{};
   std::array<Nanos, 4> roles0{};
-  // Every placed executor, for the busiest one.
-  std::vector<runtime::Executor*> placed;
-  for (const Client& c : clients_) placed.push_back(c.exec);
-  placed.insert(placed.end(), apps_.begin(), apps_.end());
-  for (const auto& n : nodes_) {
-    placed.insert(placed.end(), n->workers.begin(), n->workers.end());
-    if (n->nic != nullptr) placed.push_back(n->nic);
-    if (n->digest != nullptr) placed.push_back(n->digest);
-  }
   std::vector<Nanos> cpu0;
   rt_.Schedule(window_start_, nullptr, kEventControl, "window", 0, [&] {
     totals0 = rt_.CostTotals();
     roles0 = roles();
     parks0 = parks();
-    for (runtime::Executor* x : placed) cpu0.push_back(x->CpuTime());
+    for (const auto& [x, role] : placed) cpu0.push_back(x->CpuTime());
     for (uint32_t h = 0; h < rt_.host_count(); ++h) busy0.push_back(rt_.HostBusy(h));
   });
   for (uint32_t c = 0; c < o_.clients; ++c) {
@@ -251,18 +243,22 @@ void World::RunPerf(ClusterSimResult& res) {
   r.app_parks = per_op(parks1[3] - parks0[3]);
   r.preemptions = per_op(parks1[4] - parks0[4]);
   for (size_t i = 0; i < cpu0.size(); ++i) {
-    const double share = static_cast<double>(placed[i]->CpuTime() - cpu0[i]) / static_cast<double>(p.measure);
+    const double share = static_cast<double>(placed[i].first->CpuTime() - cpu0[i]) / static_cast<double>(p.measure);
     if (share > r.busiest_share) {
       r.busiest_share = share;
-      r.busiest = std::string(placed[i]->name());
+      r.busiest = std::string(placed[i].first->name());
     }
   }
+  bool any_store = false;
   r.min_free_segments = UINT32_MAX;
   for (const auto& n : nodes_) {
     if (n->live == nullptr || n->live->store == nullptr) continue;
-    r.min_free_segments = std::min(r.min_free_segments, n->live->store->stats().free_segments);
+    const store::Store& st = *n->live->store;
+    any_store = true;
+    r.min_free_segments = std::min(r.min_free_segments, st.stats().free_segments);
+    r.log_full = r.log_full || st.stats().free_segments <= st.options().cleaner_reserve;
   }
-  r.log_full = r.min_free_segments <= store::StoreOptions{}.cleaner_reserve;
+  if (!any_store) r.min_free_segments = 0;
   for (uint32_t h = 0; h < busy0.size(); ++h) {
     const uint32_t cores = rt_.HostCores(h);
     r.host_busy.push_back(static_cast<double>(rt_.HostBusy(h) - busy0[h]) /

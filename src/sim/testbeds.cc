@@ -62,9 +62,12 @@ struct Window {
 // while the machines have a core per thread; beyond, each thread keeps
 // several in flight (as the papers' coroutine clients do), so no thread
 // ever lacks a core (the testbeds' files charge no context switch).
-std::vector<ScenarioRun> Sweep(const PerfOptions& base, const Shape& shape, const std::vector<Series>& series,
-                               const std::vector<Protocol>& designs, const std::vector<uint32_t>& loads,
-                               Window window, uint64_t seed) {
+// InvalidArgument for a load it cannot spread: none, or one that would
+// leave most client threads' places empty (a prime beyond the machines'
+// cores would put it all on one thread).
+Result<std::vector<ScenarioRun>> Sweep(const PerfOptions& base, const Shape& shape, const std::vector<Series>& series,
+                                       const std::vector<Protocol>& designs, const std::vector<uint32_t>& loads,
+                                       Window window, uint64_t seed) {
   std::vector<ScenarioRun> runs;
   for (const Series& s : series) {
     for (Protocol d : designs) {
@@ -76,9 +79,15 @@ std::vector<ScenarioRun> Sweep(const PerfOptions& base, const Shape& shape, cons
         PerfOptions p = base;
         p.workload = s.workload;
         const uint32_t capacity = std::max<uint32_t>(base.client_hosts, 1) * std::max<uint32_t>(base.client_cores, 1);
+        if (load == 0) return Status::InvalidArgument("testbed sweep: a load of no operations in flight");
         uint32_t per_client = (load + capacity - 1) / capacity;
         while (load % per_client != 0) ++per_client;
         const uint32_t clients = load / per_client;
+        if (2 * clients < std::min(load, capacity)) {
+          return Status::InvalidArgument("testbed sweep: a load of " + std::to_string(load) +
+                                         " does not split evenly over the client machines' " +
+                                         std::to_string(capacity) + " cores");
+        }
         p.threads_per_client = per_client;
         p.client_hosts = std::min(std::max<uint32_t>(base.client_hosts, 1), clients);
         p.warmup = window.warmup;
@@ -122,13 +131,14 @@ Result<std::vector<ScenarioRun>> RowanFig9(const MachineModel& m, uint64_t seed)
   // saturate: the paper raises the load until each system peaks.
   const std::vector<uint32_t> loads = {48, 192, 768};
   const Window window{1 * kMillisecond, 2 * kMillisecond};
-  std::vector<ScenarioRun> runs = Sweep(
-      *base, shape, series, {Protocol::kRowan, Protocol::kRpc, Protocol::kRWrite, Protocol::kBatch, Protocol::kShare},
-      loads, window, seed);
-  for (ScenarioRun& r : Sweep(*base, shape, {{"A uniform", uniform}}, {Protocol::kRowan, Protocol::kRpc}, loads,
-                              window, seed)) {
-    runs.push_back(std::move(r));
-  }
+  auto runs = Sweep(*base, shape, series,
+                    {Protocol::kRowan, Protocol::kRpc, Protocol::kRWrite, Protocol::kBatch, Protocol::kShare}, loads,
+                    window, seed);
+  auto uniform_runs = Sweep(*base, shape, {{"A uniform", uniform}}, {Protocol::kRowan, Protocol::kRpc}, loads, window,
+                            seed);
+  if (!runs.ok()) return runs.status();
+  if (!uniform_runs.ok()) return uniform_runs.status();
+  for (ScenarioRun& r : *uniform_runs) runs->push_back(std::move(r));
   return runs;
 }
 
@@ -204,18 +214,18 @@ std::vector<Series> TailwindSeries(bool update_only) {
 // sweep goes on to 4 and 16 client threads per machine until they do.
 std::vector<uint32_t> TailwindLoads() { return {1, 10, 30, 120, 480}; }
 
-Result<std::vector<ScenarioRun>> TailwindFig6(const MachineModel& m, uint64_t seed) {
+// Fig. 6: every mix; Fig. 7: updates only.
+Result<std::vector<ScenarioRun>> TailwindRuns(const MachineModel& m, uint64_t seed, bool update_only) {
   auto base = TestbedPerf(m);
   if (!base.ok()) return base.status();
-  return Sweep(*base, kTailwindShape, TailwindSeries(false), {Protocol::kRpc, Protocol::kTailwind}, TailwindLoads(),
-               {1 * kMillisecond, 4 * kMillisecond}, seed);
+  return Sweep(*base, kTailwindShape, TailwindSeries(update_only), {Protocol::kRpc, Protocol::kTailwind},
+               TailwindLoads(), {1 * kMillisecond, 4 * kMillisecond}, seed);
 }
-
+Result<std::vector<ScenarioRun>> TailwindFig6(const MachineModel& m, uint64_t seed) {
+  return TailwindRuns(m, seed, false);
+}
 Result<std::vector<ScenarioRun>> TailwindFig7(const MachineModel& m, uint64_t seed) {
-  auto base = TestbedPerf(m);
-  if (!base.ok()) return base.status();
-  return Sweep(*base, kTailwindShape, TailwindSeries(true), {Protocol::kRpc, Protocol::kTailwind}, TailwindLoads(),
-               {1 * kMillisecond, 4 * kMillisecond}, seed);
+  return TailwindRuns(m, seed, true);
 }
 
 std::vector<std::string> TailwindNotes() {
@@ -359,26 +369,23 @@ Scenario RubbleFig7Scenario() {
   return s;
 }
 
-const RunResult* Lightest(const std::vector<const RunResult*>& xs) {
+// The run of `xs` with the greatest key(run); null when xs is empty.
+template <typename Key>
+const RunResult* Max(const std::vector<const RunResult*>& xs, Key key) {
   const RunResult* best = nullptr;
   for (const RunResult* r : xs) {
-    if (best == nullptr || r->run.load < best->run.load) best = r;
+    if (best == nullptr || key(*r) > key(*best)) best = r;
   }
   return best;
+}
+const RunResult* Lightest(const std::vector<const RunResult*>& xs) {
+  return Max(xs, [](const RunResult& r) { return -static_cast<int64_t>(r.run.load); });
 }
 const RunResult* Heaviest(const std::vector<const RunResult*>& xs) {
-  const RunResult* best = nullptr;
-  for (const RunResult* r : xs) {
-    if (best == nullptr || r->run.load > best->run.load) best = r;
-  }
-  return best;
+  return Max(xs, [](const RunResult& r) { return r.run.load; });
 }
 const RunResult* Peak(const std::vector<const RunResult*>& xs) {
-  const RunResult* best = nullptr;
-  for (const RunResult* r : xs) {
-    if (best == nullptr || r->result.perf.ops_per_sec > best->result.perf.ops_per_sec) best = r;
-  }
-  return best;
+  return Max(xs, [](const RunResult& r) { return r.result.perf.ops_per_sec; });
 }
 
 }  // namespace
@@ -458,6 +465,9 @@ bool SeriesMetric(Metric m, const std::vector<const RunResult*>& series, const s
       *out = static_cast<double>(Lightest(series)->result.perf.write_p50) / us;
       return true;
     case Metric::kWriteP99Light:
+      // The runs report one p99 over every operation: an update's only
+      // when the series has nothing else.
+      if (Lightest(series)->run.options.perf->workload.read > 0) return false;
       *out = static_cast<double>(Lightest(series)->result.perf.p99) / us;
       return true;
     case Metric::kWriteP50AtPeak: {
