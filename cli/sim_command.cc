@@ -189,7 +189,6 @@ std::string DescribeComparison(const sim::Comparison& c) {
   return line;
 }
 
-// Keeps the runs of the designs `only` names (comma-separated; empty: all).
 // The runs of the designs `only` names (comma-separated; empty: all).
 // InvalidArgument naming a design the scenario does not run.
 Result<std::vector<sim::ScenarioRun>> OnlyDesigns(std::vector<sim::ScenarioRun> runs, const std::string& only) {
@@ -200,6 +199,7 @@ Result<std::vector<sim::ScenarioRun>> OnlyDesigns(std::vector<sim::ScenarioRun> 
     if (comma > at) names.push_back(only.substr(at, comma - at));
     at = comma + 1;
   }
+  if (names.empty()) return Status::InvalidArgument("--only '" + only + "' names no design");
   std::string offered;
   for (const auto& r : runs) {
     if (offered.find(" " + r.design + ",") == std::string::npos) offered += " " + r.design + ",";
@@ -343,7 +343,8 @@ int RunScenario(const SimCommandOptions& o, const sim::Scenario& s) {
     std::string given;
     for (const std::string& g : o.this_machine_options_given) given += (given.empty() ? "" : ", ") + g;
     std::fprintf(stderr, "slip sim: %s takes its cluster, workload and load from the paper; %s shape --perf "
-                 "this-machine only (a scenario takes --only, --model, --measure, --seed, --json)\n",
+                 "this-machine or a fault campaign, not a scenario (it takes --only, --model, --measure, --seed, "
+                 "--json)\n",
                  s.name.c_str(), given.c_str());
     return 2;
   }
@@ -407,8 +408,9 @@ int RunScenario(const SimCommandOptions& o, const sim::Scenario& s) {
 // A performance run on the cost model (docs/model.md).
 int RunPerfCommand(const SimCommandOptions& o) {
   if (o.perf == "list") return ListScenarios();
-  if (o.measure_given && !(o.measure_s > 0)) {
-    std::fprintf(stderr, "slip sim: --measure must be a positive number of virtual seconds, not %g\n", o.measure_s);
+  if (o.measure_given && !(o.measure_s >= 1e-6)) {
+    std::fprintf(stderr, "slip sim: --measure must be at least a virtual microsecond (in seconds: 1e-6), not %g\n",
+                 o.measure_s);
     return 2;
   }
   if (const sim::Scenario* s = sim::FindScenario(o.perf)) return RunScenario(o, *s);

@@ -95,11 +95,17 @@ def migrated(model, tmp, r):
     inputs, seen = doc["inputs"], doc.get("observed", {})
     if "wakeup_busy" in inputs and "switch_in" in inputs:
         return model
-    share = seen.get("wakeup_woken_thread_share") or 0.4
-    inputs.setdefault("wakeup_busy", {"per_op_ns": float(seen["hand_over_one_core_ns"]), "per_byte_ns": 0.0,
-                                      "source": "derived: observed hand_over_one_core_ns"})
-    inputs.setdefault("switch_in", {"per_op_ns": round(share * inputs["wakeup"]["per_op_ns"]), "per_byte_ns": 0.0,
-                                    "source": f"derived: {share} of the wake-up"})
+    if "wakeup_busy" not in inputs:
+        hand_over = seen.get("hand_over_one_core_ns")
+        if hand_over is None:
+            sys.exit(f"validate: {model} has no wakeup_busy input and no hand_over_one_core_ns observation to derive "
+                     "it from: it cannot be replayed by this model")
+        inputs["wakeup_busy"] = {"per_op_ns": float(hand_over), "per_byte_ns": 0.0,
+                                 "source": "derived: observed hand_over_one_core_ns"}
+    if "switch_in" not in inputs:
+        share = seen.get("wakeup_woken_thread_share") or 0.4
+        inputs["switch_in"] = {"per_op_ns": round(share * inputs["wakeup"]["per_op_ns"]), "per_byte_ns": 0.0,
+                               "source": f"derived: {share} of the wake-up"}
     out = os.path.join(tmp, f"migrated-{r}.json")
     with open(out, "w") as f:
         json.dump(doc, f)

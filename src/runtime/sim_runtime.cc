@@ -280,7 +280,8 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
   // spin no turn of its own, so this turn pays those too, on its path even
   // if it parked since — the core time a resumed spin takes from others.
   // (Counting them off the path, as CPU that occupies no core, left the
-  // model's cores too free: 32 and 34 of 42 cells against 37 and 38.)
+  // model's cores too free: 32 and 34 of 42 cells on two sets of
+  // measurements, against 37 and 38 this way.)
   if (x->woken_busy) {
     x->woken_busy = false;
     Charge(Cost::kSwitchIn);
@@ -359,7 +360,7 @@ bool SimRuntime::HasIdleCore(size_t host, const SimExecutor* x) const {
   for (size_t k = 0; k < h.core_free.size(); ++k) {
     if (h.core_free[k] > now) continue;
     const SimExecutor* y = h.holder[k];
-    if (y == current_) continue;
+    if (y != nullptr && y == current_) continue;  // the waker's own core
     const bool other = y != nullptr && y != x;
     if (other && !y->ready.empty()) continue;
     const bool spinning = other && y->park_after >= 0 && now < y->parks_at;

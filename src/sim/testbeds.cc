@@ -467,7 +467,7 @@ bool SeriesMetric(Metric m, const std::vector<const RunResult*>& series, const s
     case Metric::kWriteP99Light:
       // The runs report one p99 over every operation: an update's only
       // when the series has nothing else.
-      if (Lightest(series)->run.options.perf->workload.read > 0) return false;
+      if (const auto& perf = Lightest(series)->run.options.perf; !perf || perf->workload.update < 1) return false;
       *out = static_cast<double>(Lightest(series)->result.perf.p99) / us;
       return true;
     case Metric::kWriteP50AtPeak: {

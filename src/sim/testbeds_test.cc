@@ -252,6 +252,8 @@ TEST(TestbedsTest, CompareReadsTheFiguresMetricsOffTheRuns) {
     r.result.perf.ops_per_sec = ops;
     r.result.perf.write_p50 = write_p50;
     r.result.perf.p99 = 2 * write_p50;
+    r.run.options.perf = PerfOptions{};
+    r.run.options.perf->workload.update = 1;  // update-only: the p99 is an update's
     return r;
   };
   const std::vector<RunResult> runs = {
@@ -278,6 +280,11 @@ TEST(TestbedsTest, CompareReadsTheFiguresMetricsOffTheRuns) {
   EXPECT_DOUBLE_EQ(c[4].simulated, 2);       // old peaks at 10 clients: 24 us / 12 us
   EXPECT_DOUBLE_EQ(c[5].simulated, 2);       // 20 us / 10 us at 1 client
   EXPECT_DOUBLE_EQ(c[6].simulated, 2);       // the p99s, likewise
+  // With reads in the series, its p99 is not an update's: no number.
+  std::vector<RunResult> mixed = runs;
+  for (RunResult& r : mixed) r.run.options.perf->workload = ycsb::WorkloadSpec{.read = 0.5, .update = 0.5};
+  EXPECT_FALSE(Compare(s, mixed)[6].has_simulated);
+  EXPECT_TRUE(Compare(s, mixed)[5].has_simulated);
   double scaling = 0;
   std::vector<const RunResult*> mine = {&runs[0], &runs[1], &runs[2]};
   ASSERT_TRUE(SeriesMetric(Metric::kScaling, mine, {}, &scaling));
