@@ -106,8 +106,7 @@ class SimExecutor final : public Executor {
   Nanos park_after = -1;                // its spin after a turn (PlaceOn: the host's or its own)
   Nanos parks_at = 0;                   // when it parks: its spin after the last turn ends
   Nanos spin_from = 0;                  // its spin since then is core time not yet counted busy
-  bool woken_busy = false;              // woken on a busy host: its next turn pays a switch-in
-  uint32_t resumes_owed = 0;            // preempted spins since its last turn, each a switch back in
+  uint32_t switch_ins_owed = 0;         // woken on a busy host, or preempted spinning, since its last turn
 
  private:
   struct Poller {
@@ -282,11 +281,7 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
   // (Counting them off the path, as CPU that occupies no core, left the
   // model's cores too free: 32 and 34 of 42 cells on two sets of
   // measurements, against 37 and 38 this way.)
-  if (x->woken_busy) {
-    x->woken_busy = false;
-    Charge(Cost::kSwitchIn);
-  }
-  for (; x->resumes_owed > 0; --x->resumes_owed) Charge(Cost::kSwitchIn);
+  for (; x->switch_ins_owed > 0; --x->switch_ins_owed) Charge(Cost::kSwitchIn);
   // One loop turn of a real executor: everything pending when it starts
   // (what one poll returns), handled back to back.
   while (!x->ready.empty()) {
@@ -306,7 +301,7 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     // after this turn) unless work comes first. Its spin so far was core
     // time; the rest runs beside this executor's own and is not counted.
     ++preempted->preemptions;
-    ++preempted->resumes_owed;
+    ++preempted->switch_ins_owed;
     h.busy += std::max<Nanos>(0, t - preempted->spin_from);
     preempted->spin_from = INT64_MAX;
     preempted->parks_at = end + (preempted->parks_at - t);
@@ -345,7 +340,7 @@ void SimRuntime::ChargeWake(Executor* target) {
     Charge(Cost::kWakeup);
   } else {
     Charge(Cost::kWakeupBusy);
-    x->woken_busy = true;
+    ++x->switch_ins_owed;
   }
 }
 
