@@ -28,9 +28,9 @@ class StoreRouting final : public client::RoutingSource {
     auto c = store_->Load();
     exec_->Post([this, c = std::move(c), done = std::move(done)]() mutable {
       if (!c.ok()) return done(c.status());
-      std::map<uint32_t, std::string> addrs;
-      for (const auto& [id, info] : c->config.nodes) addrs[id] = info.address;
-      peers_->SetAddresses(addrs);
+      std::map<uint32_t, std::vector<std::string>> entries;
+      for (const auto& [id, info] : c->config.nodes) entries[id] = info.Entries();
+      peers_->SetEntries(entries, c->config.num_shards());
       done(cluster::RoutingFromConfig(c->config));
     });
   }
@@ -162,21 +162,21 @@ class ClientImpl final : public Client {
   // at cluster::kMaxPoolNodeId), one after another.
   Result<std::vector<NodeAnswer>> AskStats(bool up_only) {
     SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig c, store_->Load());
-    std::map<uint32_t, std::string> addrs;
-    for (const auto& [n, i] : c.config.nodes) addrs[n] = i.address;
+    std::map<uint32_t, std::vector<std::string>> addrs;
+    for (const auto& [n, i] : c.config.nodes) addrs[n] = i.Entries();
     std::vector<uint32_t> ask;
     for (const auto& [id, info] : c.config.nodes) {
       if (!up_only || info.state == cluster::NodeState::kUp) ask.push_back(id);
     }
     if (!c.config.pool.empty()) {
-      addrs[kPoolStatsId] = c.config.pool;
+      addrs[kPoolStatsId] = {c.config.pool};
       ask.push_back(kPoolStatsId);
     }
     std::vector<NodeAnswer> out;
     for (const uint32_t id : ask) {
       std::promise<Result<rpc::PeerResponse>> p;
       exec_->Post([&, id, addrs] {
-        peers_->SetAddresses(addrs);
+        peers_->SetEntries(addrs, c.config.num_shards());
         peers_->Call(id, static_cast<uint16_t>(proto::Method::kStats), {},
                      [&](Result<rpc::PeerResponse> r) { p.set_value(std::move(r)); });
       });

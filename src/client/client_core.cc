@@ -125,7 +125,7 @@ void ClientCore::Attempt(std::shared_ptr<Op> op) {
                                                          : proto::Method::kDel;
   const proto::KvRequest kv{routing_.term, shard, op->key, op->value};
   std::string req = op->condition ? proto::Encode(proto::PutIfRequest{*op->condition, kv}) : proto::Encode(kv);
-  peers_->Call(node, static_cast<uint16_t>(op->condition ? proto::Method::kPutIf : method), std::move(req),
+  peers_->Call(rpc::Target{node, shard}, static_cast<uint16_t>(op->condition ? proto::Method::kPutIf : method), std::move(req),
                [this, op](Result<rpc::PeerResponse> r) { OnResponse(op, std::move(r)); });
 }
 

@@ -18,7 +18,7 @@ using runtime::kMillisecond;
 class ScriptedNode final : public rpc::PeerCaller {
  public:
   explicit ScriptedNode(runtime::Executor* exec) : exec_(exec) {}
-  void Call(NodeId, uint16_t, std::string, std::function<void(Result<rpc::PeerResponse>)> done) override {
+  void Call(rpc::Target, uint16_t, std::string, std::function<void(Result<rpc::PeerResponse>)> done) override {
     ++calls;
     Result<rpc::PeerResponse> r = script.empty() ? Result<rpc::PeerResponse>(Ok()) : script.front();
     if (!script.empty()) script.pop_front();

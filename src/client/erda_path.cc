@@ -109,7 +109,7 @@ void ErdaPath::WithGrant(rpc::NodeId node, uint64_t term, uint32_t shard, const 
   ++stats_.grants;
   const runtime::Nanos sent = exec_->Now();
   ++stats_.round_trips;
-  peers_->Call(node, static_cast<uint16_t>(proto::Method::kErdaGrant), proto::Encode(proto::ErdaGrantRequest{term, shard}),
+  peers_->Call(rpc::Target{node, shard}, static_cast<uint16_t>(proto::Method::kErdaGrant), proto::Encode(proto::ErdaGrantRequest{term, shard}),
                [this, node, shard, sent, done, then = std::move(then)](Result<rpc::PeerResponse> r) mutable {
                  if (!r.ok() || r->status != Code::kOk) return done(std::move(r));
                  auto g = proto::DecodeErdaGrantResponse(proto::AsBytes(r->payload));
@@ -249,7 +249,7 @@ void ErdaPath::AnswerGet(std::shared_ptr<GetOp> op, Code status, uint64_t versio
 void ErdaPath::FallbackGet(std::shared_ptr<GetOp> op) {
   ++stats_.fallback_gets;
   ++stats_.round_trips;
-  peers_->Call(op->node, static_cast<uint16_t>(proto::Method::kGet),
+  peers_->Call(rpc::Target{op->node, op->shard}, static_cast<uint16_t>(proto::Method::kGet),
                proto::Encode(proto::KvRequest{op->term, op->shard, op->key, {}}),
                [op](Result<rpc::PeerResponse> r) { op->done(std::move(r)); });
 }
@@ -275,7 +275,7 @@ void ErdaPath::Put(rpc::NodeId node, uint64_t term, uint32_t shard, const std::s
 void ErdaPath::Reserve(std::shared_ptr<PutOp> op) {
   const runtime::Nanos sent = exec_->Now();
   ++stats_.round_trips;
-  peers_->Call(op->node, static_cast<uint16_t>(proto::Method::kErdaReserve),
+  peers_->Call(rpc::Target{op->node, op->shard}, static_cast<uint16_t>(proto::Method::kErdaReserve),
                proto::Encode(proto::ErdaReserveRequest{op->term, op->shard, static_cast<uint32_t>(op->value.size()), op->key}),
                [this, op, sent](Result<rpc::PeerResponse> r) {
                  if (r.ok() && r->status == Code::kTooLarge) return FallbackPut(op);
@@ -327,7 +327,7 @@ void ErdaPath::WriteEntry(std::shared_ptr<PutOp> op, const proto::ErdaReserveRes
 void ErdaPath::Commit(std::shared_ptr<PutOp> op) {
   ++stats_.one_sided_puts;
   ++stats_.round_trips;
-  peers_->Call(op->node, static_cast<uint16_t>(proto::Method::kErdaCommit),
+  peers_->Call(rpc::Target{op->node, op->shard}, static_cast<uint16_t>(proto::Method::kErdaCommit),
                proto::Encode(proto::ErdaCommitRequest{op->term, op->shard, op->reservation, op->key}),
                [op](Result<rpc::PeerResponse> r) { op->done(std::move(r)); });
 }
@@ -335,7 +335,7 @@ void ErdaPath::Commit(std::shared_ptr<PutOp> op) {
 void ErdaPath::FallbackPut(std::shared_ptr<PutOp> op) {
   ++stats_.fallback_puts;
   ++stats_.round_trips;
-  peers_->Call(op->node, static_cast<uint16_t>(proto::Method::kPut),
+  peers_->Call(rpc::Target{op->node, op->shard}, static_cast<uint16_t>(proto::Method::kPut),
                proto::Encode(proto::KvRequest{op->term, op->shard, op->key, op->value}),
                [op](Result<rpc::PeerResponse> r) { op->done(std::move(r)); });
 }

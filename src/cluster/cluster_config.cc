@@ -66,6 +66,16 @@ Status ClusterConfig::Validate() const {
   }
   for (const auto& [id, info] : nodes) {
     if (info.address.empty()) return bad("node " + N(id) + " has no address");
+    if (info.workers.size() > kMaxWorkerEntries) {
+      return bad("node " + N(id) + " lists " + N(info.workers.size()) + " worker entries (at most " +
+                 N(kMaxWorkerEntries) + ")");
+    }
+    if (!info.workers.empty() && info.workers[0] != info.address) {
+      return bad("node " + N(id) + ": its first worker's entry is not its address");
+    }
+    for (const std::string& w : info.workers) {
+      if (w.empty()) return bad("node " + N(id) + " has a worker without an address");
+    }
     if (info.state == NodeState::kLeaving && !UsesPool(design)) {
       return bad("node " + N(id) + " is leaving, which only designs with a pool know");
     }
@@ -717,7 +727,9 @@ std::string ToHex(std::string_view bytes) {
 json ToJson(const ClusterConfig& c) {
   json nodes = json::array();
   for (const auto& [id, info] : c.nodes) {
-    nodes.push_back({{"id", id}, {"address", info.address}, {"state", NodeStateName(info.state)}});
+    json node = {{"id", id}, {"address", info.address}, {"state", NodeStateName(info.state)}};
+    if (!info.workers.empty()) node["workers"] = info.workers;
+    nodes.push_back(std::move(node));
   }
   json shards = json::array();
   for (ShardId s = 0; s < c.shards.size(); s++) {
@@ -837,10 +849,17 @@ Result<ClusterConfig> FromJsonUnchecked(const json& j) {
   SLIP_ASSIGN_OR_RETURN(const json* nodes, GetArray(j, "nodes"));
   for (const json& n : *nodes) {
     if (!n.is_object()) return Bad("a node is not an object");
-    SLIP_RETURN_IF_ERROR(OnlyFields(n, {"id", "address", "state"}, "node"));
+    SLIP_RETURN_IF_ERROR(OnlyFields(n, {"id", "address", "state", "workers"}, "node"));
     SLIP_ASSIGN_OR_RETURN(uint64_t id, GetUint(n, "id", kU32));
     NodeInfo info;
     SLIP_ASSIGN_OR_RETURN(info.address, GetString(n, "address"));
+    if (const auto w = n.find("workers"); w != n.end()) {
+      if (!w->is_array()) return Bad("node " + N(id) + ": workers is not a list");
+      for (const json& a : *w) {
+        if (!a.is_string()) return Bad("node " + N(id) + ": a worker's address is not a string");
+        info.workers.push_back(a.get<std::string>());
+      }
+    }
     SLIP_ASSIGN_OR_RETURN(std::string state, GetString(n, "state"));
     if (state == "up") {
       info.state = NodeState::kUp;

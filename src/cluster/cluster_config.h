@@ -20,6 +20,8 @@
 //     returns (Reassign never discards the last copy of a shard);
 //   - a leaving node holds no replica, and only UsesPool designs have one;
 //   - a UsesPool design's node ids are at most kMaxPoolNodeId;
+//   - a node's worker entries, if any, are at most kMaxWorkerEntries, none
+//     empty, the first its address;
 //   - a migration names an existing shard and up members, at most one per
 //     shard. A primary's move: `to` is the primary and `from` holds no
 //     replica (the map shows the shard where it is going). A backup's move:
@@ -55,6 +57,13 @@ enum class NodeState : uint8_t { kUp, kDown, kLeaving };
 struct NodeInfo {
   std::string address;  // how to reach the node, e.g. "10.0.0.7:7100" (opaque here)
   NodeState state = NodeState::kUp;
+  // The entry of each of the node's request workers, in worker order (the
+  // first is `address`): a request about shard s goes to
+  // workers[WorkerOfShard(s, num_shards, size)], a range of shards each
+  // (server/worker_pool.h). Empty: every request goes to `address`.
+  std::vector<std::string> workers;
+  // Where requests enter, in worker order (rpc::RpcPeers::SetEntries).
+  std::vector<std::string> Entries() const { return workers.empty() ? std::vector<std::string>{address} : workers; }
   bool operator==(const NodeInfo&) const = default;
 };
 
@@ -200,6 +209,9 @@ bool AnyNodeServes(std::string_view design);
 // The largest node id a pool design takes: the pool keeps a token per node
 // id (dinomo::Pool::kMaxNodes) and log entries name their writer in 16 bits.
 inline constexpr NodeId kMaxPoolNodeId = 499;
+// The most request workers a node advertises entries for (a sanity bound:
+// every client connects to each).
+inline constexpr size_t kMaxWorkerEntries = 256;
 
 // Reassign for UsesPool designs: term + 1, `failed` down, and each shard it
 // owned given to the live node owning the fewest shards (then lowest id).

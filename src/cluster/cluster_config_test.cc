@@ -672,6 +672,33 @@ TEST(JsonTest, ThePmClassTravelsAndMayBeAbsent) {
   EXPECT_NE(refused.status().message().find("nvme"), std::string::npos) << refused.status().ToString();
 }
 
+TEST(JsonTest, WorkerEntriesTravelAndAreChecked) {
+  ClusterConfig c = MustPlace(3, 3, 2);
+  c.nodes[1].workers = {c.nodes[1].address, "w1", "w2"};
+  Result<ClusterConfig> back = DecodeJson(EncodeJson(c));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->nodes[1].workers, c.nodes[1].workers);
+  EXPECT_EQ(back->nodes[1].Entries(), c.nodes[1].workers);
+  // None listed (one worker, or written before entries existed): the address is the entry.
+  EXPECT_TRUE(back->nodes[0].workers.empty());
+  EXPECT_EQ(back->nodes[0].Entries(), std::vector<std::string>{c.nodes[0].address});
+  EXPECT_EQ(EncodeJson(MustPlace(3, 3, 2)).find("workers"), std::string::npos);
+
+  ClusterConfig first_not_address = c;
+  first_not_address.nodes[1].workers[0] = "elsewhere";
+  EXPECT_FALSE(first_not_address.Validate().ok());
+  EXPECT_FALSE(DecodeJson(EncodeJson(first_not_address)).ok());
+  ClusterConfig empty_entry = c;
+  empty_entry.nodes[1].workers[2] = "";
+  EXPECT_FALSE(empty_entry.Validate().ok());
+  ClusterConfig too_many = c;
+  too_many.nodes[1].workers.resize(kMaxWorkerEntries + 1, "w");
+  EXPECT_FALSE(too_many.Validate().ok());
+  std::string not_strings = EncodeJson(c);
+  not_strings.replace(not_strings.find("\"w1\""), 4, "17");
+  EXPECT_FALSE(DecodeJson(not_strings).ok());
+}
+
 // Replaces the first occurrence of `from` in the encoding of a small valid config.
 std::string Mutate(const std::string& from, const std::string& to) {
   ClusterConfig c = MustPlace(3, 3, 2);

@@ -330,8 +330,24 @@ Status Node::Boot() {
   SLIP_RETURN_IF_ERROR(StartWorkers(so.limits));
   channel_->SetHandler([this](uint16_t method, std::span<const std::byte> payload, rpc::RpcChannel::Reply reply) {
     if (method == static_cast<uint16_t>(proto::Method::kStats)) return Stats(std::move(reply));
-    parts_->pool->Handle(method, payload, std::move(reply));
+    parts_->pool->Handle(0, method, payload, std::move(reply));
   });
+  // Every worker's entry takes requests too (server/worker_pool.h); STATS,
+  // which reads every worker, is answered from worker 0's.
+  for (size_t i = 1; i < workers_.size(); ++i) {
+    runtime::Executor* ex = workers_[i].ex;
+    workers_[i].channel->SetHandler(
+        [this, i, ex](uint16_t method, std::span<const std::byte> payload, rpc::RpcChannel::Reply reply) {
+          if (method != static_cast<uint16_t>(proto::Method::kStats)) {
+            return parts_->pool->Handle(i, method, payload, std::move(reply));
+          }
+          node_ex_->Post([this, ex, reply = std::move(reply)]() mutable {
+            Stats([ex, reply = std::move(reply)](Code c, std::string p) mutable {
+              ex->Post([reply = std::move(reply), c, p = std::move(p)]() mutable { reply(c, std::move(p)); });
+            });
+          });
+        });
+  }
 
   // Publish our address (and come back, if we were replaced) in a new term.
   SLIP_RETURN_IF_ERROR(membership_->Update([&](const ClusterConfig& c) -> Result<ClusterConfig> {
@@ -362,6 +378,14 @@ Status Node::Boot() {
       ++next.term;
     }
     next.nodes[o_.id].address = rpc::RpcPeers::HexEncode(address);
+    // Each worker's own entry (server/worker_pool.h); one worker: the address is all.
+    next.nodes[o_.id].workers.clear();
+    if (workers_.size() > 1) {
+      next.nodes[o_.id].workers.push_back(next.nodes[o_.id].address);
+      for (size_t i = 1; i < workers_.size(); ++i) {
+        next.nodes[o_.id].workers.push_back(rpc::RpcPeers::HexEncode(workers_[i].channel->address()));
+      }
+    }
     return next;
   }));
 
@@ -418,11 +442,12 @@ void Node::AdoptOnNode(const ClusterConfig& c) {
 
 // Every worker's rpc::RpcPeers, each on its own executor.
 void Node::SetPeerAddresses(const ClusterConfig& c) {
-  auto addrs = std::make_shared<std::map<uint32_t, std::string>>();
-  for (const auto& [id, info] : c.nodes) (*addrs)[id] = info.address;
-  peers_->SetAddresses(*addrs);
+  auto addrs = std::make_shared<std::map<uint32_t, std::vector<std::string>>>();
+  for (const auto& [id, info] : c.nodes) (*addrs)[id] = info.Entries();
+  const uint32_t shards = c.num_shards();
+  peers_->SetEntries(*addrs, shards);
   for (size_t i = 1; i < workers_.size(); ++i) {
-    workers_[i].ex->Post([p = workers_[i].peers, addrs] { p->SetAddresses(*addrs); });
+    workers_[i].ex->Post([p = workers_[i].peers, addrs, shards] { p->SetEntries(*addrs, shards); });
   }
 }
 
@@ -626,6 +651,7 @@ void Node::Stats(rpc::RpcChannel::Reply reply) {
                        {"dels", sum.dels},
                        {"gets", sum.gets},
                        {"backup_requests", sum.backup_requests},
+                       {"requests_hopped", parts_->pool->hopped()},
                        {"commit_records", sum.commit_records},
                        {"group_commits", sum.group_commits},
                        {"group_committed", sum.group_committed},

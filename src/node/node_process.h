@@ -57,8 +57,8 @@ struct NodeOptions {
   // How often a primary writes its CommitVer records (Rowan: 15 ms); 0 turns
   // them off, and promotions then exchange whole shards.
   runtime::Nanos commit_interval = 15 * runtime::kMillisecond;
-  // Request workers (server/worker_pool.h): each owns the shards
-  // shard % workers == its index, with its own executor (thread) and, for
+  // Request workers (server/worker_pool.h): each owns a range of shards
+  // (WorkerOfShard), with its own executor (thread), RPC entry and, for
   // the one-sided designs, its own sending endpoint.
   uint32_t workers = 1;
 };

@@ -25,7 +25,7 @@ class LocalCaller final : public PeerCaller {
   LocalCaller(runtime::Executor* caller, runtime::Executor* handler_exec, Handler handler)
       : caller_(caller), handler_exec_(handler_exec), handler_(std::move(handler)) {}
 
-  void Call(NodeId, uint16_t method, std::string payload, std::function<void(Result<PeerResponse>)> done) override {
+  void Call(Target, uint16_t method, std::string payload, std::function<void(Result<PeerResponse>)> done) override {
     ++calls_[method];
     handler_exec_->Post([this, method, payload = std::move(payload), done = std::move(done)]() mutable {
       const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(payload.data()), payload.size());

@@ -49,8 +49,9 @@ class LocalNetwork {
    public:
     Caller(LocalNetwork* net, runtime::Executor* exec, runtime::Nanos timeout)
         : net_(net), exec_(exec), timeout_(timeout) {}
-    void Call(NodeId node, uint16_t method, std::string payload,
+    void Call(rpc::Target to, uint16_t method, std::string payload,
               std::function<void(Result<PeerResponse>)> done) override {
+      const NodeId node = to.node;
       auto answered = std::make_shared<bool>(false);
       auto finish = [answered, done = std::move(done)](Result<PeerResponse> r) {
         if (*answered) return;

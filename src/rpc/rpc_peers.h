@@ -1,13 +1,17 @@
 // PeerCaller over an RpcChannel: NodeIds resolve to the addresses in the
 // current cluster configuration, so the replication, promotion and client
-// code runs over the real transport unchanged.
+// code runs over the real transport unchanged. A node may have an entry per
+// request worker (cluster::NodeInfo::workers): a call about a shard goes to
+// the entry of the worker serving it.
 #pragma once
 
 #include <functional>
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
+#include "common/hash.h"
 #include "rpc/peer_caller.h"
 #include "rpc/channel.h"
 #include "runtime/runtime.h"
@@ -24,9 +28,25 @@ class RpcPeers final : public PeerCaller {
   // only). Configurations hold fabric addresses hex-encoded (they are
   // binary); undecodable ones are left out (calls to them: Unavailable).
   void SetAddresses(const std::map<NodeId, std::string>& hex) {
-    addresses_.clear();
-    for (const auto& [id, h] : hex) {
-      if (auto raw = HexDecode(h); raw.ok()) addresses_[id] = std::move(*raw);
+    std::map<NodeId, std::vector<std::string>> entries;
+    for (const auto& [id, h] : hex) entries[id] = {h};
+    SetEntries(entries, 0);
+  }
+  // Every node's entries in worker order (cluster::NodeInfo::Entries): a
+  // call about shard s of `num_shards` goes to its worker's entry
+  // (WorkerOfShard), any other to the first. A node with an undecodable
+  // entry is left out.
+  void SetEntries(const std::map<NodeId, std::vector<std::string>>& hex, uint32_t num_shards) {
+    num_shards_ = num_shards;
+    entries_.clear();
+    for (const auto& [id, list] : hex) {
+      std::vector<std::string> raw;
+      for (const std::string& h : list) {
+        auto r = HexDecode(h);
+        if (!r.ok()) break;
+        raw.push_back(std::move(*r));
+      }
+      if (!raw.empty() && raw.size() == list.size()) entries_[id] = std::move(raw);
     }
   }
 
@@ -55,13 +75,15 @@ class RpcPeers final : public PeerCaller {
     return out;
   }
 
-  void Call(NodeId node, uint16_t method, std::string payload,
+  void Call(Target to, uint16_t method, std::string payload,
             std::function<void(Result<PeerResponse>)> done) override {
-    auto it = addresses_.find(node);
+    auto it = entries_.find(to.node);
     Result<RpcChannel::Peer> peer =
-        it == addresses_.end() ? Result<RpcChannel::Peer>(Status::Unavailable(
-                                     "no address for node " + std::to_string(node)))
-                               : channel_->Connect(it->second);
+        it == entries_.end()
+            ? Result<RpcChannel::Peer>(Status::Unavailable("no address for node " + std::to_string(to.node)))
+            : channel_->Connect(it->second[to.shard ? WorkerOfShard(*to.shard, num_shards_,
+                                                                    static_cast<uint32_t>(it->second.size()))
+                                                    : 0]);
     if (!peer.ok()) {
       // Never inside Call (the PeerCaller contract).
       return exec_->Post([done = std::move(done), s = peer.status()] { done(s); });
@@ -77,7 +99,8 @@ class RpcPeers final : public PeerCaller {
   RpcChannel* channel_;
   runtime::Executor* exec_;
   RpcChannel::CallOptions options_;
-  std::map<NodeId, std::string> addresses_;
+  std::map<NodeId, std::vector<std::string>> entries_;  // raw, never empty
+  uint32_t num_shards_ = 0;
 };
 
 }  // namespace slip::rpc

@@ -71,7 +71,8 @@ std::unique_ptr<NodeParts> BuildNode(NodeEnv env) {
                                                         env.views, parts->shared, std::move(co));
     pool.push_back({env.workers[i].exec, parts->workers[i].core.get()});
   }
-  parts->pool = std::make_unique<WorkerPool>(std::move(pool), env.limits, std::move(env.alive));
+  parts->pool = std::make_unique<WorkerPool>(std::move(pool), env.limits, env.store->segments().geometry().num_shards,
+                                             std::move(env.alive));
 
   PromoterOptions po;
   if (env.backup) po.catch_up = [b = env.backup] { return b->CatchUp(); };

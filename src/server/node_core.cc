@@ -321,7 +321,7 @@ void NodeCore::WriteCommitRecords() {
   auto view = views_->Get();
   if (!lease_ok()) return;
   for (uint32_t s = 0; s < commit_keys_.size() && s < view->shards.size(); ++s) {
-    if (s % worker_count_ != worker_index_) continue;  // another worker's shard
+    if (WorkerOfShard(s, static_cast<uint32_t>(view->shards.size()), worker_count_) != worker_index_) continue;  // another worker's shard
     if (view->shards[s].primary != self_ || (s < view->blocked.size() && view->blocked[s])) continue;
     auto c = shared_->commits.TakeNewCommitVersion(s, commit_record_step_);
     if (!c) continue;

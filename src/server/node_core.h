@@ -286,7 +286,7 @@ struct ErdaLayout {
 // How a NodeCore is wired into its node; defaults suit a single-node test.
 struct NodeCoreOptions {
   // This core is worker `worker_index` of `worker_count` (WorkerPool): it
-  // writes the CommitVer records of the shards it owns, shard % count == index.
+  // writes the CommitVer records of the shards it owns (WorkerOfShard).
   uint32_t worker_index = 0, worker_count = 1;
   // One-sided designs: REPL_OPEN / REPL_CLOSE are served by this node's
   // backup log, and SHARD_TAIL first indexes everything peers wrote into

@@ -27,8 +27,9 @@ class LoopbackPeers : public rpc::PeerCaller {
   std::deque<std::function<void()>> queue;
   uint64_t calls = 0;
 
-  void Call(NodeId node, uint16_t method, std::string payload,
+  void Call(rpc::Target to, uint16_t method, std::string payload,
             std::function<void(Result<rpc::PeerResponse>)> done) override {
+    const NodeId node = to.node;
     ++calls;
     auto shared_done = std::make_shared<decltype(done)>(std::move(done));
     queue.push_back([this, node, method, payload = std::move(payload), shared_done] {

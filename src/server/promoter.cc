@@ -218,7 +218,7 @@ void Promoter::PushMore(std::shared_ptr<Job> job) {
                                                             e.meta.type == log::EntryType::kPut
                                                                 ? std::string_view(e.value)
                                                                 : std::string_view{}});
-    peers_->Call(to, static_cast<uint16_t>(proto::Method::kReplicate), std::move(req),
+    peers_->Call(rpc::Target{to, e.meta.shard}, static_cast<uint16_t>(proto::Method::kReplicate), std::move(req),
                  [this, job, to](Result<rpc::PeerResponse> r) {
                    --job->in_flight;
                    Status s = !r.ok() ? r.status()

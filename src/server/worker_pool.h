@@ -1,7 +1,9 @@
 // WorkerPool: a node's request workers, one NodeCore per worker executor.
 //
-// Every shard belongs to one worker (shard % size). That worker runs every
-// PUT, DEL and GET of the shard and every REPLICATE into it, so
+// Every shard belongs to one worker (WorkerOfShard, common/hash.h: a range
+// of shards each). That worker runs every request about the shard — PUT,
+// PUT_IF, DEL, GET, the erda family's GRANT, RESERVE and COMMIT — and every
+// REPLICATE into it, so
 //   - a shard's versions are assigned, and registered with the
 //     CommitTracker, on one thread: no version can be assigned but not yet
 //     registered when another thread reads the shard's CommitVer;
@@ -9,9 +11,15 @@
 //     per-writer logs and per-shard index locks do the rest).
 // What is not about one shard — SHARD_TAIL (promotion walks, after a
 // CatchUp of the backup log), REPL_OPEN/REPL_CLOSE (the backup log's
-// buffers), malformed requests — runs on worker 0, which is also the
-// executor requests arrive on (the RPC channel's): with one worker nothing
-// hops between threads.
+// buffers), a move's MIGRATE_* calls, malformed requests — runs on worker 0.
+//
+// Requests enter at any worker: each has its own RPC entry, advertised in
+// the cluster configuration (cluster::NodeInfo::workers), and callers that
+// name a shard (rpc::Target) send to its owner's, so a shard's requests
+// are taken, run and answered on one thread, as the papers' clients pick a
+// server thread's queue pair by key. A request that arrives elsewhere (an
+// older configuration, a call naming no shard) hops to its owner and its
+// answer hops back to leave where it came in.
 //
 // This is partitioning by shard, as in eRPC/MICA's exclusive-ownership
 // mode; the papers' workers take any key (Rowan-KV's per-thread logs make
@@ -20,6 +28,7 @@
 // shard in every request.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -27,6 +36,7 @@
 #include <span>
 #include <vector>
 
+#include "common/hash.h"
 #include "log/entry.h"
 #include "runtime/runtime.h"
 #include "server/node_core.h"
@@ -39,23 +49,24 @@ class WorkerPool {
     runtime::Executor* exec = nullptr;
     NodeCore* core = nullptr;
   };
-  // workers[0].exec is where Handle is called from (the RPC channel's
-  // executor); replies are sent back there. `limits` bound the decoding of
-  // a request's shard (the store's).
+  // `limits` bound the decoding of a request's shard (the store's).
   // A request or reply that hops between executors runs only while
   // `alive()` (the simulator: while the same process lives; a crashed one's
   // objects stay around but must never act again). Empty: always.
-  WorkerPool(std::vector<Worker> workers, log::Limits limits, std::function<bool()> alive = nullptr);
+  WorkerPool(std::vector<Worker> workers, log::Limits limits, uint32_t num_shards,
+             std::function<bool()> alive = nullptr);
 
   size_t size() const { return workers_.size(); }
   const Worker& worker(size_t i) const { return workers_[i]; }
   // The worker that owns `shard`.
-  size_t WorkerOf(uint32_t shard) const { return shard % workers_.size(); }
+  size_t WorkerOf(uint32_t shard) const {
+    return WorkerOfShard(shard, num_shards_, static_cast<uint32_t>(workers_.size()));
+  }
 
-  // Runs the request on the worker that owns its shard; `reply` runs on
-  // worker 0's executor. Call on worker 0's executor; `payload` need only
-  // live during the call.
-  void Handle(uint16_t method, std::span<const std::byte> payload, NodeCore::Reply reply);
+  // Runs a request that arrived at worker `arrived`'s entry on the worker
+  // that owns its shard; `reply` runs on `arrived`'s executor. Call on that
+  // executor; `payload` need only live during the call. REQUIRES: arrived < size().
+  void Handle(size_t arrived, uint16_t method, std::span<const std::byte> payload, NodeCore::Reply reply);
 
   // Runs `fn(i)` on every worker's executor, then `done` on worker 0's
   // (e.g. reading counters a worker writes without a lock). Call on worker
@@ -65,10 +76,17 @@ class WorkerPool {
   // The shard a request names, if it is one routed by shard and decodes.
   std::optional<uint32_t> ShardOf(uint16_t method, std::span<const std::byte> payload) const;
 
+  // Requests that arrived at another worker's entry than their owner's (any
+  // thread): callers routing by an older configuration, or naming no shard
+  // for a request about one.
+  uint64_t hopped() const { return hopped_.load(std::memory_order_relaxed); }
+
  private:
   std::vector<Worker> workers_;
   log::Limits limits_;
+  uint32_t num_shards_;
   std::function<bool()> alive_;
+  std::atomic<uint64_t> hopped_{0};
 };
 
 }  // namespace slip::server

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "common/hash.h"
 #include "pm/region.h"
 #include "runtime/sim_runtime.h"
@@ -43,7 +45,7 @@ class WorkerPoolTest : public ::testing::Test {
       cores_.push_back(std::make_unique<NodeCore>(0, store_.get(), i, nullptr, &views_, shared, co));
       workers.push_back({execs_.back(), cores_.back().get()});
     }
-    pool_ = std::make_unique<WorkerPool>(std::move(workers), o.limits, [this] { return alive_; });
+    pool_ = std::make_unique<WorkerPool>(std::move(workers), o.limits, kShards, [this] { return alive_; });
   }
 
   // The key k<i> of the first i that hashes to `shard`.
@@ -57,19 +59,23 @@ class WorkerPoolTest : public ::testing::Test {
   struct Answer {
     Code code = Code::kAborted;
     std::string payload;
-    bool on_home = false;
+    bool on_home = false;  // answered on the executor it arrived at
+    bool in_call = false;  // answered inside Handle: nothing hopped
     int replies = 0;
   };
-  // Sends a request from worker 0's executor, as the RPC channel does.
-  std::shared_ptr<Answer> Send(proto::Method m, std::string payload) {
+  // Sends a request as worker `at`'s RPC entry does: from its executor.
+  std::shared_ptr<Answer> Send(proto::Method m, std::string payload, size_t at = 0) {
     auto a = std::make_shared<Answer>();
-    execs_[0]->Post([this, m, a, payload = std::move(payload)] {
-      pool_->Handle(static_cast<uint16_t>(m), proto::AsBytes(payload), [this, a](Code c, std::string p) {
+    execs_[at]->Post([this, m, a, at, payload = std::move(payload)] {
+      auto calling = std::make_shared<bool>(true);
+      pool_->Handle(at, static_cast<uint16_t>(m), proto::AsBytes(payload), [this, a, at, calling](Code c, std::string p) {
         a->code = c;
         a->payload = std::move(p);
-        a->on_home = execs_[0]->IsCurrent();
+        a->on_home = execs_[at]->IsCurrent();
+        a->in_call = *calling;
         ++a->replies;
       });
+      *calling = false;
     });
     rt_.RunUntilIdle();
     return a;
@@ -98,7 +104,7 @@ TEST_F(WorkerPoolTest, EachShardsWritesRunOnItsWorkerAndRepliesReturnHome) {
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->value, "v" + std::to_string(s));
   }
-  // Shard s went to worker s % 3: two shards each.
+  // Shard s went to worker s * 3 / 6: a range of two shards each.
   for (uint32_t w = 0; w < kWorkers; ++w) {
     EXPECT_EQ(cores_[w]->counters().puts, kShards / kWorkers) << "worker " << w;
     EXPECT_EQ(cores_[w]->counters().gets, kShards / kWorkers) << "worker " << w;
@@ -106,10 +112,10 @@ TEST_F(WorkerPoolTest, EachShardsWritesRunOnItsWorkerAndRepliesReturnHome) {
 }
 
 TEST_F(WorkerPoolTest, AShardNamedFalselyIsRefusedByTheWorkerItReaches) {
-  // The request says shard 1 (worker 1), its key hashes to shard 2: the
+  // The request says shard 2 (worker 1), its key hashes to shard 4: the
   // worker that gets it checks and refuses; nothing is written.
-  const std::string key = KeyOf(2);
-  auto put = Send(proto::Method::kPut, proto::Encode(proto::KvRequest{3, 1, key, "x"}));
+  const std::string key = KeyOf(4);
+  auto put = Send(proto::Method::kPut, proto::Encode(proto::KvRequest{3, 2, key, "x"}));
   EXPECT_EQ(put->code, Code::kStaleTerm);
   EXPECT_TRUE(put->on_home);
   EXPECT_EQ(cores_[1]->counters().stale, 1u);
@@ -126,12 +132,58 @@ TEST_F(WorkerPoolTest, MalformedAndShardlessRequestsGoToWorkerZero) {
   EXPECT_EQ(pool_->ShardOf(static_cast<uint16_t>(proto::Method::kPut), proto::AsBytes(put)), 4u);
 }
 
+TEST_F(WorkerPoolTest, ARequestAtItsOwnersEntryRunsThereWithoutAHop) {
+  const std::string key = KeyOf(4);  // worker 2
+  auto put = Send(proto::Method::kPut, proto::Encode(proto::KvRequest{3, 4, key, "v"}), 2);
+  ASSERT_EQ(put->code, Code::kOk) << put->payload;
+  auto get = Send(proto::Method::kGet, proto::Encode(proto::KvRequest{3, 4, key, {}}), 2);
+  ASSERT_EQ(get->code, Code::kOk);
+  EXPECT_TRUE(get->on_home);
+  EXPECT_TRUE(get->in_call);
+  EXPECT_EQ(cores_[2]->counters().puts, 1u);
+  EXPECT_EQ(cores_[2]->counters().gets, 1u);
+  EXPECT_EQ(cores_[0]->counters().gets, 0u);
+  EXPECT_EQ(pool_->hopped(), 0u);
+}
+
+TEST_F(WorkerPoolTest, ARequestAtAnotherEntryRunsOnItsOwnerAndIsAnsweredWhereItCameIn) {
+  const std::string key = KeyOf(2);  // worker 1, sent to worker 2's entry (an older configuration)
+  auto put = Send(proto::Method::kPut, proto::Encode(proto::KvRequest{3, 2, key, "v"}), 2);
+  ASSERT_EQ(put->code, Code::kOk) << put->payload;
+  EXPECT_TRUE(put->on_home);
+  EXPECT_FALSE(put->in_call);
+  EXPECT_EQ(cores_[1]->counters().puts, 1u);
+  EXPECT_EQ(cores_[2]->counters().puts, 0u);
+  EXPECT_EQ(pool_->hopped(), 1u);
+  // What is about no shard runs on worker 0, and is answered at worker 2 too.
+  auto bad = Send(proto::Method::kShardTail, "\x01garbage", 2);
+  EXPECT_NE(bad->code, Code::kOk);
+  EXPECT_TRUE(bad->on_home);
+  EXPECT_EQ(cores_[0]->counters().malformed, 1u);
+}
+
+TEST_F(WorkerPoolTest, ConditionalPutsAndTheErdaCallsGoToTheShardsWorker) {
+  // A version is assigned by whoever runs them: only the shard's worker may.
+  const std::string key = KeyOf(2);  // worker 1
+  auto put_if = Send(proto::Method::kPutIf,
+                     proto::Encode(proto::PutIfRequest{proto::PutCondition::kIfAbsent, {3, 2, key, "v"}}));
+  ASSERT_EQ(put_if->code, Code::kOk) << put_if->payload;
+  EXPECT_EQ(cores_[1]->counters().puts, 1u);
+  EXPECT_EQ(cores_[0]->counters().puts, 0u);
+  const auto shard_of = [&](proto::Method m, const std::string& p) {
+    return pool_->ShardOf(static_cast<uint16_t>(m), proto::AsBytes(p));
+  };
+  EXPECT_EQ(shard_of(proto::Method::kErdaGrant, proto::Encode(proto::ErdaGrantRequest{3, 5})), 5u);
+  EXPECT_EQ(shard_of(proto::Method::kErdaReserve, proto::Encode(proto::ErdaReserveRequest{3, 4, 10, key})), 4u);
+  EXPECT_EQ(shard_of(proto::Method::kErdaCommit, proto::Encode(proto::ErdaCommitRequest{3, 2, 7, key})), 2u);
+}
+
 TEST_F(WorkerPoolTest, NothingHopsForAProcessThatIsGone) {
-  const std::string key = KeyOf(1);  // worker 1
+  const std::string key = KeyOf(2);  // worker 1
   auto a = std::make_shared<Answer>();
   execs_[0]->Post([&, a] {
-    const std::string put = proto::Encode(proto::KvRequest{3, 1, key, "v"});
-    pool_->Handle(static_cast<uint16_t>(proto::Method::kPut), proto::AsBytes(put),
+    const std::string put = proto::Encode(proto::KvRequest{3, 2, key, "v"});
+    pool_->Handle(0, static_cast<uint16_t>(proto::Method::kPut), proto::AsBytes(put),
                   [a](Code c, std::string) { a->code = c, ++a->replies; });
     alive_ = false;  // the process crashes before worker 1 runs the request
   });
@@ -139,6 +191,34 @@ TEST_F(WorkerPoolTest, NothingHopsForAProcessThatIsGone) {
   EXPECT_EQ(a->replies, 0);
   EXPECT_EQ(cores_[1]->counters().puts, 0u);
   EXPECT_FALSE(store_->Get(key).ok());
+}
+
+// Placement gives node p of n the shards p, p+n, p+2n, ... (cluster::Place):
+// each node's shards must spread over all of its workers, whatever n.
+TEST(WorkerOfShardTest, EachNodesShardsSpreadOverAllItsWorkers) {
+  for (uint32_t n = 1; n <= 8; ++n) {
+    for (uint32_t w = 1; w <= 24; ++w) {
+      for (uint32_t k : {1u, 2u, 4u}) {
+        const uint32_t shards = n * w * k;
+        for (uint32_t p = 0; p < n; ++p) {
+          std::vector<uint32_t> per_worker(w, 0);
+          for (uint32_t s = p; s < shards; s += n) ++per_worker[WorkerOfShard(s, shards, w)];
+          for (uint32_t i = 0; i < w; ++i) {
+            ASSERT_EQ(per_worker[i], k) << n << " nodes, " << w << " workers, " << shards << " shards: node " << p
+                                        << "'s worker " << i;
+          }
+        }
+      }
+    }
+  }
+  // Fewer shards than a node has workers' worth: still within one of even.
+  std::vector<uint32_t> per_worker(3, 0);
+  for (uint32_t s = 0; s < 12; s += 3) ++per_worker[WorkerOfShard(s, 12, 3)];  // node 0 of 3, 12 shards
+  EXPECT_EQ(*std::max_element(per_worker.begin(), per_worker.end()) -
+                *std::min_element(per_worker.begin(), per_worker.end()),
+            1u);
+  EXPECT_EQ(WorkerOfShard(12, 12, 3), 0u);  // no such shard: worker 0, which refuses it
+  EXPECT_EQ(WorkerOfShard(11, 12, 3), 2u);
 }
 
 TEST_F(WorkerPoolTest, ForEachRunsOnEveryWorkerThenHome) {

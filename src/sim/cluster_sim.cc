@@ -235,13 +235,19 @@ ClusterSimResult World::Run() {
   res.unknown_outcomes = unknown_;
   res.faults = faults_;
   res.failovers = failovers_;
+  std::optional<uint64_t> least;
   for (const auto& n : nodes_) {
-    auto count = [&res](const Incarnation& i) {
+    std::vector<uint64_t> per_worker(o_.workers, 0);  // over the node's incarnations
+    auto count = [&res, &per_worker](const Incarnation& i) {
       if (!i.parts) return;
-      for (const auto& w : i.parts->workers) {
+      res.requests_hopped += i.parts->pool->hopped();
+      for (size_t k = 0; k < i.parts->workers.size(); ++k) {
+        const auto& w = i.parts->workers[k];
         if (!w.core) continue;
         res.replicate_served += w.core->counters().replicated_in;
         res.commit_records += w.core->counters().commit_records;
+        const auto& c = w.core->counters();
+        if (k < per_worker.size()) per_worker[k] += c.puts + c.dels;
       }
       const auto& a = i.parts->agent->counters();
       res.promotions += a.promotions;
@@ -255,7 +261,9 @@ ClusterSimResult World::Run() {
     };
     if (n->live) count(*n->live);
     for (const auto& d : n->dead) count(*d);
+    for (uint64_t r : per_worker) least = std::min(least.value_or(r), r);
   }
+  res.least_worker_writes = least.value_or(0);
   for (const Client& cl : clients_) {
     if (!cl.erda) continue;
     const auto& d = cl.erda->stats();

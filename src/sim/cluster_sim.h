@@ -193,6 +193,12 @@ struct ClusterSimResult {
   // REPLICATE requests the nodes served: rpc-kv's writes, and any design's
   // promotion and seeding pushes. One-sided designs' writes add none.
   uint64_t replicate_served = 0;
+  // Requests that entered a node at another worker than the one serving
+  // their shard (server/worker_pool.h), and the fewest PUTs and DELs any
+  // worker of any node served as a primary (whether placement spreads each
+  // node's shards over its workers).
+  uint64_t requests_hopped = 0;
+  uint64_t least_worker_writes = 0;
   // One-sided designs: operations posted on the replication fabric.
   uint64_t fabric_ops = 0, fabric_timeouts = 0;
   // Promotions that succeeded, the entries they moved (pulled + pushed) and

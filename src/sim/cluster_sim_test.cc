@@ -310,8 +310,26 @@ TEST_P(MultiWorkerSimTest, CampaignWithFailoverAndColdStartCrashesFindsNoViolati
                       << replication::DesignName(GetParam()) << " --seed " << seed
                       << " --workers 3 --crashes 2 --failover-crashes 1 --partitions 1 --cold-start --trace";
     records += r.commit_records;
+    EXPECT_EQ(r.requests_hopped, 0u) << "seed " << seed;  // each entered at its shard's worker
   }
   EXPECT_GT(records, 0u);
+}
+
+// Placement deals a node every n-th shard; each of its workers serves a
+// range of shards (WorkerOfShard), so every worker of every node is some
+// shards' primary. (With shard % workers, 6 nodes of 3 workers: one each.)
+TEST_P(MultiWorkerSimTest, EveryWorkerOfEveryNodeServesWritesAndNoneHop) {
+  ClusterSimOptions o;
+  o.seed = 1;
+  o.protocol = GetParam();
+  o.workers = 3;
+  o.shards = 36;
+  o.keys = 400;
+  auto r = RunClusterSim(o);
+  ASSERT_TRUE(r.ok) << r.failure << "\n  reproduce: build/slip sim --design " << replication::DesignName(GetParam())
+                    << " --seed 1 --workers 3 --shards 36 --keys 400 --trace";
+  EXPECT_GT(r.least_worker_writes, 0u);
+  EXPECT_EQ(r.requests_hopped, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Designs, MultiWorkerSimTest,

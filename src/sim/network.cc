@@ -5,9 +5,10 @@
 
 namespace slip::sim::detail {
 
-void World::Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, NodeId to,
+void World::Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, rpc::Target target,
                  uint16_t method, std::string payload,
                  std::function<void(Result<rpc::PeerResponse>)> done) {
+  const NodeId to = target.node;
   struct State {
     bool finished = false;
     runtime::TimerId timer = 0;
@@ -33,13 +34,17 @@ void World::Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, N
   }
   Node* dst = nodes_[to].get();
   const uint64_t dst_inc = dst->incarnation;
+  // The worker whose entry takes it (WorkerPool::WorkerOf), and answers.
+  const size_t entry =
+      target.shard ? WorkerOfShard(*target.shard, o_.shards, static_cast<uint32_t>(dst->workers.size())) : 0;
+  runtime::Executor* at = dst->workers[entry];
   auto body = std::make_shared<std::string>(std::move(payload));
-  Send(from, dst->exec, body->size(), Wire(body->size()) * Slowness(to), "deliver", method,
-               [this, dst, dst_inc, method, body, from, from_node, st, caller_alive] {
+  Send(from, at, body->size(), Wire(body->size()) * Slowness(to), "deliver", method,
+               [this, dst, dst_inc, entry, at, method, body, from, from_node, st, caller_alive] {
                  if (!dst->up || dst->incarnation != dst_inc) return;  // lost with the node
                  dst->live->parts->pool->Handle(
-                     method, proto::AsBytes(*body),
-                     [this, dst, dst_inc, from, from_node, st, caller_alive](Code c, std::string p) {
+                     entry, method, proto::AsBytes(*body),
+                     [this, dst, dst_inc, at, from, from_node, st, caller_alive](Code c, std::string p) {
                        if (!dst->up || dst->incarnation != dst_inc) return;
                        if (Cut(dst->id, from_node) || rt_.Rng().Bernoulli(o_.drop_probability)) {
                          runtime::Charge(runtime::Cost::kMessageSend, p.size());
@@ -48,7 +53,7 @@ void World::Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, N
                        const size_t bytes = p.size();
                        auto resp = std::make_shared<rpc::PeerResponse>(
                            rpc::PeerResponse{c, std::move(p)});
-                       Send(dst->exec, from, bytes, Wire(bytes) * Slowness(dst->id), "reply",
+                       Send(at, from, bytes, Wire(bytes) * Slowness(dst->id), "reply",
                                     static_cast<uint64_t>(c), [st, resp, from, caller_alive] {
                                       if (st->finished || !caller_alive()) return;
                                       st->finished = true;

@@ -20,10 +20,13 @@ void World::StartNode(Node& n, bool fresh) {
     size_t bytes = OneSided() ? 16 << 20 : 8 << 20;
     if (o_.perf) {
       // Room for this node's share of the records, four times over (the
-      // cleaner's headroom, one-sided designs' receive segments).
+      // cleaner's headroom), and two segments for every worker of every
+      // node: its own open one, and the buffer each primary worker holds at
+      // this backup (the per-sender designs: rwrite-kv, batch-kv).
       const auto& w = o_.perf->workload;
       const uint64_t share = w.records * (w.sizes.value_bytes + 96) * o_.replication / o_.nodes;
-      bytes = std::max<size_t>(bytes, static_cast<size_t>(4 * share + (16 << 20)));
+      const size_t open = size_t{2} * o_.nodes * o_.workers * (256 << 10);
+      bytes = std::max<size_t>(bytes, static_cast<size_t>(4 * share + open + (16 << 20)));
     }
     inc->region = std::move(pm::PmRegion::Anonymous(bytes, ro)).value();
   } else {
@@ -161,6 +164,11 @@ Status World::StartReplication(Node& n, Incarnation& inc) {
   replication::BackupLogOptions bo;
   bo.protocol = o_.protocol;
   bo.random = [this] { return rt_.Rng().Next(); };  // seeded: runs replay
+  // Performance runs: every worker of every other node may hold a buffer
+  // here (the per-sender designs), and a paper's testbed has more than the
+  // default admission limit takes (Rowan's 6 x 24); refusals would be
+  // retries the papers' backups do not make.
+  if (o_.perf) bo.max_open_buffers = std::max(bo.max_open_buffers, 2 * o_.nodes * o_.workers);
   SLIP_ASSIGN_OR_RETURN(inc.backup, replication::BackupLog::Create(inc.store.get(), inc.in.get(), bo));
   for (uint32_t i = 0; i < o_.workers; ++i) {
     SLIP_ASSIGN_OR_RETURN(inc.workers[i].out, fabric_->CreateEndpoint(n.id, n.workers[i], out_opts));

@@ -53,7 +53,7 @@ void World::LoadLoop(uint32_t c) {
     if (v.ok()) {
       ++loaded_;
     } else {
-      ++load_failed_;
+      if (load_failed_++ == 0) first_load_error_ = v.status().ToString();
     }
     clients_[c].exec->Post([this, c] { LoadLoop(c); });
   });
@@ -142,7 +142,8 @@ void World::RunPerf(ClusterSimResult& res) {
                rt_.Now() + 600 * runtime::kSecond);
   if (failure_.empty() && loaded_ != records) {
     failure_ = "load: " + std::to_string(loaded_) + " of " + std::to_string(records) + " records written (" +
-               std::to_string(load_failed_) + " failed)";
+               std::to_string(load_failed_) + " failed" +
+               (first_load_error_.empty() ? "" : ", the first: " + first_load_error_) + ")";
   }
   if (!failure_.empty()) {
     res.ok = false;

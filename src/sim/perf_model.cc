@@ -118,17 +118,22 @@ Result<MachineModel> LoadMachineModel(const std::string& path) {
   return m;
 }
 
-PerfOptions ThisMachine(const MachineModel& m, uint32_t cores) {
+PerfOptions FromModel(const MachineModel& m) {
   PerfOptions p;
   p.costs = m.costs;
+  p.one_way = m.one_way;
+  p.bandwidth = m.bandwidth;
+  p.software_nic = m.software_nic;
+  return p;
+}
+
+PerfOptions ThisMachine(const MachineModel& m, uint32_t cores) {
+  PerfOptions p = FromModel(m);
   p.shared_host = true;
   p.host_cores = cores;
   // slip server's threads spin 8 empty loop turns, then park: measured by
   // the calibration when the file says; else a few microseconds.
   p.park_after = m.park_after >= 0 ? m.park_after : 5 * runtime::kMicrosecond;
-  p.one_way = m.one_way;
-  p.bandwidth = m.bandwidth;
-  p.software_nic = m.software_nic;
   return p;
 }
 

@@ -48,6 +48,10 @@ struct MachineModel {
 Result<MachineModel> ParseMachineModel(const std::string& json_text);
 Result<MachineModel> LoadMachineModel(const std::string& path);
 
+// What every performance run takes from a model: its step costs and its
+// network (one-way latency, bandwidth, whether the NIC is software).
+PerfOptions FromModel(const MachineModel& m);
+
 // This machine as the validation runs it: every process of the cluster and
 // the client on one host of `cores` cores, threads parking after a few
 // idle turns (slip server's ThreadRuntime: 8 spins), the model's network.

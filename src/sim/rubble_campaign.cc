@@ -71,10 +71,10 @@ class JitteredCaller final : public rpc::PeerCaller {
  public:
   JitteredCaller(std::unique_ptr<rpc::PeerCaller> inner, runtime::Executor* exec)
       : inner_(std::move(inner)), exec_(exec) {}
-  void Call(rpc::NodeId node, uint16_t method, std::string payload,
+  void Call(rpc::Target to, uint16_t method, std::string payload,
             std::function<void(Result<rpc::PeerResponse>)> done) override {
     const Nanos delay = static_cast<Nanos>(exec_->Rng().Uniform(30)) * kMicrosecond;
-    exec_->After(delay, [inner = inner_, node, method, payload = std::move(payload), done = std::move(done)]() mutable {
+    exec_->After(delay, [inner = inner_, node = to, method, payload = std::move(payload), done = std::move(done)]() mutable {
       inner->Call(node, method, std::move(payload), std::move(done));
     });
   }

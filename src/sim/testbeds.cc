@@ -123,8 +123,8 @@ Result<std::vector<ScenarioRun>> RowanFig9(const MachineModel& m, uint64_t seed)
       {"Load A", Mix("load-a", 0, 1, *sizes, 20000)},
   };
   // §6.3 also gives Rowan-KV under uniform keys. Here they spread the load
-  // evenly over the nodes' worker 0s, where requests enter, so the node
-  // holding the hottest key no longer caps every design alike.
+  // evenly over every node's workers, so the worker owning the hottest
+  // shard no longer caps every design alike.
   ycsb::WorkloadSpec uniform = Mix("a-uniform", 0.5, 0.5, *sizes, 20000);
   uniform.distribution = ycsb::Distribution::kUniform;
   // Client threads over the 8 client machines, up to where the servers
@@ -153,10 +153,11 @@ Scenario RowanFig9Scenario() {
   s.notes = {
       "no PM model: the paper's gaps to rwrite-kv, batch-kv and share-kv come from Optane write amplification "
       "(DLWA 1.54x for RWrite-KV, Fig. 10), which the simulator does not charge; expect those designs near rowan-kv",
-      "every request enters a slipstream node through its worker 0 (the RPC channel's executor) and hops to the "
-      "worker owning its shard (server/worker_pool.h), where Rowan-KV's 24 workers each poll their own queue: "
-      "worker 0 of the node with the hottest shard caps the simulated peak (the busiest executor column); with "
-      "uniform keys every node's worker 0 does",
+      "a slipstream worker owns a range of shards and takes their requests at its own entry (server/worker_pool.h); "
+      "Rowan-KV's workers take any key: under zipfian keys the worker owning the hottest shard caps every design "
+      "alike (the busiest executor column); the uniform series shows the designs' own costs",
+      "rowan-kv's backups digest the shared log on one executor per node, which saturates before the workers do "
+      "at these rates",
       "DDIO is not modelled: the paper's rpc-kv keeps DDIO on and the others turn it off (1.27x GET latency)",
       "Load A is 100% updates of loaded records (YCSB's Load A inserts new ones; a PUT either way)",
       "200 M records in the paper, 20,000 here: the scrambled zipfian's hottest record takes 3.8% either way",
@@ -192,9 +193,9 @@ Scenario RowanFig9Scenario() {
 
 // ---- Tailwind, Fig. 6 and Fig. 7 (§4.2) ----
 
-// 4 servers, RF 3; RAMCloud's one dispatch and seven worker cores are the
-// node's executor (worker 0, where requests arrive) and seven more workers;
-// 64 shards, two primaries per worker.
+// 4 servers, RF 3; RAMCloud's one dispatch and seven worker cores are eight
+// workers, each taking its shards' requests at its own entry (no dispatch
+// hop); 64 shards, two primaries per worker.
 const Shape kTailwindShape{4, 3, 64, 8};
 
 std::vector<Series> TailwindSeries(bool update_only) {
@@ -236,7 +237,8 @@ std::vector<std::string> TailwindNotes() {
       "RAMCloud's workers spin while they wait for backups (Tailwind §2); slipstream's do not block, so the "
       "simulation shows only the backup CPU and message savings, not the freed waiting time",
       "rpc-kv stands for RAMCloud's RPC replication: a backup worker appends each entry and replies",
-      "the dispatch core is modelled by worker 0, which also owns shards",
+      "RAMCloud's dispatch core is not modelled: requests enter at the worker owning their shard, and under zipfian "
+      "keys the worker owning the hottest shard caps both designs alike (the busiest executor column)",
       "slipstream's tailwind backups digest landed entries into their index as they come (one digest executor "
       "per node); the paper's backups do nothing until recovery",
   };
@@ -430,17 +432,13 @@ Result<PerfOptions> TestbedPerf(const MachineModel& m) {
   need(m.nic_service >= 0, "network.nic_service_ns");
   need(m.Gives("runtime.park_after_ns"), "runtime.park_after_ns");
   if (!missing.empty()) return Status::InvalidArgument("not a testbed model (no " + missing + ")");
-  PerfOptions p;
-  p.costs = m.costs;
+  PerfOptions p = FromModel(m);
   p.shared_host = false;
   p.node_cores = m.node_cores;
   p.client_cores = m.client_cores;
   p.client_hosts = m.client_hosts;
   p.park_after = m.park_after;
-  p.one_way = m.one_way;
-  p.bandwidth = m.bandwidth;
   p.nic_service = m.nic_service;
-  p.software_nic = m.software_nic;
   p.sync_clients = false;
   return p;
 }

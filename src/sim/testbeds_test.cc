@@ -231,8 +231,9 @@ TEST(TestbedsTest, AWindowThatFillsTheLogIsFlagged) {
   EXPECT_FALSE(brief.perf.log_full);
   EXPECT_GT(brief.perf.min_free_segments, 2u);
   // One client's updates put ~35 MB/s of entries on every node: a region
-  // of ~16 MB (2,000 records) is full within half a virtual second.
-  run.options.perf->measure = 500 * runtime::kMillisecond;
+  // of ~32 MB (2,000 records, and two segments for each of the cluster's
+  // 32 workers) is full within a virtual second and a half.
+  run.options.perf->measure = 1500 * runtime::kMillisecond;
   auto longer = RunClusterSim(run.options);
   ASSERT_TRUE(longer.ok) << longer.failure;
   EXPECT_TRUE(longer.perf.log_full);

@@ -141,7 +141,9 @@ class World {
   void RunPerf(ClusterSimResult& res);
 
   // --- network ---
-  void Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, NodeId to,
+  // A request about one shard (`to.shard`) arrives at the worker serving it,
+  // as at a real node's per-worker entry; the rest at worker 0.
+  void Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, rpc::Target to,
             uint16_t method, std::string payload,
             std::function<void(Result<rpc::PeerResponse>)> done);
 
@@ -150,9 +152,9 @@ class World {
    public:
     Caller(World* w, runtime::Executor* from, NodeId from_node, uint64_t inc)
         : w_(w), from_(from), from_node_(from_node), inc_(inc) {}
-    void Call(NodeId node, uint16_t method, std::string payload,
+    void Call(rpc::Target to, uint16_t method, std::string payload,
               std::function<void(Result<rpc::PeerResponse>)> done) override {
-      w_->Call(from_, from_node_, inc_, node, method, std::move(payload), std::move(done));
+      w_->Call(from_, from_node_, inc_, to, method, std::move(payload), std::move(done));
     }
 
    private:
@@ -351,6 +353,7 @@ class World {
   std::unique_ptr<ycsb::InsertCounter> inserts_;
   uint64_t loaded_ = 0;       // records the load phase has written
   uint64_t load_failed_ = 0;
+  std::string first_load_error_;
   Nanos window_start_ = -1, window_end_ = -1;
   // Operations that ended in the window: GETs; PUTs and read-modify-writes.
   std::vector<Nanos> read_latencies_, write_latencies_;

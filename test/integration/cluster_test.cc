@@ -138,6 +138,31 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
   ASSERT_TRUE(again.ok());
   m.Check(**again, "after cold start");
   sized.Check(**again, "after cold start");
+  if (workers != "1") {
+    // Every node lists an entry per worker, and requests come in at their
+    // shard's worker's (entering at worker 0, two in three would hop).
+    auto store = cluster::OpenConfigStore(d, "");
+    ASSERT_TRUE(store.ok());
+    auto c = (*store)->Load();
+    ASSERT_TRUE(c.ok());
+    for (const auto& [id, info] : c->config.nodes) EXPECT_EQ(info.workers.size(), std::stoul(workers)) << "node " << id;
+    for (int i = 0; i < 60; ++i) {
+      const std::string k = "entry-" + std::to_string(i);
+      m.Record(k, "v", (*again)->Put(k, "v"), false);
+    }
+    uint64_t requests = 0, hopped = 0;
+    auto stats = (*again)->NodeStats();
+    ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+    for (const std::string& text : *stats) {
+      auto j = nlohmann::json::parse(text, nullptr, false);
+      if (j.is_discarded() || !j.contains("requests_hopped")) continue;
+      for (const char* f : {"puts", "gets", "dels", "backup_requests"}) requests += j[f].get<uint64_t>();
+      hopped += j["requests_hopped"].get<uint64_t>();
+    }
+    EXPECT_GE(requests, 60u);
+    EXPECT_LT(hopped * 4, requests) << hopped << " of " << requests << " requests hopped between workers";
+    m.Check(**again, "after the entries' writes");
+  }
   std::printf("  %d operations, %d with unknown outcome, %zu keys checked\n", m.ops.load(), m.unknown.load(),
               m.acked.size());
   again->reset();

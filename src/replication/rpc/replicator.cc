@@ -15,7 +15,7 @@ void RpcReplicator::Replicate(std::span<const NodeId> backups, const proto::Repl
   auto f = std::make_shared<Fanout>(Fanout{backups.size(), false, std::move(done)});
   const std::string bytes = proto::Encode(entry);
   for (NodeId b : backups) {
-    peers_->Call(b, static_cast<uint16_t>(proto::Method::kReplicate), bytes,
+    peers_->Call(rpc::Target{b, entry.meta.shard}, static_cast<uint16_t>(proto::Method::kReplicate), bytes,
                  [f, b](Result<rpc::PeerResponse> r) {
                    if (f->finished) return;  // an earlier backup already failed
                    Status s = !r.ok() ? r.status()

@@ -21,8 +21,9 @@ namespace {
 class ReplicationWorld::Caller final : public rpc::PeerCaller {
  public:
   Caller(ReplicationWorld* w, runtime::Executor* exec) : w_(w), exec_(exec) {}
-  void Call(NodeId node, uint16_t method, std::string payload,
+  void Call(rpc::Target to, uint16_t method, std::string payload,
             std::function<void(Result<rpc::PeerResponse>)> done) override {
+    const NodeId node = to.node;
     const runtime::Nanos lat = w_->o_.control_latency + (node < w_->slow_.size() ? w_->slow_[node] : 0);
     // A call reaches the process it was sent to or none: a node restarted
     // meanwhile never saw the session it was sent on (as an rpc/ server
