@@ -745,8 +745,9 @@ json ToJson(const ClusterConfig& c) {
                           {"to", m.to},
                           {"state", MigrationStateName(m.state)}});
   }
+  const bool entries = std::any_of(c.nodes.begin(), c.nodes.end(), [](const auto& n) { return !n.second.workers.empty(); });
   json doc{{"format", "slipstream.cluster_config"},
-              {"format_version", kConfigFormatVersion},
+              {"format_version", entries ? kConfigFormatVersion : 1},
               {"term", c.term},
               {"replication_factor", c.replication_factor},
               {"design", c.design},
@@ -795,9 +796,9 @@ Result<ClusterConfig> FromJsonUnchecked(const json& j) {
   SLIP_ASSIGN_OR_RETURN(std::string format, GetString(j, "format"));
   if (format != "slipstream.cluster_config") return Bad("format is \"" + format + "\"");
   SLIP_ASSIGN_OR_RETURN(uint64_t version, GetUint(j, "format_version", kU32));
-  if (version != kConfigFormatVersion) {
+  if (version < 1 || version > kConfigFormatVersion) {
     return Status::NotSupported("cluster config json: format_version " + N(version) +
-                                " (this build reads " + N(kConfigFormatVersion) + ")");
+                                " (this build reads 1 to " + N(kConfigFormatVersion) + ")");
   }
   SLIP_RETURN_IF_ERROR(OnlyFields(j,
                                   {"format", "format_version", "term", "replication_factor",
@@ -849,7 +850,11 @@ Result<ClusterConfig> FromJsonUnchecked(const json& j) {
   SLIP_ASSIGN_OR_RETURN(const json* nodes, GetArray(j, "nodes"));
   for (const json& n : *nodes) {
     if (!n.is_object()) return Bad("a node is not an object");
-    SLIP_RETURN_IF_ERROR(OnlyFields(n, {"id", "address", "state", "workers"}, "node"));
+    if (version >= 2) {
+      SLIP_RETURN_IF_ERROR(OnlyFields(n, {"id", "address", "state", "workers"}, "node"));
+    } else {
+      SLIP_RETURN_IF_ERROR(OnlyFields(n, {"id", "address", "state"}, "node"));
+    }
     SLIP_ASSIGN_OR_RETURN(uint64_t id, GetUint(n, "id", kU32));
     NodeInfo info;
     SLIP_ASSIGN_OR_RETURN(info.address, GetString(n, "address"));

@@ -298,7 +298,10 @@ Result<ClusterConfig> ReturnWithData(const ClusterConfig& config, NodeId node);
 std::string EncodeJson(const ClusterConfig& config);
 Result<ClusterConfig> DecodeJson(std::string_view text);
 
-inline constexpr uint32_t kConfigFormatVersion = 1;
+// The newest format this build reads and writes. Version 2 added
+// nodes[].workers; a document without worker entries is still written as
+// version 1, which every earlier build reads.
+inline constexpr uint32_t kConfigFormatVersion = 2;
 
 std::string_view NodeStateName(NodeState s);
 std::string_view MigrationStateName(MigrationState s);

@@ -683,6 +683,13 @@ TEST(JsonTest, WorkerEntriesTravelAndAreChecked) {
   EXPECT_TRUE(back->nodes[0].workers.empty());
   EXPECT_EQ(back->nodes[0].Entries(), std::vector<std::string>{c.nodes[0].address});
   EXPECT_EQ(EncodeJson(MustPlace(3, 3, 2)).find("workers"), std::string::npos);
+  // Worker entries are version 2; without them a document stays version 1,
+  // which builds from before read.
+  EXPECT_NE(EncodeJson(c).find("\"format_version\": 2"), std::string::npos);
+  EXPECT_NE(EncodeJson(MustPlace(3, 3, 2)).find("\"format_version\": 1"), std::string::npos);
+  std::string v1_with_entries = EncodeJson(c);
+  v1_with_entries.replace(v1_with_entries.find("\"format_version\": 2"), 19, "\"format_version\": 1");
+  EXPECT_FALSE(DecodeJson(v1_with_entries).ok());
 
   ClusterConfig first_not_address = c;
   first_not_address.nodes[1].workers[0] = "elsewhere";
@@ -770,7 +777,10 @@ TEST(JsonTest, MalformedInputIsAnErrorNeverACrash) {
     }
     i++;
   }
-  EXPECT_TRUE(DecodeJson(Mutate("\"format_version\": 1", "\"format_version\": 2"))
+  EXPECT_TRUE(DecodeJson(Mutate("\"format_version\": 1", "\"format_version\": 3"))
+                  .status()
+                  .Is(Code::kNotSupported));
+  EXPECT_TRUE(DecodeJson(Mutate("\"format_version\": 1", "\"format_version\": 0"))
                   .status()
                   .Is(Code::kNotSupported));
 }

@@ -164,6 +164,7 @@ Status KvsNodeServer::Boot() {
       ++next.term;
     }
     next.nodes[o_.id].address = address;
+    next.nodes[o_.id].workers.clear();  // one entry: the address (cluster::NodeInfo::workers)
     return next;
   }));
   if (!joining) SLIP_RETURN_IF_ERROR(membership_->Acquire(cluster::NodeLeaseName(o_.id), holder));

@@ -179,8 +179,8 @@ class Node final : public NodeProcess {
   std::unique_ptr<server::ErdaNode> erda_;
   // The request workers (server/worker_pool.h). Worker 0 runs on node_ex_
   // and uses the node's channel; every other one has an executor, and an
-  // RPC channel of its own for the calls it makes to peers (REPLICATE,
-  // REPL_OPEN/CLOSE). One-sided designs: each has its own sending endpoint
+  // RPC channel of its own: its entry (the requests about its shards) and
+  // its calls to peers (REPLICATE, REPL_OPEN/CLOSE). One-sided designs: each has its own sending endpoint
   // (its own connections, like a worker's QPs); share-kv's workers share
   // one remote log per backup.
   struct Worker {

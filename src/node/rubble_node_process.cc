@@ -141,6 +141,7 @@ Status RubbleNode::Boot() {
       SLIP_ASSIGN_OR_RETURN(next, cluster::Resync(up, o_.id));
     }
     next.nodes[o_.id].address = address;
+    next.nodes[o_.id].workers.clear();  // one entry: the address (cluster::NodeInfo::workers)
     return next;
   }));
   SLIP_RETURN_IF_ERROR(membership_->Acquire(cluster::NodeLeaseName(o_.id),

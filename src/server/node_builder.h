@@ -42,9 +42,9 @@ struct NodeEnv {
   rpc::PeerCaller* promoter_peers = nullptr;
 
   // Worker i runs on `exec`, calls peers through `peers` and (one-sided
-  // designs) sends through `out`, polled on `exec`. Worker 0's executor is
-  // where requests arrive. Store writer i is worker i's; the promoter writes
-  // as writer `workers.size()`.
+  // designs) sends through `out`, polled on `exec`; requests arrive at every
+  // worker's executor (WorkerPool::Handle). Store writer i is worker i's;
+  // the promoter writes as writer `workers.size()`.
   struct Worker {
     runtime::Executor* exec = nullptr;
     rpc::PeerCaller* peers = nullptr;

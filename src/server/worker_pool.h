@@ -10,8 +10,9 @@
 //   - the per-shard work of different workers never contends (the store's
 //     per-writer logs and per-shard index locks do the rest).
 // What is not about one shard — SHARD_TAIL (promotion walks, after a
-// CatchUp of the backup log), REPL_OPEN/REPL_CLOSE (the backup log's
-// buffers), a move's MIGRATE_* calls, malformed requests — runs on worker 0.
+// CatchUp of the backup log), REPL_OPEN/REPL_CLOSE/REPL_PERSIST (the backup
+// log's buffers), a move's MIGRATE_* calls, malformed requests — runs on
+// worker 0.
 //
 // Requests enter at any worker: each has its own RPC entry, advertised in
 // the cluster configuration (cluster::NodeInfo::workers), and callers that

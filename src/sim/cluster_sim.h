@@ -137,8 +137,9 @@ struct ClusterSimOptions {
   // hundred entries in all).
   uint32_t commit_record_step = 4;
   // Request workers per node (server/worker_pool.h), each an executor of
-  // its own with its own sending endpoint: requests and replies hop between
-  // them and the node's first executor, as between threads of a real node.
+  // its own with its own entry and sending endpoint, as a real node's
+  // threads: a shard's requests arrive at its worker (some at another, and
+  // hop there, World::Call).
   uint32_t workers = 1;
   // Crashes during failover: this many times, when the manager reassigns a
   // failed node's shards, one of the nodes promoted for them crashes 0-2 ms
@@ -194,9 +195,10 @@ struct ClusterSimResult {
   // promotion and seeding pushes. One-sided designs' writes add none.
   uint64_t replicate_served = 0;
   // Requests that entered a node at another worker than the one serving
-  // their shard (server/worker_pool.h), and the fewest PUTs and DELs any
-  // worker of any node served as a primary (whether placement spreads each
-  // node's shards over its workers).
+  // their shard (server/worker_pool.h; World::Call sends some there, as a
+  // caller with an older configuration would), and the fewest PUTs and
+  // DELs any worker of any node served as a primary (whether placement
+  // spreads each node's shards over its workers).
   uint64_t requests_hopped = 0;
   uint64_t least_worker_writes = 0;
   // One-sided designs: operations posted on the replication fabric.

@@ -287,15 +287,17 @@ TEST(ErdaSimTest, GrantsWithoutLeasesAreCaught) {
   EXPECT_TRUE(caught) << "the campaign missed one-sided reads of a replaced primary";
 }
 
-// Nodes with three request workers (server/worker_pool.h): requests and
-// replies hop between a node's executors, each worker replicates over its
-// own endpoint, share-kv's workers share one remote log per backup, and each
-// worker writes the CommitVer records of its own shards. The same faults.
+// Nodes with three request workers (server/worker_pool.h): a shard's
+// requests enter at its worker's entry, or (one in eight, a caller with an
+// older configuration's entries) at another and hop; each worker replicates
+// over its own endpoint, share-kv's workers share one remote log per backup,
+// and each worker writes the CommitVer records of its own shards. The same
+// faults.
 class MultiWorkerSimTest : public ::testing::TestWithParam<Protocol> {};
 
 TEST_P(MultiWorkerSimTest, CampaignWithFailoverAndColdStartCrashesFindsNoViolation) {
   const uint64_t budget = GetParam() == Protocol::kRpc ? 10 : 5;
-  uint64_t records = 0;
+  uint64_t records = 0, hopped = 0;
   for (uint64_t seed : Seeds(budget)) {
     ClusterSimOptions o;
     o.seed = seed;
@@ -310,26 +312,27 @@ TEST_P(MultiWorkerSimTest, CampaignWithFailoverAndColdStartCrashesFindsNoViolati
                       << replication::DesignName(GetParam()) << " --seed " << seed
                       << " --workers 3 --crashes 2 --failover-crashes 1 --partitions 1 --cold-start --trace";
     records += r.commit_records;
-    EXPECT_EQ(r.requests_hopped, 0u) << "seed " << seed;  // each entered at its shard's worker
+    hopped += r.requests_hopped;
   }
   EXPECT_GT(records, 0u);
+  EXPECT_GT(hopped, 0u) << "no request took the hop path";
 }
 
 // Placement deals a node every n-th shard; each of its workers serves a
 // range of shards (WorkerOfShard), so every worker of every node is some
 // shards' primary. (With shard % workers, 6 nodes of 3 workers: one each.)
-TEST_P(MultiWorkerSimTest, EveryWorkerOfEveryNodeServesWritesAndNoneHop) {
+TEST_P(MultiWorkerSimTest, EveryWorkerOfEveryNodeServesWrites) {
   ClusterSimOptions o;
   o.seed = 1;
   o.protocol = GetParam();
   o.workers = 3;
   o.shards = 36;
   o.keys = 400;
+  o.crashes = 0;  // the placement's primaries throughout
   auto r = RunClusterSim(o);
   ASSERT_TRUE(r.ok) << r.failure << "\n  reproduce: build/slip sim --design " << replication::DesignName(GetParam())
-                    << " --seed 1 --workers 3 --shards 36 --keys 400 --trace";
+                    << " --seed 1 --workers 3 --shards 36 --keys 400 --crashes 0 --trace";
   EXPECT_GT(r.least_worker_writes, 0u);
-  EXPECT_EQ(r.requests_hopped, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Designs, MultiWorkerSimTest,

@@ -35,8 +35,15 @@ void World::Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, r
   Node* dst = nodes_[to].get();
   const uint64_t dst_inc = dst->incarnation;
   // The worker whose entry takes it (WorkerPool::WorkerOf), and answers.
-  const size_t entry =
+  size_t entry =
       target.shard ? WorkerOfShard(*target.shard, o_.shards, static_cast<uint32_t>(dst->workers.size())) : 0;
+  // Outside performance runs, callers sometimes hold an older
+  // configuration's entries: one call about a shard in eight arrives at a
+  // random worker and hops to its owner, so the fault campaigns drive that
+  // path (WorkerPool::Handle) too.
+  if (!o_.perf && target.shard && dst->workers.size() > 1 && rt_.Rng().Bernoulli(0.125)) {
+    entry = rt_.Rng().Uniform(dst->workers.size());
+  }
   runtime::Executor* at = dst->workers[entry];
   auto body = std::make_shared<std::string>(std::move(payload));
   Send(from, at, body->size(), Wire(body->size()) * Slowness(to), "deliver", method,

@@ -75,7 +75,7 @@ struct Incarnation {
 
 struct Node {
   NodeId id = 0;
-  runtime::Executor* exec = nullptr;    // worker 0: requests, replication, agent
+  runtime::Executor* exec = nullptr;    // worker 0: requests about no shard, the agent
   std::vector<runtime::Executor*> workers;  // [0] = exec, then the other workers
   runtime::Executor* nic = nullptr;     // one-sided: polls the backup log's endpoint
   runtime::Executor* digest = nullptr;  // one-sided: digests what peers wrote
