@@ -23,6 +23,13 @@ CostModel Model() {
   return m;
 }
 
+// A new executor named `name`, placed on `host`.
+Executor* Placed(SimRuntime& rt, uint32_t host, const std::string& name) {
+  Executor* x = rt.CreateExecutor(name);
+  rt.PlaceOn(x, host);
+  return x;
+}
+
 // What waking `x` from the running handler charges it: a wake-up, or
 // nothing if x spins or is runnable.
 Nanos WakeCharge(SimRuntime& rt, Executor* x) {
@@ -49,10 +56,8 @@ TEST(CostTest, ChargedTimeAdvancesTheHandlersClockAndDelaysWhatItSends) {
   SimRuntime rt;
   rt.SetCostModel(Model());
   const uint32_t host = rt.AddHost(4, -1);
-  Executor* a = rt.CreateExecutor("a");
-  Executor* b = rt.CreateExecutor("b");
-  rt.PlaceOn(a, host);
-  rt.PlaceOn(b, host);
+  Executor* a = Placed(rt, host, "a");
+  Executor* b = Placed(rt, host, "b");
   Nanos inside = 0, arrived = 0;
   a->Post([&] {
     Charge(Cost::kRequest);
@@ -72,8 +77,7 @@ TEST(CostTest, ABusyExecutorRunsItsEventsInOrderAfterwards) {
   SimRuntime rt;
   rt.SetCostModel(Model());
   const uint32_t host = rt.AddHost(4, -1);
-  Executor* x = rt.CreateExecutor("x");
-  rt.PlaceOn(x, host);
+  Executor* x = Placed(rt, host, "x");
   std::vector<std::pair<int, Nanos>> ran;
   x->Post([&] {
     Charge(Cost::kRequest);  // busy until 1000
@@ -103,8 +107,7 @@ TEST(CostTest, ExecutorsShareTheirHostsCores) {
     const uint32_t host = rt.AddHost(cores, -1);
     std::vector<Nanos> ends;
     for (int i = 0; i < 3; ++i) {
-      Executor* x = rt.CreateExecutor("x" + std::to_string(i));
-      rt.PlaceOn(x, host);
+      Executor* x = Placed(rt, host, "x" + std::to_string(i));
       x->Post([&ends, x] {
         Charge(Cost::kRequest);
         ends.push_back(x->Now());
@@ -138,10 +141,8 @@ TEST(CostTest, WakingAParkedExecutorCostsTheWakerOnce) {
     SimRuntime rt;
     rt.SetCostModel(Model());
     const uint32_t host = rt.AddHost(2, park_after);
-    Executor* x = rt.CreateExecutor("x");
-    Executor* sender = rt.CreateExecutor("sender");
-    rt.PlaceOn(x, host);
-    rt.PlaceOn(sender, host);
+    Executor* x = Placed(rt, host, "x");
+    Executor* sender = Placed(rt, host, "sender");
     x->Post([] { Charge(Cost::kRequest); });  // x runs 0..1000, then spins
     // 2 us after x's turn: x still spins, a message costs no wake-up.
     Nanos near_cost = -1, far_cost = -1, again_cost = -1;
@@ -173,10 +174,8 @@ TEST(CostTest, ASpinningExecutorTakesItsWorkAtOnceAndYieldsItsCoreToOthers) {
   SimRuntime rt;
   rt.SetCostModel(Model());
   const uint32_t host = rt.AddHost(1, 5000);
-  Executor* x = rt.CreateExecutor("x");
-  Executor* y = rt.CreateExecutor("y");
-  rt.PlaceOn(x, host);
-  rt.PlaceOn(y, host);
+  Executor* x = Placed(rt, host, "x");
+  Executor* y = Placed(rt, host, "y");
   Nanos x_again = 0, y_ran = 0, x_last = 0, y_again = 0;
   Nanos x_wake_cost = -1;
   x->Post([] { Charge(Cost::kRequest); });  // 0..1000, then spins until 6000
@@ -216,11 +215,9 @@ TEST(CostTest, WorkTakesAnIdleCoreBeforeASpinnersAndAThreadThatBlocksAtOnceIsWok
   SimRuntime rt;
   rt.SetCostModel(Model());
   const uint32_t host = rt.AddHost(3, 5000);  // the third core idle when app is woken
-  Executor* x = rt.CreateExecutor("x");
-  Executor* y = rt.CreateExecutor("y");
+  Executor* x = Placed(rt, host, "x");
+  Executor* y = Placed(rt, host, "y");
   Executor* app = rt.CreateExecutor("app");
-  rt.PlaceOn(x, host);
-  rt.PlaceOn(y, host);
   rt.PlaceOn(app, host, 0);  // blocks at once after a turn
   x->Post([] { Charge(Cost::kRequest); });  // core 0: 0..1000, then spins
   Nanos y_ran = 0, app_ran = 0;
@@ -243,10 +240,8 @@ TEST(CostTest, AnotherExecutorsTurnIsNotPreempted) {
   SimRuntime rt;
   rt.SetCostModel(Model());
   const uint32_t host = rt.AddHost(1, 5000);
-  Executor* x = rt.CreateExecutor("x");
-  Executor* y = rt.CreateExecutor("y");
-  rt.PlaceOn(x, host);
-  rt.PlaceOn(y, host);
+  Executor* x = Placed(rt, host, "x");
+  Executor* y = Placed(rt, host, "y");
   Nanos y_ran = 0;
   x->Post([] { Charge(Cost::kRequest, 0); Charge(Cost::kRequest, 0); });  // 0..2000
   rt.Schedule(500, y, kFirstDeviceKind, "y", 0, [&] {
@@ -276,12 +271,9 @@ TEST(CostTest, AWakeUpWithNoIdleCoreCostsTheWakerAHandOverAndTheWokenItsSwitchIn
     SimRuntime rt;
     rt.SetCostModel(BusyModel());
     const uint32_t host = rt.AddHost(2, 5000);
-    Executor* x = rt.CreateExecutor("x");
-    Executor* waker = rt.CreateExecutor("waker");
-    Executor* z = rt.CreateExecutor("z");
-    rt.PlaceOn(x, host);
-    rt.PlaceOn(waker, host);
-    rt.PlaceOn(z, host);
+    Executor* x = Placed(rt, host, "x");
+    Executor* waker = Placed(rt, host, "waker");
+    Executor* z = Placed(rt, host, "z");
     x->Post([] { Charge(Cost::kRequest); });  // 0..1000, spins until 6000, parks
     if (other == Other::kTurn) {  // z's turn covers the wake-up: 9000..19000
       rt.Schedule(9000, z, kFirstDeviceKind, "long", 0, [] {
@@ -319,10 +311,8 @@ TEST(CostTest, APreemptedSpinnerPaysItsSwitchInWhenItNextRuns) {
   SimRuntime rt;
   rt.SetCostModel(BusyModel());
   const uint32_t host = rt.AddHost(1, 5000);
-  Executor* x = rt.CreateExecutor("x");
-  Executor* y = rt.CreateExecutor("y");
-  rt.PlaceOn(x, host);
-  rt.PlaceOn(y, host);
+  Executor* x = Placed(rt, host, "x");
+  Executor* y = Placed(rt, host, "y");
   x->Post([] { Charge(Cost::kRequest); });  // 0..1000, then spins
   rt.Schedule(2000, y, kFirstDeviceKind, "y", 0, [] { Charge(Cost::kRequest); });  // preempts x: 2000..3000
   Nanos x_ran = -1, x_done = -1;
@@ -345,12 +335,9 @@ TEST(CostTest, APreemptedSpinnerThatParksPaysItsSwitchInWhenNextWoken) {
   SimRuntime rt;
   rt.SetCostModel(BusyModel());
   const uint32_t host = rt.AddHost(2, 5000);
-  Executor* x = rt.CreateExecutor("x");
-  Executor* y = rt.CreateExecutor("y");
-  Executor* z = rt.CreateExecutor("z");
-  rt.PlaceOn(x, host);
-  rt.PlaceOn(y, host);
-  rt.PlaceOn(z, host);
+  Executor* x = Placed(rt, host, "x");
+  Executor* y = Placed(rt, host, "y");
+  Executor* z = Placed(rt, host, "z");
   x->Post([] { Charge(Cost::kRequest); });  // core 0: 0..1000, then spins
   z->Post([] { Charge(Cost::kRequest); });  // core 1: 0..1000, then spins
   // y takes a spinner's core at 2000 (2000..3000); the one preempted parks
@@ -377,11 +364,9 @@ TEST(CostTest, APreemptedSpinnerThatParksPaysItsSwitchInWhenNextWoken) {
 TEST(CostTest, TimersAndPostsOfAChargedHandlerStartWhenItEnds) {
   SimRuntime rt;
   rt.SetCostModel(Model());
-  Executor* x = rt.CreateExecutor("x");
-  Executor* y = rt.CreateExecutor("y");
   const uint32_t host = rt.AddHost(2, -1);
-  rt.PlaceOn(x, host);
-  rt.PlaceOn(y, host);
+  Executor* x = Placed(rt, host, "x");
+  Executor* y = Placed(rt, host, "y");
   Nanos timer = 0, posted = 0;
   x->Post([&] {
     Charge(Cost::kRequest);
@@ -402,8 +387,7 @@ TEST(CostTest, ModelledRunsAreDeterministicAndInputsMoveTime) {
     const uint32_t host = rt.AddHost(2, 2000);
     std::vector<Executor*> xs;
     for (int i = 0; i < 4; ++i) {
-      xs.push_back(rt.CreateExecutor("x" + std::to_string(i)));
-      rt.PlaceOn(xs.back(), host);
+      xs.push_back(Placed(rt, host, "x" + std::to_string(i)));
     }
     // Each executor pings a random one 200 times.
     int left = 800;
