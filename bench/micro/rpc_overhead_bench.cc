@@ -107,10 +107,10 @@ class LoopEndpoint final : public fabric::Endpoint {
   Result<fabric::MemoryRegion> Register(void*, size_t, uint32_t) override { return Status::NotSupported("-"); }
   Status Deregister(const fabric::MemoryRegion&) override { return Status::NotSupported("-"); }
   Status Send(fabric::PeerId peer, const void* buf, size_t len, const fabric::MemoryRegion*,
-              uint64_t context) override {
+              uint64_t context, uint32_t post) override {
     if (peer >= peers_.size()) return Status::InvalidArgument("peer");
     if (!peers_[peer]->Place(static_cast<const std::byte*>(buf), len)) return Status::Busy("no buffer");
-    done_.push_back({context, fabric::Op::kSend, Code::kOk, 0, nullptr, false});
+    if ((post & fabric::kSilent) == 0) done_.push_back({context, fabric::Op::kSend, Code::kOk, 0, nullptr, false});
     return Status::Ok();
   }
   Status PostRecv(void*, size_t, const fabric::MemoryRegion*, uint64_t) override {
@@ -121,11 +121,11 @@ class LoopEndpoint final : public fabric::Endpoint {
     return Status::Ok();
   }
   Status Write(fabric::PeerId, const void*, size_t, const fabric::MemoryRegion*, const fabric::RemoteMemory&,
-               uint64_t, uint64_t) override {
+               uint64_t, uint64_t, uint32_t) override {
     return Status::NotSupported("-");
   }
   Status Read(fabric::PeerId, void*, size_t, const fabric::MemoryRegion*, const fabric::RemoteMemory&, uint64_t,
-              uint64_t) override {
+              uint64_t, uint32_t) override {
     return Status::NotSupported("-");
   }
   Status CompareSwap(fabric::PeerId, const fabric::RemoteMemory&, uint64_t, uint64_t, uint64_t, uint64_t*,

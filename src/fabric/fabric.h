@@ -97,6 +97,25 @@ struct Completion {
   bool buffer_released = false;    // kRecv on a multi-recv buffer: buffer retired
 };
 
+// How Send, Write and Read are posted: bits, combined with |. The default
+// posts one signalled operation, doorbell rung.
+enum Post : uint32_t {
+  kSignalled = 0,
+  // More posts follow at once: the provider may hold the doorbell until a
+  // post without this bit, so a chain of work requests costs one (one
+  // ibv_post_send of a linked list). A hint: nothing visible changes.
+  kMore = 1,
+  // Unsignalled: no completion when the operation succeeds (an unsignalled
+  // work request; FI_SELECTIVE_COMPLETION). A failure still completes, and
+  // is reported before any later operation on the same connection
+  // completes, so a later operation's successful completion also vouches for
+  // every silent one posted before it on that connection. The caller keeps
+  // a silent operation's memory until such a completion (or the silent
+  // operation's failure) and must follow silent operations with a signalled
+  // one on the connection (the replicator's flush Read).
+  kSilent = 2,
+};
+
 struct EndpointOptions {
   std::string name;          // for logs and traces
   size_t cq_depth = 4096;
@@ -123,8 +142,10 @@ class Endpoint {
 
   // Two-sided. `mr` may be null when the buffer is not in registered memory
   // (providers that need registration copy through a bounce buffer).
+  // `post` (Send, Write, Read): see Post. Overrides take it without a
+  // default; callers go through Endpoint, whose default applies.
   virtual Status Send(PeerId peer, const void* buf, size_t len, const MemoryRegion* mr,
-                      uint64_t context) = 0;
+                      uint64_t context, uint32_t post = kSignalled) = 0;
   virtual Status PostRecv(void* buf, size_t len, const MemoryRegion* mr, uint64_t context) = 0;
   // REQUIRES: buf 64-byte aligned, len a multiple of 64.
   virtual Status PostMultiRecv(void* buf, size_t len, const MemoryRegion* mr,
@@ -133,9 +154,11 @@ class Endpoint {
   // One-sided. `remote_offset` is relative to `remote.addr`; the range must
   // lie inside the remote registration (checked, InvalidArgument).
   virtual Status Write(PeerId peer, const void* src, size_t len, const MemoryRegion* mr,
-                       const RemoteMemory& remote, uint64_t remote_offset, uint64_t context) = 0;
+                       const RemoteMemory& remote, uint64_t remote_offset, uint64_t context,
+                       uint32_t post = kSignalled) = 0;
   virtual Status Read(PeerId peer, void* dst, size_t len, const MemoryRegion* mr,
-                      const RemoteMemory& remote, uint64_t remote_offset, uint64_t context) = 0;
+                      const RemoteMemory& remote, uint64_t remote_offset, uint64_t context,
+                      uint32_t post = kSignalled) = 0;
   // 8-byte atomics on an 8-byte aligned remote word; `*old` receives the prior
   // value when the operation completes.
   virtual Status CompareSwap(PeerId peer, const RemoteMemory& remote, uint64_t remote_offset,

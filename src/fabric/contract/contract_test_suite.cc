@@ -300,6 +300,76 @@ TEST_P(FabricContractTest, ReadCompletesAfterEarlierSendIsPlaced) {
   EXPECT_EQ(std::memcmp(local.data(), msg.data(), 8), 0);
 }
 
+// Silent (unsignalled) Sends and Writes chained before a Read, as the
+// replicator posts them: they land like any other, report nothing, and the
+// Read's completion vouches for them.
+TEST_P(FabricContractTest, SilentOperationsReportNothingWhenTheySucceed) {
+  if (!StartNodes(2)) return;
+  AlignedBuffer& rbuf = Buffer(kMultiRecvBuffer);
+  MemoryRegion rmr = Register(1, rbuf);
+  ASSERT_TRUE(ep(1).PostMultiRecv(rbuf.data(), rbuf.size(), &rmr, 5).ok());
+  AlignedBuffer& target = Buffer(4096);
+  MemoryRegion tmr = Register(1, target);
+  AlignedBuffer& local = Buffer(4096);
+  MemoryRegion lmr = Register(0, local);
+
+  auto msg = Payload(4160, 7);
+  auto data = Payload(512, 8);
+  std::memcpy(local.data(), data.data(), data.size());
+  constexpr uint32_t kChained = kMore | kSilent;
+  ASSERT_TRUE(PostRetrying([&] {
+                return ep(0).Send(peer(0, 1), msg.data(), msg.size(), nullptr, 1, kChained);
+              }).ok());
+  ASSERT_TRUE(PostRetrying([&] {
+                return ep(0).Write(peer(0, 1), local.data(), data.size(), &lmr, tmr.remote, 64, 2, kChained);
+              }).ok());
+  ASSERT_TRUE(PostRetrying([&] {
+                return ep(0).Read(peer(0, 1), local.data() + 1024, 8, &lmr, tmr.remote, 64, 3);
+              }).ok());
+  auto read = Await(0, 3, Op::kRead);
+  ASSERT_TRUE(read.has_value());
+  ASSERT_EQ(read->status, Code::kOk);
+  EXPECT_EQ(std::memcmp(rbuf.data(), msg.data(), msg.size()), 0);
+  EXPECT_EQ(std::memcmp(target.data() + 64, data.data(), data.size()), 0);
+  EXPECT_EQ(std::memcmp(local.data() + 1024, data.data(), 8), 0);
+  // The receiver sees the message as usual; the sender hears nothing of
+  // the silent operations, then or later.
+  ASSERT_TRUE(Await(1, 5, Op::kRecv).has_value());
+  DriveFor(std::chrono::milliseconds(5));
+  EXPECT_FALSE(h().Has(0, 1, Op::kSend));
+  EXPECT_FALSE(h().Has(0, 2, Op::kWrite));
+  EXPECT_EQ(h().completions(0).size(), 1u);
+}
+
+// A silent operation that fails completes with its error, and before the
+// Read posted behind it: the replicator never takes that Read's success for
+// the failed Write's.
+TEST_P(FabricContractTest, SilentFailureIsReportedBeforeALaterCompletion) {
+  if (!StartNodes(2)) return;
+  AlignedBuffer& target = Buffer(256);
+  MemoryRegion tmr = Register(1, target);
+  AlignedBuffer& local = Buffer(256);
+  MemoryRegion lmr = Register(0, local);
+  std::memset(local.data(), 0x5A, 64);
+  RemoteMemory forged = tmr.remote;
+  forged.key ^= 0x5bd1e995u;
+  Status s = ep(0).Write(peer(0, 1), local.data(), 64, &lmr, forged, 0, 1, kMore | kSilent);
+  if (!s.ok()) GTEST_SKIP() << "refused at posting: " << s.ToString();
+  ASSERT_TRUE(PostRetrying([&] {
+                return ep(0).Read(peer(0, 1), local.data() + 128, 8, &lmr, tmr.remote, 0, 2);
+              }).ok());
+  ASSERT_TRUE(DriveUntil([&] { return h().Has(0, 1, Op::kWrite) && h().Has(0, 2, Op::kRead); }));
+  const auto& all = h().completions(0);
+  size_t write_at = all.size(), read_at = all.size();
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (all[i].context == 1 && all[i].op == Op::kWrite) write_at = std::min(write_at, i);
+    if (all[i].context == 2 && all[i].op == Op::kRead) read_at = std::min(read_at, i);
+  }
+  EXPECT_NE(all[write_at].status, Code::kOk);
+  EXPECT_LT(write_at, read_at);
+  EXPECT_TRUE(AllEqual(target.data(), target.size(), std::byte{0}));
+}
+
 // ---------------------------------------------------------------------------
 // Multi-receive buffers
 

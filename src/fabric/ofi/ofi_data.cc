@@ -25,7 +25,11 @@ Result<OfiEndpoint::OpState*> OfiEndpoint::BeginOp(Op op, PeerId peer, uint64_t 
   st->iov_count = 1;
   st->desc[0] = st->desc[1] = nullptr;
   st->deferred = false;
+  st->silent = false;
+  st->silent_open = false;
+  st->seq = 0;
   if (initiator) {
+    st->seq = ++peers_[peer].next_seq;
     st->deadline = Clock::now() + options_.op_timeout;
     Track(st);
   }
@@ -33,6 +37,7 @@ Result<OfiEndpoint::OpState*> OfiEndpoint::BeginOp(Op op, PeerId peer, uint64_t 
 }
 
 void OfiEndpoint::FreeOp(OpState* st) {
+  ResolveSilent(st);
   if (st->tracked) Untrack(st);
   if (st->deferred) Undefer(st);
   st->bounce.reset();
@@ -48,6 +53,38 @@ void OfiEndpoint::Track(OpState* st) {
 void OfiEndpoint::Untrack(OpState* st) {
   deadlines_.Remove(st);
   st->tracked = false;
+}
+
+void OfiEndpoint::MarkSilent(OpState* st) {
+  st->silent = true;
+  st->silent_open = true;
+  peers_[st->peer].silent_open.push_back(st->seq);
+}
+
+void OfiEndpoint::ResolveSilent(OpState* st) {
+  if (!st->silent_open) return;
+  st->silent_open = false;
+  Peer& p = peers_[st->peer];
+  p.silent_open.erase(std::find(p.silent_open.begin(), p.silent_open.end(), st->seq));
+  // Released after whatever this call's caller reports for `st` itself: a
+  // silent failure reaches the caller before the completions it held.
+  while (!p.held.empty() && (p.silent_open.empty() || p.held.front().first < p.silent_open.front())) {
+    pending_.push_back(p.held.front().second);
+    p.held.pop_front();
+  }
+}
+
+void OfiEndpoint::Hold(PeerId peer, uint64_t seq, const Completion& c) {
+  auto& held = peers_[peer].held;
+  auto at = std::upper_bound(held.begin(), held.end(), seq,
+                             [](uint64_t s, const auto& h) { return s < h.first; });
+  held.emplace(at, seq, c);
+}
+
+bool OfiEndpoint::MustHold(const OpState* st) const {
+  if (st->op == Op::kRecv) return false;
+  const Peer& p = peers_[st->peer];
+  return !p.silent_open.empty() && p.silent_open.front() < st->seq;
 }
 
 void OfiEndpoint::Synthesize(OpState* st, Code status) {
@@ -206,7 +243,7 @@ void OfiEndpoint::DrainBacklog() {
 }
 
 Status OfiEndpoint::Send(PeerId peer, const void* buf, size_t len, const MemoryRegion* mr,
-                         uint64_t context) {
+                         uint64_t context, uint32_t post) {
   SLIP_ASSIGN_OR_RETURN(Peer * p, CheckPeer(peer));
   if (buf == nullptr && len > 0) return Status::InvalidArgument("null send buffer");
   // Any message may land in a multi-receive buffer, and libfabric cannot
@@ -221,6 +258,7 @@ Status OfiEndpoint::Send(PeerId peer, const void* buf, size_t len, const MemoryR
   }
   SLIP_RETURN_IF_ERROR(CheckLocal(buf, len, mr));
   SLIP_ASSIGN_OR_RETURN(OpState * st, BeginOp(Op::kSend, peer, context, true));
+  if (post & kSilent) MarkSilent(st);
   st->dest = p->addr;
   st->cq_data = len;
   st->iov_count = 1;
@@ -297,12 +335,13 @@ Status OfiEndpoint::PostMultiRecv(void* buf, size_t len, const MemoryRegion* mr,
 
 Status OfiEndpoint::Write(PeerId peer, const void* src, size_t len, const MemoryRegion* mr,
                           const RemoteMemory& remote, uint64_t remote_offset,
-                          uint64_t context) {
+                          uint64_t context, uint32_t post) {
   SLIP_ASSIGN_OR_RETURN(Peer * p, CheckPeer(peer));
   if (src == nullptr && len > 0) return Status::InvalidArgument("null write source");
   SLIP_RETURN_IF_ERROR(CheckRemote(remote, remote_offset, len));
   SLIP_RETURN_IF_ERROR(CheckLocal(src, len, mr));
   SLIP_ASSIGN_OR_RETURN(OpState * st, BeginOp(Op::kWrite, peer, context, true));
+  if (post & kSilent) MarkSilent(st);
   st->dest = p->addr;
   st->raddr = RemoteAddr(remote, remote_offset);
   st->key = remote.key;
@@ -323,12 +362,14 @@ Status OfiEndpoint::Write(PeerId peer, const void* src, size_t len, const Memory
 }
 
 Status OfiEndpoint::Read(PeerId peer, void* dst, size_t len, const MemoryRegion* mr,
-                         const RemoteMemory& remote, uint64_t remote_offset, uint64_t context) {
+                         const RemoteMemory& remote, uint64_t remote_offset, uint64_t context,
+                         uint32_t post) {
   SLIP_ASSIGN_OR_RETURN(Peer * p, CheckPeer(peer));
   if (dst == nullptr && len > 0) return Status::InvalidArgument("null read destination");
   SLIP_RETURN_IF_ERROR(CheckRemote(remote, remote_offset, len));
   SLIP_RETURN_IF_ERROR(CheckLocal(dst, len, mr));
   SLIP_ASSIGN_OR_RETURN(OpState * st, BeginOp(Op::kRead, peer, context, true));
+  if (post & kSilent) MarkSilent(st);
   st->dest = p->addr;
   st->raddr = RemoteAddr(remote, remote_offset);
   st->key = remote.key;
@@ -439,7 +480,15 @@ bool OfiEndpoint::MapEntry(const fi_cq_data_entry& e, Completion* c) {
     case Op::kWrite:
       break;
   }
+  const bool silent = st->silent, hold = MustHold(st);
+  const PeerId peer = st->peer;
+  const uint64_t seq = st->seq;
   FreeOp(st);
+  if (silent) return false;  // succeeded: nothing to report
+  if (hold) {
+    Hold(peer, seq, *c);
+    return false;
+  }
   return true;
 }
 
@@ -463,7 +512,14 @@ bool OfiEndpoint::MapError(const fi_cq_err_entry& e, Completion* c) {
   c->len = 0;
   c->data = nullptr;
   c->buffer_released = st->multi && retire;
+  const bool hold = MustHold(st);
+  const PeerId peer = st->peer;
+  const uint64_t seq = st->seq;
   if (retire) FreeOp(st);
+  if (hold) {
+    Hold(peer, seq, *c);
+    return false;
+  }
   return true;
 }
 
@@ -494,8 +550,10 @@ void OfiEndpoint::ProgressToPending() {
   std::array<Completion, kCqBatch> buf;
   size_t n;
   do {
+    // Completions released from `held` while reading go after the ones read.
+    const size_t mark = pending_.size();
     n = ReadCq(buf);
-    pending_.insert(pending_.end(), buf.begin(), buf.begin() + n);
+    pending_.insert(pending_.begin() + static_cast<ptrdiff_t>(mark), buf.begin(), buf.begin() + n);
   } while (n == buf.size());
   DrainBacklog();
 }
@@ -518,6 +576,7 @@ size_t OfiEndpoint::ExpireTimeouts(std::span<Completion> out) {
     if (st->deferred) {
       FreeOp(st);  // never posted: no late completion will come
     } else {
+      ResolveSilent(st);
       st->phase = Phase::kTimedOut;  // freed when the provider completes it
     }
   };

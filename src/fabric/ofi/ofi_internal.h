@@ -230,14 +230,16 @@ class OfiEndpoint final : public Endpoint {
   Result<MemoryRegion> Register(void* base, size_t len, uint32_t access) override;
   Status Deregister(const MemoryRegion& mr) override;
   Status Send(PeerId peer, const void* buf, size_t len, const MemoryRegion* mr,
-              uint64_t context) override;
+              uint64_t context, uint32_t post) override;
   Status PostRecv(void* buf, size_t len, const MemoryRegion* mr, uint64_t context) override;
   Status PostMultiRecv(void* buf, size_t len, const MemoryRegion* mr,
                        uint64_t context) override;
   Status Write(PeerId peer, const void* src, size_t len, const MemoryRegion* mr,
-               const RemoteMemory& remote, uint64_t remote_offset, uint64_t context) override;
+               const RemoteMemory& remote, uint64_t remote_offset, uint64_t context,
+               uint32_t post) override;
   Status Read(PeerId peer, void* dst, size_t len, const MemoryRegion* mr,
-              const RemoteMemory& remote, uint64_t remote_offset, uint64_t context) override;
+              const RemoteMemory& remote, uint64_t remote_offset, uint64_t context,
+              uint32_t post) override;
   Status CompareSwap(PeerId peer, const RemoteMemory& remote, uint64_t remote_offset,
                      uint64_t expected, uint64_t desired, uint64_t* old,
                      uint64_t context) override;
@@ -283,6 +285,9 @@ class OfiEndpoint final : public Endpoint {
     bool multi = false;  // a PostMultiRecv buffer
     bool tracked = false;
     bool deferred = false;
+    bool silent = false;       // kSilent: reported only if it fails
+    bool silent_open = false;  // in its peer's silent_open (not yet resolved)
+    uint64_t seq = 0;          // initiator ops: posting order per peer
     // Atomic operands and result: inside the registered OpState array, so
     // FI_MR_LOCAL providers get a descriptor for them.
     uint64_t operand = 0;
@@ -295,6 +300,13 @@ class OfiEndpoint final : public Endpoint {
     fid_ep* tx = nullptr;       // its own transmit endpoint (shm), else ep_
     uint32_t deferred = 0;     // operations to it in the backlog
     uint64_t blocked_pass = 0;  // DrainBacklog pass in which it hit FI_EAGAIN
+    // kSilent (fabric.h): a silent op's failure must be reported before any
+    // later op to the peer completes, but the provider may complete them in
+    // any order. So completions of ops posted after a still unresolved
+    // silent op wait in `held` until it is resolved.
+    uint64_t next_seq = 0;
+    std::deque<uint64_t> silent_open;  // seqs of unresolved silent ops, ascending
+    std::deque<std::pair<uint64_t, Completion>> held;  // (seq, completion), by seq
   };
 
   OfiEndpoint(std::shared_ptr<FabricCore> core, const EndpointOptions& options)
@@ -318,6 +330,13 @@ class OfiEndpoint final : public Endpoint {
   void FreeOp(OpState* st);
   void Track(OpState* st);
   void Untrack(OpState* st);
+  // kSilent bookkeeping: marks `st` silent; resolves it (its outcome is
+  // known) and releases the completions it held back; true when a
+  // completion of `st` must wait for an earlier silent op.
+  void MarkSilent(OpState* st);
+  void ResolveSilent(OpState* st);
+  bool MustHold(const OpState* st) const;
+  void Hold(PeerId peer, uint64_t seq, const Completion& c);
 
   // Posts the operation described by `st` once.
   ssize_t PostNow(OpState* st);

@@ -93,6 +93,7 @@ struct EpState {
   std::unordered_map<EpId, RxConn> rx;  // by initiator
   std::unordered_map<EpId, TxConn> tx;  // by target
   uint64_t poll_turn = 0;  // software NIC: the driver's turn that last reaped completions (+1)
+  bool chain_open = false;  // the last post said kMore: the next rides its doorbell
 };
 
 struct OpState {
@@ -116,6 +117,7 @@ struct OpState {
   size_t limit = SIZE_MAX;    // bytes past this offset are not placed (tear, truncation)
   // Send: the receive completion delivered when the last packet is placed.
   Completion recv{};
+  bool silent = false;  // kSilent: completes only if it fails
 };
 
 }  // namespace
@@ -239,17 +241,23 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
     return id;
   }
 
-  // Splits the operation into packets and sends them.
-  void Launch(uint64_t id) {
+  // Splits the operation into packets and sends them. `post`: fabric::Post.
+  void Launch(uint64_t id, uint32_t post) {
     OpState& op = ops_.at(id);
+    op.silent = (post & kSilent) != 0;
+    EpState& poster = *Ep(op.src);
     if (options_.software_target) {
       // A software provider sends what one turn posted to a peer in one
       // wire message (one system call): the first pays the post.
-      ChargePerTurn(Ep(op.src)->tx[op.dst].wire_turn, runtime::Cost::kFabricPost, op.len);
+      ChargePerTurn(poster.tx[op.dst].wire_turn, runtime::Cost::kFabricPost, op.len);
       rt_.ChargeWake(Ep(op.dst)->driver);  // the target's progress thread, if parked
+    } else if (poster.chain_open) {
+      // Chained behind a kMore post: one doorbell for the chain.
+      runtime::ChargeBytes(runtime::Cost::kFabricPost, op.len);
     } else {
       runtime::Charge(runtime::Cost::kFabricPost, op.len);
     }
+    poster.chain_open = (post & kMore) != 0;
     EpState& src = *Ep(op.src);
     TxConn& conn = src.tx[op.dst];
     const bool carries_data = op.kind == Op::kSend || op.kind == Op::kWrite;
@@ -609,8 +617,9 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
     rt_.CancelTimer(op.deadline_timer);
     auto& out = src.tx[op.dst].outstanding;
     out.erase(std::remove(out.begin(), out.end(), id), out.end());
+    const bool report = !op.silent || op.status != Code::kOk;
     ops_.erase(it);
-    if (src.alive) src.cq.push_back(c);
+    if (src.alive && report) src.cq.push_back(c);
   }
 
   // A completion for an endpoint, at the current time, on its executor.
@@ -690,13 +699,13 @@ class SimEndpoint final : public Endpoint {
   }
 
   Status Send(PeerId peer, const void* buf, size_t len, const MemoryRegion*,
-              uint64_t context) override {
+              uint64_t context, uint32_t post) override {
     if (len == 0 || len > UINT32_MAX) return Status::InvalidArgument("message length");
     SLIP_ASSIGN_OR_RETURN(uint64_t id, impl_->NewOp(ep(), peer, Op::kSend, context));
     OpState& op = impl_->ops_.at(id);
     op.len = len;
     op.payload.assign(static_cast<const std::byte*>(buf), static_cast<const std::byte*>(buf) + len);
-    impl_->Launch(id);
+    impl_->Launch(id, post);
     return Status::Ok();
   }
 
@@ -718,7 +727,8 @@ class SimEndpoint final : public Endpoint {
   }
 
   Status Write(PeerId peer, const void* src, size_t len, const MemoryRegion*,
-               const RemoteMemory& remote, uint64_t remote_offset, uint64_t context) override {
+               const RemoteMemory& remote, uint64_t remote_offset, uint64_t context,
+               uint32_t post) override {
     if (Overflows(remote_offset, len, remote.len)) {
       return Status::InvalidArgument("write outside the remote registration");
     }
@@ -728,12 +738,12 @@ class SimEndpoint final : public Endpoint {
     op.payload.assign(static_cast<const std::byte*>(src), static_cast<const std::byte*>(src) + len);
     op.raddr = remote.addr + remote_offset;
     op.rkey = remote.key;
-    impl_->Launch(id);
+    impl_->Launch(id, post);
     return Status::Ok();
   }
 
   Status Read(PeerId peer, void* dst, size_t len, const MemoryRegion*, const RemoteMemory& remote,
-              uint64_t remote_offset, uint64_t context) override {
+              uint64_t remote_offset, uint64_t context, uint32_t post) override {
     if (Overflows(remote_offset, len, remote.len)) {
       return Status::InvalidArgument("read outside the remote registration");
     }
@@ -743,7 +753,7 @@ class SimEndpoint final : public Endpoint {
     op.local = static_cast<std::byte*>(dst);
     op.raddr = remote.addr + remote_offset;
     op.rkey = remote.key;
-    impl_->Launch(id);
+    impl_->Launch(id, post);
     return Status::Ok();
   }
 
@@ -793,7 +803,7 @@ class SimEndpoint final : public Endpoint {
     op.operand1 = a;
     op.operand2 = b;
     op.old = old;
-    impl_->Launch(id);
+    impl_->Launch(id, kSignalled);
     return Status::Ok();
   }
 

@@ -38,7 +38,9 @@
 //     virtual time.
 //   * CPU (the simulator's cost model, runtime/cost.h): posting an operation
 //     charges the poster Cost::kFabricPost (+ per byte), each completion
-//     polled Cost::kFabricCompletion. With `software_target` the target's
+//     polled Cost::kFabricCompletion. On an RDMA NIC a post chained behind
+//     a kMore one rides its doorbell (its bytes only), and a silent
+//     operation that succeeds is never polled. With `software_target` the target's
 //     driver pays Cost::kFabricTarget (+ per byte) for placing packets, and
 //     costs follow a software provider's wire messages: what one turn posts
 //     to a peer leaves in one (the first post pays kFabricPost in full, the

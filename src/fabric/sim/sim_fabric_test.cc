@@ -157,6 +157,39 @@ TEST(SimFabricTest, CostsFollowASoftwareProvidersWireMessages) {
   EXPECT_EQ(at(rdma, runtime::Cost::kFabricCompletion), 3 * 300);
 }
 
+// Rowan's SEND + READ in one ibv_post_send, the SEND unsignalled: two
+// Writes chained (kMore) and silent before a signalled Read pay one post
+// and one completion; the same three posted plainly pay three of each.
+TEST(SimFabricTest, AChainPaysOneDoorbellAndSilentOpsNoCompletion) {
+  auto costs = [](bool chained) {
+    World w(2);
+    runtime::CostModel m;
+    m[runtime::Cost::kFabricPost] = {1000, 1.0};
+    m[runtime::Cost::kFabricCompletion] = {300, 0};
+    w.rt.SetCostModel(m);
+    const uint32_t host = w.rt.AddHost(4, -1);
+    for (auto* x : w.nics) w.rt.PlaceOn(x, host);
+    Buf target(1024), src(64), dst(64);
+    MemoryRegion tmr = w.Reg(1, target);
+    const uint32_t post = chained ? (kMore | kSilent) : kSignalled;
+    w.nics[0]->Post([&] {
+      EXPECT_TRUE(w.ep(0).Write(w.peer(0, 1), src.bytes, 10, nullptr, tmr.remote, 0, 1, post).ok());
+      EXPECT_TRUE(w.ep(0).Write(w.peer(0, 1), src.bytes, 10, nullptr, tmr.remote, 64, 2, post).ok());
+      EXPECT_TRUE(w.ep(0).Read(w.peer(0, 1), dst.bytes, 1, nullptr, tmr.remote, 0, 3).ok());
+    });
+    EXPECT_TRUE(w.Await(0, 3, Op::kRead).has_value());
+    w.rt.RunUntil(w.rt.Now() + kMillisecond);
+    EXPECT_EQ(w.Find(0, 1, Op::kWrite).has_value(), !chained);
+    return w.rt.CostTotals();
+  };
+  auto at = [](const auto& t, runtime::Cost c) { return t[static_cast<size_t>(c)]; };
+  auto chained = costs(true), plain = costs(false);
+  EXPECT_EQ(at(chained, runtime::Cost::kFabricPost), 1000 + 10 + 10 + 1);
+  EXPECT_EQ(at(chained, runtime::Cost::kFabricCompletion), 300);
+  EXPECT_EQ(at(plain, runtime::Cost::kFabricPost), 3 * 1000 + 10 + 10 + 1);
+  EXPECT_EQ(at(plain, runtime::Cost::kFabricCompletion), 3 * 300);
+}
+
 // ---------------------------------------------------------------------------
 // Timing model
 

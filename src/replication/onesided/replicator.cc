@@ -151,11 +151,14 @@ Status OneSidedReplicator::PostSend(Link& l, const Bytes& keep, const std::byte*
   op.keep = keep;
   op.writes = {w};
   const uint64_t ctx = Track(std::move(op));
-  Status s = ep_->Send(l.peer, data, len, nullptr, ctx);
+  // Chained with the flush Read that follows, which reports for it (as
+  // Rowan posts SEND + READ in one ibv_post_send, the SEND unsignalled).
+  Status s = ep_->Send(l.peer, data, len, nullptr, ctx, fabric::kMore | fabric::kSilent);
   if (!s.ok()) {
     ops_.erase(ctx);
     return s;
   }
+  l.silent.push_back(ctx);
   ++stats_.sends;
   stats_.bytes += len;
   return Status::Ok();
@@ -172,7 +175,7 @@ void OneSidedReplicator::WriteAndFlush(Link& l, Op data, std::vector<PendingPtr>
   data.buffer = reserved ? UINT32_MAX : l.buffer;  // shared buffers count their own writes
   data.writes = writes;
   const uint64_t ctx = Track(std::move(data));
-  Status s = ep_->Write(l.peer, ptr, size, nullptr, l.mem, at, ctx);
+  Status s = ep_->Write(l.peer, ptr, size, nullptr, l.mem, at, ctx, fabric::kMore | fabric::kSilent);
   if (!s.ok()) {
     if (reserved) {
       if (auto release = std::move(ops_.at(ctx).release)) release();
@@ -183,6 +186,7 @@ void OneSidedReplicator::WriteAndFlush(Link& l, Op data, std::vector<PendingPtr>
     for (auto& w : writes) w->Fail(s);
     return Fail(l, s);
   }
+  l.silent.push_back(ctx);
   if (!reserved) l.tail += size;
   ++stats_.writes;
   stats_.bytes += size;
@@ -197,6 +201,7 @@ void OneSidedReplicator::PostRead(Link& l, std::vector<PendingPtr> writes) {
   op.persist = l.persist_by_request;
   op.incarnation = l.incarnation;
   op.writes = std::move(writes);
+  op.covers = std::exchange(l.silent, {});
   if (placement_->flush_holds_buffer()) op.buffer = l.buffer;
   const uint64_t ctx = Track(std::move(op));
   Op& placed = ops_.at(ctx);
@@ -204,6 +209,7 @@ void OneSidedReplicator::PostRead(Link& l, std::vector<PendingPtr> writes) {
   if (!s.ok()) {
     for (auto& w : placed.writes) w->Fail(s);
     if (placed.buffer != UINT32_MAX) --inflight_[{l.node, placed.buffer}];
+    l.silent = std::move(placed.covers);  // nothing will report for them: Fail drops them
     ops_.erase(ctx);
     return Fail(l, s);
   }
@@ -333,8 +339,28 @@ void OneSidedReplicator::Opened(NodeId node, uint64_t epoch, Result<rpc::PeerRes
   }
 }
 
+void OneSidedReplicator::DropSilent(Link& l, const Status& s) {
+  const runtime::Nanos now = exec_->Now();
+  for (uint64_t ctx : std::exchange(l.silent, {})) {
+    auto it = ops_.find(ctx);
+    if (it == ops_.end()) continue;  // its failure was reported already
+    OpNode node = ops_.extract(it);
+    Op& op = node.mapped();
+    if (op.buffer != UINT32_MAX) {
+      auto in = inflight_.find({op.node, op.buffer});
+      if (in != inflight_.end() && in->second > 0) --in->second;
+    }
+    for (auto& w : op.writes) w->Fail(s);
+    if (op.release) op.release();
+    const uint32_t buffer = op.buffer;
+    failed_ops_.emplace_back(now, std::move(node));
+    if (buffer != UINT32_MAX) MaybeClose(l.node, buffer);
+  }
+}
+
 void OneSidedReplicator::Fail(Link& l, const Status& s) {
   ++stats_.failures;
+  DropSilent(l, s);
   auto held = placement_->Reset(*this, l);
   // The buffer may hold a torn transfer: never write there again (a backup
   // digests its whole prefix and stops at the tear).
@@ -356,30 +382,41 @@ bool OneSidedReplicator::PollOnce() {
   for (size_t i = 0; i < n; ++i) {
     auto it = ops_.find(c[i].context);
     if (it == ops_.end()) continue;
-    auto node = ops_.extract(it);
-    Op& op = node.mapped();
-    if (op.buffer != UINT32_MAX) {
-      auto in = inflight_.find({op.node, op.buffer});
-      if (in != inflight_.end() && in->second > 0) --in->second;
+    OpNode node = ops_.extract(it);
+    // A Read's completion is its silent operations' too (fabric::kSilent:
+    // had one failed, that would have been reported first).
+    for (uint64_t covered : node.mapped().covers) {
+      auto ci = ops_.find(covered);
+      if (ci != ops_.end()) Finish(ops_.extract(ci), c[i].status, now, to_persist);
     }
-    if (c[i].status != Code::kOk) {
-      const Status s(c[i].status, "replicating to node " + std::to_string(op.node) + " failed");
-      for (auto& w : op.writes) w->Fail(s);
-      Link& l = links_[op.node];
-      if (l.epoch == op.epoch) Fail(l, s);
-    } else if (op.persist) {
-      auto& held = to_persist[{op.node, op.incarnation}];
-      held.insert(held.end(), op.writes.begin(), op.writes.end());
-    } else {
-      for (auto& w : op.writes) w->Ack();
-    }
-    if (op.buffer != UINT32_MAX) MaybeClose(op.node, op.buffer);
-    if (op.release) op.release();
-    // A failed operation's memory, which the provider may still touch.
-    if (c[i].status != Code::kOk) failed_ops_.emplace_back(now, std::move(node));
+    Finish(std::move(node), c[i].status, now, to_persist);
   }
   for (auto& [to, writes] : to_persist) RequestPersist(to.first, to.second, std::move(writes));
   return n > 0;
+}
+
+void OneSidedReplicator::Finish(OpNode node, Code status, runtime::Nanos now,
+                                std::map<std::pair<NodeId, uint64_t>, std::vector<PendingPtr>>& to_persist) {
+  Op& op = node.mapped();
+  if (op.buffer != UINT32_MAX) {
+    auto in = inflight_.find({op.node, op.buffer});
+    if (in != inflight_.end() && in->second > 0) --in->second;
+  }
+  if (status != Code::kOk) {
+    const Status s(status, "replicating to node " + std::to_string(op.node) + " failed");
+    for (auto& w : op.writes) w->Fail(s);
+    Link& l = links_[op.node];
+    if (l.epoch == op.epoch) Fail(l, s);
+  } else if (op.persist) {
+    auto& held = to_persist[{op.node, op.incarnation}];
+    held.insert(held.end(), op.writes.begin(), op.writes.end());
+  } else {
+    for (auto& w : op.writes) w->Ack();
+  }
+  if (op.buffer != UINT32_MAX) MaybeClose(op.node, op.buffer);
+  if (op.release) op.release();
+  // A failed operation's memory, which the provider may still touch.
+  if (status != Code::kOk) failed_ops_.emplace_back(now, std::move(node));
 }
 
 void OneSidedReplicator::RequestPersist(NodeId node, uint64_t incarnation, std::vector<PendingPtr> writes) {

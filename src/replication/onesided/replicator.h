@@ -114,6 +114,9 @@ struct Link {
   };
   std::deque<Queued> queue;  // waiting for the link to be ready
   uint64_t epoch = 0;        // bumps on every reset: late completions are ignored
+  // Sends and Writes posted silently (fabric::kSilent) since the last flush
+  // Read: that Read's completion is theirs too.
+  std::vector<uint64_t> silent;
 };
 
 // One posted Send, Write or Read.
@@ -129,6 +132,9 @@ struct Op {
   std::vector<std::byte> own;    // or its own copy (tailwind, batch)
   std::function<void()> release;  // runs once the operation is over (share: its reservation)
   uint8_t read_byte = 0;
+  // A flush Read: the silent Sends/Writes posted before it on its link,
+  // which complete with it (their failures are reported before it).
+  std::vector<uint64_t> covers;
 };
 
 // How a design places entries in a backup's memory (the per-design half of
@@ -214,6 +220,13 @@ class OneSidedReplicator final : public Replicator {
   void Opened(NodeId node, uint64_t epoch, Result<rpc::PeerResponse> r, int attempt);
   void MaybeClose(NodeId node, uint32_t buffer);
   bool PollOnce();
+  using OpNode = std::unordered_map<uint64_t, Op>::node_type;
+  // An operation is over with `status` (a flush Read's covered ones with it).
+  void Finish(OpNode node, Code status, runtime::Nanos now,
+              std::map<std::pair<NodeId, uint64_t>, std::vector<PendingPtr>>& to_persist);
+  // The link failed before a Read was posted behind its silent operations:
+  // they fail, their memory kept as a failed operation's.
+  void DropSilent(Link& l, const Status& s);
   uint64_t Track(Op op);
 
   runtime::Executor* const exec_;
@@ -230,7 +243,7 @@ class OneSidedReplicator final : public Replicator {
   // writes their flush byte until it is done with them — and reports no
   // more (fabric.h). Their nodes are kept this long before they are freed.
   static constexpr runtime::Nanos kFailedOpsKept = 60 * runtime::kSecond;
-  std::deque<std::pair<runtime::Nanos, decltype(ops_)::node_type>> failed_ops_;
+  std::deque<std::pair<runtime::Nanos, OpNode>> failed_ops_;
   uint64_t next_context_ = 1;
   // Private buffers: operations still in flight into each, and which ones
   // are full (closed when their count drops to zero).
