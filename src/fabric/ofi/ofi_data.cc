@@ -97,7 +97,11 @@ void OfiEndpoint::Synthesize(OpState* st, Code status) {
 
 void OfiEndpoint::FailUnposted(OpState* st, Code status) {
   if (st->tracked) Untrack(st);
-  Synthesize(st, status);
+  if (MustHold(st)) {
+    Hold(st->peer, st->seq, Completion{st->user_context, st->op, status});
+  } else {
+    Synthesize(st, status);
+  }
   FreeOp(st);
 }
 
@@ -568,7 +572,8 @@ size_t OfiEndpoint::ExpireTimeouts(std::span<Completion> out) {
     c.context = st->user_context;
     c.op = st->op;
     c.status = code;
-    if (n < out.size()) {
+    // After whatever an earlier resolution released into pending_.
+    if (n < out.size() && pending_.empty()) {
       out[n++] = c;
     } else {
       pending_.push_back(c);

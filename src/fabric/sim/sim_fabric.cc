@@ -79,6 +79,7 @@ struct TxConn {
   std::vector<uint64_t> outstanding;  // op ids in posting order
   Nanos response_floor = 0;           // keeps completions FIFO per connection
   uint64_t wire_turn = 0;             // software NIC: the poster's turn that last sent (+1)
+  bool chain_open = false;  // the last post said kMore: the next rides its doorbell
 };
 
 struct EpState {
@@ -93,7 +94,6 @@ struct EpState {
   std::unordered_map<EpId, RxConn> rx;  // by initiator
   std::unordered_map<EpId, TxConn> tx;  // by target
   uint64_t poll_turn = 0;  // software NIC: the driver's turn that last reaped completions (+1)
-  bool chain_open = false;  // the last post said kMore: the next rides its doorbell
 };
 
 struct OpState {
@@ -118,6 +118,10 @@ struct OpState {
   // Send: the receive completion delivered when the last packet is placed.
   Completion recv{};
   bool silent = false;  // kSilent: completes only if it fails
+  // Answered, but its completion waits for an earlier silent op of its
+  // connection (fabric.h: a silent failure is reported first).
+  bool done = false;
+  Completion result{};
 };
 
 }  // namespace
@@ -245,19 +249,19 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
   void Launch(uint64_t id, uint32_t post) {
     OpState& op = ops_.at(id);
     op.silent = (post & kSilent) != 0;
-    EpState& poster = *Ep(op.src);
+    TxConn& qp = Ep(op.src)->tx[op.dst];
     if (options_.software_target) {
       // A software provider sends what one turn posted to a peer in one
       // wire message (one system call): the first pays the post.
-      ChargePerTurn(poster.tx[op.dst].wire_turn, runtime::Cost::kFabricPost, op.len);
+      ChargePerTurn(qp.wire_turn, runtime::Cost::kFabricPost, op.len);
       rt_.ChargeWake(Ep(op.dst)->driver);  // the target's progress thread, if parked
-    } else if (poster.chain_open) {
-      // Chained behind a kMore post: one doorbell for the chain.
+    } else if (qp.chain_open) {
+      // Chained behind a kMore post to the same peer: one doorbell.
       runtime::ChargeBytes(runtime::Cost::kFabricPost, op.len);
     } else {
       runtime::Charge(runtime::Cost::kFabricPost, op.len);
     }
-    poster.chain_open = (post & kMore) != 0;
+    qp.chain_open = (post & kMore) != 0;
     EpState& src = *Ep(op.src);
     TxConn& conn = src.tx[op.dst];
     const bool carries_data = op.kind == Op::kSend || op.kind == Op::kWrite;
@@ -313,10 +317,13 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
       auto it = ops_.find(id);
       if (it == ops_.end()) continue;
       rt_.CancelTimer(it->second.deadline_timer);
-      Completion c{it->second.context, it->second.kind,
-                   id == culprit ? Code::kTimeout : Code::kUnavailable};
+      // One answered already keeps its outcome (it was only waiting).
+      Completion c = it->second.done ? it->second.result
+                                     : Completion{it->second.context, it->second.kind,
+                                                  id == culprit ? Code::kTimeout : Code::kUnavailable};
+      const bool report = it->second.done || !it->second.silent || c.status != Code::kOk;
       ops_.erase(it);
-      if (src.alive) src.cq.push_back(c);
+      if (src.alive && report) src.cq.push_back(c);
     }
   }
 
@@ -602,7 +609,7 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
 
   void Complete(uint64_t id, uint32_t epoch) {
     auto it = ops_.find(id);
-    if (it == ops_.end() || it->second.epoch != epoch) return;
+    if (it == ops_.end() || it->second.epoch != epoch || it->second.done) return;
     OpState& op = it->second;
     EpState& src = *Ep(op.src);
     Completion c{op.context, op.kind, op.status};
@@ -615,11 +622,32 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
       }
     }
     rt_.CancelTimer(op.deadline_timer);
-    auto& out = src.tx[op.dst].outstanding;
-    out.erase(std::remove(out.begin(), out.end(), id), out.end());
-    const bool report = !op.silent || op.status != Code::kOk;
-    ops_.erase(it);
-    if (src.alive && report) src.cq.push_back(c);
+    op.done = true;
+    op.result = c;
+    DeliverInOrder(src, src.tx[op.dst]);
+  }
+
+  // Reports the connection's answered operations, in posting order, up to
+  // the first silent one still unanswered: a silent op's failure comes
+  // before any later op's completion even when its answer was lost and
+  // retransmitted behind theirs. Silent successes report nothing.
+  void DeliverInOrder(EpState& src, TxConn& conn) {
+    bool blocked = false;
+    std::vector<uint64_t> keep;
+    for (uint64_t id : conn.outstanding) {
+      auto it = ops_.find(id);
+      if (it == ops_.end()) continue;
+      OpState& op = it->second;
+      if (!op.done || blocked) {
+        blocked = blocked || (!op.done && op.silent);
+        keep.push_back(id);
+        continue;
+      }
+      const bool report = !op.silent || op.result.status != Code::kOk;
+      if (src.alive && report) src.cq.push_back(op.result);
+      ops_.erase(it);
+    }
+    conn.outstanding.swap(keep);
   }
 
   // A completion for an endpoint, at the current time, on its executor.

@@ -346,16 +346,21 @@ void OneSidedReplicator::DropSilent(Link& l, const Status& s) {
     if (it == ops_.end()) continue;  // its failure was reported already
     OpNode node = ops_.extract(it);
     Op& op = node.mapped();
-    if (op.buffer != UINT32_MAX) {
-      auto in = inflight_.find({op.node, op.buffer});
-      if (in != inflight_.end() && in->second > 0) --in->second;
-    }
     for (auto& w : op.writes) w->Fail(s);
-    if (op.release) op.release();
-    const uint32_t buffer = op.buffer;
+    op.writes.clear();
+    op.orphan = true;
     failed_ops_.emplace_back(now, std::move(node));
-    if (buffer != UINT32_MAX) MaybeClose(l.node, buffer);
   }
+}
+
+void OneSidedReplicator::Forget(Op& op) {
+  if (!op.orphan) return;
+  if (op.buffer != UINT32_MAX) {
+    auto in = inflight_.find({op.node, op.buffer});
+    if (in != inflight_.end() && in->second > 0) --in->second;
+  }
+  if (op.release) op.release();
+  if (op.buffer != UINT32_MAX) MaybeClose(op.node, op.buffer);
 }
 
 void OneSidedReplicator::Fail(Link& l, const Status& s) {
@@ -378,7 +383,10 @@ bool OneSidedReplicator::PollOnce() {
   // one REPL_PERSIST per backup for all of them, acknowledged on its answer.
   std::map<std::pair<NodeId, uint64_t>, std::vector<PendingPtr>> to_persist;
   const runtime::Nanos now = exec_->Now();
-  while (!failed_ops_.empty() && now - failed_ops_.front().first > kFailedOpsKept) failed_ops_.pop_front();
+  while (!failed_ops_.empty() && now - failed_ops_.front().first > kFailedOpsKept) {
+    Forget(failed_ops_.front().second.mapped());
+    failed_ops_.pop_front();
+  }
   for (size_t i = 0; i < n; ++i) {
     auto it = ops_.find(c[i].context);
     if (it == ops_.end()) continue;

@@ -135,6 +135,9 @@ struct Op {
   // A flush Read: the silent Sends/Writes posted before it on its link,
   // which complete with it (their failures are reported before it).
   std::vector<uint64_t> covers;
+  // Dropped before its Read was posted (DropSilent): it may still land, so
+  // its buffer's count and `release` wait until it is forgotten.
+  bool orphan = false;
 };
 
 // How a design places entries in a backup's memory (the per-design half of
@@ -225,8 +228,13 @@ class OneSidedReplicator final : public Replicator {
   void Finish(OpNode node, Code status, runtime::Nanos now,
               std::map<std::pair<NodeId, uint64_t>, std::vector<PendingPtr>>& to_persist);
   // The link failed before a Read was posted behind its silent operations:
-  // they fail, their memory kept as a failed operation's.
+  // their writes fail; nothing will report their end, so they are kept as
+  // failed operations are, and only when they are forgotten does their
+  // buffer stop waiting for them (a close before that could let the
+  // backup digest and reuse a segment a late Write still lands in).
   void DropSilent(Link& l, const Status& s);
+  // A kept failed operation is forgotten (kFailedOpsKept after it failed).
+  void Forget(Op& op);
   uint64_t Track(Op op);
 
   runtime::Executor* const exec_;
