@@ -1,188 +1,25 @@
 // CPU cost of the RPC layer itself, without a fabric or a scheduler: a
 // client and a server RpcChannel on ONE hand-driven executor, over an
 // in-process endpoint pair whose Send is a memcpy into the peer's
-// multi-receive buffer. One round trip = client Call + encode + server
-// decode + dedup + handler + reply encode + client decode + callback, plus
-// two 128 B copies and the executor loop. On a loaded 2-core machine this is
-// the number that stays put (min of runs), unlike cross-thread ping-pongs;
-// bench/results/2026-11-23-rpc-latency.md puts it next to those.
+// multi-receive buffer (loop_fabric.h). One round trip = client Call +
+// encode + server decode + dedup + handler + reply encode + client decode +
+// callback, plus two 128 B copies and the executor loop. On a loaded 2-core
+// machine this is the number that stays put (min of runs), unlike
+// cross-thread ping-pongs; bench/results/2026-11-23-rpc-latency.md puts it
+// next to those.
 //
 //   rpc_overhead_bench [--calls N] [--inflight K] [--runs R] [--payload B] [--auth 0|1]
 //
 // --auth 1: both channels hold a cluster secret — the session is
 // authenticated and every frame carries a SipHash tag instead of a CRC
 // (docs/security.md); the difference is authentication's cost per call.
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
-#include <map>
-#include <string>
-#include <vector>
 
-#include "common/random.h"
-#include "fabric/fabric.h"
-#include "rpc/channel.h"
-#include "runtime/runtime.h"
+#include "loop_fabric.h"
 
 using namespace slip;
-
-namespace {
-
-// A single-threaded executor driven by Turn(); the OS clock is fine here
-// (this is a benchmark, not protocol code).
-class LoopExecutor final : public runtime::Executor {
- public:
-  std::string_view name() const override { return "loop"; }
-  uint32_t id() const override { return 0; }
-  runtime::Nanos Now() const override {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
-  runtime::TimerId After(runtime::Nanos delay, std::function<void()> fn) override {
-    const runtime::TimerId id = next_++;
-    timers_[id] = {Now() + delay, std::move(fn)};
-    return id;
-  }
-  bool Cancel(runtime::TimerId id) override { return timers_.erase(id) == 1; }
-  void Post(std::function<void()> fn) override { tasks_.push_back(std::move(fn)); }
-  runtime::PollerId AddPoller(std::function<bool()> poll) override {
-    pollers_.push_back(std::move(poll));
-    return pollers_.size();
-  }
-  void RemovePoller(runtime::PollerId id) override { pollers_[id - 1] = [] { return false; }; }
-  void Wake() override {}
-  void AddWaitFd(int, std::function<bool()>) override {}
-  Random& Rng() override { return rng_; }
-  runtime::Nanos CpuTime() const override { return 0; }
-  bool IsCurrent() const override { return true; }
-
-  void Turn() {
-    while (!tasks_.empty()) {
-      auto fn = std::move(tasks_.front());
-      tasks_.pop_front();
-      fn();
-    }
-    if (!timers_.empty() && ++turns_ % 64 == 0) {  // timers are rare here
-      const runtime::Nanos now = Now();
-      for (auto it = timers_.begin(); it != timers_.end();) {
-        if (it->second.first <= now) {
-          auto fn = std::move(it->second.second);
-          it = timers_.erase(it);
-          fn();
-        } else {
-          ++it;
-        }
-      }
-    }
-    for (size_t i = 0; i < pollers_.size(); ++i) pollers_[i]();
-  }
-
- private:
-  std::deque<std::function<void()>> tasks_;
-  std::map<runtime::TimerId, std::pair<runtime::Nanos, std::function<void()>>> timers_;
-  runtime::TimerId next_ = 1;
-  std::vector<std::function<bool()>> pollers_;
-  Random rng_{1};
-  uint64_t turns_ = 0;
-};
-
-// Two endpoints in one process; Send copies into the peer's current
-// multi-receive buffer (64 B stride) and completes at once.
-class LoopEndpoint final : public fabric::Endpoint {
- public:
-  explicit LoopEndpoint(std::string address) : address_(std::move(address)) { registry()[address_] = this; }
-  ~LoopEndpoint() override { registry().erase(address_); }
-
-  std::string address() const override { return address_; }
-  Result<fabric::PeerId> AddPeer(std::string_view address) override {
-    auto it = registry().find(std::string(address));
-    if (it == registry().end()) return Status::Unavailable("no such endpoint");
-    peers_.push_back(it->second);
-    return static_cast<fabric::PeerId>(peers_.size() - 1);
-  }
-  Result<fabric::MemoryRegion> Register(void*, size_t, uint32_t) override { return Status::NotSupported("-"); }
-  Status Deregister(const fabric::MemoryRegion&) override { return Status::NotSupported("-"); }
-  Status Send(fabric::PeerId peer, const void* buf, size_t len, const fabric::MemoryRegion*,
-              uint64_t context, uint32_t post) override {
-    if (peer >= peers_.size()) return Status::InvalidArgument("peer");
-    if (!peers_[peer]->Place(static_cast<const std::byte*>(buf), len)) return Status::Busy("no buffer");
-    if ((post & fabric::kSilent) == 0) done_.push_back({context, fabric::Op::kSend, Code::kOk, 0, nullptr, false});
-    return Status::Ok();
-  }
-  Status PostRecv(void*, size_t, const fabric::MemoryRegion*, uint64_t) override {
-    return Status::NotSupported("-");
-  }
-  Status PostMultiRecv(void* buf, size_t len, const fabric::MemoryRegion*, uint64_t context) override {
-    bufs_.push_back({static_cast<std::byte*>(buf), len, 0, context});
-    return Status::Ok();
-  }
-  Status Write(fabric::PeerId, const void*, size_t, const fabric::MemoryRegion*, const fabric::RemoteMemory&,
-               uint64_t, uint64_t, uint32_t) override {
-    return Status::NotSupported("-");
-  }
-  Status Read(fabric::PeerId, void*, size_t, const fabric::MemoryRegion*, const fabric::RemoteMemory&, uint64_t,
-              uint64_t, uint32_t) override {
-    return Status::NotSupported("-");
-  }
-  Status CompareSwap(fabric::PeerId, const fabric::RemoteMemory&, uint64_t, uint64_t, uint64_t, uint64_t*,
-                     uint64_t) override {
-    return Status::NotSupported("-");
-  }
-  Status FetchAdd(fabric::PeerId, const fabric::RemoteMemory&, uint64_t, uint64_t, uint64_t*, uint64_t) override {
-    return Status::NotSupported("-");
-  }
-  size_t Poll(std::span<fabric::Completion> out) override {
-    size_t n = 0;
-    while (n < out.size() && !done_.empty()) {
-      out[n++] = done_.front();
-      done_.pop_front();
-    }
-    return n;
-  }
-  void Wait(std::chrono::nanoseconds) override {}
-
- private:
-  static std::map<std::string, LoopEndpoint*>& registry() {
-    static std::map<std::string, LoopEndpoint*> r;
-    return r;
-  }
-  bool Place(const std::byte* data, size_t len) {
-    const size_t padded = (len + 63) / 64 * 64;
-    while (!bufs_.empty()) {
-      Buf& b = bufs_.front();
-      if (b.len - b.used >= padded) {
-        std::memcpy(b.base + b.used, data, len);
-        fabric::Completion c{b.context, fabric::Op::kRecv, Code::kOk, static_cast<uint32_t>(padded),
-                             b.base + b.used, false};
-        b.used += padded;
-        if (b.len - b.used < 8192) {
-          c.buffer_released = true;
-          bufs_.pop_front();
-        }
-        done_.push_back(c);
-        return true;
-      }
-      done_.push_back({b.context, fabric::Op::kRecv, Code::kOk, 0, nullptr, true});
-      bufs_.pop_front();
-    }
-    return false;
-  }
-  struct Buf {
-    std::byte* base;
-    size_t len, used;
-    uint64_t context;
-  };
-  std::string address_;
-  std::vector<LoopEndpoint*> peers_;
-  std::deque<Buf> bufs_;
-  std::deque<fabric::Completion> done_;
-};
-
-}  // namespace
 
 int main(int argc, char** argv) {
   int calls = 1000000, inflight = 1, runs = 5;
@@ -199,50 +36,14 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  LoopExecutor ex;
   rpc::ChannelOptions options;
   if (auth) options.keys = auth::KeySource::Fixed(auth::Keyring::Generate());
-  auto open = [&](const char* name) {
-    auto c = rpc::RpcChannel::Open(&ex, std::make_unique<LoopEndpoint>(name), options);
-    if (!c.ok()) {
-      std::fprintf(stderr, "open: %s\n", c.status().ToString().c_str());
-      std::exit(1);
-    }
-    return std::move(*c);
-  };
-  auto server = open("server");
-  auto client = open("client");
-  server->SetHandler([](uint16_t, std::span<const std::byte> p, rpc::RpcChannel::Reply r) {
-    r(Code::kOk, std::string(reinterpret_cast<const char*>(p.data()), p.size()));
-  });
-  const rpc::RpcChannel::Peer peer = *client->Connect("server");
-  const std::string body(payload, 'p');
-  std::vector<double> ns_per_call;
-  for (int run = 0; run < runs; ++run) {
-    int issued = 0, completed = 0;
-    bool failed = false;
-    std::function<void()> issue = [&] {
-      if (issued >= calls) return;
-      ++issued;
-      client->Call(peer, 1, body, {}, [&](Result<rpc::Response> r) {
-        failed |= !r.ok();
-        ++completed;
-        issue();
-      });
-    };
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int k = 0; k < inflight; ++k) issue();
-    while (completed < calls && !failed) ex.Turn();
-    const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
-    if (failed) {
-      std::fprintf(stderr, "a call failed\n");
-      return 1;
-    }
-    ns_per_call.push_back(ns / calls);
+  const bench::RpcLayerCost cost = bench::MeasureRpcLayer(payload, inflight, calls, runs, options);
+  if (!cost.ok) {
+    std::fprintf(stderr, "the RPC layer's loop failed (a channel did not open or a call failed)\n");
+    return 1;
   }
-  std::sort(ns_per_call.begin(), ns_per_call.end());
   std::printf("rpc layer, client+server on one thread, payload %zu B, %d in flight%s: %.0f ns per call (min of %d runs; median %.0f)\n",
-              payload, inflight, auth ? ", authenticated" : "", ns_per_call.front(), runs,
-              ns_per_call[ns_per_call.size() / 2]);
+              payload, inflight, auth ? ", authenticated" : "", cost.min_ns, runs, cost.median_ns);
   return 0;
 }

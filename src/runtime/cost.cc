@@ -6,6 +6,7 @@ std::string_view CostName(Cost c) {
   switch (c) {
     case Cost::kMessageSend: return "message_send";
     case Cost::kMessageReceive: return "message_receive";
+    case Cost::kRpcCall: return "rpc_call";
     case Cost::kWakeup: return "wakeup";
     case Cost::kWakeupBusy: return "wakeup_busy";
     case Cost::kSwitchIn: return "switch_in";

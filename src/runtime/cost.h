@@ -26,6 +26,11 @@ enum class Cost : uint8_t {
   // Transport (two-sided messages: RPC frames, replication sends).
   kMessageSend,     // a message handed to the transport: per message + per byte
   kMessageReceive,  // a message taken from the transport and dispatched
+  // The RPC layer's own work on one call message at one end (its slot in a
+  // frame, the session and dedup, dispatch to a handler or callback): paid
+  // per message even when a frame carries several, while kMessageSend and
+  // kMessageReceive are paid per frame (the transport's message).
+  kRpcCall,
   // Charged by the runtime to whoever hands a parked executor work. With a
   // core of its host idle, the whole wake-up (scheduler, inter-processor
   // interrupt, the idle core's exit, the woken thread's return), all of it

@@ -30,6 +30,7 @@ void World::Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, r
   if (!caller_alive()) return;
   if (to >= nodes_.size() || Cut(from_node, to) || rt_.Rng().Bernoulli(o_.drop_probability)) {
     runtime::Charge(runtime::Cost::kMessageSend, payload.size());
+    runtime::Charge(runtime::Cost::kRpcCall);
     return;
   }
   Node* dst = nodes_[to].get();
@@ -55,6 +56,7 @@ void World::Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, r
                        if (!dst->up || dst->incarnation != dst_inc) return;
                        if (Cut(dst->id, from_node) || rt_.Rng().Bernoulli(o_.drop_probability)) {
                          runtime::Charge(runtime::Cost::kMessageSend, p.size());
+                         runtime::Charge(runtime::Cost::kRpcCall);
                          return;
                        }
                        const size_t bytes = p.size();
@@ -75,16 +77,20 @@ void World::Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, r
 // hand a message over, the receiver's to take it and dispatch it. In
 // performance runs the messages one handler sends to one executor travel
 // as one frame — the RPC layer puts every call a turn makes to a peer into
-// one — so the frame pays the fixed costs once and each message its bytes.
+// one — so the frame pays the transport's fixed costs once and each
+// message its bytes; the RPC layer's work is per message at both ends
+// (kRpcCall), frame or not.
 // The message flies once the send is done: after its CPU, including waking
 // a parked receiver (which runs only once woken).
 void World::Send(runtime::Executor* from, runtime::Executor* to, size_t bytes, Nanos flight, const char* label,
                  uint64_t tag, std::function<void()> fn) {
   rt_.ChargeWake(to);  // a parked receiver is woken by the send
+  runtime::Charge(runtime::Cost::kRpcCall);
   if (!o_.perf) {
     runtime::Charge(runtime::Cost::kMessageSend, bytes);
     rt_.Schedule(rt_.Now() + flight, to, kEventNet, label, tag, [bytes, fn = std::move(fn)] {
       runtime::Charge(runtime::Cost::kMessageReceive, bytes);
+      runtime::Charge(runtime::Cost::kRpcCall);
       fn();
     });
     return;
@@ -121,6 +127,7 @@ void World::Send(runtime::Executor* from, runtime::Executor* to, size_t bytes, N
       } else {
         runtime::ChargeBytes(runtime::Cost::kMessageReceive, f->messages[i].bytes);
       }
+      runtime::Charge(runtime::Cost::kRpcCall);
     }
     for (auto& m : f->messages) m.fn();
   });

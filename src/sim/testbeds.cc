@@ -155,9 +155,10 @@ Scenario RowanFig9Scenario() {
       "(DLWA 1.54x for RWrite-KV, Fig. 10), which the simulator does not charge; expect those designs near rowan-kv",
       "a slipstream worker owns a range of shards and takes their requests at its own entry (server/worker_pool.h); "
       "Rowan-KV's workers take any key: under zipfian keys the worker owning the hottest shard caps every design "
-      "alike (the busiest executor column); the uniform series shows the designs' own costs",
-      "rowan-kv's backups digest the shared log on one executor per node, which saturates before the workers do "
-      "at these rates",
+      "at its primary's cost per operation (the busiest executor column), about half the paper's rates; the uniform "
+      "series shows the designs' own costs",
+      "rowan-kv's backups digest the shared log on one executor per node (the paper: five threads), which falls "
+      "behind at these rates (busy beyond 100% of the window) on a core of its own",
       "DDIO is not modelled: the paper's rpc-kv keeps DDIO on and the others turn it off (1.27x GET latency)",
       "Load A is 100% updates of loaded records (YCSB's Load A inserts new ones; a PUT either way)",
       "200 M records in the paper, 20,000 here: the scrambled zipfian's hottest record takes 3.8% either way",
@@ -238,7 +239,8 @@ std::vector<std::string> TailwindNotes() {
       "simulation shows only the backup CPU and message savings, not the freed waiting time",
       "rpc-kv stands for RAMCloud's RPC replication: a backup worker appends each entry and replies",
       "RAMCloud's dispatch core is not modelled: requests enter at the worker owning their shard, and under zipfian "
-      "keys the worker owning the hottest shard caps both designs alike (the busiest executor column)",
+      "keys the worker owning the hottest shard caps each design at its primary's cost per operation (the busiest "
+      "executor column)",
       "slipstream's tailwind backups digest landed entries into their index as they come (one digest executor "
       "per node); the paper's backups do nothing until recovery",
   };
