@@ -189,6 +189,17 @@ std::string DescribeComparison(const sim::Comparison& c) {
   return line;
 }
 
+// --input overrides, in order; false (after saying why) on a bad one.
+bool ApplyInputs(const SimCommandOptions& o, sim::MachineModel& model) {
+  for (const std::string& spec : o.inputs) {
+    if (Status s = sim::OverrideInput(model, spec); !s.ok()) {
+      std::fprintf(stderr, "slip sim: --input: %s\n", s.message().c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
 // The runs of the designs `only` names (comma-separated; empty: all).
 // InvalidArgument naming a design the scenario does not run.
 Result<std::vector<sim::ScenarioRun>> OnlyDesigns(std::vector<sim::ScenarioRun> runs, const std::string& only) {
@@ -357,6 +368,7 @@ int RunScenario(const SimCommandOptions& o, const sim::Scenario& s) {
                                       "or name the file with --model)");
     return 2;
   }
+  if (!ApplyInputs(o, *model)) return 2;
   auto built = s.runs(*model, o.seed >= 0 ? static_cast<uint64_t>(o.seed) : 1);
   if (!built.ok()) {
     std::fprintf(stderr, "slip sim: %s: %s\n", path.c_str(), built.status().ToString().c_str());
@@ -428,6 +440,7 @@ int RunPerfCommand(const SimCommandOptions& o) {
     std::fprintf(stderr, "slip sim: %s (bench/model/model_calibrate writes one)\n", model.status().ToString().c_str());
     return 2;
   }
+  if (!ApplyInputs(o, *model)) return 2;
   auto w = ycsb::StandardWorkload(o.workload);
   if (!w.ok()) {
     std::fprintf(stderr, "slip sim: %s\n", w.status().ToString().c_str());

@@ -202,6 +202,9 @@ int main(int argc, char** argv) {
                   "testbed's bench/model/paper-*.json unless this is given)")
       ->capture_default_str();
   sim->add_option("--only", so.only, "--perf SCENARIO: run only these designs (comma-separated)");
+  sim->add_option("--input", so.inputs,
+                  "--perf: set one input of the model, NAME=NS or NAME=NS/NS_PER_BYTE (repeatable; a sensitivity "
+                  "run, e.g. --input rpc_call=50)");
   sim->add_option("--threads", so.threads, "--perf: client threads")->capture_default_str();
   sim->add_option("--cores", so.cores, "--perf this-machine: the host's cores")->capture_default_str();
   sim->add_option("--workload", so.workload, "--perf: YCSB workload a|b|c|d|f")->capture_default_str();

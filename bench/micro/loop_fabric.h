@@ -7,13 +7,15 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/random.h"
@@ -22,7 +24,6 @@
 #include "runtime/runtime.h"
 
 namespace slip::bench {
-
 
 // A single-threaded executor driven by Turn(); the OS clock is fine here
 // (this is a benchmark, not protocol code).
@@ -175,39 +176,48 @@ class LoopEndpoint final : public fabric::Endpoint {
   std::deque<fabric::Completion> done_;
 };
 
-
 struct RpcLayerCost {
   double min_ns = 0, median_ns = 0;  // per call, over the runs
   bool ok = false;
+  std::string error;  // why not ok
 };
 
 // One round trip per call through two RpcChannels on one LoopExecutor:
 // client Call + encode, server decode + dedup + handler (echo) + reply
 // encode, client decode + callback, two copies and the executor loop —
-// the RPC layer's work on two messages at both their ends.
+// the RPC layer's work on two messages at both their ends. An untimed
+// warm-up run first (a tenth of `calls`): caches, the allocator.
 inline RpcLayerCost MeasureRpcLayer(size_t payload, int inflight, int calls, int runs,
                                     rpc::ChannelOptions options = {}) {
   RpcLayerCost out;
   LoopExecutor ex;
   auto open = [&](const char* name) -> std::unique_ptr<rpc::RpcChannel> {
     auto c = rpc::RpcChannel::Open(&ex, std::make_unique<LoopEndpoint>(name), options);
-    return c.ok() ? std::move(*c) : nullptr;
+    if (!c.ok()) {
+      out.error = "open " + std::string(name) + ": " + c.status().ToString();
+      return nullptr;
+    }
+    return std::move(*c);
   };
   auto server = open("server");
-  auto client = open("client");
+  auto client = server ? open("client") : nullptr;
   if (!server || !client) return out;
   server->SetHandler([](uint16_t, std::span<const std::byte> p, rpc::RpcChannel::Reply r) {
     r(Code::kOk, std::string(reinterpret_cast<const char*>(p.data()), p.size()));
   });
   auto peer = client->Connect("server");
-  if (!peer.ok()) return out;
+  if (!peer.ok()) {
+    out.error = "connect: " + peer.status().ToString();
+    return out;
+  }
   const std::string body(payload, 'p');
   std::vector<double> ns_per_call;
-  for (int run = 0; run < runs; ++run) {
+  for (int run = -1; run < runs; ++run) {
+    const int n = run < 0 ? std::max(calls / 10, 1) : calls;
     int issued = 0, completed = 0;
     bool failed = false;
     std::function<void()> issue = [&] {
-      if (issued >= calls) return;
+      if (issued >= n) return;
       ++issued;
       client->Call(*peer, 1, body, {}, [&](Result<rpc::Response> r) {
         failed |= !r.ok();
@@ -217,10 +227,14 @@ inline RpcLayerCost MeasureRpcLayer(size_t payload, int inflight, int calls, int
     };
     const auto t0 = std::chrono::steady_clock::now();
     for (int k = 0; k < inflight; ++k) issue();
-    while (completed < calls && !failed) ex.Turn();
-    if (failed) return out;
+    while (completed < n && !failed) ex.Turn();
+    if (failed) {
+      out.error = "a call failed";
+      return out;
+    }
+    if (run < 0) continue;  // the warm-up
     ns_per_call.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() /
-                          calls);
+                          n);
   }
   std::sort(ns_per_call.begin(), ns_per_call.end());
   out.min_ns = ns_per_call.front();

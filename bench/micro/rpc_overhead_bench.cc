@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
   if (auth) options.keys = auth::KeySource::Fixed(auth::Keyring::Generate());
   const bench::RpcLayerCost cost = bench::MeasureRpcLayer(payload, inflight, calls, runs, options);
   if (!cost.ok) {
-    std::fprintf(stderr, "the RPC layer's loop failed (a channel did not open or a call failed)\n");
+    std::fprintf(stderr, "rpc_overhead_bench: %s\n", cost.error.c_str());
     return 1;
   }
   std::printf("rpc layer, client+server on one thread, payload %zu B, %d in flight%s: %.0f ns per call (min of %d runs; median %.0f)\n",

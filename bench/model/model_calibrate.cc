@@ -720,17 +720,18 @@ int main(int argc, char** argv) {
   // thread over an in-process endpoint (no transport, no scheduler). Each
   // message of the ping-pong paid it at both ends: the transport's inputs
   // are what is left, paid once per frame where rpc_call is per message.
-  bench::RpcLayerCost layer;
-  layer.min_ns = 1e18;
-  for (int r = 0; r < runs; ++r) {
-    bench::RpcLayerCost c = bench::MeasureRpcLayer(small, 1, quick ? 20000 : 200000, 1);
-    if (c.ok && c.min_ns < layer.min_ns) layer = c;
-  }
+  const bench::RpcLayerCost layer = bench::MeasureRpcLayer(small, 1, quick ? 20000 : 200000, runs);
   if (!layer.ok) {
-    std::fprintf(stderr, "model_calibrate: the RPC layer's in-process loop failed\n");
+    std::fprintf(stderr, "model_calibrate: the RPC layer's in-process loop: %s\n", layer.error.c_str());
     return 1;
   }
   const double rpc_call = layer.min_ns / 4;
+  std::printf("RPC layer in process: %.0f ns per round trip (best of %d) -> rpc_call %.0f ns\n", layer.min_ns, runs,
+              rpc_call);
+  if (rpc_call > fixed / 2) {
+    std::printf("warning: rpc_call (%.0f ns) exceeds half a message's fixed cost (%.0f ns): the transport inputs "
+                "are set to 0\n", rpc_call, fixed / 2);
+  }
   put(runtime::Cost::kRpcCall, Input{rpc_call, 0, "two RpcChannels on one thread over an in-process endpoint "
                                                   "(bench/micro/loop_fabric.h), 100 B: a quarter of a round trip"});
   const double transport = std::max(0.0, fixed / 2 - rpc_call);

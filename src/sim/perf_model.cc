@@ -1,6 +1,8 @@
 #include "sim/perf_model.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -116,6 +118,36 @@ Result<MachineModel> LoadMachineModel(const std::string& path) {
   auto m = ParseMachineModel(ss.str());
   if (!m.ok()) return Status::InvalidArgument(path + ": " + m.status().message());
   return m;
+}
+
+Status OverrideInput(MachineModel& m, std::string_view spec) {
+  const size_t eq = spec.find('=');
+  if (eq == std::string_view::npos) {
+    return Status::InvalidArgument("input override '" + std::string(spec) + "' is not NAME=NS or NAME=NS/NS_PER_BYTE");
+  }
+  const std::string name(spec.substr(0, eq));
+  const std::string value(spec.substr(eq + 1));
+  size_t c = 0;
+  while (c < runtime::kCostCount && runtime::CostName(static_cast<runtime::Cost>(c)) != name) ++c;
+  if (c == runtime::kCostCount) return Status::InvalidArgument("input override: no input named '" + name + "'");
+  auto number = [&](const std::string& text, double* out) {
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || v < 0) return false;
+    *out = v;
+    return true;
+  };
+  runtime::CostInput& in = m.costs.inputs[c];
+  const size_t slash = value.find('/');
+  double per_op = 0, per_byte = in.per_byte;
+  if (!number(value.substr(0, slash), &per_op) ||
+      (slash != std::string::npos && !number(value.substr(slash + 1), &per_byte))) {
+    return Status::InvalidArgument("input override '" + std::string(spec) + "': want non-negative numbers of ns");
+  }
+  in.per_op = static_cast<runtime::Nanos>(std::llround(per_op));
+  in.per_byte = per_byte;
+  m.sources[name] = "overridden on the command line: " + std::string(spec);
+  return Status::Ok();
 }
 
 PerfOptions FromModel(const MachineModel& m) {

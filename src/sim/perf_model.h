@@ -48,6 +48,12 @@ struct MachineModel {
 Result<MachineModel> ParseMachineModel(const std::string& json_text);
 Result<MachineModel> LoadMachineModel(const std::string& path);
 
+// Sets one input from "NAME=PER_OP_NS" or "NAME=PER_OP_NS/PER_BYTE_NS" (a
+// sensitivity run: `slip sim --perf ... --input rpc_call=50`); its source
+// becomes the override. InvalidArgument for an unknown name or a number
+// that is not a finite non-negative one.
+Status OverrideInput(MachineModel& m, std::string_view spec);
+
 // What every performance run takes from a model: its step costs and its
 // network (one-way latency, bandwidth, whether the NIC is software).
 PerfOptions FromModel(const MachineModel& m);

@@ -238,6 +238,25 @@ TEST(PerfTest, ScansAreRefused) {
   EXPECT_NE(r.failure.find("scan"), std::string::npos);
 }
 
+// --input: one input set over a model, for sensitivity runs; a bad
+// override changes nothing.
+TEST(PerfModelTest, AnInputCanBeOverridden) {
+  MachineModel m;
+  m.costs[Cost::kRpcCall] = {95, 0};
+  m.costs[Cost::kMessageSend] = {50, 0.107};
+  ASSERT_TRUE(OverrideInput(m, "rpc_call=50").ok());
+  EXPECT_EQ(m.costs[Cost::kRpcCall].per_op, 50);
+  EXPECT_NE(m.sources.at("rpc_call").find("rpc_call=50"), std::string::npos);
+  ASSERT_TRUE(OverrideInput(m, "message_send=0/0.2").ok());
+  EXPECT_EQ(m.costs[Cost::kMessageSend].per_op, 0);
+  EXPECT_DOUBLE_EQ(m.costs[Cost::kMessageSend].per_byte, 0.2);
+  for (const char* bad : {"teleport=5", "rpc_call", "rpc_call=", "rpc_call=-1", "rpc_call=5x", "rpc_call=5/nan",
+                          "rpc_call=inf"}) {
+    EXPECT_FALSE(OverrideInput(m, bad).ok()) << bad;
+  }
+  EXPECT_EQ(m.costs[Cost::kRpcCall].per_op, 50);
+}
+
 TEST(PerfModelTest, ParsesAModelAndRejectsBadOnes) {
   std::string good = R"({"provider":"tcp","network":{"one_way_ns":1500,"software_nic":true},"inputs":{)";
   for (size_t i = 0; i < runtime::kCostCount; ++i) {
