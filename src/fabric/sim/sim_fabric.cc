@@ -633,21 +633,22 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
   // retransmitted behind theirs. Silent successes report nothing.
   void DeliverInOrder(EpState& src, TxConn& conn) {
     bool blocked = false;
-    std::vector<uint64_t> keep;
+    // Compacted in place: this runs for every completion.
+    size_t kept = 0;
     for (uint64_t id : conn.outstanding) {
       auto it = ops_.find(id);
       if (it == ops_.end()) continue;
       OpState& op = it->second;
       if (!op.done || blocked) {
         blocked = blocked || (!op.done && op.silent);
-        keep.push_back(id);
+        conn.outstanding[kept++] = id;
         continue;
       }
       const bool report = !op.silent || op.result.status != Code::kOk;
       if (src.alive && report) src.cq.push_back(op.result);
       ops_.erase(it);
     }
-    conn.outstanding.swap(keep);
+    conn.outstanding.resize(kept);
   }
 
   // A completion for an endpoint, at the current time, on its executor.

@@ -59,6 +59,12 @@ uint64_t OneSidedReplicator::Track(Op op) {
   return ctx;
 }
 
+void OneSidedReplicator::Untrack(const Op& op) {
+  if (op.buffer == UINT32_MAX) return;
+  auto in = inflight_.find({op.node, op.buffer});
+  if (in != inflight_.end() && in->second > 0) --in->second;
+}
+
 void OneSidedReplicator::Replicate(std::span<const NodeId> backups, const proto::ReplicateRequest& entry,
                                    std::function<void(Status)> done) {
   // The entry exactly as the backup's store keeps it.
@@ -177,11 +183,9 @@ void OneSidedReplicator::WriteAndFlush(Link& l, Op data, std::vector<PendingPtr>
   const uint64_t ctx = Track(std::move(data));
   Status s = ep_->Write(l.peer, ptr, size, nullptr, l.mem, at, ctx, fabric::kMore | fabric::kSilent);
   if (!s.ok()) {
-    if (reserved) {
-      if (auto release = std::move(ops_.at(ctx).release)) release();
-    } else {
-      --inflight_[{l.node, l.buffer}];
-    }
+    Op& op = ops_.at(ctx);
+    if (auto release = std::move(op.release)) release();
+    Untrack(op);
     ops_.erase(ctx);
     for (auto& w : writes) w->Fail(s);
     return Fail(l, s);
@@ -208,7 +212,7 @@ void OneSidedReplicator::PostRead(Link& l, std::vector<PendingPtr> writes) {
   Status s = ep_->Read(l.peer, &placed.read_byte, 1, nullptr, l.mem, l.flush_offset, ctx);
   if (!s.ok()) {
     for (auto& w : placed.writes) w->Fail(s);
-    if (placed.buffer != UINT32_MAX) --inflight_[{l.node, placed.buffer}];
+    Untrack(placed);
     l.silent = std::move(placed.covers);  // nothing will report for them: Fail drops them
     ops_.erase(ctx);
     return Fail(l, s);
@@ -355,10 +359,7 @@ void OneSidedReplicator::DropSilent(Link& l, const Status& s) {
 
 void OneSidedReplicator::Forget(Op& op) {
   if (!op.orphan) return;
-  if (op.buffer != UINT32_MAX) {
-    auto in = inflight_.find({op.node, op.buffer});
-    if (in != inflight_.end() && in->second > 0) --in->second;
-  }
+  Untrack(op);
   if (op.release) op.release();
   if (op.buffer != UINT32_MAX) MaybeClose(op.node, op.buffer);
 }
@@ -406,10 +407,7 @@ bool OneSidedReplicator::PollOnce() {
 void OneSidedReplicator::Finish(OpNode node, Code status, runtime::Nanos now,
                                 std::map<std::pair<NodeId, uint64_t>, std::vector<PendingPtr>>& to_persist) {
   Op& op = node.mapped();
-  if (op.buffer != UINT32_MAX) {
-    auto in = inflight_.find({op.node, op.buffer});
-    if (in != inflight_.end() && in->second > 0) --in->second;
-  }
+  Untrack(op);
   if (status != Code::kOk) {
     const Status s(status, "replicating to node " + std::to_string(op.node) + " failed");
     for (auto& w : op.writes) w->Fail(s);

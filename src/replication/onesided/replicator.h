@@ -235,7 +235,10 @@ class OneSidedReplicator final : public Replicator {
   void DropSilent(Link& l, const Status& s);
   // A kept failed operation is forgotten (kFailedOpsKept after it failed).
   void Forget(Op& op);
+  // Registers an operation under a new context; one on a private buffer
+  // keeps the buffer open until Untrack.
   uint64_t Track(Op op);
+  void Untrack(const Op& op);
 
   runtime::Executor* const exec_;
   fabric::Endpoint* const ep_;
