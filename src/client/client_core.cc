@@ -125,7 +125,9 @@ void ClientCore::Attempt(std::shared_ptr<Op> op) {
                                                          : proto::Method::kDel;
   const proto::KvRequest kv{routing_.term, shard, op->key, op->value};
   std::string req = op->condition ? proto::Encode(proto::PutIfRequest{*op->condition, kv}) : proto::Encode(kv);
-  peers_->Call(rpc::Target{node, shard}, static_cast<uint16_t>(op->condition ? proto::Method::kPutIf : method), std::move(req),
+  // A GET may be served by any of the node's workers (server/worker_pool.h).
+  const rpc::Target to = method == proto::Method::kGet ? rpc::Target::AnyWorker(node, shard) : rpc::Target{node, shard};
+  peers_->Call(to, static_cast<uint16_t>(op->condition ? proto::Method::kPutIf : method), std::move(req),
                [this, op](Result<rpc::PeerResponse> r) { OnResponse(op, std::move(r)); });
 }
 

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <utility>
+#include <vector>
 
 #include "proto/kv.h"
 #include "runtime/sim_runtime.h"
@@ -18,8 +20,9 @@ using runtime::kMillisecond;
 class ScriptedNode final : public rpc::PeerCaller {
  public:
   explicit ScriptedNode(runtime::Executor* exec) : exec_(exec) {}
-  void Call(rpc::Target, uint16_t, std::string, std::function<void(Result<rpc::PeerResponse>)> done) override {
+  void Call(rpc::Target to, uint16_t method, std::string, std::function<void(Result<rpc::PeerResponse>)> done) override {
     ++calls;
+    targets.emplace_back(method, to);
     Result<rpc::PeerResponse> r = script.empty() ? Result<rpc::PeerResponse>(Ok()) : script.front();
     if (!script.empty()) script.pop_front();
     exec_->After(100 * runtime::kMicrosecond, [done = std::move(done), r = std::move(r)]() mutable { done(r); });
@@ -32,6 +35,7 @@ class ScriptedNode final : public rpc::PeerCaller {
   }
   std::deque<Result<rpc::PeerResponse>> script;
   int calls = 0;
+  std::vector<std::pair<uint16_t, rpc::Target>> targets;  // every call's method and target
 
  private:
   runtime::Executor* exec_;
@@ -127,6 +131,23 @@ TEST(ClientCoreTest, AnErrorThatPersistsGivesUpAtTheDeadlineWithItsReason) {
   EXPECT_TRUE(r.status().Is(Code::kUnavailable));
   EXPECT_NE(r.status().message().find("node gone"), std::string::npos);
   EXPECT_GT(f.node.calls, 10);
+}
+
+// Any worker of a node may serve a GET (server/worker_pool.h); a write
+// goes to its shard's worker, which assigns its version.
+TEST(ClientCoreTest, GetsMayGoToAnyWorkerAndWritesToTheirShards) {
+  Fixture f;
+  ASSERT_TRUE(f.Put().ok());
+  bool got = false, deleted = false;
+  f.core.Get("k", [&](Result<std::string>) { got = true; });
+  f.core.Delete("k", [&](Status) { deleted = true; });
+  f.rt.RunUntil([&] { return got && deleted; }, f.rt.Now() + 60 * runtime::kSecond);
+  ASSERT_EQ(f.node.targets.size(), 3u);
+  for (const auto& [method, to] : f.node.targets) {
+    EXPECT_EQ(to.node, 0u);
+    EXPECT_EQ(to.shard, std::optional<uint32_t>(0));
+    EXPECT_EQ(to.any_worker, method == static_cast<uint16_t>(proto::Method::kGet)) << "method " << method;
+  }
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // current cluster configuration, so the replication, promotion and client
 // code runs over the real transport unchanged. A node may have an entry per
 // request worker (cluster::NodeInfo::workers): a call about a shard goes to
-// the entry of the worker serving it.
+// the entry of the worker serving it, a read any worker serves to each in
+// turn (EntryOf).
 #pragma once
 
 #include <functional>
@@ -33,9 +34,9 @@ class RpcPeers final : public PeerCaller {
     SetEntries(entries, 0);
   }
   // Every node's entries in worker order (cluster::NodeInfo::Entries): a
-  // call about shard s of `num_shards` goes to its worker's entry
-  // (WorkerOfShard), any other to the first. A node with an undecodable
-  // entry is left out.
+  // call about shard s of `num_shards` goes to its worker's entry, an
+  // any-worker read to each entry in turn, any other to the first
+  // (EntryOf). A node with an undecodable entry is left out.
   void SetEntries(const std::map<NodeId, std::vector<std::string>>& hex, uint32_t num_shards) {
     num_shards_ = num_shards;
     entries_.clear();
@@ -81,9 +82,8 @@ class RpcPeers final : public PeerCaller {
     Result<RpcChannel::Peer> peer =
         it == entries_.end()
             ? Result<RpcChannel::Peer>(Status::Unavailable("no address for node " + std::to_string(to.node)))
-            : channel_->Connect(it->second[to.shard ? WorkerOfShard(*to.shard, num_shards_,
-                                                                    static_cast<uint32_t>(it->second.size()))
-                                                    : 0]);
+            : channel_->Connect(
+                  it->second[EntryOf(to, num_shards_, static_cast<uint32_t>(it->second.size()), &turn_)]);
     if (!peer.ok()) {
       // Never inside Call (the PeerCaller contract).
       return exec_->Post([done = std::move(done), s = peer.status()] { done(s); });
@@ -101,6 +101,7 @@ class RpcPeers final : public PeerCaller {
   RpcChannel::CallOptions options_;
   std::map<NodeId, std::vector<std::string>> entries_;  // raw, never empty
   uint32_t num_shards_ = 0;
+  uint64_t turn_ = 0;  // any-worker calls' next entry (EntryOf)
 };
 
 }  // namespace slip::rpc

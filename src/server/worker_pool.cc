@@ -51,6 +51,9 @@ std::optional<uint32_t> WorkerPool::ShardOf(uint16_t method, std::span<const std
 
 void WorkerPool::Handle(size_t arrived, uint16_t method, std::span<const std::byte> payload, NodeCore::Reply reply) {
   runtime::Charge(runtime::Cost::kRequest, payload.size());
+  if (static_cast<proto::Method>(method) == proto::Method::kGet) {
+    return workers_[arrived].core->Handle(method, payload, std::move(reply));
+  }
   const std::optional<uint32_t> shard = workers_.size() > 1 ? ShardOf(method, payload) : std::nullopt;
   const size_t w = shard ? WorkerOf(*shard) : 0;
   if (w == arrived) return workers_[w].core->Handle(method, payload, std::move(reply));

@@ -6,6 +6,7 @@
 
 #include "common/hash.h"
 #include "pm/region.h"
+#include "rpc/peer_caller.h"
 #include "runtime/sim_runtime.h"
 #include "store/store.h"
 
@@ -104,11 +105,50 @@ TEST_F(WorkerPoolTest, EachShardsWritesRunOnItsWorkerAndRepliesReturnHome) {
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->value, "v" + std::to_string(s));
   }
-  // Shard s went to worker s * 3 / 6: a range of two shards each.
+  // Shard s's writes went to worker s * 3 / 6: a range of two shards each;
+  // the GETs ran at worker 0's entry, where they arrived.
   for (uint32_t w = 0; w < kWorkers; ++w) {
     EXPECT_EQ(cores_[w]->counters().puts, kShards / kWorkers) << "worker " << w;
-    EXPECT_EQ(cores_[w]->counters().gets, kShards / kWorkers) << "worker " << w;
+    EXPECT_EQ(cores_[w]->counters().gets, w == 0 ? kShards : 0) << "worker " << w;
   }
+  EXPECT_EQ(pool_->hopped(), kShards - kShards / kWorkers);  // the PUTs of workers 1 and 2
+}
+
+TEST_F(WorkerPoolTest, AGetRunsWhereverItArrivesAndSeesTheOwnersWrites) {
+  const std::string key = KeyOf(4);  // worker 2
+  auto put = Send(proto::Method::kPut, proto::Encode(proto::KvRequest{3, 4, key, "v1"}), 2);
+  ASSERT_EQ(put->code, Code::kOk) << put->payload;
+  for (size_t at = 0; at < kWorkers; ++at) {
+    auto get = Send(proto::Method::kGet, proto::Encode(proto::KvRequest{3, 4, key, {}}), at);
+    ASSERT_EQ(get->code, Code::kOk) << "at worker " << at;
+    EXPECT_TRUE(get->in_call) << "at worker " << at;
+    auto r = proto::DecodeKvResponse(proto::AsBytes(get->payload), store_->options().limits);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->value, "v1");
+    EXPECT_EQ(cores_[at]->counters().gets, 1u) << "at worker " << at;
+  }
+  EXPECT_EQ(pool_->hopped(), 0u);
+  // Every check the owner makes, a reader at another worker makes too.
+  auto stale = Send(proto::Method::kGet, proto::Encode(proto::KvRequest{2, 4, key, {}}), 0);
+  EXPECT_EQ(stale->code, Code::kStaleTerm);
+  auto wrong_shard = Send(proto::Method::kGet, proto::Encode(proto::KvRequest{3, 2, key, {}}), 0);
+  EXPECT_EQ(wrong_shard->code, Code::kStaleTerm);
+  auto blocked = std::make_shared<NodeView>(*views_.Get());
+  blocked->blocked[4] = true;
+  views_.Set(blocked);
+  auto busy = Send(proto::Method::kGet, proto::Encode(proto::KvRequest{3, 4, key, {}}), 1);
+  EXPECT_EQ(busy->code, Code::kBusy);
+}
+
+TEST(EntryOfTest, ReadsTakeEachEntryInTurnAndWritesTheirShardsWorker) {
+  uint64_t turn = 0;
+  std::vector<uint32_t> reads;
+  for (int i = 0; i < 6; ++i) reads.push_back(rpc::EntryOf(rpc::Target::AnyWorker(1, 5), kShards, kWorkers, &turn));
+  EXPECT_EQ(reads, (std::vector<uint32_t>{0, 1, 2, 0, 1, 2}));
+  EXPECT_EQ(rpc::EntryOf(rpc::Target{1, 5}, kShards, kWorkers, &turn), WorkerOfShard(5, kShards, kWorkers));
+  EXPECT_EQ(rpc::EntryOf(rpc::Target{1}, kShards, kWorkers, &turn), 0u);
+  EXPECT_EQ(turn, 6u);  // only reads advance it
+  EXPECT_EQ(rpc::EntryOf(rpc::Target::AnyWorker(1, 5), kShards, 1, &turn), 0u);
 }
 
 TEST_F(WorkerPoolTest, AShardNamedFalselyIsRefusedByTheWorkerItReaches) {

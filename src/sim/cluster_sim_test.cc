@@ -288,8 +288,9 @@ TEST(ErdaSimTest, GrantsWithoutLeasesAreCaught) {
 }
 
 // Nodes with three request workers (server/worker_pool.h): a shard's
-// requests enter at its worker's entry, or (one in eight, a caller with an
-// older configuration's entries) at another and hop; each worker replicates
+// writes enter at its worker's entry, or (one in eight, a caller with an
+// older configuration's entries) at another and hop, while its GETs go to
+// each worker in turn and run where they arrive; each worker replicates
 // over its own endpoint, share-kv's workers share one remote log per backup,
 // and each worker writes the CommitVer records of its own shards. The same
 // faults.

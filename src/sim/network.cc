@@ -7,7 +7,7 @@ namespace slip::sim::detail {
 
 void World::Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, rpc::Target target,
                  uint16_t method, std::string payload,
-                 std::function<void(Result<rpc::PeerResponse>)> done) {
+                 std::function<void(Result<rpc::PeerResponse>)> done, uint64_t* turn) {
   const NodeId to = target.node;
   struct State {
     bool finished = false;
@@ -35,9 +35,8 @@ void World::Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, r
   }
   Node* dst = nodes_[to].get();
   const uint64_t dst_inc = dst->incarnation;
-  // The worker whose entry takes it (WorkerPool::WorkerOf), and answers.
-  size_t entry =
-      target.shard ? WorkerOfShard(*target.shard, o_.shards, static_cast<uint32_t>(dst->workers.size())) : 0;
+  // The worker whose entry takes it, and answers.
+  size_t entry = rpc::EntryOf(target, o_.shards, static_cast<uint32_t>(dst->workers.size()), turn);
   // Outside performance runs, callers sometimes hold an older
   // configuration's entries: one call about a shard in eight arrives at a
   // random worker and hops to its owner, so the fault campaigns drive that

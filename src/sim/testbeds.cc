@@ -153,10 +153,10 @@ Scenario RowanFig9Scenario() {
   s.notes = {
       "no PM model: the paper's gaps to rwrite-kv, batch-kv and share-kv come from Optane write amplification "
       "(DLWA 1.54x for RWrite-KV, Fig. 10), which the simulator does not charge; expect those designs near rowan-kv",
-      "a slipstream worker owns a range of shards and takes their requests at its own entry (server/worker_pool.h); "
-      "Rowan-KV's workers take any key: under zipfian keys the worker owning the hottest shard caps every design "
-      "at its primary's cost per operation (the busiest executor column), about half the paper's rates; the uniform "
-      "series shows the designs' own costs",
+      "a slipstream worker owns a range of shards and runs their writes (server/worker_pool.h), while GETs run at "
+      "whichever worker they reach (clients send them to each in turn); Rowan-KV's workers take any key for writes "
+      "too: under zipfian keys the worker owning the hottest shard caps every design at its primary's cost per "
+      "write (the busiest executor column), below the paper's rates; the uniform series shows the designs' own costs",
       "rowan-kv's backups digest the shared log on one executor per node (the paper: five threads), which falls "
       "behind at these rates (busy beyond 100% of the window) on a core of its own",
       "DDIO is not modelled: the paper's rpc-kv keeps DDIO on and the others turn it off (1.27x GET latency)",
@@ -238,9 +238,9 @@ std::vector<std::string> TailwindNotes() {
       "RAMCloud's workers spin while they wait for backups (Tailwind §2); slipstream's do not block, so the "
       "simulation shows only the backup CPU and message savings, not the freed waiting time",
       "rpc-kv stands for RAMCloud's RPC replication: a backup worker appends each entry and replies",
-      "RAMCloud's dispatch core is not modelled: requests enter at the worker owning their shard, and under zipfian "
-      "keys the worker owning the hottest shard caps each design at its primary's cost per operation (the busiest "
-      "executor column)",
+      "RAMCloud's dispatch core is not modelled: writes enter at the worker owning their shard (GETs at each worker "
+      "in turn), and under zipfian keys the worker owning the hottest shard caps each design at its primary's cost "
+      "per write (the busiest executor column)",
       "slipstream's tailwind backups digest landed entries into their index as they come (one digest executor "
       "per node); the paper's backups do nothing until recovery",
   };

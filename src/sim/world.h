@@ -141,11 +141,11 @@ class World {
   void RunPerf(ClusterSimResult& res);
 
   // --- network ---
-  // A request about one shard (`to.shard`) arrives at the worker serving it,
-  // as at a real node's per-worker entry; the rest at worker 0.
+  // A request arrives at the worker entry a real node's caller would pick
+  // (rpc::EntryOf; `turn` is the caller's counter for any-worker reads).
   void Call(runtime::Executor* from, NodeId from_node, uint64_t from_inc, rpc::Target to,
             uint16_t method, std::string payload,
-            std::function<void(Result<rpc::PeerResponse>)> done);
+            std::function<void(Result<rpc::PeerResponse>)> done, uint64_t* turn);
 
  private:
   class Caller final : public rpc::PeerCaller {
@@ -154,7 +154,7 @@ class World {
         : w_(w), from_(from), from_node_(from_node), inc_(inc) {}
     void Call(rpc::Target to, uint16_t method, std::string payload,
               std::function<void(Result<rpc::PeerResponse>)> done) override {
-      w_->Call(from_, from_node_, inc_, to, method, std::move(payload), std::move(done));
+      w_->Call(from_, from_node_, inc_, to, method, std::move(payload), std::move(done), &turn_);
     }
 
    private:
@@ -162,6 +162,7 @@ class World {
     runtime::Executor* from_;
     NodeId from_node_;
     uint64_t inc_;
+    uint64_t turn_ = 0;
   };
 
   class RoutingFromCm final : public client::RoutingSource {
