@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <unordered_map>
 
 #include "common/coding.h"
 #include "common/hash.h"
@@ -26,8 +27,15 @@ Result<bool> Store::CleanStep() {
   std::lock_guard<std::mutex> lock(clean_mu_);
   uint32_t best = kNoSegment;
   double best_util = options_.clean_threshold;
+  std::unordered_map<uint32_t, uint32_t> partial;
+  {
+    std::lock_guard<std::mutex> lk(large_mu_);
+    partial = partial_blocks_;
+  }
   for (uint32_t seg = 0; seg < table_->num_segments(); ++seg) {
     if (table_->meta(seg).state != SegmentState::kCommitted) continue;
+    // Part of a received entry still to be completed lies here.
+    if (partial.contains(seg)) continue;
     double util = static_cast<double>(live_[seg].load()) / static_cast<double>(table_->segment_size());
     if (util < best_util) {
       best_util = util;

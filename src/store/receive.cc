@@ -102,7 +102,12 @@ Result<uint64_t> Store::DigestReceived(uint32_t seg, uint64_t from, uint64_t to,
       if (p.offsets.size() == b.cnt && p.offsets[b.seq] == 0) {
         p.offsets[b.seq] = off;
         p.bytes[b.seq] = b.encoded_bytes;
+        ++partial_blocks_[table_->SegmentOf(off)];
         if (++p.have == b.cnt) {
+          for (uint64_t o : p.offsets) {
+            auto it = partial_blocks_.find(table_->SegmentOf(o));
+            if (--it->second == 0) partial_blocks_.erase(it);
+          }
           complete = Blocks{std::move(p.offsets), std::move(p.bytes)};
           received_partial_.erase({b.shard, b.version});
         }

@@ -471,6 +471,59 @@ TEST(StoreReceiveTest, MultiBlockEntryPlacedOutOfOrderIsIndexedOnceComplete) {
   EXPECT_EQ(*store->Get("mid"), "local");
 }
 
+// A multi-block entry can span receive segments that are digested apart
+// (Rowan's shared log: a Send split across the end of one posted buffer
+// and the start of the next). Until its last block is digested its blocks
+// are no entry's: the cleaner must not free the segment holding the first
+// ones, or the completed entry would point into reused space.
+TEST(StoreReceiveTest, ASegmentHoldingPartOfAnIncompleteEntryIsNotCleanedUnderIt) {
+  auto region = MakeRegion(4 << 20);
+  auto store = std::move(Store::Open(region.get(), SmallOptions())).value();
+  const uint32_t seg = *store->AllocateReceiveSegment();
+  const uint32_t seg2 = *store->AllocateReceiveSegment();
+  const uint64_t ss = store->segments().segment_size();
+  Random rng(35);
+  const std::string value = Value(rng, 1000);
+  const log::EntryMeta meta{log::EntryType::kPut, static_cast<uint16_t>(store->ShardOf(HashKey("big"))), 9};
+  auto layout = log::PlanEntry(3, value.size(), 256);
+  ASSERT_TRUE(layout.ok());
+  ASSERT_GE(layout->cnt, 3);
+  std::vector<std::vector<std::byte>> blocks(layout->cnt);
+  for (uint16_t i = 0; i < layout->cnt; ++i) {
+    blocks[i].resize(layout->BlockBytes(i, 3 + value.size()));
+    log::EncodeBlock(meta, "big", value, *layout, i, blocks[i].data());
+  }
+  // seg: [dead entry][block 0][block 1]; seg2: [block 2 .. n-1]
+  auto dead = PutEntry(*store, "dead", Value(rng, 100), 1);
+  uint64_t off = 0;
+  Land(region.get(), *store, seg, off, dead);
+  off += dead.size();
+  for (uint16_t i = 0; i < 2; ++i) {
+    Land(region.get(), *store, seg, off, blocks[i]);
+    off += blocks[i].size();
+  }
+  uint64_t off2 = 0;
+  for (uint16_t i = 2; i < layout->cnt; ++i) {
+    Land(region.get(), *store, seg2, off2, blocks[i]);
+    off2 += blocks[i].size();
+  }
+  ASSERT_TRUE(store->DigestReceived(seg, 0, ss).ok());
+  ASSERT_TRUE(store->SealReceiveSegment(seg).ok());
+  ASSERT_TRUE(store->Put(0, "dead", "overwritten").ok());
+  EXPECT_EQ(store->live_bytes(seg), 0);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(store->CleanStep().ok());
+  EXPECT_NE(store->segments().meta(seg).state, log::SegmentState::kFree)
+      << "freed under an entry whose other blocks are still to be digested";
+  // Whatever reuses free space meanwhile must not be what the entry reads.
+  for (int i = 0; i < 200 && store->stats().free_segments > 2; ++i) {
+    ASSERT_TRUE(store->Put(1, "fill" + std::to_string(i), Value(rng, 2000)).ok());
+  }
+  ASSERT_TRUE(store->DigestReceived(seg2, 0, ss).ok());
+  auto got = store->Get("big");
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(*got, value);
+}
+
 TEST(StoreReceiveTest, RecoveryWalksPastAHoleInAReceiveSegment) {
   auto region = MakeRegion(4 << 20);
   auto store = std::move(Store::Open(region.get(), SmallOptions())).value();

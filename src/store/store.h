@@ -479,6 +479,12 @@ class Store final : private index::EntryReader {
     uint16_t have = 0;
   };
   std::map<std::pair<uint16_t, uint64_t>, ReceivedPartial> received_partial_;  // under large_mu_
+  // Per segment, how many blocks of received_partial_ lie in it: the
+  // cleaner leaves such a segment alone, since the entry, once complete,
+  // points into it (its blocks are no entry's until then, so relocation
+  // would not see them). A partial whose sender died before its last block
+  // holds its segments until the next Open, which drops it. Under large_mu_.
+  std::unordered_map<uint32_t, uint32_t> partial_blocks_;
 
   // Freed while hold_freed_segments: [0] since the last release, [1] before.
   std::mutex held_mu_;
