@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
                 "cluster layer: every PUT unconditional (by default one in four is SET NX or XX where the design takes them)");
   sim->add_option("--failover-crashes", so.failover_crashes, "crash a just-promoted primary during its promotion, this many times")
       ->capture_default_str();
-  sim->add_option("--workers", so.workers, "request workers per node (each owns a range of shards and takes their requests)")
+  sim->add_option("--workers", so.workers, "request workers per node (each owns a range of shards and takes their writes; GETs go to each in turn)")
       ->capture_default_str();
   sim->add_option("--commit-interval-us", so.commit_interval_us, "CommitVer records every this many us (0: none, whole-shard promotions)")
       ->capture_default_str();
@@ -229,7 +229,7 @@ int main(int argc, char** argv) {
   server->add_option("--pm-mb", co.pm_mb, "PM size when creating the node's store")->capture_default_str();
   server->add_option("--commit-interval-ms", co.commit_interval_ms, "CommitVer records every this many ms (0: none)")
       ->capture_default_str();
-  server->add_option("--workers", co.workers, "request worker threads (each owns a range of shards and takes their requests at its own entry)")
+  server->add_option("--workers", co.workers, "request worker threads (each owns a range of shards and takes their writes at its own entry; GETs go to each in turn)")
       ->check(CLI::Range(1, 32))
       ->capture_default_str();
   server->add_option("--bind", co.bind, "tcp/verbs: the local IP to serve on (peers and clients must reach it)")

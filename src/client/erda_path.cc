@@ -249,7 +249,7 @@ void ErdaPath::AnswerGet(std::shared_ptr<GetOp> op, Code status, uint64_t versio
 void ErdaPath::FallbackGet(std::shared_ptr<GetOp> op) {
   ++stats_.fallback_gets;
   ++stats_.round_trips;
-  peers_->Call(rpc::Target{op->node, op->shard}, static_cast<uint16_t>(proto::Method::kGet),
+  peers_->Call(rpc::Target::AnyWorker(op->node, op->shard), static_cast<uint16_t>(proto::Method::kGet),
                proto::Encode(proto::KvRequest{op->term, op->shard, op->key, {}}),
                [op](Result<rpc::PeerResponse> r) { op->done(std::move(r)); });
 }

@@ -58,9 +58,10 @@ struct NodeInfo {
   std::string address;  // how to reach the node, e.g. "10.0.0.7:7100" (opaque here)
   NodeState state = NodeState::kUp;
   // The entry of each of the node's request workers, in worker order (the
-  // first is `address`): a request about shard s goes to
-  // workers[WorkerOfShard(s, num_shards, size)], a range of shards each
-  // (server/worker_pool.h). Empty: every request goes to `address`.
+  // first is `address`): a write about shard s goes to
+  // workers[WorkerOfShard(s, num_shards, size)], a range of shards each,
+  // a GET to each entry in turn (server/worker_pool.h). Empty: every
+  // request goes to `address`.
   std::vector<std::string> workers;
   // Where requests enter, in worker order (rpc::RpcPeers::SetEntries).
   std::vector<std::string> Entries() const { return workers.empty() ? std::vector<std::string>{address} : workers; }

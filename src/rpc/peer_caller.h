@@ -45,7 +45,8 @@ struct Target {
 };
 
 // Which of a node's `workers` entries takes a call to `to`: the next in
-// `*turn` (the caller's own counter, advanced) for an any-worker call, its
+// `*turn` (the caller's own counter for that node, advanced) for an
+// any-worker call, its
 // shard's worker (WorkerOfShard over `num_shards`) for one about a shard,
 // else the first. REQUIRES: workers >= 1.
 inline uint32_t EntryOf(const Target& to, uint32_t num_shards, uint32_t workers, uint64_t* turn) {

@@ -83,7 +83,7 @@ class RpcPeers final : public PeerCaller {
         it == entries_.end()
             ? Result<RpcChannel::Peer>(Status::Unavailable("no address for node " + std::to_string(to.node)))
             : channel_->Connect(
-                  it->second[EntryOf(to, num_shards_, static_cast<uint32_t>(it->second.size()), &turn_)]);
+                  it->second[EntryOf(to, num_shards_, static_cast<uint32_t>(it->second.size()), &turns_[to.node])]);
     if (!peer.ok()) {
       // Never inside Call (the PeerCaller contract).
       return exec_->Post([done = std::move(done), s = peer.status()] { done(s); });
@@ -101,7 +101,7 @@ class RpcPeers final : public PeerCaller {
   RpcChannel::CallOptions options_;
   std::map<NodeId, std::vector<std::string>> entries_;  // raw, never empty
   uint32_t num_shards_ = 0;
-  uint64_t turn_ = 0;  // any-worker calls' next entry (EntryOf)
+  std::map<NodeId, uint64_t> turns_;  // per node, any-worker calls' next entry (EntryOf)
 };
 
 }  // namespace slip::rpc

@@ -359,6 +359,9 @@ void NodeCore::HandleGet(std::span<const std::byte> payload, Reply reply, bool f
     }
   }
   ++counters_.gets;
+  if (WorkerOfShard(req->shard, static_cast<uint32_t>(view->shards.size()), worker_count_) != worker_index_) {
+    ++counters_.gets_elsewhere;
+  }
   CountLoad(req->shard, 1);
   log::EntryMeta meta;
   auto v = store_->Get(req->key, &meta);
@@ -426,6 +429,12 @@ void NodeCore::FetchFromSource(uint64_t term, uint32_t shard, NodeId source, std
         }
         auto page = proto::DecodeShardTailResponse(proto::AsBytes(r->payload), store_->options().limits);
         if (!page.ok()) return then(page.status());
+        // The move may have ended while the fetch was out (rolled back: the
+        // shard is dropped here, and must not be written any more).
+        if (shared_->migrations_in.SourceOf(shard) != source) {
+          return then(Status::Busy("shard " + std::to_string(shard) + ": the move from node " +
+                                   std::to_string(source) + " ended during a fetch"));
+        }
         for (const proto::TailEntry& e : page->entries) {
           if (e.meta.shard != shard || e.key != key) {
             return then(Status::Corruption("node " + std::to_string(source) + " answered a fetch with another key"));

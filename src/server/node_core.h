@@ -19,7 +19,7 @@
 //
 // Threading: one NodeCore per worker executor (it owns one store writer id);
 // all of a node's NodeCores share the Store, the ViewHolder and NodeShared.
-// A shard's requests all go to one of them (server/worker_pool.h).
+// A shard's writes all go to one of them; its GETs to any (server/worker_pool.h).
 #pragma once
 
 #include <array>
@@ -362,6 +362,7 @@ class NodeCore {
 
   struct Counters {
     uint64_t puts = 0, dels = 0, gets = 0, replicated_in = 0;
+    uint64_t gets_elsewhere = 0;  // GETs served here of a shard another worker owns
     uint64_t stale = 0, busy = 0, malformed = 0, replication_failures = 0;
     uint64_t backup_requests = 0;  // REPLICATE + REPL_OPEN + REPL_CLOSE served
     uint64_t commit_records = 0;   // CommitVer records written as primary

@@ -11,7 +11,7 @@
 //     per-writer logs and per-shard index locks do the rest).
 // A GET runs on whichever worker it arrives at: it only reads the store,
 // whose Get is safe beside the owner's writes, and the index shows an entry
-// only once every backup has it (the owner's Apply after its acks), so a
+// only once every backup has it (the owner's Store::Commit after its acks), so a
 // read on any thread is linearizable. Callers send GETs to each worker in
 // turn (rpc::Target::AnyWorker), so a hot shard's reads do not queue behind
 // its writes on one core: under zipfian keys the owner of the hottest shard

@@ -246,6 +246,7 @@ ClusterSimResult World::Run() {
         if (!w.core) continue;
         res.replicate_served += w.core->counters().replicated_in;
         res.commit_records += w.core->counters().commit_records;
+        res.gets_elsewhere += w.core->counters().gets_elsewhere;
         const auto& c = w.core->counters();
         if (k < per_worker.size()) per_worker[k] += c.puts + c.dels;
       }

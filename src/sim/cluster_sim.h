@@ -138,8 +138,8 @@ struct ClusterSimOptions {
   uint32_t commit_record_step = 4;
   // Request workers per node (server/worker_pool.h), each an executor of
   // its own with its own entry and sending endpoint, as a real node's
-  // threads: a shard's requests arrive at its worker (some at another, and
-  // hop there, World::Call).
+  // threads: a shard's writes arrive at its worker (some at another, and
+  // hop there, World::Call), GETs at each worker in turn.
   uint32_t workers = 1;
   // Crashes during failover: this many times, when the manager reassigns a
   // failed node's shards, one of the nodes promoted for them crashes 0-2 ms
@@ -201,6 +201,8 @@ struct ClusterSimResult {
   // spreads each node's shards over its workers).
   uint64_t requests_hopped = 0;
   uint64_t least_worker_writes = 0;
+  // GETs served by a worker other than their shard's (any worker may).
+  uint64_t gets_elsewhere = 0;
   // One-sided designs: operations posted on the replication fabric.
   uint64_t fabric_ops = 0, fabric_timeouts = 0;
   // Promotions that succeeded, the entries they moved (pulled + pushed) and

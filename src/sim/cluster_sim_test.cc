@@ -298,7 +298,7 @@ class MultiWorkerSimTest : public ::testing::TestWithParam<Protocol> {};
 
 TEST_P(MultiWorkerSimTest, CampaignWithFailoverAndColdStartCrashesFindsNoViolation) {
   const uint64_t budget = GetParam() == Protocol::kRpc ? 10 : 5;
-  uint64_t records = 0, hopped = 0;
+  uint64_t records = 0, hopped = 0, elsewhere = 0;
   for (uint64_t seed : Seeds(budget)) {
     ClusterSimOptions o;
     o.seed = seed;
@@ -314,9 +314,38 @@ TEST_P(MultiWorkerSimTest, CampaignWithFailoverAndColdStartCrashesFindsNoViolati
                       << " --workers 3 --crashes 2 --failover-crashes 1 --partitions 1 --cold-start --trace";
     records += r.commit_records;
     hopped += r.requests_hopped;
+    elsewhere += r.gets_elsewhere;
   }
   EXPECT_GT(records, 0u);
   EXPECT_GT(hopped, 0u) << "no request took the hop path";
+  EXPECT_GT(elsewhere, 0u) << "no GET was served off its shard's worker";
+}
+
+// Shard moves with three workers per node: a GET that misses during a copy
+// fetches the key from the move's source on whichever worker it reached,
+// and applies it under that worker's own store writer.
+TEST_P(MultiWorkerSimTest, MoveCampaignFindsNoViolation) {
+  const uint64_t budget = GetParam() == Protocol::kRpc ? 30 : 15;
+  uint64_t fetches = 0, done = 0;
+  for (uint64_t seed : Seeds(budget)) {
+    ClusterSimOptions o;
+    o.seed = seed;
+    o.protocol = GetParam();
+    o.workers = 3;
+    o.crashes = 1;
+    o.keys = 96;
+    o.migrations = 6;
+    o.migration_faults = true;
+    auto r = RunClusterSim(o);
+    ASSERT_TRUE(r.ok) << "seed " << seed << ": " << r.failure << "\n  reproduce: build/slip sim --design "
+                      << replication::DesignName(GetParam()) << " --seed " << seed
+                      << " --workers 3 --crashes 1 --keys 96 --migrations 6 --migration-faults --trace";
+    fetches += r.migration_fetches;
+    done += r.migrations_done;
+  }
+  if (Seeds(budget).size() < budget) return;  // one seed from the environment
+  EXPECT_GT(done, 0u);
+  EXPECT_GT(fetches, 0u) << "no GET or DEL fetched from a move's source";
 }
 
 // Placement deals a node every n-th shard; each of its workers serves a
