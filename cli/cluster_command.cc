@@ -87,6 +87,7 @@ int RunServer(const ClusterCommandOptions& o) {
   no.lease = static_cast<runtime::Nanos>(o.lease_ms) * runtime::kMillisecond;
   no.commit_interval = static_cast<runtime::Nanos>(o.commit_interval_ms) * runtime::kMillisecond;
   no.workers = o.workers;
+  no.digest_threads = o.digest_threads;
   auto node = node::NodeProcess::Start(no);
   if (!node.ok()) return Fail("server", node.status());
   node::NodeProcess* n = node->get();
@@ -213,7 +214,8 @@ Result<uint32_t> JoiningNodeId(const ClusterCommandOptions& o, const cluster::Cl
 std::vector<std::string> ServerArgs(const ClusterCommandOptions& o, uint32_t id) {
   std::vector<std::string> args = {SelfExecutable(), "server", "--node", std::to_string(id), "--pm-mb",
                                    std::to_string(o.pm_mb), "--commit-interval-ms", std::to_string(o.commit_interval_ms),
-                                   "--workers", std::to_string(o.workers)};
+                                   "--workers", std::to_string(o.workers), "--digest-threads",
+                                   std::to_string(o.digest_threads)};
   if (o.resp_port != 0) args.insert(args.end(), {"--resp-port", std::to_string(o.resp_port + id)});
   if (o.metrics_port != 0) args.insert(args.end(), {"--metrics-port", std::to_string(o.metrics_port + id)});
   if (o.http_port != 0) args.insert(args.end(), {"--http-port", std::to_string(o.http_port + id)});

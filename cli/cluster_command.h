@@ -34,6 +34,7 @@ struct ClusterCommandOptions {
   uint32_t lease_ms = 2000;
   uint32_t commit_interval_ms = 15;  // servers: CommitVer records (0: none)
   uint32_t workers = 1;              // servers: request worker threads
+  uint32_t digest_threads = 1;       // servers: backup-log digest threads (one-sided designs)
   std::string log_level = "info";    // passed on to the processes `cluster up` starts
   uint64_t pool_mb = 1024;           // `slip pool`: region size when creating it
   uint64_t segment_mb = 8;           // `slip pool`: log segment size when creating it

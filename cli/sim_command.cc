@@ -87,6 +87,7 @@ std::string ReplayFlags(const SimCommandOptions& o) {
   num("--failover-crashes", o.failover_crashes, d.failover_crashes);
   num("--commit-interval-us", o.commit_interval_us, d.commit_interval_us);
   num("--workers", o.workers, d.workers);
+  num("--digest-executors", o.digest_executors, d.digest_executors);
   num("--migrations", o.migrations, d.migrations);
   if (o.migration_faults) f += " --migration-faults";
   if (o.cold_start) f += " --cold-start";
@@ -460,6 +461,7 @@ int RunPerfCommand(const SimCommandOptions& o) {
   co.replication = o.replication;
   co.shards = o.shards;
   co.workers = o.workers;
+  co.digest_executors = o.digest_executors;
   co.clients = 1;
   co.perf = p;
   const auto t0 = std::chrono::steady_clock::now();
@@ -554,8 +556,10 @@ int RunSimCommand(const SimCommandOptions& o) {
     return 2;
   }
   if (o.replication == 0 || o.replication > o.nodes || o.shards == 0 || o.clients == 0 || o.keys == 0 ||
-      o.workers == 0 || o.workers > 32) {
-    std::fprintf(stderr, "slip sim: need 1 <= replication <= nodes, 1 <= workers <= 32 and positive shards, clients, keys\n");
+      o.workers == 0 || o.workers > 32 || o.digest_executors == 0 || o.digest_executors > 16) {
+    std::fprintf(stderr,
+                 "slip sim: need 1 <= replication <= nodes, 1 <= workers <= 32, 1 <= digest executors <= 16 and "
+                 "positive shards, clients, keys\n");
     return 2;
   }
   // The nodes' own lines (hand-overs, copies) with --trace only.
@@ -587,6 +591,7 @@ int RunSimCommand(const SimCommandOptions& o) {
     so.partitions = o.partitions;
     so.slow_nodes = o.slow_nodes;
     so.workers = o.workers;
+    so.digest_executors = o.digest_executors;
     so.migrations = o.migrations;
     so.migration_faults = o.migration_faults;
     so.bug_ack_before_replication = o.bug == "ack-before-replication";

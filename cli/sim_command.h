@@ -46,6 +46,7 @@ struct SimCommandOptions {
   uint32_t partitions = 0;
   uint32_t slow_nodes = 0;
   uint32_t workers = 1;  // request workers per node (cluster layer)
+  uint32_t digest_executors = 1;  // backup-log digest executors per one-sided node
   uint32_t migrations = 0;       // shard moves per seed (cluster layer)
   bool migration_faults = false;  // crash a move's source or target, or restart the CM, during some
   // Performance runs on the cost model (docs/model.md): this-machine, a

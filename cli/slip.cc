@@ -184,6 +184,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   sim->add_option("--workers", so.workers, "request workers per node (each owns a range of shards and takes their writes; GETs go to each in turn)")
       ->capture_default_str();
+  sim->add_option("--digest-executors", so.digest_executors,
+                  "one-sided designs: executors digesting a node's backup log, each a used segment of its own")
+      ->capture_default_str();
   sim->add_option("--commit-interval-us", so.commit_interval_us, "CommitVer records every this many us (0: none, whole-shard promotions)")
       ->capture_default_str();
   sim->add_flag("--crash-in-cold-start", so.crash_in_cold_start, "crash a node while the cold start reconciles shards");
@@ -231,6 +234,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   server->add_option("--workers", co.workers, "request worker threads (each owns a range of shards and takes their writes at its own entry; GETs go to each in turn)")
       ->check(CLI::Range(1, 32))
+      ->capture_default_str();
+  server->add_option("--digest-threads", co.digest_threads,
+                     "one-sided designs: threads digesting the backup log (each a used segment of its own)")
+      ->check(CLI::Range(1, 16))
       ->capture_default_str();
   server->add_option("--bind", co.bind, "tcp/verbs: the local IP to serve on (peers and clients must reach it)")
       ->capture_default_str();
@@ -294,6 +301,9 @@ int main(int argc, char** argv) {
   up->add_option("--workers", co.workers, "request worker threads per server")
       ->check(CLI::Range(1, 32))
       ->capture_default_str();
+  up->add_option("--digest-threads", co.digest_threads, "one-sided designs: backup-log digest threads per server")
+      ->check(CLI::Range(1, 16))
+      ->capture_default_str();
   auto* down = cluster->add_subcommand("down", "stop every process of the cluster in DIR");
   down->add_option("--dir", co.dir, "cluster directory")->required();
   auto* status = cluster->add_subcommand("status", "processes and configuration of the cluster in DIR");
@@ -304,6 +314,9 @@ int main(int argc, char** argv) {
   addnode->add_option("--parallel", co.parallel, "shard moves under way at once (sharded designs)")->capture_default_str();
   addnode->add_option("--workers", co.workers, "request worker threads of the new server")
       ->check(CLI::Range(1, 32))
+      ->capture_default_str();
+  addnode->add_option("--digest-threads", co.digest_threads, "one-sided designs: backup-log digest threads of the new server")
+      ->check(CLI::Range(1, 16))
       ->capture_default_str();
   auto* addnode_id = addnode->add_option("--node", co.node, "its id (default: one past the highest)");
   addnode->add_option("--pm-mb", co.pm_mb, "PM per node")->capture_default_str();
@@ -485,7 +498,7 @@ int main(int argc, char** argv) {
     so.model_given = sim->get_option("--model")->count() > 0;
     so.measure_given = sim->get_option("--measure")->count() > 0;
     for (const char* name : {"--design", "--threads", "--cores", "--workload", "--records", "--value-size", "--nodes",
-                             "--replication", "--shards", "--workers", "--seeds"}) {
+                             "--replication", "--shards", "--workers", "--digest-executors", "--seeds"}) {
       if (sim->get_option(name)->count() > 0) so.this_machine_options_given.emplace_back(name);
     }
     return slip::cli::RunSimCommand(so);

@@ -143,14 +143,14 @@ class Node final : public NodeProcess {
   Status StartOneSided();
   Status StartWorkers(const log::Limits& limits);
   void SetPeerAddresses(const ClusterConfig& c);
-  void DigestLoop();
+  void DigestLoop(size_t i);
   void CommitLoop(size_t worker);
   // Answers a STATS request: the workers' counters are read on their own
   // executors (ForEach), then `reply` runs here.
   void Stats(rpc::RpcChannel::Reply reply);
 
   NodeOptions o_;
-  int digest_idle_ = 0;  // DigestLoop rounds without work, capped (its period doubles per round)
+  std::vector<int> digest_idle_;  // per digest executor, rounds without work, capped (its period doubles per round)
   std::string pm_path_;  // this node's PM file
   std::string pm_class_;  // dram | dax | file (PlacePm)
   std::string damage_;    // what the store found damaged at boot (its data was discarded)
@@ -172,7 +172,7 @@ class Node final : public NodeProcess {
   // it.
   replication::Protocol protocol_ = replication::Protocol::kRpc;
   runtime::Executor* nic_ex_ = nullptr;
-  runtime::Executor* digest_ex_ = nullptr;
+  std::vector<runtime::Executor*> digest_exs_;
   std::unique_ptr<fabric::Endpoint> repl_in_;
   std::unique_ptr<replication::BackupLog> backup_;
   // erda: the index mirror and the bucket table clients read one-sidedly.
@@ -318,8 +318,12 @@ Status Node::Boot() {
   node_ex_ = rt_.CreateExecutor("node" + std::to_string(o_.id));
   control_ex_ = rt_.CreateExecutor("node" + std::to_string(o_.id) + "/control");
   membership_ = std::make_unique<Membership>(config_store_.get(), control_ex_, o_.lease);
-  // The digest role also runs the cleaner, for every design.
-  digest_ex_ = rt_.CreateExecutor("node" + std::to_string(o_.id) + "/digest");
+  // The first digest executor also runs the cleaner, for every design.
+  for (uint32_t i = 0; i < std::max<uint32_t>(o_.digest_threads, 1); ++i) {
+    digest_exs_.push_back(
+        rt_.CreateExecutor("node" + std::to_string(o_.id) + "/digest" + (i == 0 ? "" : std::to_string(i))));
+  }
+  digest_idle_.assign(digest_exs_.size(), 0);
   SLIP_ASSIGN_OR_RETURN(auto ep, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = "node" + std::to_string(o_.id)}));
   SLIP_ASSIGN_OR_RETURN(keys_, OpenProcessKeys(o_.dir, o_.secret_file, control_ex_));
   SLIP_ASSIGN_OR_RETURN(channel_, OpenServingChannel(node_ex_, std::move(ep), keys_));
@@ -412,7 +416,7 @@ Status Node::Boot() {
     parts_->agent->ColdStart(server::ViewFromConfig(c));
   });
   membership_->KeepAlive([this](Status) { Finish(Status::Aborted("lost the node lease")); });
-  digest_ex_->Post([this] { DigestLoop(); });
+  for (size_t i = 0; i < digest_exs_.size(); ++i) digest_exs_[i]->Post([this, i] { DigestLoop(i); });
   if (o_.commit_interval > 0) {
     for (size_t i = 0; i < workers_.size(); ++i) {
       workers_[i].ex->After(o_.commit_interval, [this, i] { CommitLoop(i); });
@@ -576,17 +580,19 @@ void Node::CommitLoop(size_t worker) {
   workers_[worker].ex->After(o_.commit_interval, [this, worker] { CommitLoop(worker); });
 }
 
-void Node::DigestLoop() {
-  // Digest what the NIC role found used or senders closed, then keep the
-  // store's free space up (both are background work, off the request path).
+void Node::DigestLoop(size_t i) {
+  // Digest what the NIC role found used or senders closed, then (the first
+  // executor) keep the store's free space up: background work, off the
+  // request path. Only one-sided designs have more than the first to run.
+  if (i > 0 && !backup_) return;
   bool worked = false;
-  for (int i = 0; i < 16 && backup_; ++i) {
+  for (int n = 0; n < 16 && backup_; ++n) {
     auto r = backup_->DigestStep();
     if (!r.ok()) logging::Warn("{}", "digest: " + r.status().ToString());
     if (!r.ok() || !*r) break;
     worked = true;
   }
-  for (int i = 0; i < 4 && store_->NeedsCleaning(); ++i) {
+  for (int n = 0; i == 0 && n < 4 && store_->NeedsCleaning(); ++n) {
     auto r = store_->CleanStep();
     if (!r.ok()) logging::Warn("{}", "cleaner: " + r.status().ToString());
     if (!r.ok() || !*r) break;
@@ -594,8 +600,8 @@ void Node::DigestLoop() {
   }
   // Every millisecond while there is work; when there is none, look less
   // and less often (up to every 16 ms), so an idle node does not spin here.
-  digest_idle_ = worked ? 0 : std::min(digest_idle_ + 1, 4);
-  digest_ex_->After(runtime::kMillisecond << digest_idle_, [this] { DigestLoop(); });
+  digest_idle_[i] = worked ? 0 : std::min(digest_idle_[i] + 1, 4);
+  digest_exs_[i]->After(runtime::kMillisecond << digest_idle_[i], [this, i] { DigestLoop(i); });
 }
 
 // Shards being moved here, with their copy's progress (slip cluster status).
@@ -635,6 +641,8 @@ void Node::Stats(rpc::RpcChannel::Reply reply) {
                      worker_cpu += workers_[i].ex->CpuTime();
                    }
                    auto cpu = [](runtime::Executor* e) { return e ? e->CpuTime() : 0; };
+                   runtime::Nanos digest_cpu = 0;
+                   for (runtime::Executor* e : digest_exs_) digest_cpu += e->CpuTime();
                    const nlohmann::json j = {
                        {"node", o_.id},
                        {"design", replication::DesignName(protocol_)},
@@ -646,7 +654,7 @@ void Node::Stats(rpc::RpcChannel::Reply reply) {
                          {"backup_worker", sum.backup_cpu_ns},
                          {"nic", cpu(nic_ex_)},
                          {"control", cpu(control_ex_)},
-                         {"digest", cpu(digest_ex_)}}},
+                         {"digest", digest_cpu}}},
                        {"puts", sum.puts},
                        {"dels", sum.dels},
                        {"gets", sum.gets},

@@ -61,6 +61,10 @@ struct NodeOptions {
   // (WorkerOfShard), with its own executor (thread), RPC entry and, for
   // the one-sided designs, its own sending endpoint.
   uint32_t workers = 1;
+  // Digest executors of a one-sided design's backup log (Rowan-KV: five
+  // digest threads): each step digests a used segment no other is on. The
+  // first also runs the store's cleaner.
+  uint32_t digest_threads = 1;
 };
 
 class NodeProcess {

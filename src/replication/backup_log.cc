@@ -144,7 +144,11 @@ bool BackupLog::Poll(runtime::Nanos now) {
 }
 
 Status BackupLog::DigestSome(uint32_t id, uint64_t limit, store::Store::ReceiveWalk walk) {
-  uint64_t& cursor = cursor_[id];
+  uint64_t cursor;
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // the map; the segment is ours
+    cursor = cursor_[id];
+  }
   if (design_.valid_prefix != nullptr) {
     const log::SegmentTable& t = store_->segments();
     // Only the prefix the design vouches for (tailwind: its running checksum).
@@ -152,7 +156,8 @@ Status BackupLog::DigestSome(uint32_t id, uint64_t limit, store::Store::ReceiveW
   }
   if (limit <= cursor) return Status::Ok();
   SLIP_ASSIGN_OR_RETURN(uint64_t end, store_->DigestReceived(id, cursor, limit, walk));
-  cursor = end;
+  std::lock_guard<std::mutex> lock(mu_);
+  cursor_[id] = end;
   return Status::Ok();
 }
 
@@ -160,7 +165,10 @@ Status BackupLog::DigestAndSeal(const Segment& seg) {
   // A segment leaves every list PersistLanded covers only persistent.
   if (options_.persist_by_request) PersistSegment(seg.id);
   SLIP_RETURN_IF_ERROR(DigestSome(seg.id, seg.limit, store::Store::ReceiveWalk::kFinal));
-  cursor_.erase(seg.id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cursor_.erase(seg.id);
+  }
   SLIP_RETURN_IF_ERROR(store_->SealReceiveSegment(seg.id));
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.segments_digested;
@@ -174,24 +182,24 @@ Result<bool> BackupLog::DigestNext() {
     if (to_digest_.empty()) return false;
     seg = to_digest_.front();
     to_digest_.pop_front();
-    digesting_ = seg.id;  // still covered by PersistLanded until sealed
+    digesting_.insert(seg.id);  // still covered by PersistLanded until sealed
   }
   Status s = DigestAndSeal(seg);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    digesting_ = kNoSegment;
+    digesting_.erase(seg.id);
   }
   SLIP_RETURN_IF_ERROR(s);
   return true;
 }
 
 Result<bool> BackupLog::DigestStep() {
-  std::lock_guard<std::mutex> digest(digest_mu_);
+  std::shared_lock<std::shared_mutex> digest(digest_mu_);
   return DigestNext();
 }
 
 Status BackupLog::CatchUp() {
-  std::lock_guard<std::mutex> digest(digest_mu_);
+  std::unique_lock<std::shared_mutex> digest(digest_mu_);
   for (;;) {
     SLIP_ASSIGN_OR_RETURN(bool more, DigestNext());
     if (!more) break;
@@ -233,7 +241,7 @@ Status BackupLog::PersistLanded(uint64_t incarnation) {
     for (const Segment& s : posted_) ids.push_back(s.id);
     for (const auto& [id, s] : open_) ids.push_back(id);
     for (const Segment& s : to_digest_) ids.push_back(s.id);
-    if (digesting_ != kNoSegment) ids.push_back(digesting_);
+    ids.insert(ids.end(), digesting_.begin(), digesting_.end());
   }
   for (uint32_t id : ids) PersistSegment(id);
   return Status::Ok();
@@ -407,7 +415,7 @@ Status BackupLog::Close(const proto::ReplCloseRequest& req) {
 }
 
 Status BackupLog::SealForStop() {
-  std::lock_guard<std::mutex> digest(digest_mu_);
+  std::unique_lock<std::shared_mutex> digest(digest_mu_);
   std::vector<Segment> segs;
   {
     std::lock_guard<std::mutex> lock(mu_);

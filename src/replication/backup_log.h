@@ -40,10 +40,14 @@
 //
 // Roles and threads: Poll() is the NIC role (drives the endpoint: on software
 // providers, peers' one-sided operations land only while it polls);
-// DigestStep() the digest role; Open/Close/CatchUp are the control path, run
-// by whichever worker got the RPC; Fence runs on the node's agent. All are
-// thread-safe: every use of the endpoint (polling, CanBlock, the control
-// path's registrations) holds mu_, as the provider's FI_THREAD_DOMAIN asks.
+// DigestStep() the digest role, which several threads may take at once
+// (Rowan's five digest threads): each step takes a different used segment,
+// and the store digests segments concurrently (indexing is
+// version-conditional, so their order does not matter). Open/Close/CatchUp
+// are the control path, run by whichever worker got the RPC; Fence runs on
+// the node's agent. All are thread-safe: every use of the endpoint
+// (polling, CanBlock, the control path's registrations) holds mu_, as the
+// provider's FI_THREAD_DOMAIN asks.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +57,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <shared_mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -117,7 +123,7 @@ class BackupLog {
   // control path registers and deregisters on it from other threads).
   bool CanBlock();
   // Digest role: digests and seals one used or closed segment. Returns
-  // whether there was one.
+  // whether there was one. Any number of threads may call it at once.
   Result<bool> DigestStep();
   // Indexes every entry landed so far, in used and still-open segments.
   Status CatchUp();
@@ -181,12 +187,14 @@ class BackupLog {
   BackupLog(store::Store* store, fabric::Endpoint* ep, BackupLogOptions options);
   Status PostSegment();  // REQUIRES: mu_
   // Digests segment `id` from its cursor up to `limit` (tailwind: the
-  // valid prefix below it). REQUIRES: digest_mu_.
+  // valid prefix below it). REQUIRES: digest_mu_ (shared), and no other
+  // thread digesting `id`.
   Status DigestSome(uint32_t id, uint64_t limit, store::Store::ReceiveWalk walk);
   // Digests a used or closed segment whole and hands it to the cleaner.
-  Status DigestAndSeal(const Segment& seg);  // REQUIRES: digest_mu_
-  // Digests and seals the oldest used or closed segment; false if none.
-  Result<bool> DigestNext();  // REQUIRES: digest_mu_
+  Status DigestAndSeal(const Segment& seg);  // REQUIRES: as DigestSome
+  // Digests and seals the oldest used or closed segment nobody is
+  // digesting; false if none. REQUIRES: digest_mu_ (shared).
+  Result<bool> DigestNext();
   void PersistSegment(uint32_t id);
   // Drains the endpoint's completions; erases every message placed in the
   // shared log without a granted seal. REQUIRES: mu_
@@ -209,17 +217,18 @@ class BackupLog {
   std::string address_;
   uint64_t data_offset_ = 0;  // region offset of the registration's byte 0
 
-  // Lock order: digest_mu_, then mu_. Digesting holds only digest_mu_, so
-  // the NIC role never waits for a segment's digest.
-  mutable std::mutex digest_mu_;
+  // Lock order: digest_mu_, then mu_. Digest steps hold digest_mu_ shared
+  // (each on a segment of its own); CatchUp and SealForStop exclusive, so
+  // they see no segment half digested. The NIC role never waits for a
+  // segment's digest: it takes only mu_.
+  mutable std::shared_mutex digest_mu_;
   mutable std::mutex mu_;
   std::deque<Segment> posted_;            // rowan, in posting order
   std::map<uint32_t, Segment> open_;      // private buffers by segment id
   std::deque<Segment> to_digest_;         // used / closed
-  static constexpr uint32_t kNoSegment = UINT32_MAX;
-  uint32_t digesting_ = kNoSegment;       // popped from to_digest_, not yet sealed
+  std::set<uint32_t> digesting_;          // popped from to_digest_, not yet sealed
   Stats stats_;
-  std::map<uint32_t, uint64_t> cursor_;   // digested bytes per segment; under digest_mu_
+  std::map<uint32_t, uint64_t> cursor_;   // digested bytes per segment
   // Shared log: per posted segment, where the last message the NIC role
   // screened ends; a catch-up digests no further.
   std::map<uint32_t, uint64_t> screened_;

@@ -4,9 +4,12 @@
 // CPU involved only in the control path.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <cstring>
 
@@ -75,6 +78,44 @@ TEST_P(OneSided, DigestIndexesUsedSegmentsWithoutCatchUp) {
   const auto st = w.node(1).backup->stats();
   EXPECT_GT(st.segments_digested, 0u);
   EXPECT_GT(w.node(1).store->stats().keys, 0u);
+}
+
+// Several digest threads (Rowan-KV: five) each take a used segment of
+// their own; together they index every acknowledged entry, as one does.
+// Real threads: the tsan preset checks the locking.
+TEST_P(OneSided, SeveralThreadsDigestAtOnceAndIndexEveryEntry) {
+  WorldOptions o = Options(9);
+  o.digest = false;
+  o.pm_bytes = 24 << 20;
+  ReplicationWorld w(o);
+  Workload load(w, 0, {1, 2}, 9);
+  load.Start(3000, 8);
+  ASSERT_TRUE(w.RunUntil([&] { return load.done(); }, 10 * runtime::kSecond));
+  EXPECT_EQ(load.failed, 0);
+  // The grace period passes: the NIC role finds the filled segments used.
+  w.RunUntil([] { return false; }, 20 * runtime::kMillisecond);
+  for (int b : {1, 2}) {
+    BackupLog& log = *w.node(b).backup;
+    std::atomic<uint64_t> steps{0};
+    std::atomic<bool> failed{false};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&] {
+        for (;;) {
+          auto r = log.DigestStep();
+          if (!r.ok()) failed = true;
+          if (!r.ok() || !*r) return;
+          ++steps;
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_FALSE(failed) << "backup " << b;
+    EXPECT_GT(steps.load(), 3u) << "backup " << b << ": too few used segments to digest apart";
+    EXPECT_EQ(log.stats().segments_digested, steps.load());
+    ASSERT_TRUE(log.CatchUp().ok());
+    EXPECT_EQ(Model::Check(*w.node(b).store, load.model.acked), "") << "backup " << b;
+  }
 }
 
 TEST_P(OneSided, BackupPowerLossLosesNoAcknowledgedWrite) {

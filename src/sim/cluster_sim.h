@@ -141,6 +141,9 @@ struct ClusterSimOptions {
   // threads: a shard's writes arrive at its worker (some at another, and
   // hop there, World::Call), GETs at each worker in turn.
   uint32_t workers = 1;
+  // Digest executors per one-sided node (replication/backup_log.h: each
+  // step digests a used segment no other executor is on; Rowan-KV: five).
+  uint32_t digest_executors = 1;
   // Crashes during failover: this many times, when the manager reassigns a
   // failed node's shards, one of the nodes promoted for them crashes 0-2 ms
   // later (while it gathers and scatters the shard), if that leaves every

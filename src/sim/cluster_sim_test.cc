@@ -292,26 +292,39 @@ TEST(ErdaSimTest, GrantsWithoutLeasesAreCaught) {
 // older configuration's entries) at another and hop, while its GETs go to
 // each worker in turn and run where they arrive; each worker replicates
 // over its own endpoint, share-kv's workers share one remote log per backup,
-// and each worker writes the CommitVer records of its own shards. The same
-// faults.
-class MultiWorkerSimTest : public ::testing::TestWithParam<Protocol> {};
+// and each worker writes the CommitVer records of its own shards; the first
+// campaign's one-sided nodes digest on two executors, each taking used
+// segments of its own. The same faults.
+class MultiWorkerSimTest : public ::testing::TestWithParam<Protocol> {
+ protected:
+  static constexpr uint32_t kWorkers = 3;
+  ClusterSimOptions Options(uint64_t seed) const {
+    ClusterSimOptions o;
+    o.seed = seed;
+    o.protocol = GetParam();
+    o.workers = kWorkers;
+    return o;
+  }
+  // How to replay a failing seed; `flags` are the options beyond Options'.
+  std::string Replay(uint64_t seed, const std::string& flags) const {
+    return "\n  reproduce: build/slip sim --design " + std::string(replication::DesignName(GetParam())) +
+           " --seed " + std::to_string(seed) + " --workers " + std::to_string(kWorkers) + flags + " --trace";
+  }
+};
 
 TEST_P(MultiWorkerSimTest, CampaignWithFailoverAndColdStartCrashesFindsNoViolation) {
   const uint64_t budget = GetParam() == Protocol::kRpc ? 10 : 5;
   uint64_t records = 0, hopped = 0, elsewhere = 0;
   for (uint64_t seed : Seeds(budget)) {
-    ClusterSimOptions o;
-    o.seed = seed;
-    o.protocol = GetParam();
-    o.workers = 3;
+    ClusterSimOptions o = Options(seed);
+    o.digest_executors = 2;
     o.crashes = 2;
     o.failover_crashes = 1;
     o.partitions = 1;
     o.cold_start = true;
     auto r = RunClusterSim(o);
-    ASSERT_TRUE(r.ok) << "seed " << seed << ": " << r.failure << "\n  reproduce: build/slip sim --design "
-                      << replication::DesignName(GetParam()) << " --seed " << seed
-                      << " --workers 3 --crashes 2 --failover-crashes 1 --partitions 1 --cold-start --trace";
+    ASSERT_TRUE(r.ok) << "seed " << seed << ": " << r.failure
+                      << Replay(seed, " --digest-executors 2 --crashes 2 --failover-crashes 1 --partitions 1 --cold-start");
     records += r.commit_records;
     hopped += r.requests_hopped;
     elsewhere += r.gets_elsewhere;
@@ -328,18 +341,14 @@ TEST_P(MultiWorkerSimTest, MoveCampaignFindsNoViolation) {
   const uint64_t budget = GetParam() == Protocol::kRpc ? 30 : 15;
   uint64_t fetches = 0, done = 0;
   for (uint64_t seed : Seeds(budget)) {
-    ClusterSimOptions o;
-    o.seed = seed;
-    o.protocol = GetParam();
-    o.workers = 3;
+    ClusterSimOptions o = Options(seed);
     o.crashes = 1;
     o.keys = 96;
     o.migrations = 6;
     o.migration_faults = true;
     auto r = RunClusterSim(o);
-    ASSERT_TRUE(r.ok) << "seed " << seed << ": " << r.failure << "\n  reproduce: build/slip sim --design "
-                      << replication::DesignName(GetParam()) << " --seed " << seed
-                      << " --workers 3 --crashes 1 --keys 96 --migrations 6 --migration-faults --trace";
+    ASSERT_TRUE(r.ok) << "seed " << seed << ": " << r.failure
+                      << Replay(seed, " --crashes 1 --keys 96 --migrations 6 --migration-faults");
     fetches += r.migration_fetches;
     done += r.migrations_done;
   }
@@ -352,16 +361,12 @@ TEST_P(MultiWorkerSimTest, MoveCampaignFindsNoViolation) {
 // range of shards (WorkerOfShard), so every worker of every node is some
 // shards' primary. (With shard % workers, 6 nodes of 3 workers: one each.)
 TEST_P(MultiWorkerSimTest, EveryWorkerOfEveryNodeServesWrites) {
-  ClusterSimOptions o;
-  o.seed = 1;
-  o.protocol = GetParam();
-  o.workers = 3;
+  ClusterSimOptions o = Options(1);
   o.shards = 36;
   o.keys = 400;
   o.crashes = 0;  // the placement's primaries throughout
   auto r = RunClusterSim(o);
-  ASSERT_TRUE(r.ok) << r.failure << "\n  reproduce: build/slip sim --design " << replication::DesignName(GetParam())
-                    << " --seed 1 --workers 3 --shards 36 --keys 400 --crashes 0 --trace";
+  ASSERT_TRUE(r.ok) << r.failure << Replay(1, " --shards 36 --keys 400 --crashes 0");
   EXPECT_GT(r.least_worker_writes, 0u);
 }
 

@@ -180,7 +180,6 @@ Status World::StartReplication(Node& n, Incarnation& inc) {
 // incarnation is live.
 void World::StartNodeRoles(Node& n) {
   n.nic = rt_.CreateExecutor("node" + std::to_string(n.id) + "/nic");
-  n.digest = rt_.CreateExecutor("node" + std::to_string(n.id) + "/digest");
   Node* np = &n;
   n.nic->AddPoller([this, np] { return np->up && np->live && np->live->backup && np->live->backup->Poll(rt_.Now()); });
   // The used-segment rule runs on time alone (no traffic): a tick polls.
@@ -189,27 +188,39 @@ void World::StartNodeRoles(Node& n) {
   auto* tick = periodic_.emplace_back(std::make_unique<std::function<void()>>()).get();
   *tick = [np, tick] { np->nic->After(kMillisecond, [tick] { (*tick)(); }); };
   n.nic->After(kMillisecond, [tick] { (*tick)(); });
-  auto* digest = periodic_.emplace_back(std::make_unique<std::function<void()>>()).get();
   // Fault campaigns digest every 100 us (short runs, many segments);
   // performance runs keep slip server's cadence — every millisecond while
   // there is work, backing off to 16 ms when there is none
   // (node_process.cc, DigestLoop) — since each turn costs a wake-up there.
-  auto idle = std::make_shared<int>(0);
-  *digest = [this, np, digest, idle] {
-    bool worked = false;
-    for (int i = 0; i < (o_.perf ? 16 : 1) && np->up && np->live && np->live->backup; ++i) {
-      auto r = np->live->backup->DigestStep();
-      if (!r.ok() && failure_.empty()) {
-        failure_ = "node " + std::to_string(np->id) + " digest: " + r.status().ToString();
+  // Several digest executors each take the next used segment, one per
+  // turn: a turn runs whole on virtual time, so one that took sixteen
+  // would leave the others nothing while it worked through them.
+  const uint32_t executors = std::max<uint32_t>(o_.digest_executors, 1);
+  const int per_turn = !o_.perf ? 1 : executors == 1 ? 16 : 1;
+  for (uint32_t d = 0; d < executors; ++d) {
+    runtime::Executor* ex =
+        rt_.CreateExecutor("node" + std::to_string(n.id) + "/digest" + (d == 0 ? "" : std::to_string(d)));
+    n.digests.push_back(ex);
+    auto* digest = periodic_.emplace_back(std::make_unique<std::function<void()>>()).get();
+    auto idle = std::make_shared<int>(0);
+    *digest = [this, np, ex, digest, idle, per_turn, executors] {
+      bool worked = false;
+      for (int i = 0; i < per_turn && np->up && np->live && np->live->backup; ++i) {
+        auto r = np->live->backup->DigestStep();
+        if (!r.ok() && failure_.empty()) {
+          failure_ = "node " + std::to_string(np->id) + " digest: " + r.status().ToString();
+        }
+        if (!r.ok() || !*r) break;
+        worked = true;
       }
-      if (!r.ok() || !*r) break;
-      worked = true;
-    }
-    *idle = worked ? 0 : std::min(*idle + 1, 4);
-    const Nanos next = o_.perf ? kMillisecond << *idle : 100 * kMicrosecond;
-    np->digest->After(next, [digest] { (*digest)(); });
-  };
-  n.digest->After(o_.perf ? kMillisecond : 100 * kMicrosecond, [digest] { (*digest)(); });
+      *idle = worked ? 0 : std::min(*idle + 1, 4);
+      if (o_.perf && worked && executors > 1) return ex->Post([digest] { (*digest)(); });
+      const Nanos next = o_.perf ? kMillisecond << *idle : 100 * kMicrosecond;
+      ex->After(next, [digest] { (*digest)(); });
+    };
+    // Staggered, so several executors do not all look at the same instant.
+    ex->After((o_.perf ? kMillisecond : 100 * kMicrosecond) + d * 10 * kMicrosecond, [digest] { (*digest)(); });
+  }
   // Placed bytes become durable in the live process's region (placements
   // into an earlier process's memory died with its endpoints).
   fabric_->SetPersistHook(n.id, [np](const std::byte* p, size_t len) {

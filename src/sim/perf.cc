@@ -14,7 +14,7 @@ void World::PlaceExecutors() {
   auto node_execs = [](const Node& n) {
     std::vector<runtime::Executor*> xs = n.workers;  // [0] is n.exec
     if (n.nic != nullptr) xs.push_back(n.nic);
-    if (n.digest != nullptr) xs.push_back(n.digest);
+    xs.insert(xs.end(), n.digests.begin(), n.digests.end());
     return xs;
   };
   if (p.shared_host) {
@@ -169,7 +169,7 @@ void World::RunPerf(ClusterSimResult& res) {
   for (const auto& n : nodes_) {
     for (runtime::Executor* w : n->workers) placed.emplace_back(w, kWorkerRole);
     if (n->nic != nullptr) placed.emplace_back(n->nic, kNicRole);
-    if (n->digest != nullptr) placed.emplace_back(n->digest, kDigestRole);
+    for (runtime::Executor* d : n->digests) placed.emplace_back(d, kDigestRole);
   }
   auto roles = [&placed] {
     static constexpr size_t kCpuIndex[] = {0, 0, 1, 2, 3};

@@ -78,7 +78,7 @@ struct Node {
   runtime::Executor* exec = nullptr;    // worker 0: requests about no shard, the agent
   std::vector<runtime::Executor*> workers;  // [0] = exec, then the other workers
   runtime::Executor* nic = nullptr;     // one-sided: polls the backup log's endpoint
-  runtime::Executor* digest = nullptr;  // one-sided: digests what peers wrote
+  std::vector<runtime::Executor*> digests;  // one-sided: digest what peers wrote
   server::ViewHolder views;
   std::unique_ptr<Incarnation> live;
   std::vector<std::unique_ptr<Incarnation>> dead;
@@ -154,7 +154,7 @@ class World {
         : w_(w), from_(from), from_node_(from_node), inc_(inc) {}
     void Call(rpc::Target to, uint16_t method, std::string payload,
               std::function<void(Result<rpc::PeerResponse>)> done) override {
-      w_->Call(from_, from_node_, inc_, to, method, std::move(payload), std::move(done), &turn_);
+      w_->Call(from_, from_node_, inc_, to, method, std::move(payload), std::move(done), &turns_[to.node]);
     }
 
    private:
@@ -162,7 +162,7 @@ class World {
     runtime::Executor* from_;
     NodeId from_node_;
     uint64_t inc_;
-    uint64_t turn_ = 0;
+    std::map<NodeId, uint64_t> turns_;  // per node, any-worker calls' next entry
   };
 
   class RoutingFromCm final : public client::RoutingSource {

@@ -117,7 +117,7 @@ ReplicationWorld::ReplicationWorld(WorldOptions options)
       }
       digest_execs_[i]->After(100 * runtime::kMicrosecond, [loop] { (*loop)(); });
     };
-    digest_execs_[i]->After(100 * runtime::kMicrosecond, [loop] { (*loop)(); });
+    if (o_.digest) digest_execs_[i]->After(100 * runtime::kMicrosecond, [loop] { (*loop)(); });
     // The NIC role also runs on time alone (the used-segment grace period
     // passes with no traffic): a tick makes its poller run.
     auto* tick = periodic_.emplace_back(std::make_unique<std::function<void()>>()).get();

@@ -48,6 +48,8 @@ struct WorldOptions {
   bool file_class = false;
   // TEST ONLY, with file_class: backups answer REPL_PERSIST without persisting.
   bool bug_skip_persist = false;
+  // False: no digest executor runs; the test digests (DigestStep) itself.
+  bool digest = true;
 };
 
 class ReplicationWorld {
