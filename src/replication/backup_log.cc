@@ -306,9 +306,12 @@ Result<proto::ReplOpenResponse> BackupLog::Open(const proto::ReplOpenRequest& re
     DropOldestGrants(req.sender);
     return r;
   }
-  if (open_.size() >= options_.max_open_buffers) {
+  const auto held = static_cast<size_t>(
+      std::count_if(open_.begin(), open_.end(), [&](const auto& kv) { return kv.second.sender == req.sender; }));
+  if (held >= options_.max_open_buffers) {
     ++stats_.opens_refused;
-    return Status::Busy("backup has " + std::to_string(open_.size()) + " buffers open (the admission limit)");
+    return Status::Busy("node " + std::to_string(req.sender) + " has " + std::to_string(held) +
+                        " buffers open here (the admission limit per sender)");
   }
   auto seg = store_->AllocateReceiveSegment();
   if (!seg.ok()) {

@@ -81,9 +81,13 @@ struct BackupLogOptions {
   // rowan: how long a segment the NIC moved past may still receive DMAs
   // (the paper's 2 ms; senders retry anything slower).
   runtime::Nanos used_grace = 2 * runtime::kMillisecond;
-  // Private buffers open at once (Tailwind's admission limit): beyond it
-  // REPL_OPEN is refused with Busy and the sender retries. Shared log: the
-  // grants one sender may hold (older ones are dropped).
+  // Private buffers one sender (node) may hold open at once (Tailwind's
+  // admission limit, per sender): beyond it REPL_OPEN is refused with Busy
+  // and the sender retries. Shared log: the grants one sender may hold
+  // (older ones are dropped). Per sender, so that a cluster's size does not
+  // have to be known here: each of a sender's workers holds a buffer, and
+  // briefly a second while it closes a full one (2 x 32 workers at most);
+  // what bounds them all is the PM (out of segments: Busy too).
   uint32_t max_open_buffers = 64;
   // The store's PM is a file on a real filesystem: bytes peers place are in
   // the page cache, persistent only once msync'd. Senders are told so in

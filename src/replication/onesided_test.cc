@@ -316,6 +316,29 @@ TEST(OneSidedRowan, AForgedOrUnsealedSendIsErasedAndNeverIndexed) {
   EXPECT_EQ(*got, "real") << "recovery found the forged entry";
 }
 
+// The admission limit on private buffers is per sender: one node holding
+// its share does not shut another out, and a sender at its limit gets a
+// buffer again once it closes one.
+TEST(OneSidedRWrite, TheAdmissionLimitIsPerSender) {
+  WorldOptions o;
+  o.protocol = Protocol::kRWrite;
+  o.max_open_buffers = 2;
+  ReplicationWorld w(o);
+  BackupLog& backup = *w.node(1).backup;
+  auto open = [&](uint32_t sender) {
+    return backup.Open({.term = 0, .sender = sender, .buffer = proto::ReplBuffer::kPrivate});
+  };
+  auto a1 = open(0), a2 = open(0);
+  ASSERT_TRUE(a1.ok() && a2.ok());
+  const auto refused = open(0);
+  EXPECT_TRUE(refused.status().Is(Code::kBusy)) << refused.status().ToString();
+  auto b1 = open(2);
+  ASSERT_TRUE(b1.ok()) << "another sender was refused: " << b1.status().ToString();
+  EXPECT_EQ(backup.stats().opens_refused, 1u);
+  ASSERT_TRUE(backup.Close({.term = 0, .sender = 0, .buffer_id = a1->buffer_id, .used = 0}).ok());
+  EXPECT_TRUE(open(0).ok()) << "a closed buffer still counted";
+}
+
 // A sender reopens after every failure; its grants are bounded, the oldest
 // dropped first, and a dropped one no longer lets a message through.
 TEST(OneSidedRowan, ASendersGrantsAreBoundedOldestFirst) {

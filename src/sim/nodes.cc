@@ -164,11 +164,6 @@ Status World::StartReplication(Node& n, Incarnation& inc) {
   replication::BackupLogOptions bo;
   bo.protocol = o_.protocol;
   bo.random = [this] { return rt_.Rng().Next(); };  // seeded: runs replay
-  // Performance runs: every worker of every other node may hold a buffer
-  // here (the per-sender designs), and a paper's testbed has more than the
-  // default admission limit takes (Rowan's 6 x 24); refusals would be
-  // retries the papers' backups do not make.
-  if (o_.perf) bo.max_open_buffers = std::max(bo.max_open_buffers, 2 * o_.nodes * o_.workers);
   SLIP_ASSIGN_OR_RETURN(inc.backup, replication::BackupLog::Create(inc.store.get(), inc.in.get(), bo));
   for (uint32_t i = 0; i < o_.workers; ++i) {
     SLIP_ASSIGN_OR_RETURN(inc.workers[i].out, fabric_->CreateEndpoint(n.id, n.workers[i], out_opts));
