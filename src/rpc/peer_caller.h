@@ -46,9 +46,9 @@ struct Target {
 
 // Which of a node's `workers` entries takes a call to `to`: the next in
 // `*turn` (the caller's own counter for that node, advanced) for an
-// any-worker call, its
-// shard's worker (WorkerOfShard over `num_shards`) for one about a shard,
-// else the first. REQUIRES: workers >= 1.
+// any-worker call, its shard's worker (WorkerOfShard over `num_shards`)
+// for one about a shard, else the first. REQUIRES: workers >= 1, and
+// `turn` set for an any-worker call.
 inline uint32_t EntryOf(const Target& to, uint32_t num_shards, uint32_t workers, uint64_t* turn) {
   if (workers <= 1) return 0;
   if (to.any_worker) return static_cast<uint32_t>((*turn)++ % workers);

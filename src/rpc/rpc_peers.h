@@ -83,7 +83,7 @@ class RpcPeers final : public PeerCaller {
         it == entries_.end()
             ? Result<RpcChannel::Peer>(Status::Unavailable("no address for node " + std::to_string(to.node)))
             : channel_->Connect(
-                  it->second[EntryOf(to, num_shards_, static_cast<uint32_t>(it->second.size()), &turns_[to.node])]);
+                  it->second[EntryOf(to, num_shards_, static_cast<uint32_t>(it->second.size()), to.any_worker ? &turns_[to.node] : nullptr)]);
     if (!peer.ok()) {
       // Never inside Call (the PeerCaller contract).
       return exec_->Post([done = std::move(done), s = peer.status()] { done(s); });

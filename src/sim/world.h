@@ -154,7 +154,8 @@ class World {
         : w_(w), from_(from), from_node_(from_node), inc_(inc) {}
     void Call(rpc::Target to, uint16_t method, std::string payload,
               std::function<void(Result<rpc::PeerResponse>)> done) override {
-      w_->Call(from_, from_node_, inc_, to, method, std::move(payload), std::move(done), &turns_[to.node]);
+      w_->Call(from_, from_node_, inc_, to, method, std::move(payload), std::move(done),
+               to.any_worker ? &turns_[to.node] : nullptr);
     }
 
    private:
