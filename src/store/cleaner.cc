@@ -4,7 +4,8 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
-#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "common/coding.h"
 #include "common/hash.h"
@@ -25,21 +26,27 @@ using internal::SkipInvalid;
 
 Result<bool> Store::CleanStep() {
   std::lock_guard<std::mutex> lock(clean_mu_);
-  uint32_t best = kNoSegment;
-  double best_util = options_.clean_threshold;
-  std::unordered_map<uint32_t, uint32_t> partial;
-  {
-    std::lock_guard<std::mutex> lk(large_mu_);
-    partial = partial_blocks_;
-  }
+  // Committed segments first, their pins after: a block is pinned only
+  // while its segment is still being digested (not yet sealed), so a
+  // segment read as Committed has every pin it will ever get by now.
+  std::vector<std::pair<double, uint32_t>> candidates;  // utilisation, segment
   for (uint32_t seg = 0; seg < table_->num_segments(); ++seg) {
     if (table_->meta(seg).state != SegmentState::kCommitted) continue;
-    // Part of a received entry still to be completed lies here.
-    if (partial.contains(seg)) continue;
-    double util = static_cast<double>(live_[seg].load()) / static_cast<double>(table_->segment_size());
-    if (util < best_util) {
-      best_util = util;
-      best = seg;
+    const double util = static_cast<double>(live_[seg].load()) / static_cast<double>(table_->segment_size());
+    if (util < options_.clean_threshold) candidates.emplace_back(util, seg);
+  }
+  uint32_t best = kNoSegment;
+  double best_util = options_.clean_threshold;
+  {
+    std::lock_guard<std::mutex> lk(large_mu_);
+    for (const auto& [util, seg] : candidates) {
+      // Part of a received entry still to be completed (or just completed
+      // and being indexed) lies here.
+      if (partial_blocks_.contains(seg)) continue;
+      if (util < best_util) {
+        best_util = util;
+        best = seg;
+      }
     }
   }
   if (best == kNoSegment) return false;

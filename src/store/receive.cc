@@ -94,6 +94,9 @@ Result<uint64_t> Store::DigestReceived(uint32_t seg, uint64_t from, uint64_t to,
     std::optional<Blocks> complete;
     {
       std::lock_guard<std::mutex> lock(large_mu_);
+      // A block of an entry already assembled and indexed (a walk past a
+      // hole found it before this walk from the hole): nothing to add.
+      if (b.seq == 0 ? large_.contains(off) : large_rev_.contains(off)) continue;
       ReceivedPartial& p = received_partial_[{b.shard, b.version}];
       if (p.offsets.empty()) {
         p.offsets.assign(b.cnt, 0);
@@ -104,16 +107,21 @@ Result<uint64_t> Store::DigestReceived(uint32_t seg, uint64_t from, uint64_t to,
         p.bytes[b.seq] = b.encoded_bytes;
         ++partial_blocks_[table_->SegmentOf(off)];
         if (++p.have == b.cnt) {
-          for (uint64_t o : p.offsets) {
-            auto it = partial_blocks_.find(table_->SegmentOf(o));
-            if (--it->second == 0) partial_blocks_.erase(it);
-          }
           complete = Blocks{std::move(p.offsets), std::move(p.bytes)};
           received_partial_.erase({b.shard, b.version});
         }
       }
     }
-    if (complete) IndexFound(complete->offsets[0], *complete);
+    if (complete) {
+      IndexFound(complete->offsets[0], *complete);
+      // Unpinned only now that the entry is indexed (and remembered): until
+      // then the cleaner would see its blocks as no entry's.
+      std::lock_guard<std::mutex> lock(large_mu_);
+      for (uint64_t o : complete->offsets) {
+        auto it = partial_blocks_.find(table_->SegmentOf(o));
+        if (--it->second == 0) partial_blocks_.erase(it);
+      }
+    }
   }
   return prefix_end == UINT64_MAX ? pos : prefix_end;
 }

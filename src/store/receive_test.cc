@@ -524,6 +524,61 @@ TEST(StoreReceiveTest, ASegmentHoldingPartOfAnIncompleteEntryIsNotCleanedUnderIt
   EXPECT_EQ(*got, value);
 }
 
+// A catch-up walks past a hole and completes an entry spanning two
+// segments; the final walk of the first segment, resumed at the hole, meets
+// that entry's blocks again. They must not start a new partial entry that
+// never completes — it would pin the segment against the cleaner for good.
+TEST(StoreReceiveTest, AWalkFromAHoleDoesNotPinAnEntryAlreadyIndexed) {
+  auto region = MakeRegion(4 << 20);
+  auto store = std::move(Store::Open(region.get(), SmallOptions())).value();
+  const uint32_t seg = *store->AllocateReceiveSegment();
+  const uint32_t seg2 = *store->AllocateReceiveSegment();
+  const uint64_t ss = store->segments().segment_size();
+  Random rng(36);
+  const std::string value = Value(rng, 1000);
+  const log::EntryMeta meta{log::EntryType::kPut, static_cast<uint16_t>(store->ShardOf(HashKey("big"))), 5};
+  auto layout = log::PlanEntry(3, value.size(), 256);
+  ASSERT_TRUE(layout.ok());
+  std::vector<std::vector<std::byte>> blocks(layout->cnt);
+  for (uint16_t i = 0; i < layout->cnt; ++i) {
+    blocks[i].resize(layout->BlockBytes(i, 3 + value.size()));
+    log::EncodeBlock(meta, "big", value, *layout, i, blocks[i].data());
+  }
+  // seg: [torn entry][block 0][block 1]; seg2: [block 2 .. n-1]
+  auto torn = PutEntry(*store, "torn", Value(rng, 300), 1);
+  std::vector<std::byte> hole = torn;
+  std::fill(hole.end() - 64, hole.end(), std::byte{0});
+  Land(region.get(), *store, seg, 0, hole);
+  uint64_t off = torn.size();
+  for (uint16_t i = 0; i < 2; ++i) {
+    Land(region.get(), *store, seg, off, blocks[i]);
+    off += blocks[i].size();
+  }
+  uint64_t off2 = 0;
+  for (uint16_t i = 2; i < layout->cnt; ++i) {
+    Land(region.get(), *store, seg2, off2, blocks[i]);
+    off2 += blocks[i].size();
+  }
+  using Walk = Store::ReceiveWalk;
+  auto cursor = store->DigestReceived(seg, 0, ss, Walk::kPastHoles);  // a catch-up
+  ASSERT_TRUE(cursor.ok());
+  EXPECT_EQ(*cursor, 0u) << "the cursor stays at the hole";
+  ASSERT_TRUE(store->DigestReceived(seg2, 0, ss, Walk::kPastHoles).ok());
+  ASSERT_EQ(*store->Get("big"), value);
+  Land(region.get(), *store, seg, 0, torn);  // the torn transfer completes
+  ASSERT_TRUE(store->DigestReceived(seg, *cursor, ss, Walk::kFinal).ok());
+  ASSERT_TRUE(store->SealReceiveSegment(seg).ok());
+  // Everything in seg dies; the cleaner must be free to take it.
+  ASSERT_TRUE(store->Put(0, "torn", "local").ok());
+  ASSERT_TRUE(store->Put(0, "big", "local").ok());
+  EXPECT_EQ(store->live_bytes(seg), 0);
+  for (int i = 0; i < 4 && store->segments().meta(seg).state != log::SegmentState::kFree; ++i) {
+    ASSERT_TRUE(store->CleanStep().ok());
+  }
+  EXPECT_EQ(store->segments().meta(seg).state, log::SegmentState::kFree) << "pinned by a partial that never completes";
+  EXPECT_EQ(*store->Get("big"), "local");
+}
+
 TEST(StoreReceiveTest, RecoveryWalksPastAHoleInAReceiveSegment) {
   auto region = MakeRegion(4 << 20);
   auto store = std::move(Store::Open(region.get(), SmallOptions())).value();

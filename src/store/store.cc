@@ -288,6 +288,23 @@ size_t Store::DropShard(uint32_t shard) {
     dropped_regions_[shard] = std::move(regions);
     any_dropped_ = true;
   }
+  {
+    // Its entries still being assembled will not be indexed: they pin no
+    // segment any more.
+    std::lock_guard<std::mutex> lk(large_mu_);
+    for (auto it = received_partial_.begin(); it != received_partial_.end();) {
+      if (it->first.first != shard) {
+        ++it;
+        continue;
+      }
+      for (uint64_t o : it->second.offsets) {
+        if (o == 0) continue;
+        auto pin = partial_blocks_.find(table_->SegmentOf(o));
+        if (--pin->second == 0) partial_blocks_.erase(pin);
+      }
+      it = received_partial_.erase(it);
+    }
+  }
   const std::vector<uint64_t> held = shards_[shard].index->TakeAll();
   for (uint64_t offset : held) {
     Retire(BlocksOf(offset));

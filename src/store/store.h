@@ -482,8 +482,11 @@ class Store final : private index::EntryReader {
   // Per segment, how many blocks of received_partial_ lie in it: the
   // cleaner leaves such a segment alone, since the entry, once complete,
   // points into it (its blocks are no entry's until then, so relocation
-  // would not see them). A partial whose sender died before its last block
-  // holds its segments until the next Open, which drops it. Under large_mu_.
+  // would not see them), and until it is indexed. A partial that will never
+  // complete — its sender failed or restarted between the pieces of an
+  // entry over the piece limit, abandoning it — holds its segments until
+  // the next Open, which drops it (DropShard drops its shard's). Under
+  // large_mu_.
   std::unordered_map<uint32_t, uint32_t> partial_blocks_;
 
   // Freed while hold_freed_segments: [0] since the last release, [1] before.

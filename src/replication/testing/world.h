@@ -38,7 +38,7 @@ struct WorldOptions {
   bool crash_model = true;              // PM regions keep a durable image
   size_t max_message = 4096;
   uint32_t posted_segments = 4;
-  uint32_t max_open_buffers = 64;       // per backup (rwrite/batch/tailwind)
+  uint32_t max_open_buffers = 64;       // per sender at a backup (rwrite/batch/tailwind)
   runtime::Nanos control_latency = 5 * runtime::kMicrosecond;
   fabric::SimFabricOptions fabric;
   uint64_t seed = 1;
