@@ -144,6 +144,8 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
   std::map<NodeId, uint64_t> incarnation_;
   std::map<NodeId, Nanos> tx_free_;   // sender NIC busy until
   std::map<NodeId, Nanos> nic_free_;  // target NIC busy until
+  std::map<NodeId, Nanos> rx_free_;   // target's incoming link busy until
+  std::map<NodeId, Nanos> answer_free_;  // target's outgoing link busy with READ answers until
   LinkFaults default_faults_;
   std::map<std::pair<NodeId, NodeId>, LinkFaults> link_faults_;
   std::map<NodeId, LinkFaults> node_faults_;
@@ -355,8 +357,13 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
     Packet p = rc.pending.begin()->second;
     rc.pending.erase(rc.pending.begin());
     rc.busy = true;
+    // The packet came in over the target's link: its last byte arrives now,
+    // or, while the link still carries earlier packets (many senders
+    // writing to one node), once they and it have crossed.
+    Nanos& link = rx_free_[dst.node];
+    link = std::max(Now(), link + Serialize(p.len));
     Nanos& free = nic_free_[dst.node];
-    free = std::max(free, Now()) + options_.nic_service;
+    free = std::max(free, link) + options_.nic_service;
     const EpId dst_id = dst.id;
     if (options_.software_target && dst.driver != nullptr) {
       // The target's CPU does the NIC's work: when its driver is free.
@@ -602,6 +609,16 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
     }
     const size_t bytes = op.kind == Op::kRead ? op.len : 0;
     TxConn& conn = src.tx[op.dst];
+    // READ answers leave the target's NIC one after another: one node read
+    // by many (a DINOMO pool) is bound by its link, as a sender's WRITEs
+    // are by theirs. Apart from the node's own posts (tx_free_): those are
+    // booked at the posting handler's time, which a long turn puts ahead
+    // of answers due before it ends, and would delay them.
+    if (bytes > 0) {
+      Nanos& free = answer_free_[from];
+      depart = std::max(free, depart);
+      free = depart + Serialize(bytes);
+    }
     Nanos arrival = std::max(depart + Flight(from, to, bytes), conn.response_floor);
     conn.response_floor = arrival;
     At(arrival, src.driver, kComplete, "complete", id, [this, id, epoch] { Complete(id, epoch); });
