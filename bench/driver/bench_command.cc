@@ -75,7 +75,7 @@ void AddBenchCommand(CLI::App& app, BenchCommandOptions* o) {
   auto* b = app.add_subcommand("bench", "run a YCSB workload against a target and report its figures");
   b->add_option("--target", o->target, names)->capture_default_str();
   b->add_option("-w,--workload", o->workload, "load | a | b | c | d | e | f")->capture_default_str();
-  b->add_option("--distribution", o->distribution, "uniform | zipfian | latest (default: the workload's)");
+  b->add_option("--distribution", o->distribution, "uniform | zipfian | latest | zipfian-ranked (default: the workload's)");
   b->add_option("--theta", o->theta, "zipfian skew")->capture_default_str();
   b->add_option("-n,--records", o->records, "records loaded before the run")->capture_default_str();
   b->add_option("--sizes", o->sizes, "object sizes: fixed | zippydb | up2x | udb")->capture_default_str();

@@ -30,6 +30,7 @@ const char* DistributionName(Distribution d) {
     case Distribution::kUniform: return "uniform";
     case Distribution::kZipfian: return "zipfian";
     case Distribution::kLatest: return "latest";
+    case Distribution::kZipfianRanked: return "zipfian-ranked";
   }
   return "?";
 }
@@ -51,8 +52,9 @@ Result<Distribution> ParseDistribution(std::string_view name) {
   if (n == "uniform") return Distribution::kUniform;
   if (n == "zipfian") return Distribution::kZipfian;
   if (n == "latest") return Distribution::kLatest;
+  if (n == "zipfian-ranked") return Distribution::kZipfianRanked;
   return Status::InvalidArgument("unknown distribution '" + std::string(name) +
-                                 "' (uniform, zipfian, latest)");
+                                 "' (uniform, zipfian, latest, zipfian-ranked)");
 }
 
 Result<WorkloadSpec> StandardWorkload(std::string_view name) {
@@ -83,7 +85,9 @@ OpGenerator::OpGenerator(const WorkloadSpec& spec, InsertCounter* inserts)
     : spec_(spec),
       inserts_(inserts),
       scrambled_(std::max<uint64_t>(spec.records, 1), spec.theta),
-      latest_(std::max<uint64_t>(spec.records, 1), spec.theta) {}
+      latest_(std::max<uint64_t>(spec.records, 1), spec.theta) {
+  if (spec.distribution == Distribution::kZipfianRanked) ranked_.emplace(std::max<uint64_t>(spec.records, 1), spec.theta);
+}
 
 uint64_t OpGenerator::ChooseExisting(Random& rng) {
   // Records [0, count) exist; inserts raise count while we run.
@@ -95,6 +99,10 @@ uint64_t OpGenerator::ChooseExisting(Random& rng) {
       // YCSB draws over the records loaded, hashed; inserted ones are reached
       // through the hash too once they exist.
       uint64_t r = scrambled_.Next(rng);
+      return r < count ? r : r % count;
+    }
+    case Distribution::kZipfianRanked: {
+      const uint64_t r = ranked_->Next(rng);
       return r < count ? r : r % count;
     }
     case Distribution::kLatest: {

@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
+#include <vector>
 
 namespace slip::ycsb {
 namespace {
@@ -85,6 +87,41 @@ TEST(WorkloadTest, ZipfianTopKeysFollowTheYcsbDefinition) {
   }
   // Most draws fall outside the top ranks: the curve is long-tailed.
   EXPECT_GT(count.size(), 50000u);
+}
+
+// Ranked: record r is the r-th hottest of a zipfian over the records
+// themselves, p(r) = 1 / ((r + 1)^theta * zeta(records, theta)) — far more
+// skewed over the tail than YCSB's scrambled zipfian.
+TEST(WorkloadTest, RankedZipfianDrawsRecordsByRank) {
+  auto spec = *StandardWorkload("c");
+  spec.records = 50000;
+  spec.distribution = *ParseDistribution("zipfian-ranked");
+  EXPECT_STREQ(DistributionName(spec.distribution), "zipfian-ranked");
+  InsertCounter inserts(spec.records);
+  OpGenerator gen(spec, &inserts);
+  Random rng(11);
+  std::map<uint64_t, int> count;
+  const int draws = 1000000;
+  for (int i = 0; i < draws; ++i) ++count[gen.Next(rng).record];
+  double zeta = 0;
+  for (uint64_t i = 1; i <= spec.records; ++i) zeta += 1 / std::pow(static_cast<double>(i), 0.99);
+  for (uint64_t r = 0; r < 2; ++r) {  // ranks 1 and 2 are exact in Gray's algorithm
+    const double want = draws / (std::pow(static_cast<double>(r + 1), 0.99) * zeta);
+    EXPECT_NEAR(count[r], want, want * 0.05) << "rank " << r;
+  }
+  uint64_t top_half = 0, scrambled_top_half = 0;
+  for (const auto& [record, n] : count) top_half += record < spec.records / 2 ? n : 0;
+  // The scrambled zipfian's hottest half of the records, for contrast.
+  spec.distribution = Distribution::kZipfian;
+  OpGenerator scrambled(spec, &inserts);
+  std::map<uint64_t, int> by_record;
+  for (int i = 0; i < draws; ++i) ++by_record[scrambled.Next(rng).record];
+  std::vector<int> counts;
+  for (const auto& [record, n] : by_record) counts.push_back(n);
+  std::sort(counts.rbegin(), counts.rend());
+  for (size_t i = 0; i < counts.size() && i < spec.records / 2; ++i) scrambled_top_half += counts[i];
+  EXPECT_GT(static_cast<double>(top_half) / draws, 0.9);
+  EXPECT_LT(static_cast<double>(scrambled_top_half) / draws, 0.8);
 }
 
 TEST(WorkloadTest, LatestFavoursTheNewestRecords) {
