@@ -37,6 +37,8 @@
 #include "common/random.h"
 #include "fabric/fabric.h"
 #include "fabric/ofi/ofi_fabric.h"
+#include "dinomo/adaptive_cache.h"
+#include "dinomo/pool.h"
 #include "log/entry.h"
 #include "node/node_process.h"
 #include "pm/region.h"
@@ -164,6 +166,75 @@ double MeasureDigest(size_t value_bytes, int ops) {
   const Nanos t0 = ThreadCpu();
   for (auto [sg, end] : filled) (void)s.DigestReceived(sg, 0, end);
   return static_cast<double>(ThreadCpu() - t0) / std::max(landed, 1);
+}
+
+// --- a DINOMO KVS node's adaptive cache: lookups that hit a value (the
+// value copied out, as the node answers) and writes that replace one ---
+double MeasureCache(size_t value_bytes, int ops) {
+  const uint64_t keys = 4096;
+  dinomo::CacheOptions co;
+  co.capacity_bytes = keys * (value_bytes + 256) * 2;  // every key a value
+  dinomo::AdaptiveCache cache(co);
+  const std::string value(value_bytes, 'c');
+  std::vector<std::string> key_of;
+  for (uint64_t i = 0; i < keys; ++i) key_of.push_back(Key(i));
+  for (uint64_t i = 0; i < keys; ++i) cache.Wrote(key_of[i], dinomo::PoolPointer{i * 4096, 4096}, value);
+  uint64_t sink = 0;
+  const Nanos t0 = ThreadCpu();
+  for (int i = 0; i < ops; ++i) {
+    const std::string& k = key_of[static_cast<uint64_t>(i) % keys];
+    const dinomo::AdaptiveCache::Found f = cache.Lookup(k);
+    std::string copy(f.value);
+    sink += copy.size();
+    cache.Wrote(k, dinomo::PoolPointer{static_cast<uint64_t>(i) * 4096, 4096}, value);
+  }
+  const double per_call = static_cast<double>(ThreadCpu() - t0) / (2.0 * ops);
+  if (sink == 0) std::fprintf(stderr, "model_calibrate: the cache held no values\n");
+  return per_call;
+}
+
+// --- the DINOMO pool's merge: Pool::Seal over segments of entries a node
+// wrote (decode and CRC-check each block, update the index, persist) ---
+double MeasureMerge(size_t value_bytes, int ops) {
+  dinomo::PoolOptions po;
+  po.segment_bytes = 1 << 20;
+  po.num_buckets = 1u << 10;
+  while (po.num_buckets < static_cast<uint64_t>(ops) / 2) po.num_buckets <<= 1;
+  const log::Layout layout = *log::PlanEntry(Key(1).size(), value_bytes, 1 << 19);
+  const uint64_t region_bytes = static_cast<uint64_t>(ops) * (layout.total_bytes + 512) + 4 * po.segment_bytes +
+                                (64 << 20);
+  auto region = pm::PmRegion::Anonymous(region_bytes, pm::RegionOptions{.populate = true});
+  if (!region.ok()) return kFailed;
+  auto pool = dinomo::Pool::Open(region->get(), po);
+  if (!pool.ok()) return kFailed;
+  pm::PmRegion& r = **region;
+  const std::string value(value_bytes, 'm');
+  std::vector<std::pair<uint64_t, uint64_t>> segments;  // offset, end
+  uint64_t tail = 0;
+  for (int i = 0; i < ops; ++i) {
+    if (segments.empty() || tail + layout.total_bytes > po.segment_bytes) {
+      if (!segments.empty()) segments.back().second = tail;
+      auto s = (*pool)->Allocate(1);
+      if (!s.ok()) return kFailed;
+      segments.push_back({*s, 0});
+      tail = 0;
+    }
+    const std::string k = Key(static_cast<uint64_t>(i));
+    const uint64_t at = segments.back().first + tail;
+    log::EncodeBlock({log::EntryType::kPut, 1, (uint64_t{1} << 32) | static_cast<uint64_t>(i + 1)}, k, value,
+                     *log::PlanEntry(k.size(), value_bytes, 1 << 19), 0, r.at(at));
+    tail += layout.total_bytes;
+  }
+  segments.back().second = tail;
+  uint64_t merged = 0;
+  const Nanos t0 = ThreadCpu();
+  for (const auto& [segment, end] : segments) {
+    auto m = (*pool)->Seal(1, segment, end);
+    if (!m.ok()) return kFailed;
+    merged += m->entries;
+  }
+  const Nanos spent = ThreadCpu() - t0;
+  return merged == 0 ? kFailed : static_cast<double>(spent) / static_cast<double>(merged);
 }
 
 // --- the codec work of a request at the node and at the client ---
@@ -673,6 +744,20 @@ int main(int argc, char** argv) {
   put(runtime::Cost::kRequest, Line(c_small.node, key + small, c_large.node, key + large,
                                     "proto: decode a KvRequest, encode its KvResponse"));
   Input client = Line(c_small.client, key + small, c_large.client, key + large, "");
+  const double cache_small = Best(runs, [&] { return MeasureCache(small, n * 4); });
+  const double cache_large = Best(runs, [&] { return MeasureCache(large, n); });
+  put(runtime::Cost::kCacheLookup,
+      Line(cache_small, small, cache_large, large,
+           "dinomo::AdaptiveCache: Lookup hitting a value (copied out) and Wrote replacing it, 100 B and 4000 B"));
+  const double merge_small = Best(runs, [&] { return MeasureMerge(small, n); });
+  const double merge_large = Best(runs, [&] { return MeasureMerge(large, n / 4); });
+  if (merge_small >= kFailed || merge_large >= kFailed) {
+    std::fprintf(stderr, "model_calibrate: the pool's merge could not be measured\n");
+    return 1;
+  }
+  put(runtime::Cost::kMerge, Line(merge_small, key + small + 32, merge_large, key + large + 32,
+                                  "dinomo::Pool::Seal merging a node's segments, memory-emulated PM, 100 B and "
+                                  "4000 B entries"));
   const double crc = Best(runs, [&] { return MeasureCrc(4096, n); });
   put(runtime::Cost::kChecksum, Input{0, crc / 4096, "Crc32c over 4 KiB"});
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "runtime/cost.h"
+
 namespace slip::dinomo {
 
 AdaptiveCache::AdaptiveCache(CacheOptions options)
@@ -90,6 +92,7 @@ void AdaptiveCache::MakeValue(Node* n, std::string_view value) {
   Unlink(n);
   n->second.is_value = true;
   n->second.value.assign(value);
+  runtime::ChargeBytes(runtime::Cost::kCacheLookup, value.size());
   Link(n);
 }
 
@@ -161,18 +164,24 @@ void AdaptiveCache::FitShortcutPool(Node* keep) {
 
 // ---------------------------------------------------------------------------
 
+// The simulator's cost model prices each public call as one
+// Cost::kCacheLookup and a value's bytes where one is copied in or out
+// (runtime/cost.h); free outside a modelled simulation.
 AdaptiveCache::Found AdaptiveCache::Lookup(std::string_view key) {
   ++stats_.lookups;
   if (options_.age_every != 0 && stats_.lookups % options_.age_every == 0) Age();
   Count(key);
   auto it = map_.find(key);
   if (it == map_.end()) {
+    runtime::Charge(runtime::Cost::kCacheLookup);
     ++stats_.misses;
     return {};
   }
   Node* n = &*it;
   Entry& e = n->second;
+  if (!e.is_value) runtime::Charge(runtime::Cost::kCacheLookup);
   if (e.is_value) {
+    runtime::Charge(runtime::Cost::kCacheLookup, e.value.size());  // the caller copies the value out
     ++e.hits;
     values_lru_.splice(values_lru_.begin(), values_lru_, e.lru);
     ++stats_.value_hits;
@@ -191,6 +200,7 @@ AdaptiveCache::Found AdaptiveCache::Lookup(std::string_view key) {
 }
 
 void AdaptiveCache::ShortcutRead(std::string_view key, std::string_view value, bool shared) {
+  runtime::Charge(runtime::Cost::kCacheLookup);
   auto it = map_.find(key);
   if (it == map_.end() || it->second.is_value || shared) return;
   Node* p = &*it;
@@ -228,10 +238,12 @@ void AdaptiveCache::Missed(std::string_view key, PoolPointer pointer, std::strin
                            bool shared) {
   miss_rts_ += options_.miss_rts_weight * (rts - miss_rts_);
   if (map_.contains(key)) return Wrote(key, pointer, value, shared);
+  runtime::Charge(runtime::Cost::kCacheLookup);
   Insert(key, pointer, value, shared, Remembered(key));
 }
 
 void AdaptiveCache::Wrote(std::string_view key, PoolPointer pointer, std::string_view value, bool shared) {
+  runtime::Charge(runtime::Cost::kCacheLookup);
   auto it = map_.find(key);
   if (it == map_.end()) return Insert(key, pointer, value, shared, Remembered(key) - 1);
   Node* n = &*it;
@@ -263,6 +275,7 @@ void AdaptiveCache::Insert(std::string_view key, PoolPointer pointer, std::strin
     if (!shared && free_bytes() >= ValueBytes(key, value.size())) {
       n->second.is_value = true;
       n->second.value.assign(value);
+      runtime::ChargeBytes(runtime::Cost::kCacheLookup, value.size());
       Link(n);
       return;
     }
@@ -277,6 +290,7 @@ void AdaptiveCache::Insert(std::string_view key, PoolPointer pointer, std::strin
   if (as_value) {
     n->second.is_value = true;
     n->second.value.assign(value);
+    runtime::ChargeBytes(runtime::Cost::kCacheLookup, value.size());
     Link(n);
     FitValuePool(n);
   } else {

@@ -4,6 +4,7 @@
 
 #include "proto/kv.h"
 #include "proto/pool.h"
+#include "runtime/cost.h"
 
 namespace slip::dinomo {
 namespace {
@@ -214,6 +215,7 @@ void CloverNode::Write(std::string key, std::string value, log::EntryType type, 
   op->out.assign(log::kAlign + layout->total_bytes, std::byte{0});
   log::EncodeBlock({type, static_cast<uint16_t>(options_.node), (options_.epoch << 32) | ++next_version_}, op->key,
                    op->value, *layout, 0, op->out.data() + log::kAlign);
+  runtime::Charge(runtime::Cost::kStorePut, op->key.size() + op->value.size());  // as KvsNode's write
   Place(op);
 }
 

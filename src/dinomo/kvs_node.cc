@@ -2,6 +2,7 @@
 
 #include "dinomo/cell.h"
 #include "proto/kv.h"
+#include "runtime/cost.h"
 
 namespace slip::dinomo {
 
@@ -124,6 +125,9 @@ void KvsNode::FlushBatch() {
     w.at = b->writes.empty() ? 0 : b->writes.back()->at + b->writes.back()->bytes;
     log::EncodeBlock({w.type, static_cast<uint16_t>(options_.node), ++next_version_}, w.key, w.value, w.layout, 0,
                      b->bytes.data() + w.at);
+    // Priced as the store's write (runtime/cost.h): an entry encoded and
+    // appended, then indexed (the unmerged map, once the batch lands).
+    runtime::Charge(runtime::Cost::kStorePut, w.key.size() + w.value.size());
     b->writes.push_back(std::move(pending_[i]));
   }
   pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(n));

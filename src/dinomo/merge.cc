@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "dinomo/cell.h"
+#include "runtime/cost.h"
 
 namespace slip::dinomo {
 
@@ -42,6 +43,7 @@ Result<MergeResult> MergeSegment(const pm::PmRegion& region, PoolIndex& index, u
       break;
     }
     SLIP_ASSIGN_OR_RETURN(PoolIndex::Applied a, std::move(applied));
+    runtime::Charge(runtime::Cost::kMerge, b.encoded_bytes);  // the block's decode (its CRC) and the index update
     ++r.entries;
     if (a.shared) {
       const uint64_t word = std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(region.at(a.shared->offset + kCellWordOffset)))

@@ -19,6 +19,8 @@ std::string_view CostName(Cost c) {
     case Cost::kStoreGet: return "store_get";
     case Cost::kDigest: return "digest";
     case Cost::kChecksum: return "checksum";
+    case Cost::kCacheLookup: return "cache_lookup";
+    case Cost::kMerge: return "merge";
     case Cost::kCount: break;
   }
   return "?";

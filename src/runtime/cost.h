@@ -57,6 +57,9 @@ enum class Cost : uint8_t {
   kStoreGet,    // store: index lookup and entry read (+ per byte)
   kDigest,      // backup: digest one replicated entry into its store (+ per byte)
   kChecksum,    // CRC32C over bytes (erda objects, tailwind entries): per byte
+  // DINOMO's pool designs (dinomo/).
+  kCacheLookup,  // a KVS node's adaptive cache: a lookup or an update (+ per byte of value copied)
+  kMerge,        // the pool: merge one logged entry into the shared index (+ per byte)
   kCount
 };
 
