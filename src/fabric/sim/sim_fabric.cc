@@ -58,6 +58,7 @@ struct Packet {
   size_t len;
   bool last;
   int attempt = 0;  // retransmission count, for back-off
+  Nanos crossed = 0;  // its last byte crossed the target's link (Arrive)
 };
 
 // Target side of one connection.
@@ -346,6 +347,12 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
       rc.epoch = p.epoch;
     }
     if (p.seq < rc.expected) return;  // duplicate
+    // The packet came in over the target's link: its last byte arrives now,
+    // or, while the link still carries earlier packets (many senders
+    // writing to one node), once they and it have crossed.
+    Nanos& link = rx_free_[dst.node];
+    link = std::max(Now(), link + Serialize(p.len));
+    p.crossed = link;
     rc.pending.insert_or_assign(p.seq, p);
     Pump(dst, op->src);
   }
@@ -357,13 +364,8 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
     Packet p = rc.pending.begin()->second;
     rc.pending.erase(rc.pending.begin());
     rc.busy = true;
-    // The packet came in over the target's link: its last byte arrives now,
-    // or, while the link still carries earlier packets (many senders
-    // writing to one node), once they and it have crossed.
-    Nanos& link = rx_free_[dst.node];
-    link = std::max(Now(), link + Serialize(p.len));
     Nanos& free = nic_free_[dst.node];
-    free = std::max(free, link) + options_.nic_service;
+    free = std::max({free, Now(), p.crossed}) + options_.nic_service;
     const EpId dst_id = dst.id;
     if (options_.software_target && dst.driver != nullptr) {
       // The target's CPU does the NIC's work: when its driver is free.
