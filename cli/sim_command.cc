@@ -267,6 +267,9 @@ void PrintRun(const sim::RunResult& rr, double secs) {
               run.load, Scaled(q.ops_per_sec).c_str(), Scaled(q.ops_per_sec / run.options.nodes).c_str(),
               us(q.p50).c_str(), us(q.read_p50).c_str(), us(q.write_p50).c_str(), us(q.p99).c_str(), secs,
               q.busiest.c_str(), 100 * q.busiest_share);
+  // A pool design's one-sided operations to the pool per operation: what
+  // its caches save (DINOMO §5.2 reports these).
+  if (!run.options.pool_design.empty()) std::printf("%57s %.2f round trips to the pool per op\n", "", q.pool_round_trips);
 }
 
 // Each series at a glance, whether or not the paper gives a number for it.
@@ -324,7 +327,9 @@ nlohmann::json ScenarioJson(const sim::Scenario& s, const std::string& path, con
       j["cpu_us"] = {{"client", q.client_cpu / 1e3},
                      {"worker", q.worker_cpu / 1e3},
                      {"nic", q.nic_cpu / 1e3},
-                     {"digest", q.digest_cpu / 1e3}};
+                     {"digest", q.digest_cpu / 1e3},
+                     {"pool", q.pool_cpu / 1e3}};
+      if (!rr.run.options.pool_design.empty()) j["pool_round_trips"] = q.pool_round_trips;
     }
     doc["runs"].push_back(j);
   }
@@ -355,7 +360,7 @@ int RunScenario(const SimCommandOptions& o, const sim::Scenario& s) {
     std::string given;
     for (const std::string& g : o.this_machine_options_given) given += (given.empty() ? "" : ", ") + g;
     std::fprintf(stderr, "slip sim: %s takes its cluster, workload and load from the paper; %s shape --perf "
-                 "this-machine or a fault campaign, not a scenario (it takes --only, --model, --measure, --seed, "
+                 "this-machine or a fault campaign, not a scenario (it takes --only, --model, --measure, --shared-keys, --seed, "
                  "--json)\n",
                  s.name.c_str(), given.c_str());
     return 2;
@@ -385,6 +390,22 @@ int RunScenario(const SimCommandOptions& o, const sim::Scenario& s) {
   // that a longer one changes nothing).
   if (o.measure_given) {
     for (auto& r : runs) r.options.perf->measure = static_cast<runtime::Nanos>(o.measure_s * 1e9);
+  }
+  if (o.shared_keys_given) {
+    if (o.shared_keys < -1) {
+      std::fprintf(stderr, "slip sim: --shared-keys takes -1 (a thread's share decides) or a count of keys\n");
+      return 2;
+    }
+    bool pool = false;
+    for (auto& r : runs) {
+      if (r.options.pool_design.empty()) continue;
+      r.options.pool_shared_keys = o.shared_keys;
+      pool = true;
+    }
+    if (!pool) {
+      std::fprintf(stderr, "slip sim: --shared-keys applies to DINOMO's designs; %s runs none\n", s.name.c_str());
+      return 2;
+    }
   }
   logging::SetLevel(logging::Level::kError);
   if (!o.json) {
@@ -434,6 +455,10 @@ int RunPerfCommand(const SimCommandOptions& o) {
   }
   if (o.perf != "this-machine") {
     std::fprintf(stderr, "slip sim: --perf knows %s (and list), not '%s'\n", ScenarioNames().c_str(), o.perf.c_str());
+    return 2;
+  }
+  if (o.shared_keys_given) {
+    std::fprintf(stderr, "slip sim: --shared-keys applies to DINOMO's designs, which this-machine does not run\n");
     return 2;
   }
   auto model = sim::LoadMachineModel(o.model);

@@ -55,6 +55,9 @@ struct SimCommandOptions {
   std::string model = "bench/model/this-machine.json";  // the inputs (a scenario's own file unless changed)
   std::string only;  // scenarios: run only these designs (comma-separated)
   std::vector<std::string> inputs;  // NAME=NS[/NS_PER_BYTE]: inputs set over the model's
+  // Scenarios of pool designs: ClusterSimOptions::pool_shared_keys, when given.
+  int shared_keys = -1;
+  bool shared_keys_given = false;
   // Which of the options were given (a default value may be given too):
   // a scenario uses its own testbed and window unless --model/--measure
   // are, and refuses the options that shape this-machine's run.

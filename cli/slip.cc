@@ -205,6 +205,10 @@ int main(int argc, char** argv) {
                   "testbed's bench/model/paper-*.json unless this is given)")
       ->capture_default_str();
   sim->add_option("--only", so.only, "--perf SCENARIO: run only these designs (comma-separated)");
+  sim->add_option("--shared-keys", so.shared_keys,
+                  "--perf SCENARIO of DINOMO's designs: keys every KVS node thread owns together (selective "
+                  "replication): the N hottest, or -1, each drawing more than one thread's share of the requests "
+                  "(the default)");
   sim->add_option("--input", so.inputs,
                   "--perf: set one input of the model, NAME=NS or NAME=NS/NS_PER_BYTE (repeatable; a sensitivity "
                   "run, e.g. --input rpc_call=50)");
@@ -497,6 +501,7 @@ int main(int argc, char** argv) {
   if (*sim) {
     so.model_given = sim->get_option("--model")->count() > 0;
     so.measure_given = sim->get_option("--measure")->count() > 0;
+    so.shared_keys_given = sim->get_option("--shared-keys")->count() > 0;
     for (const char* name : {"--design", "--threads", "--cores", "--workload", "--records", "--value-size", "--nodes",
                              "--replication", "--shards", "--workers", "--digest-executors", "--seeds"}) {
       if (sim->get_option(name)->count() > 0) so.this_machine_options_given.emplace_back(name);

@@ -61,7 +61,8 @@ struct WorkloadSpec {
 
 // The standard workload `name` (case-insensitive: load, a, b, c, d, e, f).
 Result<WorkloadSpec> StandardWorkload(std::string_view name);
-// Overrides the request distribution: "uniform", "zipfian", "latest".
+// Overrides the request distribution: "uniform", "zipfian", "latest",
+// "zipfian-ranked".
 Result<Distribution> ParseDistribution(std::string_view name);
 
 struct Op {

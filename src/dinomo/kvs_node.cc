@@ -433,6 +433,8 @@ void KvsNode::Get(std::string key, std::function<void(Result<std::string>)> done
     });
   }
   if (auto u = unmerged_.find(op->key); u != unmerged_.end()) {
+    // Priced as a cache hit (runtime/cost.h): a lookup, the value copied out.
+    runtime::Charge(runtime::Cost::kCacheLookup, u->second.value.size());
     ++stats_.unmerged_hits;
     if (u->second.deleted) return Answer(op, Status::NotFound("no such key"));
     return Answer(op, u->second.value);

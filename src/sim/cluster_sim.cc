@@ -3,6 +3,7 @@
 #include "sim/cluster_sim.h"
 
 #include "sim/linearizability.h"
+#include "sim/pool_perf.h"
 #include "sim/world.h"
 
 namespace slip::sim {
@@ -305,6 +306,7 @@ ClusterSimResult World::Run() {
 }  // namespace detail
 
 ClusterSimResult RunClusterSim(const ClusterSimOptions& options) {
+  if (!options.pool_design.empty()) return RunPoolPerf(options);
   if (options.perf && options.perf->workload.scan > 0) {
     ClusterSimResult res;
     res.ok = false;

@@ -75,6 +75,9 @@ struct PerfOptions {
   bool sync_clients = true;
   runtime::Nanos warmup = 50 * runtime::kMillisecond;
   runtime::Nanos measure = 500 * runtime::kMillisecond;
+  // Pool designs (ClusterSimOptions::pool_design): the pool machine's
+  // cores, each a thread serving the nodes' calls and merging their logs.
+  uint32_t pool_cores = 4;
 };
 
 struct PerfResult {
@@ -96,6 +99,10 @@ struct PerfResult {
   // voluntary context switches count them.
   double client_parks = 0, worker_parks = 0, nic_parks = 0, app_parks = 0;
   double preemptions = 0;  // spins cut short by another executor, per operation
+  // Pool designs: the pool's threads' CPU per operation (calls, merges),
+  // and one-sided operations the KVS nodes posted to the pool per
+  // operation (READs, batch WRITEs with their flush READs, swaps).
+  double pool_cpu = 0, pool_round_trips = 0;
   // The executor that was busy longest over the measured window, and its
   // busy share of the window: what caps a saturated run.
   std::string busiest;
@@ -184,6 +191,17 @@ struct ClusterSimOptions {
   // serving reads after its replacement took writes).
   bool bug_no_lease = false;
   bool trace = false;  // print a readable event trace to stderr
+  // Set ("dinomo", "dinomo-s", "clover"): a performance run of a DINOMO
+  // pool cluster instead (sim/pool_perf.h): `nodes` KVS nodes of `workers`
+  // threads each over one pool; `protocol`, `replication` and `shards` do
+  // not apply. Requires `perf`.
+  std::string pool_design;
+  // dinomo and dinomo-s: keys shared by every KVS node thread through the
+  // pool's cells (selective replication, docs/papers/dinomo.md §4d): -1
+  // those a policy would share — every record of the workload's zipfian
+  // drawing more than one thread's share of the requests — 0 none, N the N
+  // hottest. Clover ignores it (any node serves any key).
+  int pool_shared_keys = -1;
   // Set: a performance run instead of a fault campaign (faults, drops and
   // the history check are off; the fields above that shape the cluster —
   // protocol, nodes, replication, shards, clients, workers — still apply).

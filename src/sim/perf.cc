@@ -5,6 +5,7 @@
 // on the machines the model describes.
 #include <algorithm>
 
+#include "sim/perf_stats.h"
 #include "sim/world.h"
 
 namespace slip::sim::detail {
@@ -207,26 +208,7 @@ void World::RunPerf(ClusterSimResult& res) {
   stop_ = true;
 
   PerfResult& r = res.perf;
-  auto median = [](std::vector<Nanos>& v) -> Nanos {
-    if (v.empty()) return 0;
-    std::nth_element(v.begin(), v.begin() + static_cast<ptrdiff_t>(v.size() / 2), v.end());
-    return v[v.size() / 2];
-  };
-  r.read_p50 = median(read_latencies_);
-  r.write_p50 = median(write_latencies_);
-  std::vector<Nanos> latencies = read_latencies_;
-  latencies.insert(latencies.end(), write_latencies_.begin(), write_latencies_.end());
-  std::sort(latencies.begin(), latencies.end());
-  r.ops = latencies.size();
-  r.errors = window_errors_;
-  r.ops_per_sec = static_cast<double>(r.ops) * 1e9 / static_cast<double>(p.measure);
-  if (!latencies.empty()) {
-    r.p50 = latencies[latencies.size() / 2];
-    r.p99 = latencies[std::min(latencies.size() - 1, latencies.size() * 99 / 100)];
-    long double sum = 0;
-    for (Nanos l : latencies) sum += static_cast<long double>(l);
-    r.mean = static_cast<Nanos>(sum / static_cast<long double>(latencies.size()));
-  }
+  SetLatencies(r, std::move(read_latencies_), std::move(write_latencies_), window_errors_, p.measure);
   const auto& totals = rt_.CostTotals();
   for (size_t i = 0; i < runtime::kCostCount; ++i) {
     r.cpu_per_op[i] = r.ops == 0 ? 0 : static_cast<double>(totals[i] - totals0[i]) / static_cast<double>(r.ops);

@@ -79,8 +79,11 @@ Result<MachineModel> ParseMachineModel(const std::string& json_text) {
   if (!machines.ok()) return machines.status();
   if (const nlohmann::json* h = *machines) {
     const double node = number(*h, "node_cores", 0), client = number(*h, "client_cores", 0),
-                 hosts = number(*h, "client_hosts", 0);
-    if (node < 0 || client < 0 || hosts < 0) return Status::InvalidArgument("model: negative machine figure");
+                 hosts = number(*h, "client_hosts", 0), pool = number(*h, "pool_cores", 0);
+    if (node < 0 || client < 0 || hosts < 0 || pool < 0) {
+      return Status::InvalidArgument("model: negative machine figure");
+    }
+    m.pool_cores = static_cast<uint32_t>(pool);
     m.node_cores = static_cast<uint32_t>(node);
     m.client_cores = static_cast<uint32_t>(client);
     m.client_hosts = static_cast<uint32_t>(hosts);

@@ -35,6 +35,8 @@ struct MachineModel {
   // A testbed's machines (0: not given): cores per storage node and per
   // client machine, and how many client machines.
   uint32_t node_cores = 0, client_cores = 0, client_hosts = 0;
+  // A pool design's testbed: the pool machine's cores (0: not given).
+  uint32_t pool_cores = 0;
   std::string provider;
 
   bool Gives(const std::string& constant) const;

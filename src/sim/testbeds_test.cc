@@ -9,6 +9,7 @@
 #include <string>
 
 #include "replication/design.h"
+#include "sim/pool_perf.h"
 
 namespace slip::sim {
 namespace {
@@ -127,11 +128,15 @@ TEST(TestbedsTest, EveryScenarioRunsOrSaysWhy) {
     for (const ScenarioRun& r : *runs) {
       series.insert({r.series, r.design});
       ASSERT_TRUE(r.options.perf.has_value());
-      EXPECT_TRUE(replication::ParseDesign(r.design).ok()) << r.design;
+      const bool pool = !r.options.pool_design.empty();
+      EXPECT_TRUE(pool ? IsPoolPerfDesign(r.design) && r.design == r.options.pool_design
+                       : replication::ParseDesign(r.design).ok())
+          << r.design;
       EXPECT_EQ(r.options.clients * r.options.perf->threads_per_client, r.load);
       // Every thread has a core (the files charge no context switch): a
-      // node's workers, NIC poller and digest; the client threads.
-      EXPECT_LE(r.options.workers + 2, r.options.perf->node_cores) << s.name;
+      // node's workers, NIC poller and digest (a KVS node: its threads);
+      // the client threads.
+      EXPECT_LE(r.options.workers + (pool ? 0 : 2), r.options.perf->node_cores) << s.name;
       const uint32_t hosts = r.options.perf->client_hosts;
       EXPECT_LE((r.options.clients + hosts - 1) / hosts, r.options.perf->client_cores) << s.name;
       EXPECT_EQ(r.options.perf->workload.scan, 0) << "performance runs refuse scans";
@@ -149,6 +154,7 @@ TEST(TestbedsTest, EveryScenarioRunsOrSaysWhy) {
   EXPECT_EQ(FindScenario("no-such-figure"), nullptr);
   EXPECT_TRUE(FindScenario("rowan-fig9") != nullptr && FindScenario("rowan-fig9")->runs);
   EXPECT_TRUE(FindScenario("tailwind-fig6") != nullptr && FindScenario("tailwind-fig6")->runs);
+  EXPECT_TRUE(FindScenario("dinomo-fig5") != nullptr && FindScenario("dinomo-fig5")->runs);
 }
 
 // Each runnable scenario, one light run: the same seed gives the same
@@ -161,7 +167,8 @@ TEST(TestbedsTest, EachScenarioIsDeterministicPerSeed) {
     const char* design;
   };
   for (const Case& c : {Case{"rowan-fig9", "YCSB-A", "rowan-kv"}, Case{"tailwind-fig6", "50% PUT", "tailwind"},
-                        Case{"tailwind-fig7", "100% PUT", "rpc-kv"}, Case{"erda-fig18", "YCSB-C", "erda"}}) {
+                        Case{"tailwind-fig7", "100% PUT", "rpc-kv"}, Case{"erda-fig18", "YCSB-C", "erda"},
+                        Case{"dinomo-fig5", "A 4 KNs", "dinomo"}, Case{"dinomo-fig5", "B 4 KNs", "clover"}}) {
     SCOPED_TRACE(c.scenario);
     const ScenarioRun one = LightRun(c.scenario, c.series, c.design, nullptr, 7);
     const ScenarioRun other = LightRun(c.scenario, c.series, c.design, nullptr, 8);

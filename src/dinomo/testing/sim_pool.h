@@ -61,6 +61,11 @@ class SimPool {
   // between runs of the runtime).
   Status FenceAndMerge(uint32_t node, uint64_t epoch);
 
+  // The pool's side of a call: the partitions' if any, else the one
+  // pool's. Run it on a pool executor (a harness with its own transport
+  // delivers calls here).
+  void Handle(uint16_t method, std::span<const std::byte> payload, const PoolServer::Reply& reply);
+
   Pool& pool() { return *pool_; }
   pm::PmRegion& region() { return *region_; }
   fabric::SimFabric& fabric() { return *fabric_; }
@@ -77,8 +82,6 @@ class SimPool {
   std::unique_ptr<PoolServer> server_;
   std::unique_ptr<PartitionedPool> partitions_;
   std::deque<Node> nodes_;
-  // The pool's side of a call: the partitions' if any, else the one pool's.
-  void Handle(uint16_t method, std::span<const std::byte> payload, const PoolServer::Reply& reply);
 };
 
 }  // namespace slip::dinomo::testing
