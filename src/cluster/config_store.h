@@ -104,12 +104,15 @@ struct EmbeddedStoreOptions {
 
 // The embedded backend: DIR/cluster.json replaced atomically (write a temp
 // file, fsync, rename, fsync DIR), CAS on the version stored in the file,
-// every read-modify-write under flock(DIR/cluster.lock) so processes sharing
-// DIR are serialised. Leases are DIR/lease-<name>.json with holder, epoch and
-// expiry; all users of DIR must pass `now` from one clock (same machine,
-// e.g. CLOCK_MONOTONIC or CLOCK_REALTIME in nanoseconds). A lease whose expiry
-// lies more than its ttl beyond `now` cannot have come from that clock (it
-// restarted — e.g. CLOCK_MONOTONIC after a reboot) and counts as expired.
+// every read-modify-write under a flock (DIR/cluster.lock, or the lease's
+// own) so processes sharing DIR are serialised. Leases are
+// DIR/lease-<name>.json with holder, epoch and expiry, durable like the
+// configuration, and their renewals DIR/lease-<name>.renewal, which are not
+// fsync'd (docs/formats/cluster_config.md says why); all users of DIR must
+// pass `now` from one clock (same machine, e.g. CLOCK_MONOTONIC or
+// CLOCK_REALTIME in nanoseconds). A lease whose expiry lies more than two
+// ttls beyond `now` cannot have come from that clock (it restarted — e.g.
+// CLOCK_MONOTONIC after a reboot) and counts as expired.
 Result<std::unique_ptr<ConfigStore>> OpenEmbeddedStore(const EmbeddedStoreOptions& options);
 
 // The in-memory backend: one process's configuration store, for the

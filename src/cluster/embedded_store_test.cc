@@ -3,7 +3,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/file.h>
+
+#include <chrono>
 #include <filesystem>
+#include <future>
 #include <fstream>
 #include <random>
 
@@ -208,6 +212,48 @@ TEST_F(EmbeddedStoreTest, LeaseExpiryAndSteal) {
   auto c = Open();
   EXPECT_TRUE(c->AcquireLease("cm", "gamma", 100, 50).status().Is(Code::kBusy));
   EXPECT_TRUE(c->RenewLease(*after_reboot, 100, 50).ok()) << "any instance can renew for the holder";
+}
+
+// A renewal takes its lease's lock, not the configuration's: it must not
+// queue behind a configuration change's fsyncs (on a loaded disk those took
+// longer than a lease, and live holders lost theirs).
+TEST_F(EmbeddedStoreTest, RenewalDoesNotWaitForAConfigurationChange) {
+  auto s = Open();
+  Result<Lease> l = s->AcquireLease("node-0", "n0", runtime::kSecond, 1000);
+  ASSERT_TRUE(l.ok());
+  const int fd = ::open((dir_ + "/cluster.lock").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);  // a CAS in progress, as far as the store can tell
+  auto renewed = std::async(std::launch::async, [&] { return s->RenewLease(*l, runtime::kSecond, 2000); });
+  const bool done = renewed.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  ::close(fd);  // releases the lock, so a renewal that waited finishes
+  EXPECT_TRUE(done) << "the renewal waited for the configuration's lock";
+  Result<Lease> r = renewed.get();
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->expiry, 2000 + runtime::kSecond);
+}
+
+// Renewals go to a file of their own, not fsync'd. One torn by a crash is
+// ignored (the expiry granted on acquiring stands), and one of an earlier
+// epoch never lengthens a later holder's lease.
+TEST_F(EmbeddedStoreTest, RenewalFileCountsOnlyWhenWholeAndOfTheLeasesEpoch) {
+  auto a = Open(), b = Open();
+  Result<Lease> la = a->AcquireLease("cm", "alpha", 100, 1000);
+  ASSERT_TRUE(la.ok());
+  Result<Lease> ra = a->RenewLease(*la, 100, 1060);
+  ASSERT_TRUE(ra.ok());
+  EXPECT_TRUE(b->AcquireLease("cm", "beta", 100, 1150).status().Is(Code::kBusy)) << "another store sees the renewal";
+
+  WriteRaw("lease-cm.renewal", "{\"epoch\": ");  // torn
+  Result<Lease> lb = b->AcquireLease("cm", "beta", 100, 1100);  // the acquired expiry, 1100
+  ASSERT_TRUE(lb.ok()) << lb.status().ToString();
+  EXPECT_GT(lb->epoch, la->epoch);
+
+  WriteRaw("lease-cm.renewal", "{\"epoch\": " + std::to_string(la->epoch) + ", \"expiry_ns\": 1250}");
+  EXPECT_TRUE(a->RenewLease(*ra, 100, 1150).status().Is(Code::kAborted)) << "alpha's epoch is over";
+  Result<Lease> again = a->AcquireLease("cm", "alpha", 100, 1210);  // beta's lease ended at 1200
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_GT(again->epoch, lb->epoch);
 }
 
 }  // namespace
