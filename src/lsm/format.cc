@@ -30,7 +30,7 @@ std::optional<uint64_t> GetVarint64(std::string_view* in) {
   return std::nullopt;
 }
 
-std::optional<uint32_t> GetVarint32(std::string_view* in) {
+std::optional<uint32_t> GetVarint32Slow(std::string_view* in) {
   std::string_view probe = *in;
   auto v = GetVarint64(&probe);
   if (!v || *v > UINT32_MAX) return std::nullopt;

@@ -91,6 +91,7 @@ Result<std::unique_ptr<Table>> Table::Open(const RandomAccessFile* file, const T
     ++t->index_entries_;
   }
   SLIP_RETURN_IF_ERROR(it.status());
+  t->index_.emplace(ib);  // its view of index_contents_ stays valid: the Table does not move
   return t;
 }
 
@@ -113,8 +114,7 @@ Result<std::optional<Table::Found>> Table::Get(std::string_view user_key, uint64
   // The newest version at or before `snapshot` is the first entry at or
   // after (key, snapshot, value) in internal-key order.
   const std::string target = InternalKey(user_key, std::min(snapshot, kMaxSequence), ValueType::kValue);
-  SLIP_ASSIGN_OR_RETURN(Block ib, Block::Parse(index_contents_));
-  auto ii = ib.NewIterator(CompareInternalKeys);
+  auto ii = index_->NewIterator(CompareInternalKeys);
   ii.Seek(target);
   SLIP_RETURN_IF_ERROR(ii.status());
   if (!ii.Valid()) return std::optional<Found>();
@@ -143,10 +143,9 @@ Result<std::shared_ptr<const std::string>> Table::ReadDataBlock(std::string_view
   return block;
 }
 
-// Open() parsed the index already: it parses.
 Table::Iterator::Iterator(const Table* table)
     : table_(table),
-      index_(Block::Parse(table->index_contents_).value()),
+      index_(*table->index_),
       index_it_(index_.NewIterator(CompareInternalKeys)) {}
 
 std::unique_ptr<Table::Iterator> Table::NewIterator() const { return std::unique_ptr<Iterator>(new Iterator(this)); }
