@@ -40,6 +40,8 @@
 #include "dinomo/adaptive_cache.h"
 #include "dinomo/pool.h"
 #include "log/entry.h"
+#include "lsm/db.h"
+#include "lsm/file_system.h"
 #include "node/node_process.h"
 #include "pm/region.h"
 #include "proto/kv.h"
@@ -47,6 +49,7 @@
 #include "rpc/rpc_peers.h"
 #include "runtime/cost.h"
 #include "runtime/thread_runtime.h"
+#include "server/rubble_server.h"
 #include "store/store.h"
 #include "../micro/loop_fabric.h"
 
@@ -235,6 +238,99 @@ double MeasureMerge(size_t value_bytes, int ops) {
   }
   const Nanos spent = ThreadCpu() - t0;
   return merged == 0 ? kFailed : static_cast<double>(spent) / static_cast<double>(merged);
+}
+
+// --- RubbleDB's LSM engine (lsm::Db), shaped as a cluster's replicas are
+// (server::DefaultRubbleShape), its files in memory: the device's time is
+// not CPU, and the model prices it apart ---
+lsm::DbOptions LsmShape(lsm::MemFileSystem* fs) {
+  lsm::DbOptions o = server::DefaultRubbleShape().db;
+  o.fs = fs;
+  o.direct_io = false;
+  o.background = false;
+  return o;
+}
+
+// Writes (WAL record, MemTable insert; no sync: a device's time) into a
+// MemTable that never fills, then point lookups of them once flushed and
+// compacted into tables, the block cache warm.
+struct LsmCosts {
+  double write = kFailed, get = kFailed;
+};
+LsmCosts MeasureLsm(size_t value_bytes, int ops) {
+  lsm::MemFileSystem fs;
+  lsm::DbOptions o = LsmShape(&fs);
+  o.memtable_bytes = static_cast<size_t>(ops) * (value_bytes + 64) * 2;
+  auto db = lsm::Db::Open("/db", o);
+  if (!db.ok()) return {};
+  const std::string value(value_bytes, 'l');
+  std::vector<std::string> key_of;
+  for (int i = 0; i < ops; ++i) key_of.push_back(Key(static_cast<uint64_t>(i)));
+  LsmCosts c;
+  const Nanos t0 = ThreadCpu();
+  for (int i = 0; i < ops; ++i) {
+    if (!(*db)->Put(key_of[static_cast<size_t>(i)], value, lsm::WriteOptions{.sync = false}).ok()) return {};
+  }
+  c.write = static_cast<double>(ThreadCpu() - t0) / ops;
+  if (!(*db)->CompactAll().ok()) return {};
+  for (int i = 0; i < ops; ++i) (void)(*db)->Get(key_of[static_cast<size_t>(i)]);  // warms the cache
+  uint64_t found = 0;
+  const Nanos t1 = ThreadCpu();
+  for (int i = 0; i < ops; ++i) found += (*db)->Get(key_of[static_cast<size_t>(ops - 1 - i)]).ok() ? 1 : 0;
+  c.get = static_cast<double>(ThreadCpu() - t1) / ops;
+  if (found != static_cast<uint64_t>(ops)) return {};
+  return c;
+}
+
+// A MemTable of `table_bytes` flushed into one table: CPU per flush, and
+// the table's bytes.
+std::pair<double, double> MeasureFlush(size_t table_bytes) {
+  lsm::MemFileSystem fs;
+  lsm::DbOptions o = LsmShape(&fs);
+  o.memtable_bytes = table_bytes * 4;  // sealed only by the Flush below
+  o.target_file_bytes = table_bytes * 4;
+  auto db = lsm::Db::Open("/db", o);
+  if (!db.ok()) return {kFailed, 1};
+  const std::string value(100, 'f');
+  for (uint64_t i = 0; i * (value.size() + 24) < table_bytes; ++i) {
+    if (!(*db)->Put(Key(i), value, lsm::WriteOptions{.sync = false}).ok()) return {kFailed, 1};
+  }
+  const Nanos t0 = ThreadCpu();
+  if (!(*db)->Flush().ok()) return {kFailed, 1};
+  const double cpu = static_cast<double>(ThreadCpu() - t0);
+  const lsm::Db::Stats st = (*db)->stats();
+  if (st.flushes != 1) return {kFailed, 1};
+  return {cpu, static_cast<double>(st.flush_bytes)};
+}
+
+// Four overlapping tables of level 0 and the level below them merged
+// (each key written five times): CPU per byte read and written.
+double MeasureCompaction(size_t table_bytes) {
+  lsm::MemFileSystem fs;
+  lsm::DbOptions o = LsmShape(&fs);
+  o.memtable_bytes = table_bytes;
+  o.l0_compaction_trigger = 100;  // none but the one measured
+  o.l0_slowdown = 100;
+  o.l0_stop = 100;
+  auto db = lsm::Db::Open("/db", o);
+  if (!db.ok()) return kFailed;
+  const std::string value(100, 'c');
+  const uint64_t keys = table_bytes / (value.size() + 24);
+  for (int round = 0; round < 5; ++round) {
+    for (uint64_t i = 0; i < keys; ++i) {
+      if (!(*db)->Put(Key(i), value, lsm::WriteOptions{.sync = false}).ok()) return kFailed;
+    }
+    if (!(*db)->Flush().ok()) return kFailed;
+    if (round == 0 && !(*db)->CompactAll().ok()) return kFailed;  // the level below
+  }
+  const lsm::Db::Stats before = (*db)->stats();
+  const Nanos t0 = ThreadCpu();
+  if (!(*db)->CompactAll().ok()) return kFailed;
+  const double cpu = static_cast<double>(ThreadCpu() - t0);
+  const lsm::Db::Stats after = (*db)->stats();
+  const uint64_t bytes = after.compaction_read_bytes + after.compaction_write_bytes - before.compaction_read_bytes -
+                         before.compaction_write_bytes;
+  return bytes == 0 ? kFailed : cpu / static_cast<double>(bytes);
 }
 
 // --- the codec work of a request at the node and at the client ---
@@ -758,6 +854,38 @@ int main(int argc, char** argv) {
   put(runtime::Cost::kMerge, Line(merge_small, key + small + 32, merge_large, key + large + 32,
                                   "dinomo::Pool::Seal merging a node's segments, memory-emulated PM, 100 B and "
                                   "4000 B entries"));
+  LsmCosts lsm_small, lsm_large;
+  for (int r = 0; r < runs; ++r) {
+    const LsmCosts a = MeasureLsm(small, n), b = MeasureLsm(large, n / 4);
+    lsm_small = {std::min(lsm_small.write, a.write), std::min(lsm_small.get, a.get)};
+    lsm_large = {std::min(lsm_large.write, b.write), std::min(lsm_large.get, b.get)};
+  }
+  if (std::max({lsm_small.write, lsm_small.get, lsm_large.write, lsm_large.get}) >= kFailed) {
+    std::fprintf(stderr, "model_calibrate: the LSM engine's writes and reads could not be measured\n");
+    return 1;
+  }
+  put(runtime::Cost::kLsmWrite, Line(lsm_small.write, key + small, lsm_large.write, key + large,
+                                     "lsm::Db::Put, WAL unsynced, 100 B and 4000 B values (files in memory)"));
+  put(runtime::Cost::kLsmGet, Line(lsm_small.get, small, lsm_large.get, large,
+                                   "lsm::Db::Get of keys in tables, block cache warm, 100 B and 4000 B values"));
+  std::pair<double, double> flush_small{kFailed, 1}, flush_large{kFailed, 1};
+  for (int r = 0; r < runs; ++r) {
+    const auto a = MeasureFlush(256 << 10), b = MeasureFlush(2 << 20);
+    if (a.first < flush_small.first) flush_small = a;
+    if (b.first < flush_large.first) flush_large = b;
+  }
+  const double compaction = Best(runs, [&] { return MeasureCompaction(2 << 20); });
+  if (flush_small.first >= kFailed || flush_large.first >= kFailed || compaction >= kFailed) {
+    std::fprintf(stderr, "model_calibrate: the LSM engine's flush or compaction could not be measured\n");
+    return 1;
+  }
+  put(runtime::Cost::kFlush, Line(flush_small.first, static_cast<size_t>(flush_small.second), flush_large.first,
+                                  static_cast<size_t>(flush_large.second),
+                                  "lsm::Db::Flush of a MemTable into one table, 256 KiB and 2 MiB, 100 B values"));
+  put(runtime::Cost::kCompaction,
+      Input{0, compaction,
+            "lsm::Db::CompactAll merging four 2 MiB tables of level 0 into the level below, per byte read and "
+            "written (its fixed part inside: one compaction of ~10 MiB)"});
   const double crc = Best(runs, [&] { return MeasureCrc(4096, n); });
   put(runtime::Cost::kChecksum, Input{0, crc / 4096, "Crc32c over 4 KiB"});
 

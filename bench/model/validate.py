@@ -91,7 +91,8 @@ RPC_CALL_2026_11_27 = 95.0
 
 def migrated(model, tmp, r):
     """A kept calibration from before wakeup_busy, switch_in or rpc_call were
-    inputs (2026-11-27), or cache_lookup and merge (2026-11-28), with them derived: the first two from what it
+    inputs (2026-11-27), or DINOMO's and RubbleDB's steps (2026-11-28), with
+    them derived: the first two from what it
     recorded (the hand-over between two threads of one core, and the woken
     thread's share of a wake-up: 0.4, the middle of 37-44% measured, if it
     recorded none), rpc_call as measured that day and taken out of the
@@ -99,11 +100,13 @@ def migrated(model, tmp, r):
     with open(model) as f:
         doc = json.load(f)
     inputs, seen = doc["inputs"], doc.get("observed", {})
-    if all(k in inputs for k in ("wakeup_busy", "switch_in", "rpc_call", "cache_lookup", "merge")):
+    later = ("cache_lookup", "merge", "lsm_write", "lsm_get", "flush", "compaction")
+    missing = [k for k in ("wakeup_busy", "switch_in", "rpc_call") + later if k not in inputs]
+    if not missing:
         return model
-    # DINOMO's steps (inputs since 2026-11-28): no validated design takes
-    # them, so any number serves; 0, said so.
-    for k in ("cache_lookup", "merge"):
+    # DINOMO's and RubbleDB's steps (inputs since 2026-11-28): no validated
+    # design takes them, so any number serves; 0, said so.
+    for k in later:
         inputs.setdefault(k, {"per_op_ns": 0.0, "per_byte_ns": 0.0,
                               "source": "derived: a calibration from before the input; no validated design takes the step"})
     if "rpc_call" not in inputs:
@@ -129,8 +132,8 @@ def migrated(model, tmp, r):
     out = os.path.join(tmp, f"migrated-{r}.json")
     with open(out, "w") as f:
         json.dump(doc, f)
-    print(f"round {r + 1}: {model} predates wakeup_busy, switch_in or rpc_call: using {inputs['wakeup_busy']['per_op_ns']:.0f},"
-          f" {inputs['switch_in']['per_op_ns']:.0f} and {inputs['rpc_call']['per_op_ns']:.0f} ns", flush=True)
+    used = ", ".join(f"{k} {inputs[k]['per_op_ns']:.0f} ns" for k in missing)
+    print(f"round {r + 1}: {model} predates {', '.join(missing)}: using {used}", flush=True)
     return out
 
 

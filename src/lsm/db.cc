@@ -10,6 +10,7 @@
 #include "common/cpu_time.h"
 #include "lsm/iterator.h"
 #include "lsm/merge.h"
+#include "runtime/cost.h"
 
 namespace slip::lsm {
 
@@ -744,6 +745,7 @@ Status Db::FlushOldest(std::unique_lock<std::mutex>& l) {
   std::vector<std::string> contents;
   Status s = WriteTables({source.get()}, CompactionOptions{}, &out, ship_tables_ ? &contents : nullptr);
   // A MemTable larger than a table's target flushes into several.
+  for (const auto& f : out) runtime::Charge(runtime::Cost::kFlush, f.size);
   std::vector<std::shared_ptr<TableFile>> added;
   if (s.ok()) s = OpenOutputs(out, &contents, &added);
   l.lock();
@@ -1001,6 +1003,9 @@ Status Db::RunCompaction(std::unique_lock<std::mutex>& l, const Compaction& comp
   std::vector<FileMeta> out;
   std::vector<std::string> contents;
   if (s.ok()) s = WriteTables(sources, co, &out, ship_tables_ ? &contents : nullptr);
+  uint64_t written = 0;
+  for (const auto& f : out) written += f.size;
+  runtime::Charge(runtime::Cost::kCompaction, read_bytes + written);  // a failed one did the work too
   std::vector<std::shared_ptr<TableFile>> added;
   if (s.ok()) s = OpenOutputs(out, &contents, &added);
   l.lock();
@@ -1009,8 +1014,6 @@ Status Db::RunCompaction(std::unique_lock<std::mutex>& l, const Compaction& comp
     return s;
   }
   for (const auto& f : out) edit.added.emplace_back(out_level, f);
-  uint64_t written = 0;
-  for (const auto& f : out) written += f.size;
   Status applied = LogAndApply(l, std::move(edit), added);
   if (!applied.ok()) return applied;
   stats_.compactions += 1;
@@ -1103,8 +1106,10 @@ Result<std::string> Db::Get(std::string_view key) {
   // compaction dropped under a newer one it then ignores.
   const auto view = CurrentView();
   const uint64_t snapshot = last_sequence_.load(std::memory_order_acquire);
+  runtime::Charge(runtime::Cost::kLsmGet);
   auto answer = [](ValueType type, std::string_view value) -> Result<std::string> {
     if (type == ValueType::kDeletion) return Status::NotFound();
+    runtime::ChargeBytes(runtime::Cost::kLsmGet, value.size());
     return std::string(value);
   };
   if (auto f = view->mem->Get(key, snapshot)) return answer(f->type, f->value);
@@ -1170,7 +1175,13 @@ Status Db::Scan(std::string_view start, size_t count, std::vector<std::pair<std:
 // --- Replication -------------------------------------------------------------
 
 void Db::AddToMem(Mem* mem, const WriteBatch& b) {
-  for (size_t i = 0; i < b.ops.size(); ++i) mem->table->Add(b.sequence + i, b.ops[i].type, b.ops[i].key, b.ops[i].value);
+  for (size_t i = 0; i < b.ops.size(); ++i) {
+    // The simulator's price covers the entry's log record too: both paths
+    // here (a head's group, a follower's apply) log it first when the
+    // engine keeps a log.
+    runtime::Charge(runtime::Cost::kLsmWrite, b.ops[i].key.size() + b.ops[i].value.size());
+    mem->table->Add(b.sequence + i, b.ops[i].type, b.ops[i].key, b.ops[i].value);
+  }
 }
 
 Status Db::StartFollower() {

@@ -11,6 +11,8 @@
 
 #include "common/random.h"
 #include "lsm/testing/tiny_shape.h"
+#include "runtime/cost.h"
+#include "runtime/sim_runtime.h"
 
 namespace slip::lsm {
 namespace {
@@ -142,6 +144,60 @@ TEST(DbTest, CompactionToTheBottomDropsDeletedKeys) {
   std::vector<std::pair<std::string, std::string>> out;
   ASSERT_TRUE((*db)->Scan("", 10, &out).ok());
   EXPECT_TRUE(out.empty());
+}
+
+// In a modelled simulation the engine's steps cost what the model says,
+// where the work is done: a write and a lookup per entry and its bytes, a
+// flush per table written and its bytes, a compaction over the bytes it
+// reads and writes (a table moved down a level costs nothing).
+TEST(DbTest, ChargesItsStepsInAModelledSimulation) {
+  using runtime::Cost;
+  runtime::CostModel m;
+  m[Cost::kLsmWrite] = {100, 1};
+  m[Cost::kLsmGet] = {50, 1};
+  m[Cost::kFlush] = {1000, 2};
+  m[Cost::kCompaction] = {2000, 3};
+  runtime::SimRuntime rt;
+  rt.SetCostModel(m);
+  runtime::Executor* x = rt.CreateExecutor("engine");
+  rt.PlaceOn(x, rt.AddHost(1, -1));
+  MemFileSystem fs;
+  auto db = Db::Open("/db", SmallOptions(&fs));
+  ASSERT_TRUE(db.ok());
+  const int writes = 3000, gets = 500;
+  const size_t value_bytes = 40;
+  uint64_t written = 0;
+  Status failed;
+  x->Post([&] {
+    for (int i = 0; i < writes && failed.ok(); ++i) {
+      const std::string k = KeyOf(static_cast<uint64_t>(i % 1000));
+      failed = (*db)->Put(k, std::string(value_bytes, 'v'));
+      written += k.size() + value_bytes;
+    }
+    if (failed.ok()) failed = (*db)->CompactAll();
+    for (int i = 0; i < gets && failed.ok(); ++i) {
+      if (!(*db)->Get(KeyOf(static_cast<uint64_t>(i))).ok()) failed = Status::Corruption("a write went missing");
+    }
+    if (failed.ok() && !(*db)->Get("absent").status().Is(Code::kNotFound)) failed = Status::Corruption("absent found");
+  });
+  rt.RunUntilIdle();
+  ASSERT_TRUE(failed.ok()) << failed.ToString();
+  const auto& total = rt.CostTotals();
+  auto charged = [&](Cost c) { return total[static_cast<size_t>(c)]; };
+  const Db::Stats s = (*db)->stats();
+  ASSERT_GT(s.flushes, 1u);
+  ASSERT_GT(s.compactions, 0u);
+  EXPECT_EQ(charged(Cost::kLsmWrite), static_cast<runtime::Nanos>(writes * 100 + written));
+  EXPECT_EQ(charged(Cost::kLsmGet), static_cast<runtime::Nanos>((gets + 1) * 50 + gets * value_bytes));
+  // A flush may write several tables, each charged: at least one per flush.
+  const runtime::Nanos flush_fixed = charged(Cost::kFlush) - static_cast<runtime::Nanos>(2 * s.flush_bytes);
+  EXPECT_EQ(flush_fixed % 1000, 0);
+  EXPECT_GE(flush_fixed / 1000, static_cast<runtime::Nanos>(s.flushes));
+  EXPECT_EQ(charged(Cost::kCompaction),
+            static_cast<runtime::Nanos>(s.compactions * 2000 + 3 * (s.compaction_read_bytes + s.compaction_write_bytes)));
+  EXPECT_EQ(x->CpuTime(), charged(Cost::kLsmWrite) + charged(Cost::kLsmGet) + charged(Cost::kFlush) +
+                              charged(Cost::kCompaction))
+      << "every step on the executor that ran it";
 }
 
 // Every failure point of a run's files: the disk goes at mutation K, the

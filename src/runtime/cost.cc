@@ -21,6 +21,10 @@ std::string_view CostName(Cost c) {
     case Cost::kChecksum: return "checksum";
     case Cost::kCacheLookup: return "cache_lookup";
     case Cost::kMerge: return "merge";
+    case Cost::kLsmWrite: return "lsm_write";
+    case Cost::kLsmGet: return "lsm_get";
+    case Cost::kFlush: return "flush";
+    case Cost::kCompaction: return "compaction";
     case Cost::kCount: break;
   }
   return "?";

@@ -60,6 +60,13 @@ enum class Cost : uint8_t {
   // DINOMO's pool designs (dinomo/).
   kCacheLookup,  // a KVS node's adaptive cache: a lookup or an update (+ per byte of value copied)
   kMerge,        // the pool: merge one logged entry into the shared index (+ per byte)
+  // RubbleDB's LSM engines (lsm/). Writing a table is paid whole where it
+  // is written: a flush per table out of a MemTable, a compaction per merge
+  // over the bytes it reads and writes.
+  kLsmWrite,    // an entry's WAL record (or a follower's log of it) and MemTable insert (+ key and value bytes)
+  kLsmGet,      // a point lookup: MemTables, then tables through Bloom filters and the block cache (+ value bytes)
+  kFlush,       // a MemTable into a table (+ per byte of table written)
+  kCompaction,  // a merge of tables into the next level (+ per byte read and written)
   kCount
 };
 

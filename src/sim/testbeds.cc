@@ -431,8 +431,8 @@ Scenario RubbleFig7Scenario() {
       "rubble and rubble-all-compact are chain designs (cluster::UsesChain) whose nodes are RubbleServer processes "
       "with an LSM engine; RunClusterSim does not build them and their simulation (sim/rubble_campaign.h, "
       "rubble_cluster_sim_test) has no performance mode. The figure measures CPU per operation where compaction "
-      "takes ~72% of a baseline node's CPU (RubbleDB Table 3): the cost model has no input for flushes and "
-      "compactions, so a harness alone would predict nothing the figure shows until compaction is priced";
+      "takes ~72% of a baseline node's CPU (RubbleDB Table 3); the engines' steps are priced (lsm_write, lsm_get, "
+      "flush, compaction), but no harness runs the chains on hosts with their devices' time";
   s.ratios = {
       {"load, R=4", "rubble", "rubble-all-compact", Metric::kPeakOps, 1.9, 1.9,
        "RubbleDB §5: throughput per core up to 1.9x (load, R = 4)"},
