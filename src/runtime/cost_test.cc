@@ -73,6 +73,22 @@ TEST(CostTest, ChargedTimeAdvancesTheHandlersClockAndDelaysWhatItSends) {
   EXPECT_EQ(rt.HostBusy(host), 1700);
 }
 
+// A turn is credited whole when it starts (CpuTime); CpuBy splits the last
+// one at a window's edge, so a share of a window never exceeds it.
+TEST(CostTest, CpuBySplitsATurnAcrossAWindowsEdge) {
+  SimRuntime rt;
+  rt.SetCostModel(Model());
+  Executor* x = Placed(rt, rt.AddHost(4, -1), "x");
+  x->Post([] { Charge(Cost::kRequest); });  // 0 .. 1000
+  Nanos at_400 = -1;
+  rt.Schedule(400, nullptr, kFirstDeviceKind, "probe", 0, [&] { at_400 = rt.CpuBy(x, 400); });
+  rt.RunUntilIdle();
+  EXPECT_EQ(at_400, 400);
+  EXPECT_EQ(x->CpuTime(), 1000);
+  EXPECT_EQ(rt.CpuBy(x, 1000), 1000);
+  EXPECT_EQ(rt.CpuBy(x, 5000), 1000);
+}
+
 TEST(CostTest, ABusyExecutorRunsItsEventsInOrderAfterwards) {
   SimRuntime rt;
   rt.SetCostModel(Model());

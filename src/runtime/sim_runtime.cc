@@ -365,6 +365,10 @@ bool SimRuntime::HasIdleCore(size_t host, const SimExecutor* x) const {
 }
 
 uint64_t SimRuntime::Parks(const Executor* exec) const { return static_cast<const SimExecutor*>(exec)->parks; }
+Nanos SimRuntime::CpuBy(const Executor* exec, Nanos t) const {
+  const auto* x = static_cast<const SimExecutor*>(exec);
+  return x->CpuTime() - std::max<Nanos>(0, x->busy_until - t);
+}
 uint64_t SimRuntime::Preemptions(const Executor* exec) const {
   return static_cast<const SimExecutor*>(exec)->preemptions;
 }

@@ -133,6 +133,11 @@ class SimRuntime : public Runtime {
   uint64_t Preemptions(const Executor* exec) const;
   // Virtual CPU time charged so far, per input (all executors).
   const std::array<Nanos, kCostCount>& CostTotals() const { return cost_totals_; }
+  // A modelled executor's CPU time up to `t`: CpuTime() credits a turn
+  // whole when it starts, this counts the part of its last turn before `t`
+  // only (a window's share is then at most the window). REQUIRES: no turn
+  // of it started after `t` (call it at `t`, or once the run reached `t`).
+  Nanos CpuBy(const Executor* exec, Nanos t) const;
   // Core time a host's handlers used so far, and its executors' spinning
   // between them (counted when the spin ends: at the executor's next turn).
   Nanos HostBusy(uint32_t host) const { return hosts_.at(host).busy; }

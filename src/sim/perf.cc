@@ -172,10 +172,11 @@ void World::RunPerf(ClusterSimResult& res) {
     if (n->nic != nullptr) placed.emplace_back(n->nic, kNicRole);
     for (runtime::Executor* d : n->digests) placed.emplace_back(d, kDigestRole);
   }
-  auto roles = [&placed] {
+  // CPU up to `t`: a turn running across the window's edge is split at it.
+  auto roles = [this, &placed](Nanos t) {
     static constexpr size_t kCpuIndex[] = {0, 0, 1, 2, 3};
     std::array<Nanos, 4> r{};
-    for (const auto& [x, role] : placed) r[kCpuIndex[role]] += x->CpuTime();
+    for (const auto& [x, role] : placed) r[kCpuIndex[role]] += rt_.CpuBy(x, t);
     return r;
   };
   auto parks = [this, &placed] {
@@ -193,9 +194,9 @@ void World::RunPerf(ClusterSimResult& res) {
   std::vector<Nanos> cpu0;
   rt_.Schedule(window_start_, nullptr, kEventControl, "window", 0, [&] {
     totals0 = rt_.CostTotals();
-    roles0 = roles();
+    roles0 = roles(window_start_);
     parks0 = parks();
-    for (const auto& [x, role] : placed) cpu0.push_back(x->CpuTime());
+    for (const auto& [x, role] : placed) cpu0.push_back(rt_.CpuBy(x, window_start_));
     for (uint32_t h = 0; h < rt_.host_count(); ++h) busy0.push_back(rt_.HostBusy(h));
   });
   for (uint32_t c = 0; c < o_.clients; ++c) {
@@ -213,7 +214,7 @@ void World::RunPerf(ClusterSimResult& res) {
   for (size_t i = 0; i < runtime::kCostCount; ++i) {
     r.cpu_per_op[i] = r.ops == 0 ? 0 : static_cast<double>(totals[i] - totals0[i]) / static_cast<double>(r.ops);
   }
-  const std::array<Nanos, 4> roles1 = roles();
+  const std::array<Nanos, 4> roles1 = roles(window_end_);
   auto per_op = [&r](auto n) { return r.ops == 0 ? 0.0 : static_cast<double>(n) / static_cast<double>(r.ops); };
   r.client_cpu = per_op(roles1[0] - roles0[0]);
   r.worker_cpu = per_op(roles1[1] - roles0[1]);
@@ -226,7 +227,8 @@ void World::RunPerf(ClusterSimResult& res) {
   r.app_parks = per_op(parks1[3] - parks0[3]);
   r.preemptions = per_op(parks1[4] - parks0[4]);
   for (size_t i = 0; i < cpu0.size(); ++i) {
-    const double share = static_cast<double>(placed[i].first->CpuTime() - cpu0[i]) / static_cast<double>(p.measure);
+    const double share =
+        static_cast<double>(rt_.CpuBy(placed[i].first, window_end_) - cpu0[i]) / static_cast<double>(p.measure);
     if (share > r.busiest_share) {
       r.busiest_share = share;
       r.busiest = std::string(placed[i].first->name());

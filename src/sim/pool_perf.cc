@@ -428,7 +428,7 @@ ClusterSimResult PoolCluster::Run() {
     return n;
   };
   rt_.Schedule(window_start_, nullptr, kEventMessage + 1, "window", 0, [&] {
-    for (size_t i = 0; i < placed.size(); ++i) cpu0[i] = placed[i]->CpuTime();
+    for (size_t i = 0; i < placed.size(); ++i) cpu0[i] = rt_.CpuBy(placed[i], window_start_);
     totals0 = rt_.CostTotals();
     for (uint32_t h = 0; h < rt_.host_count(); ++h) busy0.push_back(rt_.HostBusy(h));
     round_trips0 = round_trips();
@@ -448,7 +448,7 @@ ClusterSimResult PoolCluster::Run() {
   for (size_t i = 0; i < runtime::kCostCount; ++i) r.cpu_per_op[i] = per_op(totals[i] - totals0[i]);
   Nanos clients = 0, workers = 0, pool = 0;
   for (size_t i = 0; i < placed.size(); ++i) {
-    const Nanos used = placed[i]->CpuTime() - cpu0[i];
+    const Nanos used = rt_.CpuBy(placed[i], window_end_) - cpu0[i];  // a turn across an edge split at it
     (i < clients_.size() ? clients : i < clients_.size() + threads_.size() ? workers : pool) += used;
     const double share = static_cast<double>(used) / static_cast<double>(p_.measure);
     if (share > r.busiest_share) {

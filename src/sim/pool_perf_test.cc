@@ -184,7 +184,12 @@ TEST(PoolPerfTest, SharingTheHottestKeysSpreadsTheirOwnersLoad) {
   ASSERT_TRUE(owned.ok && shared.ok) << owned.failure << shared.failure;
   EXPECT_EQ(owned.perf.errors + shared.perf.errors, 0u);
   EXPECT_GT(shared.perf.ops_per_sec, 1.2 * owned.perf.ops_per_sec);
-  EXPECT_LT(shared.perf.busiest_share, owned.perf.busiest_share);
+  // Unshared, the hottest key's owner binds (it is saturated); shared, the
+  // load spreads and throughput rises until another thread binds. A share
+  // of the window never exceeds it (a turn across an edge is split there).
+  EXPECT_GE(owned.perf.busiest_share, 0.95) << owned.perf.busiest;
+  EXPECT_LE(owned.perf.busiest_share, 1.0);
+  EXPECT_LE(shared.perf.busiest_share, 1.0);
   // The nodes treat them as shared: a read of one goes through its cell
   // (two READs where an owned key's value hit needs none).
   EXPECT_GT(shared.perf.pool_round_trips, owned.perf.pool_round_trips + 0.05);
