@@ -281,17 +281,21 @@ class EmbeddedStore final : public ConfigStore {
   static std::string LeaseLockFile(const std::string& name) { return "lease-" + name + ".lock"; }
 
   // The durable lease file, its expiry moved on by the renewal file when
-  // that is of the same epoch. A renewal file that cannot be read is one a
+  // that is of the same epoch. A renewal file that does not decode is one a
   // crash of the machine tore (it is replaced atomically otherwise): its
-  // holder died with the machine, so the earlier expiry stands.
+  // holder died with the machine, so the earlier expiry stands. A file that
+  // cannot be read is an error: taking the earlier expiry then could grant
+  // a live holder's lease to another.
   Result<LeaseFile> ReadLease(const std::string& name) const {
     SLIP_ASSIGN_OR_RETURN(LeaseFile l, ReadDurableLease(name));
     Result<std::string> text = ReadFile(Path("lease-" + name + ".renewal"));
-    if (!text.ok()) return l;
+    if (text.status().Is(Code::kNotFound)) return l;
+    SLIP_RETURN_IF_ERROR(text.status());
     json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
     if (doc.is_discarded() || !doc.is_object()) return l;
+    const auto kMax = static_cast<uint64_t>(std::numeric_limits<Nanos>::max());
     Result<uint64_t> epoch = internal::GetUint(doc, "epoch", UINT64_MAX);
-    Result<uint64_t> expiry = internal::GetUint(doc, "expiry_ns", static_cast<uint64_t>(std::numeric_limits<Nanos>::max()));
+    Result<uint64_t> expiry = internal::GetUint(doc, "expiry_ns", kMax);
     if (epoch.ok() && expiry.ok() && *epoch == l.epoch) l.expiry = std::max(l.expiry, static_cast<Nanos>(*expiry));
     return l;
   }

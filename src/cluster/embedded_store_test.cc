@@ -254,6 +254,12 @@ TEST_F(EmbeddedStoreTest, RenewalFileCountsOnlyWhenWholeAndOfTheLeasesEpoch) {
   Result<Lease> again = a->AcquireLease("cm", "alpha", 100, 1210);  // beta's lease ended at 1200
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_GT(again->epoch, lb->epoch);
+
+  // One that cannot be read at all is an error, not an earlier expiry:
+  // that could hand a live holder's lease to another.
+  fs::remove(dir_ + "/lease-cm.renewal");
+  fs::create_directory(dir_ + "/lease-cm.renewal");
+  EXPECT_TRUE(b->AcquireLease("cm", "beta", 100, 5000).status().Is(Code::kIoError));
 }
 
 }  // namespace

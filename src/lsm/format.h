@@ -23,9 +23,9 @@ void PutVarint32(std::string* out, uint32_t v);
 void PutVarint64(std::string* out, uint64_t v);
 // Reads one from the front of `in` and advances it; nullopt (and `in`
 // unchanged) when it is cut short or longer than the type allows.
-std::optional<uint32_t> GetVarint32Slow(std::string_view* in);
-// Inline for the one-byte case, most of a block entry's lengths: a lookup
-// decodes three per entry it passes.
+// GetVarint32 is inline for the one-byte case, most of a block entry's
+// lengths: a lookup decodes three per entry it passes.
+std::optional<uint32_t> GetVarint32Slow(std::string_view* in);  // any length
 inline std::optional<uint32_t> GetVarint32(std::string_view* in) {
   if (!in->empty() && static_cast<uint8_t>(in->front()) < 0x80) {
     const auto v = static_cast<uint8_t>(in->front());
