@@ -174,6 +174,11 @@ std::string DescribeComparison(const sim::Comparison& c) {
   const bool ops = c.metric == sim::Metric::kPeakOps || c.metric == sim::Metric::kPeakOpsPerServer;
   auto value = [&](double v) {
     char buf[48];
+    if (!ratio && c.metric == sim::Metric::kBackgroundShare) {
+      std::snprintf(buf, sizeof buf, "%.1f%%", 100 * v);
+      return std::string(buf);
+    }
+    if (!ratio && c.metric == sim::Metric::kOpsPerNodeCpu) return Scaled(v) + "ops/core-s";
     if (ratio || c.metric == sim::Metric::kScaling) {
       std::snprintf(buf, sizeof buf, "%.2fx", v);
       return std::string(buf);
@@ -270,6 +275,16 @@ void PrintRun(const sim::RunResult& rr, double secs) {
   // A pool design's one-sided operations to the pool per operation: what
   // its caches save (DINOMO §5.2 reports these).
   if (!run.options.pool_design.empty()) std::printf("%57s %.2f round trips to the pool per op\n", "", q.pool_round_trips);
+  // A chain design's CPU per insert over its nodes (the paper's metric),
+  // and what of it its engines' flushes and compactions took.
+  if (!run.options.chain_design.empty() && q.node_cpu > 0) {
+    const double background = q.cpu_per_op[static_cast<size_t>(runtime::Cost::kFlush)] +
+                              q.cpu_per_op[static_cast<size_t>(runtime::Cost::kCompaction)];
+    std::printf("%57s node CPU %.2f us per op (%s ops per core-s): requests and chain %.2f, engines %.2f, of "
+                "which flush + compaction %.2f (%.1f%%); writes put off %.3f per op\n",
+                "", q.node_cpu / 1e3, Scaled(1e9 / q.node_cpu).c_str(), q.worker_cpu / 1e3, q.jobs_cpu / 1e3,
+                background / 1e3, 100 * background / q.node_cpu, q.refused);
+  }
 }
 
 // Each series at a glance, whether or not the paper gives a number for it.
@@ -330,6 +345,16 @@ nlohmann::json ScenarioJson(const sim::Scenario& s, const std::string& path, con
                      {"digest", q.digest_cpu / 1e3},
                      {"pool", q.pool_cpu / 1e3}};
       if (!rr.run.options.pool_design.empty()) j["pool_round_trips"] = q.pool_round_trips;
+      // Each input's CPU per operation (us), those charged at all.
+      j["inputs_us"] = nlohmann::json::object();
+      for (size_t i = 0; i < runtime::kCostCount; ++i) {
+        if (q.cpu_per_op[i] > 0) j["inputs_us"][std::string(runtime::CostName(static_cast<runtime::Cost>(i)))] = q.cpu_per_op[i] / 1e3;
+      }
+      if (!rr.run.options.chain_design.empty()) {
+        j["node_cpu_us"] = q.node_cpu / 1e3;
+        j["cpu_us"]["engine_jobs"] = q.jobs_cpu / 1e3;
+        j["refused_per_op"] = q.refused;
+      }
     }
     doc["runs"].push_back(j);
   }

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/cost.h"
+
 namespace slip::rubble {
 
 namespace {
@@ -105,6 +107,10 @@ Status SlotWriter::Write(uint32_t slot, std::string_view table) {
     return Status::TooLarge("a table of " + std::to_string(table.size()) + " bytes for a slot of " +
                             std::to_string(geometry_.slot_bytes));
   }
+  // In the simulator, the write the paper's NVMe-oF target offload makes of
+  // it: one request posted by the head over the table's bytes, placed
+  // without the follower's CPU.
+  runtime::Charge(runtime::Cost::kFabricPost, table.size());
   // The whole slot in one aligned buffer: the table, then zeros. Buffers
   // are kept between writes (a fresh 4 MB allocation costs its page
   // faults), one per write in flight: a flush ships while a compaction does.

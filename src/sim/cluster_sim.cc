@@ -3,6 +3,7 @@
 #include "sim/cluster_sim.h"
 
 #include "sim/linearizability.h"
+#include "sim/chain_perf.h"
 #include "sim/pool_perf.h"
 #include "sim/world.h"
 
@@ -307,6 +308,7 @@ ClusterSimResult World::Run() {
 
 ClusterSimResult RunClusterSim(const ClusterSimOptions& options) {
   if (!options.pool_design.empty()) return RunPoolPerf(options);
+  if (!options.chain_design.empty()) return RunChainPerf(options);
   if (options.perf && options.perf->workload.scan > 0) {
     ClusterSimResult res;
     res.ok = false;

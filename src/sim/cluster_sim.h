@@ -114,6 +114,16 @@ struct PerfResult {
   // sized by them).
   uint32_t min_free_segments = 0;
   bool log_full = false;
+  // Every storage node executor's CPU per operation (ns): the papers'
+  // "throughput per core" is 1e9 / node_cpu once the nodes' cores are
+  // saturated (chain designs; 0 where not measured).
+  double node_cpu = 0;
+  // ... of which the chain designs' engine jobs (sim/chain_perf.h): writes,
+  // followers' applies, flushes and compactions.
+  double jobs_cpu = 0;
+  // Chain designs: requests a head refused (Busy: its engine put writes
+  // off) and the client sent again, per operation.
+  double refused = 0;
 };
 
 struct ClusterSimOptions {
@@ -202,6 +212,14 @@ struct ClusterSimOptions {
   // drawing more than one thread's share of the requests — 0 none, N the N
   // hottest. Clover ignores it (any node serves any key).
   int pool_shared_keys = -1;
+  // Set ("rubble", "rubble-all-compact"): a performance run of RubbleDB
+  // chains instead (sim/chain_perf.h): `nodes` machines, `shards` chains of
+  // `replication` replicas; the run loads the workload's records and
+  // measures the nodes' CPU per insert. Requires `perf`.
+  std::string chain_design;
+  // Chain designs: each engine's MemTables and tables (0: the harness's
+  // default, sim/chain_perf.h); its levels are sized from it.
+  uint64_t chain_table_bytes = 0;
   // Set: a performance run instead of a fault campaign (faults, drops and
   // the history check are off; the fields above that shape the cluster —
   // protocol, nodes, replication, shards, clients, workers — still apply).

@@ -15,6 +15,7 @@
 #include "proto/kv.h"
 #include "runtime/cost.h"
 #include "runtime/sim_runtime.h"
+#include "sim/perf_net.h"
 #include "sim/perf_stats.h"
 
 namespace slip::sim {
@@ -26,7 +27,7 @@ using runtime::Executor;
 using runtime::kMillisecond;
 using runtime::Nanos;
 
-constexpr uint16_t kEventMessage = runtime::kFirstDeviceKind + 50;
+constexpr uint16_t kEventMessage = detail::PerfNet::kEventMessage;
 // A request's or an answer's bytes beyond its key and value (method,
 // lengths, status): KvRequest's and KvResponse's fixed fields.
 constexpr size_t kHeaderBytes = 16;
@@ -42,35 +43,11 @@ constexpr uint32_t kMaxSharedKeys = 64;
 // The pool is one anonymous region in this process.
 constexpr uint64_t kMaxRegionBytes = uint64_t{16} << 30;
 
-// Messages between executors (clients, KVS node threads, pool threads):
-// the transport's and the RPC layer's CPU at both ends, then the flight —
-// as sim/network.cc charges a message, but one message per frame.
-class Net {
- public:
-  Net(runtime::SimRuntime& rt, const PerfOptions& p) : rt_(rt), p_(p) {}
-
-  void Send(Executor* to, size_t bytes, const char* label, std::function<void()> fn) {
-    rt_.ChargeWake(to);
-    Charge(Cost::kMessageSend, bytes);
-    Charge(Cost::kRpcCall);
-    const Nanos wire = p_.bandwidth > 0 ? static_cast<Nanos>(static_cast<double>(bytes) / p_.bandwidth) : 0;
-    rt_.Schedule(rt_.Now() + p_.one_way + wire, to, kEventMessage, label, bytes, [bytes, fn = std::move(fn)] {
-      Charge(Cost::kMessageReceive, bytes);
-      Charge(Cost::kRpcCall);
-      fn();
-    });
-  }
-
- private:
-  runtime::SimRuntime& rt_;
-  const PerfOptions& p_;
-};
-
 // A KVS node thread's calls to the pool (POOL_*, CLOVER_INSERT), served by
 // one of the pool's threads.
 class PoolCaller final : public rpc::PeerCaller {
  public:
-  PoolCaller(Net& net, Executor* self, Executor* pool_thread, dinomo::testing::SimPool& pool)
+  PoolCaller(detail::PerfNet& net, Executor* self, Executor* pool_thread, dinomo::testing::SimPool& pool)
       : net_(net), self_(self), pool_thread_(pool_thread), pool_(pool) {}
 
   void Call(rpc::Target, uint16_t method, std::string payload,
@@ -86,7 +63,7 @@ class PoolCaller final : public rpc::PeerCaller {
   }
 
  private:
-  Net& net_;
+  detail::PerfNet& net_;
   Executor* const self_;
   Executor* const pool_thread_;
   dinomo::testing::SimPool& pool_;
@@ -148,7 +125,7 @@ class PoolCluster {
   const PerfOptions& p_;
   bool clover_ = false;
   runtime::SimRuntime rt_;
-  Net net_;
+  detail::PerfNet net_;
   std::unique_ptr<dinomo::testing::SimPool> pool_;
   std::vector<Executor*> pool_threads_;  // [0]: the pool's own (it polls its endpoint)
   std::deque<Thread> threads_;           // node-major

@@ -32,9 +32,15 @@ enum class Metric {
   kWriteP99Light,     // 99th percentile at the lightest load (us; update-only series)
   kWriteP50AtPeak,    // median update latency at the load where the baseline peaks (us)
   kScaling,           // throughput at the heaviest load over the lightest
+  // Chain designs (sim/chain_perf.h): 1e9 / PerfResult::node_cpu, the
+  // papers' throughput per core; and the nodes' flush and compaction CPU
+  // over all of theirs (a share, 0-1).
+  kOpsPerNodeCpu,
+  kBackgroundShare,
 };
 const char* MetricName(Metric m);
-// Throughput and scaling: higher is better. Latencies: lower.
+// Throughput, scaling and operations per CPU-second: higher is better.
+// Latencies and the background share: lower.
 bool HigherIsBetter(Metric m);
 
 // One simulation of a scenario: a point of one series.
