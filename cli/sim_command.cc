@@ -414,7 +414,14 @@ int RunScenario(const SimCommandOptions& o, const sim::Scenario& s) {
   // --measure given: that window in place of the scenario's own (to check
   // that a longer one changes nothing).
   if (o.measure_given) {
-    for (auto& r : runs) r.options.perf->measure = static_cast<runtime::Nanos>(o.measure_s * 1e9);
+    for (auto& r : runs) {
+      if (!r.options.chain_design.empty()) {
+        std::fprintf(stderr, "slip sim: --measure: %s measures each load whole (sim/chain_perf.h), not a window\n",
+                     s.name.c_str());
+        return 2;
+      }
+      r.options.perf->measure = static_cast<runtime::Nanos>(o.measure_s * 1e9);
+    }
   }
   if (o.shared_keys_given) {
     if (o.shared_keys < -1) {

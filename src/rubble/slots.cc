@@ -108,8 +108,9 @@ Status SlotWriter::Write(uint32_t slot, std::string_view table) {
                             std::to_string(geometry_.slot_bytes));
   }
   // In the simulator, the write the paper's NVMe-oF target offload makes of
-  // it: one request posted by the head over the table's bytes, placed
-  // without the follower's CPU.
+  // it: one request posted by the head, placed without the follower's CPU,
+  // over the table's bytes — the paper's direct I/O writes only those; the
+  // zeros this one writes after them are not priced.
   runtime::Charge(runtime::Cost::kFabricPost, table.size());
   // The whole slot in one aligned buffer: the table, then zeros. Buffers
   // are kept between writes (a fresh 4 MB allocation costs its page

@@ -31,8 +31,11 @@ using runtime::Nanos;
 
 // An answer's bytes beyond its value (KvResponse's fixed fields).
 constexpr size_t kHeaderBytes = 16;
-// A head that put a write off (Busy) is asked again this much later.
+// A head that put a write off (Busy) is asked again this much later, for
+// up to kGiveUp since the insert was first sent: a head that refuses
+// that long has stopped taking writes, and the run fails.
 constexpr Nanos kRetry = 200 * kMicrosecond;
+constexpr Nanos kGiveUp = 10 * runtime::kSecond;
 // The engines are idle once no flush or compaction was charged for this
 // long: one compaction of the harness's tables takes a few milliseconds.
 constexpr Nanos kQuietFor = 100 * kMillisecond;
@@ -105,12 +108,14 @@ class ChainCluster {
   detail::PerfNet net_;
   std::unique_ptr<lsm::testing::TempDir> dir_;  // outlives the nodes' engines
   cluster::ClusterConfig config_;
-  std::vector<Node> nodes_;
   std::vector<Client> clients_;
   uint64_t next_record_ = 0, loaded_ = 0, refused_ = 0;
   Nanos last_ack_ = 0;
   std::vector<Nanos> latencies_;
   std::string failure_;
+  // Last: the servers go first, while what their callbacks touch is still
+  // there (failure_ above).
+  std::vector<Node> nodes_;
 };
 
 void ChainCluster::Call(uint32_t from, uint32_t to, uint16_t method, std::string payload,
@@ -181,7 +186,7 @@ Status ChainCluster::Build() {
     env.calls = node.calls.get();
     env.dir = dir_->path() + "/node-" + std::to_string(n);
     env.set_peers = [](const cluster::ClusterConfig&) {};
-    env.mark_synced = [this](cluster::ShardId shard, uint32_t node) { Synced(shard, node); };
+    env.mark_synced = [this](cluster::ShardId shard, uint32_t follower) { Synced(shard, follower); };
     // No leases here: no node fails.
     env.lease_left = [] { return 3600 * runtime::kSecond; };
     env.fatal = [this, n](Status s) {
@@ -261,12 +266,14 @@ void ChainCluster::Insert(uint32_t c, uint64_t record, Nanos start) {
           latencies_.push_back(x->Now() - start);
           return LoadLoop(c);
         }
-        if (code == Code::kBusy) {
+        if (code == Code::kBusy && x->Now() - start < kGiveUp) {
           ++refused_;
           x->After(kRetry, [this, c, record, start] { Insert(c, record, start); });
           return;
         }
-        if (failure_.empty()) failure_ = "an insert was answered " + std::string(CodeName(code));
+        if (!failure_.empty()) return;
+        failure_ = code == Code::kBusy ? "a head refused an insert (Busy) for 10 s"
+                                       : "an insert was answered " + std::string(CodeName(code));
       });
     };
     nodes_[head].server->Handle(static_cast<uint16_t>(proto::Method::kPut), proto::AsBytes(*payload),

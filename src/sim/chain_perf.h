@@ -2,8 +2,8 @@
 // "rubble-fig7"): what sim/perf.cc is for NodeCore clusters, for chains of
 // LSM engines. The real node code (server::RubbleServer, as `slip server`
 // runs it for the chain designs, its engines without threads on the
-// simulator's executors) with every executor on a machine of its own and
-// charged the named costs of its steps:
+// simulator's executors) on machines of their own, each executor charged
+// the named costs of its steps:
 //
 //   clients    a machine per client_hosts; each client an executor keeping
 //              load_depth inserts in flight at the heads; a request and
@@ -21,7 +21,9 @@
 // Figs. 7-8, "throughput per core"). A run loads the workload's records,
 // then lets the engines finish the flushes and compactions the load made
 // due; every node executor's CPU over that whole span, over the records, is
-// PerfResult::node_cpu. Its throughput (records over the load's virtual
+// PerfResult::node_cpu (cpu_per_op, worker_cpu — the node executors' —
+// jobs_cpu and the busiest executor's share cover the same span). Its
+// throughput (records over the load's virtual
 // time) is not the paper's: one executor per node runs all of its engines'
 // jobs, where the paper gives each instance 4 cores and 4 background
 // threads, and no device time is modelled (WAL syncs, table writes).

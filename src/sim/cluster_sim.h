@@ -86,12 +86,14 @@ struct PerfResult {
   runtime::Nanos p50 = 0, p99 = 0, mean = 0;
   runtime::Nanos read_p50 = 0, write_p50 = 0;  // GETs; PUTs and read-modify-writes
   uint64_t errors = 0;  // operations that did not succeed (measured window)
-  // Virtual CPU per operation, by input (ns), over the measured window.
+  // Virtual CPU per operation, by input (ns), over the measured window
+  // (chain designs: the load and the flushes and compactions it made due).
   std::array<double, runtime::kCostCount> cpu_per_op{};
   // Busy share of each host's cores over the measured window.
   std::vector<double> host_busy;
   // Virtual CPU per operation by role (ns), summed over the nodes as
-  // `slip bench` reports real ones: the client, the nodes' request workers,
+  // `slip bench` reports real ones: the client, the nodes' request workers
+  // (chain designs: each node's executor, its requests and chain calls),
   // NIC and digest executors.
   double client_cpu = 0, worker_cpu = 0, nic_cpu = 0, digest_cpu = 0;
   // Parks per operation by role: turns that began after the executor's

@@ -27,6 +27,12 @@ Result<MachineModel> ParseMachineModel(const std::string& json_text) {
     }
     const double per_op = in["per_op_ns"].get<double>(), per_byte = in["per_byte_ns"].get<double>();
     if (per_op < 0 || per_byte < 0) return Status::InvalidArgument("model: input \"" + name + "\" is negative");
+    // The simulator charges whole nanoseconds per step: a fraction would
+    // be dropped without a word.
+    if (per_op != std::floor(per_op)) {
+      return Status::InvalidArgument("model: input \"" + name + "\": per_op_ns is whole nanoseconds, not " +
+                                     in["per_op_ns"].dump());
+    }
     m.costs[c] = {static_cast<runtime::Nanos>(per_op), per_byte};
     m.constants.push_back(name);
     m.sources[name] = in.value("source", "");

@@ -274,6 +274,13 @@ TEST(PerfModelTest, ParsesAModelAndRejectsBadOnes) {
   std::string negative = good;
   negative.replace(negative.find("\"per_op_ns\":100"), 15, "\"per_op_ns\":-10");
   EXPECT_FALSE(ParseMachineModel(negative).ok());
+  // Steps are charged in whole nanoseconds: a fraction is refused, not
+  // dropped.
+  std::string fraction = good;
+  fraction.replace(fraction.find("\"per_op_ns\":100"), 15, "\"per_op_ns\":3.9");
+  auto f = ParseMachineModel(fraction);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("whole nanoseconds"), std::string::npos) << f.status().ToString();
   std::string unknown = good;
   unknown.insert(unknown.find("\"inputs\":{") + 10, R"("teleport":{"per_op_ns":1,"per_byte_ns":0},)");
   auto u = ParseMachineModel(unknown);
