@@ -13,6 +13,7 @@
 #include "replication/design.h"
 #include "replication/testing/campaign.h"
 #include "common/log.h"
+#include "sim/chain_perf.h"
 #include "sim/cluster_sim.h"
 #include "sim/perf_model.h"
 #include "sim/rubble_campaign.h"
@@ -278,8 +279,7 @@ void PrintRun(const sim::RunResult& rr, double secs) {
   // A chain design's CPU per insert over its nodes (the paper's metric),
   // and what of it its engines' flushes and compactions took.
   if (!run.options.chain_design.empty() && q.node_cpu > 0) {
-    const double background = q.cpu_per_op[static_cast<size_t>(runtime::Cost::kFlush)] +
-                              q.cpu_per_op[static_cast<size_t>(runtime::Cost::kCompaction)];
+    const double background = sim::BackgroundCpu(q);
     std::printf("%57s node CPU %.2f us per op (%s ops per core-s): requests and chain %.2f, engines %.2f, of "
                 "which flush + compaction %.2f (%.1f%%); writes put off %.3f per op\n",
                 "", q.node_cpu / 1e3, Scaled(1e9 / q.node_cpu).c_str(), q.worker_cpu / 1e3, q.jobs_cpu / 1e3,

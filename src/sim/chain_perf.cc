@@ -199,13 +199,11 @@ Status ChainCluster::Build() {
     fs::create_directories(env.dir, ec);
     node.server = std::make_unique<server::RubbleServer>(std::move(env));
   }
-  const uint32_t hosts = std::max<uint32_t>(p_.client_hosts, 1);
-  std::vector<uint32_t> client_hosts;
-  for (uint32_t h = 0; h < hosts; ++h) client_hosts.push_back(rt_.AddHost(p_.client_cores, p_.park_after));
+  const std::vector<uint32_t> client_hosts = detail::AddClientHosts(rt_, p_);
   for (uint32_t c = 0; c < o_.clients; ++c) {
     Client& cl = clients_.emplace_back();
     cl.exec = rt_.CreateExecutor("client" + std::to_string(c));
-    rt_.PlaceOn(cl.exec, client_hosts[c % hosts]);
+    rt_.PlaceOn(cl.exec, client_hosts[c % client_hosts.size()]);
     cl.gen = std::make_unique<ycsb::OpGenerator>(w, nullptr);
   }
   Publish();

@@ -46,6 +46,12 @@ bool IsChainPerfDesign(std::string_view design);
 // level 10 times the one above.
 inline constexpr uint64_t kChainTableBytes = 512 << 10;
 
+// The flushes' and compactions' CPU per operation of a run (ns).
+inline double BackgroundCpu(const PerfResult& r) {
+  return r.cpu_per_op[static_cast<size_t>(runtime::Cost::kFlush)] +
+         r.cpu_per_op[static_cast<size_t>(runtime::Cost::kCompaction)];
+}
+
 // One run: load options.perf->workload.records records (inserts only; the
 // workload's mix is not run), let the engines' due work finish, measure.
 // ok = false with the reason for what it cannot run (another design, no

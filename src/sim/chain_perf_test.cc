@@ -54,7 +54,7 @@ ClusterSimOptions Chain(const std::string& design, uint32_t replicas, const Perf
 }
 
 double Cpu(const ClusterSimResult& r, Cost c) { return r.perf.cpu_per_op[static_cast<size_t>(c)]; }
-double Background(const ClusterSimResult& r) { return Cpu(r, Cost::kFlush) + Cpu(r, Cost::kCompaction); }
+double Background(const ClusterSimResult& r) { return BackgroundCpu(r.perf); }
 
 TEST(ChainPerfTest, ARunIsDeterministicPerSeed) {
   auto o = Chain("rubble", 3, ChainModel());

@@ -5,6 +5,7 @@
 // on the machines the model describes.
 #include <algorithm>
 
+#include "sim/perf_net.h"
 #include "sim/perf_stats.h"
 #include "sim/world.h"
 
@@ -33,9 +34,8 @@ void World::PlaceExecutors() {
     const uint32_t h = rt_.AddHost(p.node_cores, p.park_after);
     for (runtime::Executor* x : node_execs(*n)) rt_.PlaceOn(x, h);
   }
-  const uint32_t hosts = std::max<uint32_t>(p.client_hosts, 1);
-  std::vector<uint32_t> client_hosts;
-  for (uint32_t i = 0; i < hosts; ++i) client_hosts.push_back(rt_.AddHost(p.client_cores, p.park_after));
+  const std::vector<uint32_t> client_hosts = detail::AddClientHosts(rt_, p);
+  const size_t hosts = client_hosts.size();
   for (size_t c = 0; c < clients_.size(); ++c) rt_.PlaceOn(clients_[c].exec, client_hosts[c % hosts]);
   const size_t per_client = clients_.empty() ? 0 : apps_.size() / clients_.size();
   for (size_t a = 0; a < apps_.size(); ++a) rt_.PlaceOn(apps_[a], client_hosts[(a / per_client) % hosts], 0);

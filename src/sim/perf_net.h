@@ -1,17 +1,31 @@
-// Messages between the executors of a performance run whose machines talk
-// by RPC and nothing else (sim/pool_perf.cc, sim/chain_perf.cc): the
-// transport's and the RPC layer's CPU at both ends, then the flight — as
-// sim/network.cc charges a message, but one message per frame.
+// The client machines of a performance run on separate machines
+// (sim/perf.cc, sim/pool_perf.cc, sim/chain_perf.cc), and the messages
+// between the executors of a run whose machines talk by RPC and nothing
+// else (pool_perf, chain_perf): the transport's and the RPC layer's CPU at
+// both ends, then the flight — as sim/network.cc charges a message, but
+// one message per frame.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "runtime/cost.h"
 #include "runtime/sim_runtime.h"
 #include "sim/cluster_sim.h"
 
 namespace slip::sim::detail {
+
+// PerfOptions::client_hosts machines (at least one) of client_cores each:
+// their host ids, client c going on [c % size()].
+inline std::vector<uint32_t> AddClientHosts(runtime::SimRuntime& rt, const PerfOptions& p) {
+  std::vector<uint32_t> hosts;
+  for (uint32_t h = 0; h < std::max<uint32_t>(p.client_hosts, 1); ++h) {
+    hosts.push_back(rt.AddHost(p.client_cores, p.park_after));
+  }
+  return hosts;
+}
 
 class PerfNet {
  public:

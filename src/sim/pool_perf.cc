@@ -232,13 +232,11 @@ Status PoolCluster::Build() {
       }
     }
   }
-  const uint32_t hosts = std::max<uint32_t>(p_.client_hosts, 1);
-  std::vector<uint32_t> client_hosts;
-  for (uint32_t h = 0; h < hosts; ++h) client_hosts.push_back(rt_.AddHost(p_.client_cores, p_.park_after));
+  const std::vector<uint32_t> client_hosts = detail::AddClientHosts(rt_, p_);
   for (uint32_t c = 0; c < o_.clients; ++c) {
     Client& cl = clients_.emplace_back();
     cl.exec = rt_.CreateExecutor("client" + std::to_string(c));
-    rt_.PlaceOn(cl.exec, client_hosts[c % hosts]);
+    rt_.PlaceOn(cl.exec, client_hosts[c % client_hosts.size()]);
   }
   rt_.RunUntil([&] { return started + failed == static_cast<int>(threads); }, rt_.Now() + runtime::kSecond);
   if (started != static_cast<int>(threads)) {

@@ -472,9 +472,10 @@ Scenario RubbleFig7Scenario() {
   s.name = "rubble-fig7";
   s.figure = "RubbleDB (USENIX ATC '23) Table 3 and Figs. 7-8: CPU per operation under YCSB load, R = 2-4";
   s.model = "bench/model/paper-rubble.json";
-  s.setup = "C = 1: R servers, R chains of R replicas (each server one head); 50,000 records of 24 B keys and 1 KB "
-            "values loaded per chain (at R = 3 also 100 B values, 50 MB per chain too) by 4 clients, 64 inserts in flight; tables and MemTables of 512 KB (the "
-            "paper's 16 MB / 32), level 0 compacting at 4, level 1 of 8 MB, x10 per level";
+  s.setup = "C = 1: R servers, R chains of R replicas (each server one head); 50,000 records of 24 B keys and "
+            "1 KB values loaded per chain (at R = 3 also 100 B values, 50 MB per chain too) by 4 clients, 64 "
+            "inserts in flight; tables and MemTables of 512 KB (the paper's 16 MB / 32), level 0 compacting at 4, "
+            "level 1 of 8 MB, x10 per level";
   s.notes = {
       "the figure's metric is the nodes' CPU per insert (RubbleDB Table 3's CPU seconds, Figs. 7-8's throughput "
       "per core): every node executor's CPU from the load's start until the flushes and compactions it made due are "
@@ -639,9 +640,7 @@ bool SeriesMetric(Metric m, const std::vector<const RunResult*>& series, const s
     case Metric::kBackgroundShare: {
       const PerfResult& q = Peak(series)->result.perf;
       if (q.node_cpu <= 0) return false;
-      *out = (q.cpu_per_op[static_cast<size_t>(runtime::Cost::kFlush)] +
-              q.cpu_per_op[static_cast<size_t>(runtime::Cost::kCompaction)]) /
-             q.node_cpu;
+      *out = BackgroundCpu(q) / q.node_cpu;
       return true;
     }
     case Metric::kScaling: {
