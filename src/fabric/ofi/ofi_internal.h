@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "common/intrusive_list.h"
+#include "fabric/ofi/shm_regions.h"
 
 namespace slip::fabric::ofi_internal {
 
@@ -173,6 +174,16 @@ inline Result<InfoPtr> GetInfo(const ProviderSpec& spec, const std::string& node
   uint64_t flags = 0;
   if (spec.uses_node && !node.empty()) {
     node_arg = node.c_str();
+    flags = FI_SOURCE;
+  }
+  // shm names its endpoints' region files after the source address: ours,
+  // so a process killed before shm could unlink them does not leak them
+  // (shm_regions.h).
+  Result<std::string> shm_name = std::string();
+  if (spec.name == "shm") {
+    shm_name = ClaimShmName();
+    if (!shm_name.ok()) return shm_name.status();
+    node_arg = shm_name->c_str();
     flags = FI_SOURCE;
   }
   fi_info* info = nullptr;

@@ -1,0 +1,127 @@
+#include "fabric/ofi/shm_regions.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "fabric/ofi/ofi_fabric.h"
+#include "fabric/ofi/ofi_test_util.h"
+
+namespace slip::fabric::ofi_internal {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ShmRegionsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("shm_regions_test." + std::to_string(::getpid()) + "." +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  void Touch(const std::string& name) { std::ofstream(dir_ / name) << "x"; }
+  std::set<std::string> Files() const {
+    std::set<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir_)) out.insert(e.path().filename().string());
+    return out;
+  }
+  fs::path dir_;
+};
+
+TEST_F(ShmRegionsTest, SweepRemovesOnlyUnheldClaims) {
+  // A process that is gone: its lock file, nobody holding it, and regions.
+  Touch("slip-shm.11.7.lock");
+  Touch("slip-shm.11.7:0:0");
+  Touch("slip-shm.11.7:0:1");
+  // A live one: its lock held (here by this test, through its own fd).
+  Touch("slip-shm.12.8.lock");
+  Touch("slip-shm.12.8:0:0");
+  const int held = ::open((dir_ / "slip-shm.12.8.lock").c_str(), O_RDONLY);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX), 0);
+  // Never claimed (no lock file), and another program's region.
+  Touch("slip-shm.13.9:0:0");
+  Touch("4242:0:0");
+  // A name that only starts like the orphan's.
+  Touch("slip-shm.11.77:0:0");
+
+  EXPECT_EQ(SweepOrphanShmRegions(dir_.string()), 3u);
+  EXPECT_EQ(Files(), (std::set<std::string>{"slip-shm.12.8.lock", "slip-shm.12.8:0:0", "slip-shm.13.9:0:0",
+                                            "4242:0:0", "slip-shm.11.77:0:0"}));
+  ::close(held);  // the live one dies: the next sweep takes its files
+  EXPECT_EQ(SweepOrphanShmRegions(dir_.string()), 2u);
+  EXPECT_EQ(Files(), (std::set<std::string>{"slip-shm.13.9:0:0", "4242:0:0", "slip-shm.11.77:0:0"}));
+  EXPECT_EQ(SweepOrphanShmRegions((dir_ / "absent").string()), 0u);
+}
+
+TEST_F(ShmRegionsTest, ClaimIsHeldForTheProcessAndSweepsFirst) {
+  Touch("slip-shm.21.1.lock");
+  Touch("slip-shm.21.1:0:3");
+  auto name = ClaimShmName(dir_.string());
+  ASSERT_TRUE(name.ok()) << name.status().ToString();
+  EXPECT_TRUE(name->starts_with("slip-shm." + std::to_string(::getpid()) + "."));
+  auto again = ClaimShmName(dir_.string());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *name);
+  EXPECT_EQ(Files(), std::set<std::string>{*name + ".lock"});  // the orphan went with the claim
+
+  // Held: another open file cannot take the lock, and a sweep keeps it.
+  const int probe = ::open((dir_ / (*name + ".lock")).c_str(), O_RDONLY);
+  ASSERT_GE(probe, 0);
+  EXPECT_NE(::flock(probe, LOCK_EX | LOCK_NB), 0);
+  ::close(probe);
+  EXPECT_EQ(SweepOrphanShmRegions(dir_.string()), 0u);
+  EXPECT_TRUE(fs::exists(dir_ / (*name + ".lock")));
+}
+
+TEST_F(ShmRegionsTest, ClaimInAMissingDirectoryIsAnError) {
+  auto name = ClaimShmName((dir_ / "absent").string());
+  EXPECT_FALSE(name.ok());
+}
+
+std::set<std::string> RegionsOf(pid_t pid) {
+  std::set<std::string> out;
+  const std::string stem = "slip-shm." + std::to_string(pid) + ".";
+  for (const auto& e : fs::directory_iterator("/dev/shm")) {
+    const std::string n = e.path().filename().string();
+    if (n.starts_with(stem)) out.insert(n);
+  }
+  return out;
+}
+
+// The leak itself: a process with shm endpoints killed with SIGKILL, whose
+// region files the provider could not unlink, cleaned by the next sweep.
+TEST(ShmRegionsProcessTest, KilledProcessRegionsAreSwept) {
+  if (!fs::is_directory("/dev/shm")) GTEST_SKIP() << "no /dev/shm";
+  auto probe = OpenOfiFabric(FabricOptions{.provider = "shm", .node_address = ""});
+  if (!probe.ok()) GTEST_SKIP() << probe.status().ToString();
+  auto child = fabric::testing::ChildTarget::Spawn("shm");
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  const pid_t pid = child->pid();
+  const std::set<std::string> files = RegionsOf(pid);
+  size_t regions = 0;
+  for (const std::string& f : files) regions += f.find(':') != std::string::npos ? 1 : 0;
+  EXPECT_GE(regions, 1u) << "the child's endpoint region is named after its claim";
+  EXPECT_EQ(files.size(), regions + 1) << "one lock file";
+
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT), 0);  // dead, not reaped
+  EXPECT_EQ(RegionsOf(pid), files) << "SIGKILL skips the provider's cleanup";
+  EXPECT_GE(SweepOrphanShmRegions("/dev/shm"), files.size());
+  EXPECT_TRUE(RegionsOf(pid).empty());
+}
+
+}  // namespace
+}  // namespace slip::fabric::ofi_internal
