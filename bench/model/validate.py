@@ -9,7 +9,7 @@ and prints prediction vs measurement per design and thread count, with the
 error of every cell; with several rounds, the median of each.
 
   bench/model/validate.py [--build build] [--rounds 2] [--threads 1,16]
-                          [--designs rpc-kv,rowan-kv,...] [--seconds 5]
+                          [--designs rpc-kv,rowan-kv,...] [--seconds 5] [--workload a]
                           [--records 10000] [--value-size 1000] [--markdown FILE]
                           [--keep DIR | --replay DIR]
 
@@ -46,7 +46,7 @@ def real_runs(a, threads):
     frames (the papers' systems do not authenticate either)."""
     env = dict(os.environ, TMPDIR="/dev/shm")
     targets = ",".join(d + NOAUTH for d in a.designs.split(","))
-    out = run([f"{a.build}/slip", "bench", "--workload", "a", "--value-size", str(a.value_size), "--records",
+    out = run([f"{a.build}/slip", "bench", "--workload", a.workload, "--value-size", str(a.value_size), "--records",
                str(a.records), "--seconds", str(a.seconds), "--warmup", "1", "--threads", str(threads),
                "compare", "--targets", targets], env=env)
     design_of = lambda name: name[:-len(NOAUTH)] if name.endswith(NOAUTH) else name
@@ -78,7 +78,7 @@ def predictions(a, model, threads):
     for d in a.designs.split(","):
         out = run([f"{a.build}/slip", "sim", "--perf", "this-machine", "--model", model, "--design", d, "--threads",
                    str(threads), "--nodes", "3", "--shards", "24", "--records", str(a.records), "--value-size",
-                   str(a.value_size), "--measure", "0.5", "--json"])
+                   str(a.value_size), "--measure", "0.5", "--workload", a.workload, "--json"])
         j = json.loads(out.strip().splitlines()[-1])
         got[d] = (j["ops_per_sec"], j["p50_us"], j["cpu_us"], {"read": j["read_p50_us"], "update": j["write_p50_us"]})
     return got
@@ -146,6 +146,9 @@ def main():
     p.add_argument("--seconds", type=float, default=5)
     p.add_argument("--records", type=int, default=10000)
     p.add_argument("--value-size", type=int, default=1000)
+    p.add_argument("--workload", default="a", choices=["a", "b", "c", "d", "f"],
+                   help="the YCSB mix of every run (the validation's cells are a's; c, all reads, "
+                        "shows errors that a's mix of reads and updates offsets)")
     p.add_argument("--markdown", default="")
     p.add_argument("--keep", default="", help="save each round's calibration and measurements in this directory")
     p.add_argument("--replay", default="", help="predict the rounds saved by --keep, measuring nothing")
@@ -155,6 +158,8 @@ def main():
     # What the real runs were: a replay predicts the same runs or none.
     setup = {"threads": a.threads, "designs": a.designs, "seconds": a.seconds, "records": a.records,
              "value_size": a.value_size}
+    if a.workload != "a":  # kept runs from before the option are a's
+        setup["workload"] = a.workload
     if a.replay:
         try:
             with open(os.path.join(a.replay, "setup.json")) as f:
@@ -229,6 +234,11 @@ def main():
                 continue
             cols, per_round = [], []
             for _, i, fmt in metrics:
+                # A kind of operation the workload lacks (c's updates) is no cell.
+                if all(not r[i] and not m[i] for r, m in rs):
+                    cols.append("- | - | -")
+                    per_round.append("-")
+                    continue
                 total += 1
                 # A cell passes on the median error over the rounds that
                 # measured it; one no round measured (or measured as 0) misses.
