@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "fabric/ofi/ofi_fabric.h"
+#include "fabric/ofi/shm_regions.h"
 
 extern char** environ;
 
@@ -191,14 +192,9 @@ void ChildTarget::Kill() {
   int status = 0;
   waitpid(pid_, &status, 0);
   pid_ = -1;
-  if (provider_ == "shm") {
-    // SIGKILL skips shm's cleanup handlers: its region file stays in
-    // /dev/shm under the endpoint name without the "fi_shm://" prefix.
-    std::string name(address_.c_str());
-    const std::string prefix = "fi_shm://";
-    if (name.rfind(prefix, 0) == 0) name = name.substr(prefix.size());
-    shm_unlink(name.c_str());
-  }
+  // SIGKILL skips shm's cleanup handlers: its region files stay in
+  // /dev/shm until a sweep (reaped, the child holds no lock any more).
+  if (provider_ == "shm") ofi_internal::SweepOrphanShmRegions("/dev/shm");
 }
 
 }  // namespace slip::fabric::testing

@@ -57,7 +57,7 @@ class ChildTarget {
   const std::string& address() const { return address_; }
   pid_t pid() const { return pid_; }
   const RemoteMemory& remote() const { return remote_; }
-  // kill -9 and reap; removes the shm region the provider could not clean.
+  // kill -9 and reap; removes the shm regions the provider could not clean.
   void Kill();
 
  private:

@@ -28,7 +28,7 @@ constexpr std::string_view kLockSuffix = ".lock";
 struct Claims {
   std::mutex mu;
   std::map<std::string, std::string> by_dir;
-  pid_t owner = 0;  // a forked child that exits must not drop its parent's claims
+  pid_t owner = 0;  // set with the exit handler; a forked child that exits must not drop its parent's claims
 };
 Claims& TheClaims() {
   static Claims* c = new Claims();  // never destroyed: the exit handler reads it
@@ -96,9 +96,7 @@ Result<std::string> ClaimShmName(const std::string& dir) {
   }
   // A clean exit leaves nothing: by then the provider has unlinked the
   // regions (it does when an endpoint closes, and at exit).
-  static bool hooked = false;
-  if (!hooked) {
-    hooked = true;
+  if (claims.owner == 0) {
     claims.owner = ::getpid();
     std::atexit([] {
       const Claims& c = TheClaims();

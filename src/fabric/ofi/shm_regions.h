@@ -24,8 +24,10 @@
 namespace slip::fabric::ofi_internal {
 
 // This process's shm source name for regions in `dir`, claimed on the
-// first call (which also sweeps `dir`, as below); the same name after. IoError if the lock file
-// cannot be made (then shm endpoints cannot be opened either).
+// first call (which also sweeps `dir`, as below); the same name after.
+// IoError if the lock file cannot be made (then shm endpoints cannot be
+// opened either). A process killed between creating its lock file (as
+// "<name>.claim") and locking it leaves that empty file: never swept.
 Result<std::string> ClaimShmName(const std::string& dir = "/dev/shm");
 
 // Removes, in `dir`, the region files and the lock file of every claimed
