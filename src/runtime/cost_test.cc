@@ -279,7 +279,7 @@ CostModel BusyModel() {
 
 Nanos Total(const SimRuntime& rt, Cost c) { return rt.CostTotals()[static_cast<size_t>(c)]; }
 
-TEST(CostTest, AWakeUpWithNoIdleCoreCostsTheWakerAHandOverAndTheWokenItsSwitchIn) {
+TEST(CostTest, AWakeUpSplitsBetweenWakerAndWokenOrIsAHandOverWithNoIdleCore) {
   // Two cores: the waker's, and one that is idle, busy with a turn, or
   // held by a spinning thread.
   enum class Other { kIdle, kTurn, kSpinner };
@@ -310,9 +310,10 @@ TEST(CostTest, AWakeUpWithNoIdleCoreCostsTheWakerAHandOverAndTheWokenItsSwitchIn
     rt.RunUntilIdle();
     SCOPED_TRACE(static_cast<int>(other));
     if (other == Other::kIdle) {
-      EXPECT_EQ(waker_paid, 3000);  // the whole wake-up, on the path
-      EXPECT_EQ(x->CpuTime(), 1000);
-      EXPECT_EQ(Total(rt, Cost::kSwitchIn), 0);
+      EXPECT_EQ(waker_paid, 3000 - 700);    // the waker's part of a whole wake-up ...
+      EXPECT_EQ(x->CpuTime(), 1000 + 700);  // ... the woken's, its switch-in,
+      EXPECT_EQ(x_ran, 14300 + 700);        // both on the path
+      EXPECT_EQ(Total(rt, Cost::kWakeupBusy), 0);
     } else {
       EXPECT_EQ(waker_paid, 400);            // a hand-over ...
       EXPECT_EQ(x->CpuTime(), 1000 + 700);   // ... and the woken pays to be switched in,
@@ -363,18 +364,19 @@ TEST(CostTest, APreemptedSpinnerThatParksPaysItsSwitchInWhenNextWoken) {
   Nanos ran = -1;
   rt.Schedule(20000, y, kFirstDeviceKind, "wake", 0, [&] {
     preempted = rt.Preemptions(x) == 1 ? x : z;
-    rt.ChargeWake(preempted);  // every other core idle: a whole wake-up
+    rt.ChargeWake(preempted);  // every other core idle: a whole wake-up, split
     rt.Schedule(y->Now(), preempted, kFirstDeviceKind, "work", 0, [&] { ran = preempted->Now(); });
   });
   rt.RunUntilIdle();
   ASSERT_NE(preempted, nullptr);
   EXPECT_EQ(rt.Preemptions(x) + rt.Preemptions(z), 1u);
   EXPECT_EQ(rt.Parks(preempted), 1u);
-  // Its resumed spin's switch-in is paid in its next turn: the core time a
-  // spin took from others, which has no turn of its own.
-  EXPECT_EQ(ran, 20000 + 3000 + 700);
-  EXPECT_EQ(preempted->CpuTime(), 1000 + 700);
-  EXPECT_EQ(Total(rt, Cost::kSwitchIn), 700);
+  // Its resumed spin's switch-in is paid in its next turn (the core time a
+  // spin took from others, which has no turn of its own), with its part of
+  // the wake-up.
+  EXPECT_EQ(ran, 20000 + (3000 - 700) + 700 + 700);
+  EXPECT_EQ(preempted->CpuTime(), 1000 + 700 + 700);
+  EXPECT_EQ(Total(rt, Cost::kSwitchIn), 2 * 700);
 }
 
 TEST(CostTest, TimersAndPostsOfAChargedHandlerStartWhenItEnds) {

@@ -331,13 +331,29 @@ void SimRuntime::Dispatch(Event& e) {
   current_ = prev;
 }
 
+// Charges the running handler `n` of input `c` — a part of an input's
+// price (ChargeWake's split wake-up).
+void SimRuntime::ChargeNanos(Cost c, Nanos n) {
+  if (detail::t_meter == nullptr || n <= 0) return;
+  detail::t_meter->charged += n;
+  if (detail::t_meter->totals != nullptr) (*detail::t_meter->totals)[static_cast<size_t>(c)] += n;
+}
+
 void SimRuntime::ChargeWake(Executor* target) {
   auto* x = static_cast<SimExecutor*>(target);
   if (model_ == nullptr || x == nullptr || x->host < 0 || x == current_ || x->woken || !x->ran) return;
   if (x->park_after < 0 || Now() < x->parks_at) return;  // spinning or runnable: no wake-up
   x->woken = true;
   if (HasIdleCore(static_cast<size_t>(x->host), x)) {
-    Charge(Cost::kWakeup);
+    // The waker's part of a whole wake-up; the woken thread's part is its
+    // switch-in. (Until 2026-11-28 the waker paid it all, and the woken
+    // executor ran at once: it then acknowledged what woke it while its
+    // waker still spun, and the acks' wake-ups went missing — workers
+    // parked once per operation, not ~1.5 times, and ran at half their
+    // measured CPU.)
+    const Nanos whole = model_->Of(Cost::kWakeup, 0);
+    ChargeNanos(Cost::kWakeup, whole - model_->Of(Cost::kSwitchIn, 0));
+    if (model_->Of(Cost::kSwitchIn, 0) > 0) ++x->switch_ins_owed;
   } else {
     Charge(Cost::kWakeupBusy);
     ++x->switch_ins_owed;

@@ -114,16 +114,17 @@ class SimRuntime : public Runtime {
   void PlaceOn(Executor* exec, uint32_t host, std::optional<Nanos> park_after = std::nullopt);
   // A transport handing `target` work (a message, a packet) wakes it if it
   // is parked, once per park. On a real host the sender's system call does
-  // the wake-up (loopback: the receiver's socket callback runs in the send),
-  // so the waker pays: with a core of the host idle, Cost::kWakeup — all of
-  // it, though the woken thread's CPU shows ~40% (model_calibrate): the
-  // whole of it is on the path, and splitting it lets a woken executor's
-  // longer turn absorb messages the real thread parks between; with every
-  // core busy (running or spinning), Cost::kWakeupBusy, a hand-over, and
-  // the woken executor pays Cost::kSwitchIn when its turn comes — it waits
-  // for a core anyway, so what the wake-up costs there is CPU, not path
-  // (docs/model.md).
-  void ChargeWake(Executor* target);
+  // the wake-up (loopback: the receiver's socket callback runs in the send).
+  // With a core of the host idle, the waker pays Cost::kWakeup less
+  // Cost::kSwitchIn and the woken executor pays Cost::kSwitchIn — its own
+  // part, ~40-60% of a wake-up's CPU by model_calibrate — first thing in
+  // its turn: both on the path, and the woken thread starts later than its
+  // waker goes on, so a message it acknowledges at once can find its
+  // sender parked (the tcp provider's acks: a worker parks ~1.5 times per
+  // operation, not once). With every core busy (running or spinning), the
+  // waker pays Cost::kWakeupBusy, a hand-over, and the woken Cost::kSwitchIn
+  // when a core comes free (docs/model.md).
+    void ChargeWake(Executor* target);
   // Times a modelled executor parked and was woken (a turn that began
   // after its spin ran out).
   uint64_t Parks(const Executor* exec) const;
@@ -196,6 +197,7 @@ class SimRuntime : public Runtime {
   // its host are free then; otherwise make sure a resume event is pending.
   bool RunReady(SimExecutor* x, Nanos t);
   bool HasIdleCore(size_t host, const SimExecutor* x) const;
+  static void ChargeNanos(Cost c, Nanos n);
   void Dispatch(Event& e);
   void Fold(const Event& e);
 
