@@ -96,9 +96,12 @@ inline std::string NodeLeaseName(NodeId node) { return "node-" + std::to_string(
 
 struct EmbeddedStoreOptions {
   std::string dir;  // holds cluster.json, its lock and lease files; created if missing
-  // How often a pending Watch looks at the file: a stat, and a read when
-  // it changed (or every tenth time). Lower: faster notice of a new
-  // configuration (a reconfiguration waits for it), more stats.
+  // A pending Watch waits for inotify to report the file replaced (and
+  // looks every second anyway). Where the directory cannot be watched, or
+  // with `inotify` false, it looks every `watch_interval` instead: a stat,
+  // and a read when it changed (or every tenth time). Lower: faster notice
+  // of a new configuration (a reconfiguration waits for it), more stats.
+  bool inotify = true;
   Nanos watch_interval = 2 * runtime::kMillisecond;
 };
 

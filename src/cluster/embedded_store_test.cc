@@ -10,6 +10,7 @@
 #include <future>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "cluster/config_store.h"
 #include "cluster/store_test_util.h"
@@ -54,6 +55,59 @@ TEST_F(EmbeddedStoreTest, ThreadsRacingCasExactlyOneWins) {
 }
 
 TEST_F(EmbeddedStoreTest, Watch) { testing::CheckWatch(Opener()); }
+
+// Where the directory cannot be watched, the watcher polls.
+TEST_F(EmbeddedStoreTest, WatchByPolling) {
+  testing::CheckWatch([this] {
+    EmbeddedStoreOptions o;
+    o.dir = dir_;
+    o.inotify = false;
+    o.watch_interval = 5 * runtime::kMillisecond;
+    return std::move(OpenEmbeddedStore(o)).value();
+  });
+}
+
+// inotify reports another store's change (another process's, here another
+// instance's) at once: the look every watch_interval is not what finds it.
+TEST_F(EmbeddedStoreTest, WatchSeesAnotherWritersChangeWithoutPolling) {
+  EmbeddedStoreOptions o;
+  o.dir = dir_;
+  o.watch_interval = 3600 * runtime::kSecond;  // never, within the test
+  auto a = std::move(OpenEmbeddedStore(o)).value();
+  auto b = std::move(OpenEmbeddedStore(o)).value();
+  Result<uint64_t> v = b->CompareAndSwap(kNoVersion, testing::TestConfig(1));
+  ASSERT_TRUE(v.ok());
+  for (uint64_t term = 2; term < 6; ++term) {
+    std::promise<void> fired;
+    ASSERT_TRUE(a->Watch(*v, [&] { fired.set_value(); }).ok());
+    auto f = fired.get_future();
+    // Files other than the configuration come and go (a lease renewal):
+    // they wake the watcher, which finds nothing changed.
+    ASSERT_TRUE(b->AcquireLease("n", "h", runtime::kSecond, runtime::kSecond).ok());
+    EXPECT_EQ(f.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
+    v = b->CompareAndSwap(*v, testing::TestConfig(term));
+    ASSERT_TRUE(v.ok());
+    // The safety look comes after a second: well before it, the event.
+    EXPECT_EQ(f.wait_for(std::chrono::milliseconds(500)), std::future_status::ready) << "term " << term;
+  }
+}
+
+// The directory moved away under a pending watch: the watcher falls back
+// to looking every watch_interval, and sees the file gone.
+TEST_F(EmbeddedStoreTest, WatchSurvivesItsDirectoryMovingAway) {
+  EmbeddedStoreOptions o;
+  o.dir = dir_;
+  o.watch_interval = 5 * runtime::kMillisecond;
+  auto a = std::move(OpenEmbeddedStore(o)).value();
+  Result<uint64_t> v = a->CompareAndSwap(kNoVersion, testing::TestConfig(1));
+  ASSERT_TRUE(v.ok());
+  std::promise<void> fired;
+  ASSERT_TRUE(a->Watch(*v, [&] { fired.set_value(); }).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  fs::rename(dir_, dir_ + ".moved");
+  EXPECT_EQ(fired.get_future().wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  fs::rename(dir_ + ".moved", dir_);
+}
 
 TEST_F(EmbeddedStoreTest, LeaseHandover) { testing::CheckLeaseHandover(Opener()); }
 
