@@ -96,13 +96,15 @@ inline std::string NodeLeaseName(NodeId node) { return "node-" + std::to_string(
 
 struct EmbeddedStoreOptions {
   std::string dir;  // holds cluster.json, its lock and lease files; created if missing
-  // A pending Watch waits for inotify to report the file replaced (and
-  // looks every second anyway). Where the directory cannot be watched, or
-  // with `inotify` false, it looks every `watch_interval` instead: a stat,
-  // and a read when it changed (or every tenth time). Lower: faster notice
-  // of a new configuration (a reconfiguration waits for it), more stats.
+  // A pending Watch waits for inotify to report the file replaced, and
+  // looks every `recheck_interval` anyway. Where the directory cannot be
+  // watched (or it went: moved, removed), or with `inotify` false, it looks
+  // every `watch_interval` instead: a stat, and a read when it changed (or
+  // every tenth time). Lower: faster notice of a new configuration (a
+  // reconfiguration waits for it), more stats.
   bool inotify = true;
   Nanos watch_interval = 2 * runtime::kMillisecond;
+  Nanos recheck_interval = runtime::kSecond;
 };
 
 // The embedded backend: DIR/cluster.json replaced atomically (write a temp

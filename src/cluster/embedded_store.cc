@@ -36,6 +36,7 @@
 #include "cluster/config_json.h"
 #include "cluster/lease_rules.h"
 #include "cluster/config_store.h"
+#include "common/log.h"
 
 namespace slip::cluster {
 namespace {
@@ -103,22 +104,35 @@ Result<std::string> ReadFile(const std::string& path) {
 
 // inotify on the store's directory, reporting whether one file in it may
 // have changed. The file is only ever replaced by rename(2) into the
-// directory, which inotify reports on any local filesystem; other files
-// (lease renewals, temp files) come and go there too and are ignored.
+// directory, which inotify reports on any local filesystem (a hand edit in
+// place is reported at its close); other files (lease renewals, temp files)
+// come and go there too and are ignored.
 class DirWatch {
  public:
-  DirWatch(const std::string& dir, std::string file) : file_(std::move(file)) {
-    fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    constexpr uint32_t kMask = IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CLOSE_WRITE | IN_MODIFY |
-                               IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF;
-    if (fd_ >= 0 && ::inotify_add_watch(fd_, dir.c_str(), kMask) < 0) Drop();
-  }
+  DirWatch(std::string dir, std::string file) : dir_(std::move(dir)), file_(std::move(file)) {}
   DirWatch(const DirWatch&) = delete;
   DirWatch& operator=(const DirWatch&) = delete;
   ~DirWatch() { Drop(); }
 
-  // False where the directory cannot be watched (no inotify, the limit of
-  // watches reached) or stopped being watchable (it was moved or removed).
+  // Starts watching; false (errno set) where the directory cannot be
+  // watched: no inotify, the limit of watches reached, no directory.
+  bool Open() {
+    Drop();
+    fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    // Not IN_CREATE or IN_MODIFY: a file is complete only at its close or
+    // rename. Lock files are opened read-only, so taking a lock is silent.
+    constexpr uint32_t kMask =
+        IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF;
+    if (fd_ >= 0 && ::inotify_add_watch(fd_, dir_.c_str(), kMask) < 0) {
+      const int e = errno;
+      Drop();
+      errno = e;
+    }
+    return ok();
+  }
+
+  // False before Open, where it failed, or once the directory was moved or
+  // removed (a watch on a path would not follow a new directory there).
   bool ok() const { return fd_ >= 0; }
   int fd() const { return fd_; }
 
@@ -155,6 +169,7 @@ class DirWatch {
     fd_ = -1;
   }
 
+  const std::string dir_;
   const std::string file_;
   int fd_ = -1;
 };
@@ -281,7 +296,9 @@ class EmbeddedStore final : public ConfigStore {
 
   Result<Fd> Lock(const std::string& file = kLockFile) const {
     const std::string path = Path(file);
-    Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    // Read-only: flock needs no more, and closing it raises no inotify event
+    // (a watcher is not woken by every lock taken).
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644));
     if (fd.get() < 0) return Errno("open " + path);
     while (::flock(fd.get(), LOCK_EX) != 0) {
       if (errno != EINTR) return Errno("flock " + path);
@@ -396,19 +413,34 @@ class EmbeddedStore final : public ConfigStore {
   }
 
   // Looks at the file while watches are pending: whenever inotify reports
-  // it may have changed, and every kSafetyLook anyway; where the directory
-  // cannot be watched, every watch_interval. A version that cannot be read
-  // (missing, corrupt) counts as kNoVersion. (Until 2026-11-28 it always
-  // polled, every 2 ms: 500 wake-ups a second in every server, ~3% of a
-  // 2-core machine under load.)
+  // it may have changed, and every recheck_interval anyway; where the
+  // directory cannot be watched, every watch_interval, trying to watch it
+  // again at each look. A version that cannot be read (missing, corrupt)
+  // counts as kNoVersion. (Until 2026-11-28 it always polled, every 2 ms:
+  // 500 wake-ups a second in every server, ~3% of a 2-core machine under
+  // load.)
   void WatchLoop() {
     // Watching starts before the first look, so no change falls between.
     DirWatch dir(opt_.dir, kConfigFile);
+    bool polling = opt_.inotify && !dir.Open();
+    if (polling) WarnPolling();
     bool changed = true;
     std::unique_lock<std::mutex> l(mu_);
     while (!stop_) {
       if (!watches_.empty()) {
         l.unlock();
+        if (opt_.inotify && !dir.ok()) {
+          // The directory went (moved, removed) or could never be watched.
+          // Again: before the look, so a change after it is reported.
+          if (dir.Open()) {
+            logging::Info("config store {}: watching the directory again", opt_.dir);
+            polling = false;
+            changed = true;
+          } else if (!polling) {
+            polling = true;
+            WarnPolling();
+          }
+        }
         // The file is replaced, never rewritten in place: a changed identity
         // (inode, size, modification time) means a new version, so a look
         // costs a stat, not a parse. An inode reused within the clock's
@@ -444,21 +476,24 @@ class EmbeddedStore final : public ConfigStore {
         }
       }
       if (stop_) break;
-      const Nanos wait = watches_.empty() ? -1 : dir.ok() && opt_.inotify ? kSafetyLook : opt_.watch_interval;
+      const Nanos wait = watches_.empty() ? -1 : dir.ok() ? opt_.recheck_interval : opt_.watch_interval;
       l.unlock();
-      changed = WaitForChange(dir, wait);
+      // A hit while no watch was pending still counts at the next look.
+      changed = WaitForChange(dir, wait) || changed;
       l.lock();
     }
   }
 
-  // A look at the file inotify did not ask for, at least this often.
-  static constexpr Nanos kSafetyLook = runtime::kSecond;
+  void WarnPolling() const {
+    logging::Warn("config store {}: cannot watch the directory ({}); looking every {} us instead", opt_.dir,
+                  std::strerror(errno), opt_.watch_interval / runtime::kMicrosecond);
+  }
 
   // Waits up to `timeout` (negative: no limit) for Notify() or, with the
   // directory watched, an event. True if the file may have changed.
   bool WaitForChange(DirWatch& dir, Nanos timeout) {
     pollfd fds[2] = {{wake_.get(), POLLIN, 0}, {dir.fd(), POLLIN, 0}};
-    const nfds_t n = dir.ok() && opt_.inotify ? 2 : 1;
+    const nfds_t n = dir.ok() ? 2 : 1;
     timespec ts{static_cast<time_t>(timeout / runtime::kSecond), static_cast<long>(timeout % runtime::kSecond)};
     if (::ppoll(fds, n, timeout < 0 ? nullptr : &ts, nullptr) <= 0) return false;
     if (fds[0].revents != 0) {
@@ -501,8 +536,8 @@ class EmbeddedStore final : public ConfigStore {
 
 Result<std::unique_ptr<ConfigStore>> OpenEmbeddedStore(const EmbeddedStoreOptions& options) {
   if (options.dir.empty()) return Status::InvalidArgument("embedded store: no directory");
-  if (options.watch_interval <= 0) {
-    return Status::InvalidArgument("embedded store: watch_interval must be positive");
+  if (options.watch_interval <= 0 || options.recheck_interval <= 0) {
+    return Status::InvalidArgument("embedded store: watch_interval and recheck_interval must be positive");
   }
   auto store = std::make_unique<EmbeddedStore>(options);
   SLIP_RETURN_IF_ERROR(store->Init());
