@@ -960,9 +960,9 @@ int main(int argc, char** argv) {
   // after each call and every answer wakes it, so its CPU per call beyond
   // its side of the spinning round trip is the woken thread's part of one
   // wake-up (its park and its return): what a thread pays to get a core
-  // back on a busy host (kSwitchIn). With a core idle the simulator charges
-  // the waker all of a wake-up (it is all on the path), so this is also
-  // recorded as a share, for comparison.
+  // back on a busy host (kSwitchIn). With a core idle the simulator splits
+  // a wake-up between them: the waker pays kWakeup less this, the woken
+  // this (docs/model.md). Also recorded as a share, for comparison.
   RoundTrip asym;
   asym.client_cpu_per_call = 1e18;
   for (int r = 0; r < runs; ++r) {

@@ -102,8 +102,7 @@ struct CostMeter {
 
 namespace detail {
 inline thread_local CostMeter* t_meter = nullptr;
-inline void ChargeSlow(CostMeter& m, Cost c, uint64_t bytes) {
-  const Nanos n = m.model->Of(c, bytes);
+inline void Add(CostMeter& m, Cost c, Nanos n) {
   m.charged += n;
   if (m.totals != nullptr) (*m.totals)[static_cast<size_t>(c)] += n;
 }
@@ -113,17 +112,21 @@ inline void ChargeSlow(CostMeter& m, Cost c, uint64_t bytes) {
 // outside a modelled simulation. Header-only, so any layer may charge
 // without linking the runtime.
 inline void Charge(Cost c, uint64_t bytes = 0) {
-  if (detail::t_meter != nullptr) detail::ChargeSlow(*detail::t_meter, c, bytes);
+  if (detail::t_meter != nullptr) detail::Add(*detail::t_meter, c, detail::t_meter->model->Of(c, bytes));
 }
 
 // Charges only the per-byte part of `c` (a message that rides in a frame
 // whose fixed cost is already paid).
 inline void ChargeBytes(Cost c, uint64_t bytes) {
   if (detail::t_meter == nullptr) return;
-  CostMeter& m = *detail::t_meter;
-  const auto n = static_cast<Nanos>(m.model->inputs[static_cast<size_t>(c)].per_byte * static_cast<double>(bytes));
-  m.charged += n;
-  if (m.totals != nullptr) (*m.totals)[static_cast<size_t>(c)] += n;
+  const double per_byte = (*detail::t_meter->model)[c].per_byte;
+  detail::Add(*detail::t_meter, c, static_cast<Nanos>(per_byte * static_cast<double>(bytes)));
+}
+
+// Charges `n` of input `c`: a part of its price (a wake-up split between
+// waker and woken).
+inline void ChargeNanos(Cost c, Nanos n) {
+  if (detail::t_meter != nullptr && n > 0) detail::Add(*detail::t_meter, c, n);
 }
 
 }  // namespace slip::runtime

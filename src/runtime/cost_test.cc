@@ -324,6 +324,37 @@ TEST(CostTest, AWakeUpSplitsBetweenWakerAndWokenOrIsAHandOverWithNoIdleCore) {
   }
 }
 
+// A wake-up onto an idle core costs kWakeup in all, however it splits: a
+// switch-in priced above the wake-up (a hand-written model) is cut to it.
+// Woken from outside any modelled handler, the woken still pays its part.
+TEST(CostTest, AWakeUpOntoAnIdleCoreCostsTheWakeUpInAll) {
+  for (bool from_handler : {true, false}) {
+    SimRuntime rt;
+    CostModel m = BusyModel();
+    m[Cost::kSwitchIn] = {5000, 0};
+    rt.SetCostModel(m);
+    const uint32_t host = rt.AddHost(2, 5000);
+    Executor* x = Placed(rt, host, "x");
+    Executor* waker = Placed(rt, host, "waker");
+    Executor* outside = rt.CreateExecutor("outside");  // not placed: not modelled
+    x->Post([] { Charge(Cost::kRequest); });  // 0..1000, spins until 6000, parks
+    Nanos waker_paid = -1, x_ran = -1;
+    Executor* by = from_handler ? waker : outside;
+    rt.Schedule(12000, by, kFirstDeviceKind, "wake", 0, [&] {
+      const Nanos t0 = by->Now();
+      rt.ChargeWake(x);
+      waker_paid = by->Now() - t0;
+      rt.Schedule(by->Now(), x, kFirstDeviceKind, "work", 0, [&] { x_ran = x->Now(); });
+    });
+    rt.RunUntilIdle();
+    SCOPED_TRACE(from_handler);
+    EXPECT_EQ(waker_paid, 0);
+    EXPECT_EQ(x_ran, 12000 + 3000);
+    EXPECT_EQ(x->CpuTime(), 1000 + 3000);
+    EXPECT_EQ(Total(rt, Cost::kWakeup) + Total(rt, Cost::kSwitchIn), 3000);
+  }
+}
+
 TEST(CostTest, APreemptedSpinnerPaysItsSwitchInWhenItNextRuns) {
   SimRuntime rt;
   rt.SetCostModel(BusyModel());

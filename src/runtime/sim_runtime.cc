@@ -7,6 +7,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <deque>
+#include <utility>
 
 namespace slip::runtime {
 namespace {
@@ -106,7 +107,7 @@ class SimExecutor final : public Executor {
   Nanos park_after = -1;                // its spin after a turn (PlaceOn: the host's or its own)
   Nanos parks_at = 0;                   // when it parks: its spin after the last turn ends
   Nanos spin_from = 0;                  // its spin since then is core time not yet counted busy
-  uint32_t switch_ins_owed = 0;         // woken on a busy host, or preempted spinning, since its last turn
+  Nanos switch_in_owed = 0;             // woken, or preempted spinning, since its last turn
 
  private:
   struct Poller {
@@ -281,7 +282,7 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
   // (Counting them off the path, as CPU that occupies no core, left the
   // model's cores too free: 32 and 34 of 42 cells on two sets of
   // measurements, against 37 and 38 this way.)
-  for (; x->switch_ins_owed > 0; --x->switch_ins_owed) Charge(Cost::kSwitchIn);
+  ChargeNanos(Cost::kSwitchIn, std::exchange(x->switch_in_owed, 0));
   // One loop turn of a real executor: everything pending when it starts
   // (what one poll returns), handled back to back.
   while (!x->ready.empty()) {
@@ -301,7 +302,7 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     // after this turn) unless work comes first. Its spin so far was core
     // time; the rest runs beside this executor's own and is not counted.
     ++preempted->preemptions;
-    ++preempted->switch_ins_owed;
+    preempted->switch_in_owed += model_->Of(Cost::kSwitchIn, 0);
     h.busy += std::max<Nanos>(0, t - preempted->spin_from);
     preempted->spin_from = INT64_MAX;
     preempted->parks_at = end + (preempted->parks_at - t);
@@ -331,14 +332,6 @@ void SimRuntime::Dispatch(Event& e) {
   current_ = prev;
 }
 
-// Charges the running handler `n` of input `c` — a part of an input's
-// price (ChargeWake's split wake-up).
-void SimRuntime::ChargeNanos(Cost c, Nanos n) {
-  if (detail::t_meter == nullptr || n <= 0) return;
-  detail::t_meter->charged += n;
-  if (detail::t_meter->totals != nullptr) (*detail::t_meter->totals)[static_cast<size_t>(c)] += n;
-}
-
 void SimRuntime::ChargeWake(Executor* target) {
   auto* x = static_cast<SimExecutor*>(target);
   if (model_ == nullptr || x == nullptr || x->host < 0 || x == current_ || x->woken || !x->ran) return;
@@ -352,11 +345,12 @@ void SimRuntime::ChargeWake(Executor* target) {
     // parked once per operation, not ~1.5 times, and ran at half their
     // measured CPU.)
     const Nanos whole = model_->Of(Cost::kWakeup, 0);
-    ChargeNanos(Cost::kWakeup, whole - model_->Of(Cost::kSwitchIn, 0));
-    if (model_->Of(Cost::kSwitchIn, 0) > 0) ++x->switch_ins_owed;
+    const Nanos woken = std::min(whole, model_->Of(Cost::kSwitchIn, 0));
+    ChargeNanos(Cost::kWakeup, whole - woken);
+    x->switch_in_owed += woken;
   } else {
     Charge(Cost::kWakeupBusy);
-    ++x->switch_ins_owed;
+    x->switch_in_owed += model_->Of(Cost::kSwitchIn, 0);
   }
 }
 

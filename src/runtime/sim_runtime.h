@@ -120,11 +120,14 @@ class SimRuntime : public Runtime {
   // part, ~40-60% of a wake-up's CPU by model_calibrate — first thing in
   // its turn: both on the path, and the woken thread starts later than its
   // waker goes on, so a message it acknowledges at once can find its
-  // sender parked (the tcp provider's acks: a worker parks ~1.5 times per
-  // operation, not once). With every core busy (running or spinning), the
+  // sender parked (the tcp provider's acks: real workers park more than
+  // once per operation). With every core busy (running or spinning), the
   // waker pays Cost::kWakeupBusy, a hand-over, and the woken Cost::kSwitchIn
-  // when a core comes free (docs/model.md).
-    void ChargeWake(Executor* target);
+  // when a core comes free (docs/model.md). A switch-in above the wake-up
+  // (a hand-written model) is cut to it: a wake-up onto an idle core costs
+  // kWakeup in all. A waker outside a modelled handler pays nothing, and
+  // the woken executor its part all the same: that CPU is its own.
+  void ChargeWake(Executor* target);
   // Times a modelled executor parked and was woken (a turn that began
   // after its spin ran out).
   uint64_t Parks(const Executor* exec) const;
@@ -197,7 +200,6 @@ class SimRuntime : public Runtime {
   // its host are free then; otherwise make sure a resume event is pending.
   bool RunReady(SimExecutor* x, Nanos t);
   bool HasIdleCore(size_t host, const SimExecutor* x) const;
-  static void ChargeNanos(Cost c, Nanos n);
   void Dispatch(Event& e);
   void Fold(const Event& e);
 

@@ -51,8 +51,9 @@ struct PerfOptions {
   uint32_t host_cores = 2;
   uint32_t node_cores = 16;
   uint32_t client_hosts = 1, client_cores = 16;
-  // Threads park after this long idle; whoever hands one work pays a
-  // wake-up (Cost::kWakeup, or kWakeupBusy and the thread kSwitchIn);
+  // Threads park after this long idle; handing one work wakes it: the
+  // waker pays Cost::kWakeup less kSwitchIn and the woken kSwitchIn, or on
+  // a busy host kWakeupBusy and kSwitchIn (runtime::SimRuntime::ChargeWake);
   // negative: they spin (dedicated polling cores).
   runtime::Nanos park_after = -1;
   // The network under messages and the replication fabric.
