@@ -10,6 +10,8 @@ std::string_view CostName(Cost c) {
     case Cost::kWakeup: return "wakeup";
     case Cost::kWakeupBusy: return "wakeup_busy";
     case Cost::kSwitchIn: return "switch_in";
+    case Cost::kWakeupLocal: return "wakeup_local";
+    case Cost::kSwitchInLocal: return "switch_in_local";
     case Cost::kFabricPost: return "fabric_post";
     case Cost::kFabricCompletion: return "fabric_completion";
     case Cost::kFabricTarget: return "fabric_target";

@@ -31,19 +31,28 @@ enum class Cost : uint8_t {
   // per message even when a frame carries several, while kMessageSend and
   // kMessageReceive are paid per frame (the transport's message).
   kRpcCall,
-  // Charged by the runtime to whoever hands a parked executor work. With a
-  // core of its host idle, the whole wake-up (scheduler, inter-processor
-  // interrupt, the idle core's exit, the woken thread's return), all of it
-  // on the path; with every core busy only a hand-over: the woken thread
-  // waits for a core anyway and pays its own part, kSwitchIn, when it gets
-  // one. Hosts whose threads spin never pay either.
+  // Charged by the runtime to whoever hands a parked executor work through
+  // a socket (a message). With a core of its host idle, the whole wake-up
+  // (scheduler, inter-processor interrupt, the idle core's exit, the woken
+  // thread's return), all of it on the path, the woken thread's part
+  // (kSwitchIn) charged to it; with every core busy only a hand-over,
+  // kWakeupBusy: the woken thread waits for a core anyway and pays its own
+  // part when it gets one. Hosts whose threads spin never pay either.
   kWakeup,
   kWakeupBusy,
   // Charged by the runtime to an executor at the start of a turn when it
-  // lost its core on a busy host: woken while no core was idle, and once
-  // per preemption of its spin since its last turn (it was switched back in
-  // to spin the rest): its return into the thread, its caches refilled.
+  // lost its core: woken, and once per preemption of its spin since its
+  // last turn (it was switched back in to spin the rest): its return into
+  // the thread through its endpoints' wait (epoll, the provider's progress),
+  // its caches refilled.
   kSwitchIn,
+  // The same two parts for a wake-up inside one process, through an
+  // eventfd or a futex (a Post to a parked executor, an answer handed to an
+  // application thread blocked in a call): the waker's system call, and
+  // the return of a thread that waits on no endpoint. Far cheaper than a
+  // socket's: no transport runs on either side.
+  kWakeupLocal,
+  kSwitchInLocal,
   // Fabric (fabric/): a work request posted (doorbell; a software provider's
   // send path), a completion reaped, and the target side of a one-sided
   // operation (zero on an RDMA NIC; a software provider's progress thread).

@@ -355,6 +355,38 @@ TEST(CostTest, AWakeUpOntoAnIdleCoreCostsTheWakeUpInAll) {
   }
 }
 
+// A wake-up inside the process costs the waker kWakeupLocal; the woken
+// pays the switch-in of what it waits on: kSwitchInLocal if nothing but
+// its process wakes it, kSwitchIn if it waits on endpoints.
+TEST(CostTest, ALocalWakeUpCostsTheWakerItsPostAndTheWokenItsOwnReturn) {
+  for (bool waits_locally : {true, false}) {
+    SimRuntime rt;
+    CostModel m = BusyModel();
+    m[Cost::kWakeupLocal] = {250, 0};
+    m[Cost::kSwitchInLocal] = {450, 0};
+    rt.SetCostModel(m);
+    const uint32_t host = rt.AddHost(2, 5000);
+    Executor* x = rt.CreateExecutor("x");
+    rt.PlaceOn(x, host, 0, waits_locally ? SimRuntime::Wait::kLocal : SimRuntime::Wait::kEndpoints);
+    Executor* waker = Placed(rt, host, "waker");
+    x->Post([] { Charge(Cost::kRequest); });  // 0..1000, parks at once
+    Nanos waker_paid = -1, x_ran = -1;
+    rt.Schedule(12000, waker, kFirstDeviceKind, "wake", 0, [&] {
+      const Nanos t0 = waker->Now();
+      rt.ChargeWake(x, SimRuntime::Wake::kLocal);
+      waker_paid = waker->Now() - t0;
+      rt.Schedule(waker->Now(), x, kFirstDeviceKind, "work", 0, [&] { x_ran = x->Now(); });
+    });
+    rt.RunUntilIdle();
+    SCOPED_TRACE(waits_locally);
+    const Nanos own = waits_locally ? 450 : 700;
+    EXPECT_EQ(waker_paid, 250);
+    EXPECT_EQ(x_ran, 12250 + own);
+    EXPECT_EQ(x->CpuTime(), 1000 + own);
+    EXPECT_EQ(Total(rt, Cost::kWakeup) + Total(rt, Cost::kWakeupBusy), 0);
+  }
+}
+
 TEST(CostTest, APreemptedSpinnerPaysItsSwitchInWhenItNextRuns) {
   SimRuntime rt;
   rt.SetCostModel(BusyModel());

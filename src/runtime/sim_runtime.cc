@@ -108,6 +108,8 @@ class SimExecutor final : public Executor {
   Nanos parks_at = 0;                   // when it parks: its spin after the last turn ends
   Nanos spin_from = 0;                  // its spin since then is core time not yet counted busy
   Nanos switch_in_owed = 0;             // woken, or preempted spinning, since its last turn
+  bool waits_locally = false;           // parks on no endpoint (PlaceOn's Wait::kLocal)
+  Cost SwitchIn() const { return waits_locally ? Cost::kSwitchInLocal : Cost::kSwitchIn; }
 
  private:
   struct Poller {
@@ -282,7 +284,7 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
   // (Counting them off the path, as CPU that occupies no core, left the
   // model's cores too free: 32 and 34 of 42 cells on two sets of
   // measurements, against 37 and 38 this way.)
-  ChargeNanos(Cost::kSwitchIn, std::exchange(x->switch_in_owed, 0));
+  ChargeNanos(x->SwitchIn(), std::exchange(x->switch_in_owed, 0));
   // One loop turn of a real executor: everything pending when it starts
   // (what one poll returns), handled back to back.
   while (!x->ready.empty()) {
@@ -302,7 +304,7 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     // after this turn) unless work comes first. Its spin so far was core
     // time; the rest runs beside this executor's own and is not counted.
     ++preempted->preemptions;
-    preempted->switch_in_owed += model_->Of(Cost::kSwitchIn, 0);
+    preempted->switch_in_owed += model_->Of(preempted->SwitchIn(), 0);
     h.busy += std::max<Nanos>(0, t - preempted->spin_from);
     preempted->spin_from = INT64_MAX;
     preempted->parks_at = end + (preempted->parks_at - t);
@@ -332,7 +334,7 @@ void SimRuntime::Dispatch(Event& e) {
   current_ = prev;
 }
 
-void SimRuntime::ChargeWake(Executor* target) {
+void SimRuntime::ChargeWake(Executor* target, Wake how) {
   auto* x = static_cast<SimExecutor*>(target);
   if (model_ == nullptr || x == nullptr || x->host < 0 || x == current_ || x->woken || !x->ran) return;
   if (x->park_after < 0 || Now() < x->parks_at) return;  // spinning or runnable: no wake-up
@@ -344,13 +346,19 @@ void SimRuntime::ChargeWake(Executor* target) {
     // waker still spun, and the acks' wake-ups went missing — workers
     // parked once per operation, not ~1.5 times, and ran at half their
     // measured CPU.)
-    const Nanos whole = model_->Of(Cost::kWakeup, 0);
-    const Nanos woken = std::min(whole, model_->Of(Cost::kSwitchIn, 0));
-    ChargeNanos(Cost::kWakeup, whole - woken);
-    x->switch_in_owed += woken;
+    const Nanos own = model_->Of(x->SwitchIn(), 0);
+    if (how == Wake::kLocal) {
+      Charge(Cost::kWakeupLocal);
+      x->switch_in_owed += own;
+    } else {
+      const Nanos whole = model_->Of(Cost::kWakeup, 0);
+      const Nanos woken = std::min(whole, own);
+      ChargeNanos(Cost::kWakeup, whole - woken);
+      x->switch_in_owed += woken;
+    }
   } else {
     Charge(Cost::kWakeupBusy);
-    x->switch_in_owed += model_->Of(Cost::kSwitchIn, 0);
+    x->switch_in_owed += model_->Of(x->SwitchIn(), 0);
   }
 }
 
@@ -395,11 +403,12 @@ uint32_t SimRuntime::AddHost(uint32_t cores, Nanos park_after) {
   return static_cast<uint32_t>(hosts_.size() - 1);
 }
 
-void SimRuntime::PlaceOn(Executor* exec, uint32_t host, std::optional<Nanos> park_after) {
+void SimRuntime::PlaceOn(Executor* exec, uint32_t host, std::optional<Nanos> park_after, Wait wait) {
   if (model_ == nullptr || host >= hosts_.size()) return;
   auto* x = static_cast<SimExecutor*>(exec);
   x->host = host;
   x->park_after = park_after.value_or(hosts_[host].park_after);
+  x->waits_locally = wait == Wait::kLocal;
 }
 
 void SimRuntime::Fold(const Event& e) {

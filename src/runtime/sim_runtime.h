@@ -108,26 +108,34 @@ class SimRuntime : public Runtime {
   // threads on dedicated cores that never park, and whose spinning costs
   // the others nothing.
   uint32_t AddHost(uint32_t cores, Nanos park_after);
+  // What a parked executor waits on: its endpoints (a transport's wait; its
+  // return is Cost::kSwitchIn), or only an eventfd or futex of its process
+  // (an application thread blocked in a call: Cost::kSwitchInLocal).
+  enum class Wait : uint8_t { kEndpoints, kLocal };
   // Before `exec` runs anything. Requires SetCostModel(). `park_after`:
   // this executor's spin instead of the host's (0: a thread that blocks at
   // once, as one waiting on a future does).
-  void PlaceOn(Executor* exec, uint32_t host, std::optional<Nanos> park_after = std::nullopt);
-  // A transport handing `target` work (a message, a packet) wakes it if it
-  // is parked, once per park. On a real host the sender's system call does
-  // the wake-up (loopback: the receiver's socket callback runs in the send).
-  // With a core of the host idle, the waker pays Cost::kWakeup less
-  // Cost::kSwitchIn and the woken executor pays Cost::kSwitchIn — its own
-  // part, ~40-60% of a wake-up's CPU by model_calibrate — first thing in
-  // its turn: both on the path, and the woken thread starts later than its
-  // waker goes on, so a message it acknowledges at once can find its
-  // sender parked (the tcp provider's acks: real workers park more than
-  // once per operation). With every core busy (running or spinning), the
-  // waker pays Cost::kWakeupBusy, a hand-over, and the woken Cost::kSwitchIn
-  // when a core comes free (docs/model.md). A switch-in above the wake-up
-  // (a hand-written model) is cut to it: a wake-up onto an idle core costs
-  // kWakeup in all. A waker outside a modelled handler pays nothing, and
-  // the woken executor its part all the same: that CPU is its own.
-  void ChargeWake(Executor* target);
+  void PlaceOn(Executor* exec, uint32_t host, std::optional<Nanos> park_after = std::nullopt,
+               Wait wait = Wait::kEndpoints);
+  // How a wake-up comes: a message through a socket, or a Post or an
+  // answer inside the process (an eventfd write, a futex wake).
+  enum class Wake : uint8_t { kSocket, kLocal };
+  // Handing `target` work (a message, a packet, a task) wakes it if it is
+  // parked, once per park. On a real host the waker's system call does the
+  // wake-up (loopback: the receiver's socket callback runs in the send).
+  // The woken executor pays its own part, its switch-in (kSwitchIn, or
+  // kSwitchInLocal if it waits locally), first thing in its turn, so it
+  // starts later than its waker goes on, and a message it acknowledges at
+  // once can find its sender parked (the tcp provider's acks: real workers
+  // park more than once per operation). The waker pays, with a core of the
+  // host idle: for a socket's wake-up Cost::kWakeup less the woken part
+  // (~40-60% of it by model_calibrate; a switch-in above the wake-up, in a
+  // hand-written model, is cut to it, so the wake-up costs kWakeup in all),
+  // for a local one Cost::kWakeupLocal; with every core busy (running or
+  // spinning) Cost::kWakeupBusy, a hand-over (docs/model.md). A waker
+  // outside a modelled handler pays nothing, and the woken executor its
+  // part all the same: that CPU is its own.
+  void ChargeWake(Executor* target, Wake how = Wake::kSocket);
   // Times a modelled executor parked and was woken (a turn that began
   // after its spin ran out).
   uint64_t Parks(const Executor* exec) const;

@@ -26,8 +26,8 @@ void World::PlaceExecutors() {
     }
     for (const Client& c : clients_) rt_.PlaceOn(c.exec, h);
     // Application threads block in their calls at once (a future's wait),
-    // no spin.
-    for (runtime::Executor* a : apps_) rt_.PlaceOn(a, h, 0);
+    // no spin, on no endpoint.
+    for (runtime::Executor* a : apps_) rt_.PlaceOn(a, h, 0, runtime::SimRuntime::Wait::kLocal);
     return;
   }
   for (const auto& n : nodes_) {
@@ -38,7 +38,9 @@ void World::PlaceExecutors() {
   const size_t hosts = client_hosts.size();
   for (size_t c = 0; c < clients_.size(); ++c) rt_.PlaceOn(clients_[c].exec, client_hosts[c % hosts]);
   const size_t per_client = clients_.empty() ? 0 : apps_.size() / clients_.size();
-  for (size_t a = 0; a < apps_.size(); ++a) rt_.PlaceOn(apps_[a], client_hosts[(a / per_client) % hosts], 0);
+  for (size_t a = 0; a < apps_.size(); ++a) {
+    rt_.PlaceOn(apps_[a], client_hosts[(a / per_client) % hosts], 0, runtime::SimRuntime::Wait::kLocal);
+  }
   // The configuration manager is off the data path: not placed, free.
 }
 
@@ -64,9 +66,11 @@ void World::LoadLoop(uint32_t c) {
 void World::PerfLoop(uint32_t c, runtime::Executor* app, Nanos issued) {
   if (stop_) return;
   if (app != nullptr && !clients_[c].exec->IsCurrent()) {
-    // An application thread hands its call to the client's executor; the
-    // latency counts from here, as slip bench's does.
+    // An application thread hands its call to the client's executor (its
+    // eventfd: a wake-up if the executor parked meanwhile); the latency
+    // counts from here, as slip bench's does.
     const Nanos now = app->Now();
+    rt_.ChargeWake(clients_[c].exec, runtime::SimRuntime::Wake::kLocal);
     return clients_[c].exec->Post([this, c, app, now] { PerfLoop(c, app, now); });
   }
   Client& cl = clients_[c];
@@ -91,8 +95,8 @@ void World::PerfLoop(uint32_t c, runtime::Executor* app, Nanos issued) {
       return;
     }
     // The application thread blocked in the synchronous call is handed the
-    // answer: it is parked, so the client's executor wakes it.
-    rt_.ChargeWake(app);
+    // answer: it is parked, so the client's executor wakes it (a futex).
+    rt_.ChargeWake(app, runtime::SimRuntime::Wake::kLocal);
     app->Post([this, c, app, record] {
       record(app->Now());
       PerfLoop(c, app);
