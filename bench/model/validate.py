@@ -85,7 +85,7 @@ def predictions(a, model, threads):
 
 
 # The waker's share of a hand-over to a parked executor of the same process
-# (model_calibrate, 2026-11-29: 0.406-0.419 over three runs), for
+# (model_calibrate, 2026-11-29: 0.404-0.423 over five kept runs), for
 # calibrations that did not split it.
 HAND_OVER_WAKER_SHARE = 0.41
 
@@ -96,7 +96,9 @@ RPC_CALL_2026_11_27 = 95.0
 
 def migrated(model, tmp, r):
     """A kept calibration from before wakeup_busy, switch_in or rpc_call were
-    inputs (2026-11-27), or DINOMO's and RubbleDB's steps (2026-11-28), with
+    inputs (2026-11-27), DINOMO's and RubbleDB's steps (2026-11-28), or
+    wakeup_local and switch_in_local (2026-11-29: its hand-over taken out of
+    client_op and split HAND_OVER_WAKER_SHARE to the waker), with
     them derived: the first two from what it
     recorded (the hand-over between two threads of one core, and the woken
     thread's share of a wake-up: 0.4, the middle of 37-44% measured, if it

@@ -276,8 +276,8 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
   meter_.charged = 0;
   metering_ = true;
   detail::t_meter = &meter_;
-  // Woken on a busy host, it pays to be switched in before it runs
-  // anything. A spinner preempted since its last turn was switched back in
+  // Woken, it pays its part of the wake-up, its switch-in, before it runs
+  // anything (ChargeWake). A spinner preempted since its last turn was switched back in
   // to spin the rest, once per preemption; the model gives the rest of a
   // spin no turn of its own, so this turn pays those too, on its path even
   // if it parked since — the core time a resumed spin takes from others.

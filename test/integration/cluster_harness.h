@@ -44,11 +44,23 @@ inline int Slip(const std::string& args) {
   return std::system(cmd.c_str());
 }
 
-// `n` consecutive loopback ports free a moment ago.
+// `n` consecutive loopback ports free a moment ago, outside the kernel's
+// ephemeral range: a port in it can be taken between this look and the
+// server's bind by any connection on the machine (tests running beside
+// this one connect all the time) — RESP port 34571 was, in a CI run.
 inline uint16_t FreePortRange(int n) {
+  int lo = 32768, hi = 60999;  // Linux's default, if the file says nothing
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (std::fscanf(f, "%d %d", &lo, &hi) != 2) lo = 32768, hi = 60999;
+    std::fclose(f);
+  }
+  // Below the range if there is room there, else above it.
+  const int first = lo - 10000 >= 2000 + n ? 10000 : hi + 1;
+  const int span = (first == 10000 ? lo : 65536) - first - n;
+  if (span <= 0) return 0;
   std::mt19937 rng(static_cast<uint32_t>(::getpid()));
   for (int attempt = 0; attempt < 200; ++attempt) {
-    const uint16_t base = static_cast<uint16_t>(20000 + rng() % 30000);
+    const uint16_t base = static_cast<uint16_t>(first + static_cast<int>(rng() % static_cast<uint32_t>(span)));
     bool free = true;
     for (int i = 0; i < n && free; ++i) {
       const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
