@@ -532,13 +532,15 @@ int RunPerfCommand(const SimCommandOptions& o) {
     std::printf("{\"design\":\"%s\",\"threads\":%u,\"ops_per_sec\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,"
                 "\"read_p50_us\":%.1f,\"write_p50_us\":%.1f,\"busy\":%.3f,"
                 "\"cpu_us\":{\"client\":%.2f,\"worker\":%.2f,\"nic\":%.2f,\"digest\":%.2f},"
-                "\"parks\":{\"client\":%.3f,\"app\":%.3f,\"worker\":%.3f,\"nic\":%.3f},\"preemptions\":%.3f,\"log_full\":%s}\n",
+                "\"parks\":{\"client\":%.3f,\"app\":%.3f,\"worker\":%.3f,\"nic\":%.3f},"
+                "\"preemptions\":{\"client\":%.3f,\"app\":%.3f,\"worker\":%.3f,\"nic\":%.3f},\"log_full\":%s}\n",
                 o.design.c_str(), o.threads, r.perf.ops_per_sec, static_cast<double>(r.perf.p50) / 1e3,
                 static_cast<double>(r.perf.p99) / 1e3, static_cast<double>(r.perf.read_p50) / 1e3,
                 static_cast<double>(r.perf.write_p50) / 1e3, r.perf.host_busy.empty() ? 0.0 : r.perf.host_busy[0],
                 r.perf.client_cpu / 1e3, r.perf.worker_cpu / 1e3, r.perf.nic_cpu / 1e3, r.perf.digest_cpu / 1e3,
-                r.perf.client_parks, r.perf.app_parks, r.perf.worker_parks, r.perf.nic_parks, r.perf.preemptions,
-                r.perf.log_full ? "true" : "false");
+                r.perf.client_parks, r.perf.app_parks, r.perf.worker_parks, r.perf.nic_parks,
+                r.perf.client_preemptions, r.perf.app_preemptions, r.perf.worker_preemptions,
+                r.perf.nic_preemptions, r.perf.log_full ? "true" : "false");
     return 0;
   }
   std::printf("%s on this-machine (%u cores, %s model %s), YCSB-%s, %u records of %u B, %u threads: "
@@ -555,14 +557,29 @@ int RunPerfCommand(const SimCommandOptions& o) {
   }
   std::printf("CPU per operation by role (virtual us): client %.2f, worker %.2f, nic %.2f, digest %.2f\n",
               r.perf.client_cpu / 1e3, r.perf.worker_cpu / 1e3, r.perf.nic_cpu / 1e3, r.perf.digest_cpu / 1e3);
-  std::printf("parks per operation: client %.2f, application threads %.2f, workers %.2f, nics %.2f; "
-              "preemptions %.2f\n",
-              r.perf.client_parks, r.perf.app_parks, r.perf.worker_parks, r.perf.nic_parks, r.perf.preemptions);
+  std::printf("parks per operation: client %.2f, application threads %.2f, workers %.2f, nics %.2f\n",
+              r.perf.client_parks, r.perf.app_parks, r.perf.worker_parks, r.perf.nic_parks);
+  std::printf("preemptions per operation: client %.2f, application threads %.2f, workers %.2f, nics %.2f\n",
+              r.perf.client_preemptions, r.perf.app_preemptions, r.perf.worker_preemptions,
+              r.perf.nic_preemptions);
   std::printf("CPU per operation by input (virtual ns):\n");
   for (size_t i = 0; i < runtime::kCostCount; ++i) {
     if (r.perf.cpu_per_op[i] <= 0) continue;
     std::printf("  %-18s %9.0f\n", std::string(runtime::CostName(static_cast<runtime::Cost>(i))).c_str(),
                 r.perf.cpu_per_op[i]);
+  }
+  if (r.direct.gets + r.direct.puts > 0) {
+    // Over the whole run (the load and warm-up too): a GET that falls back
+    // costs a worker a two-sided call on top of its READs.
+    std::printf("direct access (whole run): %llu of %llu GETs one-sided (%llu fell back), %llu of %llu PUTs "
+                "written one-sidedly (%llu fell back), %llu grants\n",
+                static_cast<unsigned long long>(r.direct.one_sided_gets),
+                static_cast<unsigned long long>(r.direct.gets),
+                static_cast<unsigned long long>(r.direct.fallback_gets),
+                static_cast<unsigned long long>(r.direct.one_sided_puts),
+                static_cast<unsigned long long>(r.direct.puts),
+                static_cast<unsigned long long>(r.direct.fallback_puts),
+                static_cast<unsigned long long>(r.direct.grants));
   }
   return 0;
 }

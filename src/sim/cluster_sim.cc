@@ -59,6 +59,21 @@ std::string World::Describe() const {
   return d;
 }
 
+void World::CountDirect(ClusterSimResult& res) const {
+  for (const Client& cl : clients_) {
+    if (!cl.erda) continue;
+    const auto& d = cl.erda->stats();
+    res.direct.gets += d.gets;
+    res.direct.one_sided_gets += d.one_sided_gets;
+    res.direct.fallback_gets += d.fallback_gets;
+    res.direct.old_versions += d.old_versions;
+    res.direct.puts += d.puts;
+    res.direct.one_sided_puts += d.one_sided_puts;
+    res.direct.fallback_puts += d.fallback_puts;
+    res.direct.grants += d.grants;
+  }
+}
+
 ClusterSimResult World::Run() {
   ClusterSimResult res;
   cm_ = rt_.CreateExecutor("cm");
@@ -142,6 +157,7 @@ ClusterSimResult World::Run() {
     // The loading clients need a generator for keys and values.
     for (Client& cl : clients_) cl.gen = std::make_unique<ycsb::OpGenerator>(o_.perf->workload, nullptr);
     RunPerf(res);
+    CountDirect(res);
     return res;
   }
   for (uint32_t c = 0; c < o_.clients; ++c) {
@@ -267,18 +283,7 @@ ClusterSimResult World::Run() {
     for (uint64_t r : per_worker) least = std::min(least.value_or(r), r);
   }
   res.least_worker_writes = least.value_or(0);
-  for (const Client& cl : clients_) {
-    if (!cl.erda) continue;
-    const auto& d = cl.erda->stats();
-    res.direct.gets += d.gets;
-    res.direct.one_sided_gets += d.one_sided_gets;
-    res.direct.fallback_gets += d.fallback_gets;
-    res.direct.old_versions += d.old_versions;
-    res.direct.puts += d.puts;
-    res.direct.one_sided_puts += d.one_sided_puts;
-    res.direct.fallback_puts += d.fallback_puts;
-    res.direct.grants += d.grants;
-  }
+  CountDirect(res);
   if (fabric_) {
     res.fabric_ops = fabric_->stats().ops;
     res.fabric_timeouts = fabric_->stats().timeouts;

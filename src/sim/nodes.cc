@@ -86,12 +86,15 @@ void World::StartNode(Node& n, bool fresh) {
   // requests meet them half done (a real node's page is a frame).
   env.core.tail_page_bytes = 160;
   if (Clients().any()) {
-    // Scaled to the simulation's clock (10 ms leases, microsecond hops).
+    // Fault runs scale the deadlines to the simulation's clock (10 ms
+    // leases, microsecond hops), so cleaner races and late writes happen.
+    // Performance runs keep a real server's (a 500 us max_read would send
+    // every GET of a loaded host to the two-sided fallback).
     server::ErdaNodeOptions eo;
     eo.readable_table = Clients().reads_one_sided;
     eo.copy_puts = Clients().copies_puts;
-    eo.max_grant = static_cast<Nanos>(o_.lease_us) * kMicrosecond / 2;
-    eo.max_read = 500 * kMicrosecond;
+    eo.max_grant = std::min(eo.max_grant, static_cast<Nanos>(o_.lease_us) * kMicrosecond / 2);
+    if (!o_.perf) eo.max_read = 500 * kMicrosecond;
     auto erda = server::ErdaNode::Create(inc->store.get(), inc->in.get(), *inc->backup, eo);
     if (!erda.ok()) {
       failure_ = "node " + std::to_string(n.id) + " failed to start erda: " + erda.status().ToString();
@@ -99,9 +102,11 @@ void World::StartNode(Node& n, bool fresh) {
     }
     inc->erda = std::move(*erda);
     env.erda_layout = inc->erda->layout();
-    env.erda_heads.write_within = 500 * kMicrosecond;
-    env.erda_heads.reservation_ttl = 5 * kMillisecond;
-    env.erda_heads.landing_grace = static_cast<Nanos>(o_.call_timeout_us) * kMicrosecond;
+    if (!o_.perf) {
+      env.erda_heads.write_within = 500 * kMicrosecond;
+      env.erda_heads.reservation_ttl = 5 * kMillisecond;
+      env.erda_heads.landing_grace = static_cast<Nanos>(o_.call_timeout_us) * kMicrosecond;
+    }
   }
   if (!o_.bug_no_lease) env.core.lease_left = [np] { return np->lease_expiry - np->exec->Now(); };
   env.alive = [np, my_inc = n.incarnation] { return np->up && np->incarnation == my_inc; };

@@ -183,17 +183,19 @@ void World::RunPerf(ClusterSimResult& res) {
     for (const auto& [x, role] : placed) r[kCpuIndex[role]] += rt_.CpuBy(x, t);
     return r;
   };
+  // Parks by role (client, workers, NICs, application threads), then
+  // preemptions in the same order.
   auto parks = [this, &placed] {
     static constexpr size_t kParkIndex[] = {0, 3, 1, 2};  // the digest's are not counted
-    std::array<uint64_t, 5> r{};
+    std::array<uint64_t, 8> r{};
     for (const auto& [x, role] : placed) {
       if (role == kDigestRole) continue;
       r[kParkIndex[role]] += rt_.Parks(x);
-      r[4] += rt_.Preemptions(x);
+      r[4 + kParkIndex[role]] += rt_.Preemptions(x);
     }
     return r;
   };
-  std::array<uint64_t, 5> parks0{};
+  std::array<uint64_t, 8> parks0{};
   std::array<Nanos, 4> roles0{};
   std::vector<Nanos> cpu0;
   rt_.Schedule(window_start_, nullptr, kEventControl, "window", 0, [&] {
@@ -224,12 +226,16 @@ void World::RunPerf(ClusterSimResult& res) {
   r.worker_cpu = per_op(roles1[1] - roles0[1]);
   r.nic_cpu = per_op(roles1[2] - roles0[2]);
   r.digest_cpu = per_op(roles1[3] - roles0[3]);
-  const std::array<uint64_t, 5> parks1 = parks();
+  const std::array<uint64_t, 8> parks1 = parks();
   r.client_parks = per_op(parks1[0] - parks0[0]);
   r.worker_parks = per_op(parks1[1] - parks0[1]);
   r.nic_parks = per_op(parks1[2] - parks0[2]);
   r.app_parks = per_op(parks1[3] - parks0[3]);
-  r.preemptions = per_op(parks1[4] - parks0[4]);
+  r.client_preemptions = per_op(parks1[4] - parks0[4]);
+  r.worker_preemptions = per_op(parks1[5] - parks0[5]);
+  r.nic_preemptions = per_op(parks1[6] - parks0[6]);
+  r.app_preemptions = per_op(parks1[7] - parks0[7]);
+  r.preemptions = r.client_preemptions + r.worker_preemptions + r.nic_preemptions + r.app_preemptions;
   for (size_t i = 0; i < cpu0.size(); ++i) {
     const double share =
         static_cast<double>(rt_.CpuBy(placed[i].first, window_end_) - cpu0[i]) / static_cast<double>(p.measure);

@@ -258,6 +258,25 @@ TEST(PerfTest, AnApplicationThreadWakesTheClientsExecutorIfItParked) {
   EXPECT_GT(p.perf.client_parks, s.perf.client_parks + 0.9);
 }
 
+// A performance run keeps a real server's deadlines: erda's GETs on a
+// crowded host take longer than the fault runs' 500 us read bound, and are
+// still answered one-sidedly (with the bound, every one fell back to a
+// two-sided GET: a worker's call on top of its READs).
+TEST(PerfTest, ErdaReadsStayOneSidedOnACrowdedHost) {
+  PerfOptions p = SmallModel();
+  p.workload = *ycsb::StandardWorkload("c");
+  p.workload.records = 2000;
+  p.workload.sizes.value_bytes = 1000;
+  p.threads_per_client = 64;
+  p.host_cores = 1;
+  auto r = RunClusterSim(Cluster(replication::Protocol::kErda, 1, p));
+  ASSERT_TRUE(r.ok) << r.failure;
+  EXPECT_GT(r.perf.read_p50, 500 * runtime::kMicrosecond);
+  ASSERT_GT(r.direct.gets, 1000u);
+  EXPECT_LT(r.direct.fallback_gets, r.direct.gets / 20);
+  EXPECT_EQ(r.direct.fallback_puts, 0u);
+}
+
 TEST(PerfTest, ScansAreRefused) {
   PerfOptions p = SmallModel();
   p.workload = *ycsb::StandardWorkload("e");

@@ -139,6 +139,8 @@ class World {
   ClusterSimResult Run();
   // A performance run (o_.perf): load, warm up, measure (perf.cc).
   void RunPerf(ClusterSimResult& res);
+  // Adds the erda-family clients' direct-access counters to res.direct.
+  void CountDirect(ClusterSimResult& res) const;
 
   // --- network ---
   // A request arrives at the worker entry a real node's caller would pick
