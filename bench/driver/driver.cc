@@ -351,9 +351,11 @@ Result<RunReport> RunWorkload(KvTarget& target, const DriverOptions& o) {
   };
   wait_until(w.measure_ns);
   const double cpu0 = ProcessCpuUs();
+  const std::optional<HostCpuTimes> host0 = ReadHostCpu();
   const TargetSample s0 = target.Sample();
   wait_until(w.end_ns);
   const double cpu1 = ProcessCpuUs();
+  const std::optional<HostCpuTimes> host1 = ReadHostCpu();
   const TargetSample s1 = target.Sample();
   for (auto& th : pool) th.join();
 
@@ -377,6 +379,7 @@ Result<RunReport> RunWorkload(KvTarget& target, const DriverOptions& o) {
     rtts += st->rtts_end - st->rtts_start;
   }
   r.client_cpu_us = cpu1 - cpu0;
+  if (host0 && host1) r.host_cpu = ShareBetween(*host0, *host1);
   r.throughput_ops = static_cast<double>(r.ops) / r.measured_seconds;
   r.cpu_us_per_op.worker = PerOp(s0.cpu_us.worker, s1.cpu_us.worker, r.ops);
   r.cpu_us_per_op.backup_worker = PerOp(s0.cpu_us.backup_worker, s1.cpu_us.backup_worker, r.ops);

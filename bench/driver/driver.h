@@ -28,6 +28,7 @@
 #include <optional>
 #include <string>
 
+#include "bench/driver/host_cpu.h"
 #include "bench/driver/kv_target.h"
 #include "bench/workload/workload.h"
 #include "common/histogram.h"
@@ -75,6 +76,9 @@ struct RunReport {
   // target runs in it (a client library's I/O threads, an in-process engine).
   double client_cpu_us = 0;
   RoleCpu cpu_us_per_op;         // target roles
+  // The whole host over the measured window (/proc/stat): every process on
+  // it, the target's servers and strangers alike. nullopt: not measured.
+  std::optional<HostCpuShare> host_cpu;
   std::optional<double> rtts_per_op, fabric_bytes_per_op, pm_bytes_per_op, dlwa;
 
   double client_cpu_us_per_op() const { return ops ? client_cpu_us / static_cast<double>(ops) : 0; }

@@ -52,7 +52,7 @@ std::string HostDescription() {
 const std::vector<const char*>& ReportFields() {
   static const std::vector<const char*> f = {
       "design", "durability", "workload", "parameters", "throughput_ops", "latency_us", "cpu_us_per_op",
-      "rtts_per_op", "fabric_bytes_per_op", "pm_bytes_per_op", "dlwa"};
+      "rtts_per_op", "fabric_bytes_per_op", "pm_bytes_per_op", "dlwa", "host_cpu"};
   return f;
 }
 
@@ -101,7 +101,12 @@ json ReportJson(const RunReport& r) {
               {"rtts_per_op", Opt(r.rtts_per_op)},
               {"fabric_bytes_per_op", Opt(r.fabric_bytes_per_op)},
               {"pm_bytes_per_op", Opt(r.pm_bytes_per_op)},
-              {"dlwa", Opt(r.dlwa)}};
+              {"dlwa", Opt(r.dlwa)},
+              {"host_cpu", r.host_cpu ? json{{"busy", r.host_cpu->busy},
+                                             {"softirq", r.host_cpu->softirq},
+                                             {"idle", r.host_cpu->idle},
+                                             {"steal", r.host_cpu->steal}}
+                                      : json(nullptr)}};
 }
 
 void PrintSummary(std::FILE* out, const RunReport& r) {
@@ -133,6 +138,13 @@ void PrintSummary(std::FILE* out, const RunReport& r) {
                "  cpu us/op   client %.2f  worker %s  backup %s  nic %s  control %s  digest %s  clean %s  pool %s\n",
                r.client_cpu_us_per_op(), Fmt(c.worker).c_str(), Fmt(c.backup_worker).c_str(), Fmt(c.nic).c_str(),
                Fmt(c.control).c_str(), Fmt(c.digest).c_str(), Fmt(c.clean).c_str(), Fmt(c.pool).c_str());
+  if (r.host_cpu) {
+    // The whole host, every process on it: idle cores (every thread
+    // waiting) and a neighbour's steal show in no thread's clock above.
+    std::fprintf(out, "  host cpu    busy %.1f%% (softirq %.1f%%)  idle %.1f%%  steal %.1f%%  of %u cores\n",
+                 100 * r.host_cpu->busy, 100 * r.host_cpu->softirq, 100 * r.host_cpu->idle,
+                 100 * r.host_cpu->steal, std::thread::hardware_concurrency());
+  }
   std::fprintf(out, "  per op      rtts %s  fabric bytes %s  pm bytes %s  dlwa %s   (- = not measured)\n",
                Fmt(r.rtts_per_op).c_str(), Fmt(r.fabric_bytes_per_op, "%.1f").c_str(),
                Fmt(r.pm_bytes_per_op, "%.1f").c_str(), Fmt(r.dlwa).c_str());

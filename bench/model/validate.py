@@ -63,12 +63,17 @@ def real_runs(a, threads):
             design = design_of(line.split(":")[0])
         elif design and line.split()[:1] in (["read"], ["update"]):
             kinds.setdefault(design, {})[line.split()[0]] = float(line.split()[1])
+        elif design and line.strip().startswith("host cpu"):
+            # "host cpu    busy 89.2% (softirq 12.6%)  idle 10.6%  steal 0.2%  of 2 cores"
+            f = line.split()
+            cpu.setdefault(design, {})["host_busy"] = float(f[f.index("busy") + 1].rstrip("%"))
+            cpu[design]["host_steal"] = float(f[f.index("steal") + 1].rstrip("%"))
         elif design and line.strip().startswith("cpu us/op"):
             f = line.split()[2:]
             v = {f[i]: f[i + 1] for i in range(0, len(f) - 1, 2)}
             num = lambda k: float(v[k]) if k in v and v[k] != "-" else 0.0
-            cpu[design] = {"client": num("client"), "worker": num("worker") + num("backup"), "nic": num("nic"),
-                           "digest": num("digest")}
+            cpu.setdefault(design, {}).update({"client": num("client"), "worker": num("worker") + num("backup"),
+                                               "nic": num("nic"), "digest": num("digest")})
             design = None
     return got, cpu, kinds
 
@@ -80,7 +85,8 @@ def predictions(a, model, threads):
                    str(threads), "--nodes", "3", "--shards", "24", "--records", str(a.records), "--value-size",
                    str(a.value_size), "--measure", "0.5", "--workload", a.workload, "--json"])
         j = json.loads(out.strip().splitlines()[-1])
-        got[d] = (j["ops_per_sec"], j["p50_us"], j["cpu_us"], {"read": j["read_p50_us"], "update": j["write_p50_us"]})
+        got[d] = (j["ops_per_sec"], j["p50_us"], dict(j["cpu_us"], host_busy=100 * j["busy"]),
+                  {"read": j["read_p50_us"], "update": j["write_p50_us"]})
     return got
 
 
@@ -294,20 +300,26 @@ def main():
     lines.extend(overall)
     lines.append("")
     lines.append("CPU per operation by role, us (real: threads' clocks summed over the nodes; model: virtual), "
+                 "and the host's busy share (real: /proc/stat over the window, every process; model: its cores), "
                  "medians:")
     lines.append("")
-    lines.append("| design | threads | client real/model | worker real/model | nic real/model | digest real/model |")
-    lines.append("|---|---:|---:|---:|---:|---:|")
+    lines.append("| design | threads | client real/model | worker real/model | nic real/model | digest real/model "
+                 "| host busy % real/model | real steal % |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|")
     for t in threads:
         for d in a.designs.split(","):
             rs = roles.get((d, t))
             if not rs:
                 continue
             cols = []
-            for k in ("client", "worker", "nic", "digest"):
-                rv = statistics.median(r[k] for r, _ in rs)
+            for k in ("client", "worker", "nic", "digest", "host_busy"):
+                # Real runs kept before slip bench measured its host (2026-11-29) have no host_busy.
+                real_k = [r[k] for r, _ in rs if k in r]
+                rv = f"{statistics.median(real_k):.1f}" if real_k else "-"
                 mv = statistics.median(m[k] for _, m in rs)
-                cols.append(f"{rv:.1f} / {mv:.1f}")
+                cols.append(f"{rv} / {mv:.1f}")
+            steal = [r["host_steal"] for r, _ in rs if "host_steal" in r]
+            cols.append(f"{statistics.median(steal):.1f}" if steal else "-")
             lines.append(f"| {d} | {t} | " + " | ".join(cols) + " |")
     text = "\n".join(lines)
     print(text)
