@@ -56,7 +56,8 @@ def real_runs(a, threads):
         f = line.split()
         if len(f) >= 6 and design_of(f[0]) in a.designs.split(","):
             got[design_of(f[0])] = (float(f[2]), float(f[4]))  # ops/s, p50 us
-    # Each target's block: "D: workload ..." then "cpu us/op   client X  worker Y  backup Z  nic W ...".
+    # Each target's block: "D: workload ...", its latency lines, "cpu us/op   client X  worker Y ...",
+    # "host cpu ...", and last "per op ...".
     design = None
     for line in out[:out.index("comparison")].splitlines():
         if design_of(line.split(":")[0]) in got and ": workload" in line:
@@ -74,6 +75,7 @@ def real_runs(a, threads):
             num = lambda k: float(v[k]) if k in v and v[k] != "-" else 0.0
             cpu.setdefault(design, {}).update({"client": num("client"), "worker": num("worker") + num("backup"),
                                                "nic": num("nic"), "digest": num("digest")})
+        elif design and line.strip().startswith("per op"):
             design = None
     return got, cpu, kinds
 
