@@ -30,6 +30,24 @@ Executor* Placed(SimRuntime& rt, uint32_t host, const std::string& name) {
   return x;
 }
 
+// At `at`, `by` wakes `x` (ChargeWake) and hands it work; then the runtime
+// runs until idle. What the waker paid in its handler, and when x's work ran.
+struct Woken {
+  Nanos waker_paid = -1, ran = -1;
+};
+Woken WakeAndRun(SimRuntime& rt, Nanos at, Executor* by, Executor* x,
+                 SimRuntime::Wake how = SimRuntime::Wake::kSocket) {
+  Woken w;
+  rt.Schedule(at, by, kFirstDeviceKind, "wake", 0, [&] {
+    const Nanos t0 = by->Now();
+    rt.ChargeWake(x, how);
+    w.waker_paid = by->Now() - t0;
+    rt.Schedule(by->Now(), x, kFirstDeviceKind, "work", 0, [&] { w.ran = x->Now(); });
+  });
+  rt.RunUntilIdle();
+  return w;
+}
+
 // What waking `x` from the running handler charges it: a wake-up, or
 // nothing if x spins or is runnable.
 Nanos WakeCharge(SimRuntime& rt, Executor* x) {
@@ -298,26 +316,19 @@ TEST(CostTest, AWakeUpSplitsBetweenWakerAndWokenOrIsAHandOverWithNoIdleCore) {
     } else if (other == Other::kSpinner) {  // z spins 10000..15000 after a turn
       rt.Schedule(9000, z, kFirstDeviceKind, "turn", 0, [] { Charge(Cost::kRequest); });
     }
-    Nanos waker_paid = -1, x_ran = -1;
     // The waker takes x's old core (free since x parked); the idle core, if
     // any, is z's.
-    rt.Schedule(12000, waker, kFirstDeviceKind, "wake", 0, [&] {
-      const Nanos t0 = waker->Now();
-      rt.ChargeWake(x);
-      waker_paid = waker->Now() - t0;
-      rt.Schedule(waker->Now(), x, kFirstDeviceKind, "work", 0, [&] { x_ran = x->Now(); });
-    });
-    rt.RunUntilIdle();
+    const Woken w = WakeAndRun(rt, 12000, waker, x);
     SCOPED_TRACE(static_cast<int>(other));
     if (other == Other::kIdle) {
-      EXPECT_EQ(waker_paid, 3000 - 700);    // the waker's part of a whole wake-up ...
+      EXPECT_EQ(w.waker_paid, 3000 - 700);  // the waker's part of a whole wake-up ...
       EXPECT_EQ(x->CpuTime(), 1000 + 700);  // ... the woken's, its switch-in,
-      EXPECT_EQ(x_ran, 14300 + 700);        // both on the path
+      EXPECT_EQ(w.ran, 14300 + 700);        // both on the path
       EXPECT_EQ(Total(rt, Cost::kWakeupBusy), 0);
     } else {
-      EXPECT_EQ(waker_paid, 400);            // a hand-over ...
+      EXPECT_EQ(w.waker_paid, 400);          // a hand-over ...
       EXPECT_EQ(x->CpuTime(), 1000 + 700);   // ... and the woken pays to be switched in,
-      EXPECT_EQ(x_ran, 12400 + 700);         // first thing in its turn
+      EXPECT_EQ(w.ran, 12400 + 700);         // first thing in its turn
       EXPECT_EQ(Total(rt, Cost::kWakeup), 0);
     }
     EXPECT_EQ(rt.Parks(x), 1u);
@@ -338,18 +349,10 @@ TEST(CostTest, AWakeUpOntoAnIdleCoreCostsTheWakeUpInAll) {
     Executor* waker = Placed(rt, host, "waker");
     Executor* outside = rt.CreateExecutor("outside");  // not placed: not modelled
     x->Post([] { Charge(Cost::kRequest); });  // 0..1000, spins until 6000, parks
-    Nanos waker_paid = -1, x_ran = -1;
-    Executor* by = from_handler ? waker : outside;
-    rt.Schedule(12000, by, kFirstDeviceKind, "wake", 0, [&] {
-      const Nanos t0 = by->Now();
-      rt.ChargeWake(x);
-      waker_paid = by->Now() - t0;
-      rt.Schedule(by->Now(), x, kFirstDeviceKind, "work", 0, [&] { x_ran = x->Now(); });
-    });
-    rt.RunUntilIdle();
+    const Woken w = WakeAndRun(rt, 12000, from_handler ? waker : outside, x);
     SCOPED_TRACE(from_handler);
-    EXPECT_EQ(waker_paid, 0);
-    EXPECT_EQ(x_ran, 12000 + 3000);
+    EXPECT_EQ(w.waker_paid, 0);
+    EXPECT_EQ(w.ran, 12000 + 3000);
     EXPECT_EQ(x->CpuTime(), 1000 + 3000);
     EXPECT_EQ(Total(rt, Cost::kWakeup) + Total(rt, Cost::kSwitchIn), 3000);
   }
@@ -370,18 +373,11 @@ TEST(CostTest, ALocalWakeUpCostsTheWakerItsPostAndTheWokenItsOwnReturn) {
     rt.PlaceOn(x, host, 0, waits_locally ? SimRuntime::Wait::kLocal : SimRuntime::Wait::kEndpoints);
     Executor* waker = Placed(rt, host, "waker");
     x->Post([] { Charge(Cost::kRequest); });  // 0..1000, parks at once
-    Nanos waker_paid = -1, x_ran = -1;
-    rt.Schedule(12000, waker, kFirstDeviceKind, "wake", 0, [&] {
-      const Nanos t0 = waker->Now();
-      rt.ChargeWake(x, SimRuntime::Wake::kLocal);
-      waker_paid = waker->Now() - t0;
-      rt.Schedule(waker->Now(), x, kFirstDeviceKind, "work", 0, [&] { x_ran = x->Now(); });
-    });
-    rt.RunUntilIdle();
+    const Woken w = WakeAndRun(rt, 12000, waker, x, SimRuntime::Wake::kLocal);
     SCOPED_TRACE(waits_locally);
     const Nanos own = waits_locally ? 450 : 700;
-    EXPECT_EQ(waker_paid, 250);
-    EXPECT_EQ(x_ran, 12250 + own);
+    EXPECT_EQ(w.waker_paid, 250);
+    EXPECT_EQ(w.ran, 12250 + own);
     EXPECT_EQ(x->CpuTime(), 1000 + own);
     EXPECT_EQ(Total(rt, Cost::kWakeup) + Total(rt, Cost::kWakeupBusy), 0);
   }
