@@ -30,6 +30,9 @@ import tempfile
 
 DESIGNS = "rpc-kv,rowan-kv,rwrite-kv,batch-kv,share-kv,tailwind,erda"
 
+# A real run that lost this share of its window (%) to steal is marked disturbed.
+STEAL_MARK = 5.0
+
 
 def run(cmd, env=None):
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -208,6 +211,7 @@ def main():
     threads = [int(t) for t in a.threads.split(",")]
     cells = {}  # (design, threads) -> list of ((ops/s, p50, read p50, update p50) real, the same model)
     roles = {}  # (design, threads) -> list of (real cpu by role, model cpu by role)
+    stolen = {}  # (design, threads) -> per round, the real run's steal % (None: not measured)
     tmp_dir = tempfile.TemporaryDirectory(prefix="slip-model-")
     tmp = tmp_dir.name
     for r in range(a.rounds):
@@ -244,6 +248,7 @@ def main():
                 rv = real.get(d, (None, None))
                 cells.setdefault((d, t), []).append(((*rv, rk.get("read"), rk.get("update")),
                                                      (pred[d][0], pred[d][1], mk["read"], mk["update"])))
+                stolen.setdefault((d, t), []).append(real_cpu.get(d, {}).get("host_steal"))
                 if d in real_cpu:
                     roles.setdefault((d, t), []).append((real_cpu[d], pred[d][2]))
     # The cells: throughput, and p50 per kind of operation as slip bench
@@ -273,6 +278,9 @@ def main():
                 # A cell passes on the median error over the rounds that
                 # measured it; one no round measured (or measured as 0) misses.
                 pairs = [(r[i], m[i]) for r, m in rs if r[i]]
+                # A round whose real run lost 5% or more of its window to steal (a VM
+                # neighbour) is marked "s": its error counts, but says little about the model.
+                marks = ["s" if (x or 0) >= STEAL_MARK else "" for (r, _), x in zip(rs, stolen[(d, t)]) if r[i]]
                 if not pairs:
                     cols.append("- | - | miss")
                     per_round.append("-")
@@ -284,7 +292,7 @@ def main():
                 cols.append(fmt.format(statistics.median(r for r, _ in pairs)) + " | " +
                             fmt.format(statistics.median(m for _, m in pairs)) + f" | {e:+.1f}%" +
                             ("" if ok else " ✗"))
-                per_round.append("/".join(f"{x:+.0f}" for x in errs))
+                per_round.append("/".join(f"{x:+.0f}{k}" for x, k in zip(errs, marks)))
             lines.append(f"| {d} | {t} | " + " | ".join(cols) + " |" +
                          (f" rounds: {' '.join(per_round)}" if len(rs) > 1 else ""))
             measured = [(r[1], m[1]) for r, m in rs if r[1]]
@@ -293,7 +301,8 @@ def main():
                 overall.append(f"| {d} | {t} | {statistics.median(r for r, _ in measured):.1f} | "
                                f"{statistics.median(m for _, m in measured):.1f} | {statistics.median(errs_p):+.0f}% |")
     lines.append("")
-    lines.append(f"{within} of {total} cells within ±25% (medians of {a.rounds} round(s)).")
+    lines.append(f"{within} of {total} cells within ±25% (medians of {a.rounds} round(s)); "
+                 f"s: a round whose real run lost {STEAL_MARK:.0f}% or more of its window to steal.")
     lines.append("")
     lines.append("Overall p50 (not a cell: it falls between the reads' and the updates' modes), us:")
     lines.append("")
