@@ -3,8 +3,11 @@
 #include "auth/keyring.h"
 
 #include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -42,16 +45,35 @@ namespace {
 std::atomic<int> g_stop{0};
 static_assert(std::atomic<int>::is_always_lock_free);
 std::atomic<bool> g_stop_flag{false};
+// The watcher blocks on this eventfd, so an idle server is not woken 50
+// times a second to look at g_stop (-1: none could be made; it polls).
+int g_stop_fd = -1;
 
-void OnSignal(int) { g_stop = 1; }
+// From a signal handler too: an atomic store and write(2) are both
+// async-signal-safe.
+void RequestStop() {
+  g_stop = 1;
+  if (g_stop_fd >= 0) {
+    const uint64_t one = 1;
+    (void)!::write(g_stop_fd, &one, sizeof one);
+  }
+}
+
+void OnSignal(int) { RequestStop(); }
 
 // SIGTERM/SIGINT run `stop` on a watcher thread (a signal handler may not).
-// Join the thread after setting g_stop yourself when the work ends first.
+// Call RequestStop() and join the thread when the work ends first.
 std::thread StopOnSignal(std::function<void()> stop) {
+  if (g_stop_fd < 0) g_stop_fd = ::eventfd(0, EFD_CLOEXEC);
   signal(SIGTERM, OnSignal);
   signal(SIGINT, OnSignal);
   return std::thread([stop = std::move(stop)] {
-    while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (!g_stop) {
+      uint64_t n;
+      if (g_stop_fd < 0 || (::read(g_stop_fd, &n, sizeof n) < 0 && errno != EINTR)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
     stop();
   });
 }
@@ -68,7 +90,7 @@ int ServeUntilStopped(const char* what, Result<std::unique_ptr<P>> p) {
   if (!p.ok()) return Fail(what, p.status());
   std::thread watcher = StopOnSignal([&] { (*p)->Stop(); });
   Status s = (*p)->Wait();
-  g_stop = 1;
+  RequestStop();
   watcher.join();
   return s.ok() ? 0 : Fail(what, s);
 }
@@ -99,7 +121,7 @@ int RunServer(const ClusterCommandOptions& o) {
   }
   std::thread watcher = StopOnSignal([n] { n->Stop(); });
   Status s = n->Wait();
-  g_stop = 1;
+  RequestStop();
   watcher.join();
   doors->reset();  // before the node they ask
   node->reset();
@@ -125,7 +147,7 @@ int RunManagerCommand(const ClusterCommandOptions& o) {
   mo.lease = static_cast<runtime::Nanos>(o.lease_ms) * runtime::kMillisecond;
   std::thread watcher = StopOnSignal([] { g_stop_flag = true; });
   Status s = node::RunManager(mo, &g_stop_flag);
-  g_stop = 1;
+  RequestStop();
   watcher.join();
   return s.ok() ? 0 : Fail("manager", s);
 }
@@ -685,7 +707,7 @@ int ClusterAutoscale(const ClusterCommandOptions& o) {
     // The membership changed: occupancies start over.
     if (d.action != cluster::AutoscaleDecision::Action::kNone) last.clear();
   }
-  g_stop = 1;
+  RequestStop();
   watcher.join();
   return rc;
 }
