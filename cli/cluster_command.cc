@@ -47,15 +47,15 @@ static_assert(std::atomic<int>::is_always_lock_free);
 std::atomic<bool> g_stop_flag{false};
 // The watcher blocks on this eventfd, so an idle server is not woken 50
 // times a second to look at g_stop (-1: none could be made; it polls).
-int g_stop_fd = -1;
+std::atomic<int> g_stop_fd{-1};
 
 // From a signal handler too: an atomic store and write(2) are both
 // async-signal-safe.
 void RequestStop() {
   g_stop = 1;
-  if (g_stop_fd >= 0) {
+  if (const int fd = g_stop_fd.load(); fd >= 0) {
     const uint64_t one = 1;
-    (void)!::write(g_stop_fd, &one, sizeof one);
+    (void)!::write(fd, &one, sizeof one);
   }
 }
 
@@ -64,13 +64,14 @@ void OnSignal(int) { RequestStop(); }
 // SIGTERM/SIGINT run `stop` on a watcher thread (a signal handler may not).
 // Call RequestStop() and join the thread when the work ends first.
 std::thread StopOnSignal(std::function<void()> stop) {
-  if (g_stop_fd < 0) g_stop_fd = ::eventfd(0, EFD_CLOEXEC);
+  if (g_stop_fd.load() < 0) g_stop_fd = ::eventfd(0, EFD_CLOEXEC);
   signal(SIGTERM, OnSignal);
   signal(SIGINT, OnSignal);
   return std::thread([stop = std::move(stop)] {
     while (!g_stop) {
       uint64_t n;
-      if (g_stop_fd < 0 || (::read(g_stop_fd, &n, sizeof n) < 0 && errno != EINTR)) {
+      const int fd = g_stop_fd.load();
+      if (fd < 0 || (::read(fd, &n, sizeof n) < 0 && errno != EINTR)) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
     }

@@ -1,5 +1,6 @@
 #include "bench/driver/host_cpu.h"
 
+#include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <string>
@@ -35,11 +36,13 @@ std::optional<HostCpuTimes> ReadHostCpu() {
 std::optional<HostCpuShare> ShareBetween(const HostCpuTimes& a, const HostCpuTimes& b) {
   auto d = [](uint64_t x, uint64_t y) { return y >= x ? static_cast<double>(y - x) : -1.0; };
   const double user = d(a.user, b.user), nice = d(a.nice, b.nice), system = d(a.system, b.system),
-               idle = d(a.idle, b.idle), iowait = d(a.iowait, b.iowait), irq = d(a.irq, b.irq),
-               softirq = d(a.softirq, b.softirq), steal = d(a.steal, b.steal);
-  for (double x : {user, nice, system, idle, iowait, irq, softirq, steal}) {
-    if (x < 0) return std::nullopt;
+               irq = d(a.irq, b.irq), softirq = d(a.softirq, b.softirq), steal = d(a.steal, b.steal);
+  for (double x : {user, nice, system, irq, softirq, steal}) {
+    if (x < 0) return std::nullopt;  // samples out of order
   }
+  // proc(5): iowait can go down, and idle has on some tickless kernels; such
+  // a step counts as none rather than losing the window.
+  const double idle = std::max(0.0, d(a.idle, b.idle)), iowait = std::max(0.0, d(a.iowait, b.iowait));
   const double busy = user + nice + system + irq + softirq;
   const double total = busy + idle + iowait + steal;
   if (total <= 0) return std::nullopt;

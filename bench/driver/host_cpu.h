@@ -18,22 +18,24 @@ struct HostCpuTimes {
 };
 
 // Shares of all the host's cores over a window, each in [0, 1]. busy is
-// user + nice + system + irq + softirq (the guest columns are inside user);
+// user + nice + system + irq + softirq (guest is inside user, guest_nice
+// inside nice);
 // idle is idle + iowait; steal is time the hypervisor ran something else.
 struct HostCpuShare {
   double busy = 0, softirq = 0, idle = 0, steal = 0;
 };
 
 // Parses /proc/stat's text; nullopt if its first line is not an aggregate
-// "cpu" line with at least the eight fields above (older kernels lack
-// steal: it is then 0).
+// "cpu" line with the seven fields user..softirq at least (a kernel older
+// than 2.6.11 has no steal: it is then 0).
 std::optional<HostCpuTimes> ParseProcStat(std::string_view text);
 
 // Reads /proc/stat; nullopt where there is none (not Linux, no /proc).
 std::optional<HostCpuTimes> ReadHostCpu();
 
-// The window between two samples; nullopt if no tick passed (or the
-// samples are out of order).
+// The window between two samples; nullopt if no tick passed or a busy or
+// steal counter went down (samples out of order). idle and iowait may go
+// down (proc(5)): such a step counts as 0.
 std::optional<HostCpuShare> ShareBetween(const HostCpuTimes& before, const HostCpuTimes& after);
 
 }  // namespace slip::bench

@@ -50,6 +50,16 @@ TEST(HostCpuTest, SharesOfAWindow) {
   EXPECT_FALSE(ShareBetween(b, a));
 }
 
+TEST(HostCpuTest, IdleOrIowaitGoingDownCountsAsNone) {
+  // proc(5): iowait can decrease; idle has on some tickless kernels.
+  const HostCpuTimes a{100, 0, 100, 100, 50, 0, 0, 0};
+  const HostCpuTimes b{200, 0, 200, 90, 40, 0, 0, 0};
+  auto s = ShareBetween(a, b);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_DOUBLE_EQ(s->busy, 1.0);
+  EXPECT_DOUBLE_EQ(s->idle, 0.0);
+}
+
 TEST(HostCpuTest, ThisHostHasOne) {
   // Linux is the only platform slip builds on; its /proc/stat parses.
   auto t = ReadHostCpu();

@@ -291,7 +291,9 @@ def main():
                 within += ok
                 cols.append(fmt.format(statistics.median(r for r, _ in pairs)) + " | " +
                             fmt.format(statistics.median(m for _, m in pairs)) + f" | {e:+.1f}%" +
-                            ("" if ok else " ✗"))
+                            ("" if ok else " ✗") +
+                            # One round: no per-round list, so its mark goes on the cell.
+                            (" s" if len(rs) == 1 and marks and marks[0] else ""))
                 per_round.append("/".join(f"{x:+.0f}{k}" for x, k in zip(errs, marks)))
             lines.append(f"| {d} | {t} | " + " | ".join(cols) + " |" +
                          (f" rounds: {' '.join(per_round)}" if len(rs) > 1 else ""))

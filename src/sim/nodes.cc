@@ -88,8 +88,10 @@ void World::StartNode(Node& n, bool fresh) {
   if (Clients().any()) {
     // Fault runs scale the deadlines to the simulation's clock (10 ms
     // leases, microsecond hops), so cleaner races and late writes happen.
-    // Performance runs keep a real server's (a 500 us max_read would send
-    // every GET of a loaded host to the two-sided fallback).
+    // Performance runs keep a real server's: grants of at most 100 ms
+    // (their lease is 1 s), a 50 ms max_read (which also holds freed
+    // segments that long before reuse) and write_within. A 500 us max_read
+    // sent every GET of a loaded host to the two-sided fallback.
     server::ErdaNodeOptions eo;
     eo.readable_table = Clients().reads_one_sided;
     eo.copy_puts = Clients().copies_puts;

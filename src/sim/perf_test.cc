@@ -273,6 +273,7 @@ TEST(PerfTest, ErdaReadsStayOneSidedOnACrowdedHost) {
   ASSERT_TRUE(r.ok) << r.failure;
   EXPECT_GT(r.perf.read_p50, 500 * runtime::kMicrosecond);
   ASSERT_GT(r.direct.gets, 1000u);
+  EXPECT_GT(r.direct.one_sided_gets, r.direct.gets * 19 / 20);
   EXPECT_LT(r.direct.fallback_gets, r.direct.gets / 20);
   EXPECT_EQ(r.direct.fallback_puts, 0u);
 }
