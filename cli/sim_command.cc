@@ -469,6 +469,18 @@ int RunScenario(const SimCommandOptions& o, const sim::Scenario& s) {
   return failed == 0 ? 0 : 1;
 }
 
+// The erda family's clients' one-sided and fallen-back operations, on one
+// line after `label`; nothing for a design without direct access.
+void PrintDirect(const char* label, const client::ErdaPath::Stats& d) {
+  if (d.gets + d.puts == 0) return;
+  std::printf("%s: %llu of %llu GETs one-sided (%llu fell back), %llu of %llu PUTs written one-sidedly "
+              "(%llu fell back), %llu grants\n",
+              label, static_cast<unsigned long long>(d.one_sided_gets), static_cast<unsigned long long>(d.gets),
+              static_cast<unsigned long long>(d.fallback_gets), static_cast<unsigned long long>(d.one_sided_puts),
+              static_cast<unsigned long long>(d.puts), static_cast<unsigned long long>(d.fallback_puts),
+              static_cast<unsigned long long>(d.grants));
+}
+
 }  // namespace
 
 // A performance run on the cost model (docs/model.md).
@@ -568,19 +580,9 @@ int RunPerfCommand(const SimCommandOptions& o) {
     std::printf("  %-18s %9.0f\n", std::string(runtime::CostName(static_cast<runtime::Cost>(i))).c_str(),
                 r.perf.cpu_per_op[i]);
   }
-  if (r.direct.gets + r.direct.puts > 0) {
-    // Over the whole run (the load and warm-up too): a GET that falls back
-    // costs a worker a two-sided call on top of its READs.
-    std::printf("direct access (whole run): %llu of %llu GETs one-sided (%llu fell back), %llu of %llu PUTs "
-                "written one-sidedly (%llu fell back), %llu grants\n",
-                static_cast<unsigned long long>(r.direct.one_sided_gets),
-                static_cast<unsigned long long>(r.direct.gets),
-                static_cast<unsigned long long>(r.direct.fallback_gets),
-                static_cast<unsigned long long>(r.direct.one_sided_puts),
-                static_cast<unsigned long long>(r.direct.puts),
-                static_cast<unsigned long long>(r.direct.fallback_puts),
-                static_cast<unsigned long long>(r.direct.grants));
-  }
+  // Over the whole run (the load and warm-up too): a GET that falls back
+  // costs a worker a two-sided call on top of its READs.
+  PrintDirect("direct access (whole run)", r.direct);
   return 0;
 }
 
@@ -685,13 +687,7 @@ int RunSimCommand(const SimCommandOptions& o) {
     moves_failed += r.migrations_failed;
     move_fetches += r.migration_fetches;
     move_copied += r.migration_copied;
-    direct.gets += r.direct.gets;
-    direct.one_sided_gets += r.direct.one_sided_gets;
-    direct.fallback_gets += r.direct.fallback_gets;
-    direct.puts += r.direct.puts;
-    direct.one_sided_puts += r.direct.one_sided_puts;
-    direct.fallback_puts += r.direct.fallback_puts;
-    direct.grants += r.direct.grants;
+    direct += r.direct;
     if (!r.ok) {
       ++failed;
       std::printf("seed %llu FAILED: %s\n  replay: slip sim --design %s --seed %llu --trace%s\n",
@@ -723,14 +719,7 @@ int RunSimCommand(const SimCommandOptions& o) {
                 static_cast<unsigned long long>(moves_failed), static_cast<unsigned long long>(move_copied),
                 static_cast<unsigned long long>(move_fetches));
   }
-  if (direct.gets + direct.puts > 0) {
-    std::printf("  direct access: %llu of %llu GETs one-sided (%llu fell back), %llu of %llu PUTs written one-sidedly "
-                "(%llu fell back), %llu grants\n",
-                static_cast<unsigned long long>(direct.one_sided_gets), static_cast<unsigned long long>(direct.gets),
-                static_cast<unsigned long long>(direct.fallback_gets),
-                static_cast<unsigned long long>(direct.one_sided_puts), static_cast<unsigned long long>(direct.puts),
-                static_cast<unsigned long long>(direct.fallback_puts), static_cast<unsigned long long>(direct.grants));
-  }
+  PrintDirect("  direct access", direct);
   return failed ? 1 : 0;
 }
 

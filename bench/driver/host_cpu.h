@@ -19,8 +19,8 @@ struct HostCpuTimes {
 
 // Shares of all the host's cores over a window, each in [0, 1]. busy is
 // user + nice + system + irq + softirq (guest is inside user, guest_nice
-// inside nice);
-// idle is idle + iowait; steal is time the hypervisor ran something else.
+// inside nice); idle is idle + iowait; steal is time the hypervisor ran
+// something else.
 struct HostCpuShare {
   double busy = 0, softirq = 0, idle = 0, steal = 0;
 };

@@ -65,6 +65,16 @@ class ErdaPath final : public DirectPath {
     // fallback), each READ of a GET, and a WRITE with its flush READ (posted
     // together) as one.
     uint64_t round_trips = 0;
+
+    // Sums another client's (or run's) counters into these.
+    Stats& operator+=(const Stats& o) {
+      gets += o.gets, one_sided_gets += o.one_sided_gets, fallback_gets += o.fallback_gets;
+      old_versions += o.old_versions;
+      puts += o.puts, one_sided_puts += o.one_sided_puts, fallback_puts += o.fallback_puts;
+      grants += o.grants, reads += o.reads, writes += o.writes;
+      written_bytes += o.written_bytes, round_trips += o.round_trips;
+      return *this;
+    }
   };
   const Stats& stats() const { return stats_; }
 

@@ -61,16 +61,7 @@ std::string World::Describe() const {
 
 void World::CountDirect(ClusterSimResult& res) const {
   for (const Client& cl : clients_) {
-    if (!cl.erda) continue;
-    const auto& d = cl.erda->stats();
-    res.direct.gets += d.gets;
-    res.direct.one_sided_gets += d.one_sided_gets;
-    res.direct.fallback_gets += d.fallback_gets;
-    res.direct.old_versions += d.old_versions;
-    res.direct.puts += d.puts;
-    res.direct.one_sided_puts += d.one_sided_puts;
-    res.direct.fallback_puts += d.fallback_puts;
-    res.direct.grants += d.grants;
+    if (cl.erda) res.direct += cl.erda->stats();
   }
 }
 

@@ -101,10 +101,10 @@ struct PerfResult {
   // spin had run out (handed work or a timer came due), as a real thread's
   // voluntary context switches count them.
   double client_parks = 0, worker_parks = 0, nic_parks = 0, app_parks = 0;
-  // Spins cut short by another executor, per operation: in all, and by
-  // role (a real thread's involuntary context switches).
-  double preemptions = 0;
+  // Spins cut short by another executor, per operation, by role (a real
+  // thread's involuntary context switches), and in all.
   double client_preemptions = 0, worker_preemptions = 0, nic_preemptions = 0, app_preemptions = 0;
+  double preemptions() const { return client_preemptions + worker_preemptions + nic_preemptions + app_preemptions; }
   // Pool designs: the pool's threads' CPU per operation (calls, merges),
   // and one-sided operations the KVS nodes posted to the pool per
   // operation (READs, batch WRITEs with their flush READs, swaps).

@@ -235,7 +235,6 @@ void World::RunPerf(ClusterSimResult& res) {
   r.worker_preemptions = per_op(parks1[5] - parks0[5]);
   r.nic_preemptions = per_op(parks1[6] - parks0[6]);
   r.app_preemptions = per_op(parks1[7] - parks0[7]);
-  r.preemptions = r.client_preemptions + r.worker_preemptions + r.nic_preemptions + r.app_preemptions;
   for (size_t i = 0; i < cpu0.size(); ++i) {
     const double share =
         static_cast<double>(rt_.CpuBy(placed[i].first, window_end_) - cpu0[i]) / static_cast<double>(p.measure);

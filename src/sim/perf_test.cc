@@ -174,12 +174,12 @@ TEST(PerfTest, AWakeUpIsWholeOnlyWhenACoreIsIdle) {
   const double whole_wakes = Cpu(c, Cost::kWakeup) / static_cast<double>(wakers_part);
   EXPECT_GT(busy_wakes, whole_wakes);
   EXPECT_GE(Cpu(c, Cost::kSwitchIn) / crowded.costs.Of(Cost::kSwitchIn, 0), (busy_wakes + whole_wakes) * 0.99);
-  EXPECT_GT(c.perf.preemptions, 0);
+  EXPECT_GT(c.perf.preemptions(), 0);
   // With a core to spare for every thread, every wake-up is whole: one
   // switch-in for each, none for a preemption.
   EXPECT_EQ(Cpu(r, Cost::kWakeupBusy), 0);
   EXPECT_GT(Cpu(r, Cost::kWakeup), 0);
-  EXPECT_EQ(r.perf.preemptions, 0);
+  EXPECT_EQ(r.perf.preemptions(), 0);
   EXPECT_NEAR(Cpu(r, Cost::kSwitchIn) / roomy.costs.Of(Cost::kSwitchIn, 0),
               Cpu(r, Cost::kWakeup) / static_cast<double>(wakers_part), 0.01);
 }
