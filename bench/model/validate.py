@@ -43,6 +43,11 @@ def run(cmd, env=None):
 
 NOAUTH = "+noauth"
 
+# The designs whose GETs take one path (the primary's worker answers from
+# its store over RPC): on a workload of reads only, their real runs in a
+# round are repeats of one measurement, and their spread is the machine's.
+SAME_READ_PATH = ("rpc-kv", "rowan-kv", "rwrite-kv", "batch-kv", "share-kv", "tailwind")
+
 
 def real_runs(a, threads):
     """The clusters without a secret: the model has no step for signing
@@ -168,6 +173,32 @@ def migrated(model, tmp, r):
     used = ", ".join(f"{k} {inputs[k]['per_op_ns']:.0f} ns" for k in missing)
     print(f"round {r + 1}: {model} predates {', '.join(missing)}: using {used}", flush=True)
     return out
+
+
+def noise_floor(a, threads, cells):
+    """What ±25% means on this machine: how far the real runs of one
+    configuration fall apart. Across rounds, each design's real throughput
+    (max / min); and on a workload of reads only, across the designs that
+    read by one path within a round."""
+    out = ["", "Real repeatability (throughput, max / min of runs that measure the same thing):", ""]
+    for t in threads:
+        ratios = []
+        for d in a.designs.split(","):
+            ops = [r[0] for r, _ in cells.get((d, t), []) if r[0]]
+            if len(ops) > 1:
+                ratios.append(max(ops) / min(ops))
+        if ratios:
+            out.append(f"- {t} threads, one design across {a.rounds} rounds: median {statistics.median(ratios):.2f}x, "
+                       f"worst {max(ratios):.2f}x")
+        if a.workload != "c":
+            continue
+        same = [d for d in SAME_READ_PATH if d in a.designs.split(",")]
+        for r in range(a.rounds):
+            ops = [cells[(d, t)][r][0][0] for d in same if (d, t) in cells and cells[(d, t)][r][0][0]]
+            if len(ops) > 1:
+                out.append(f"- {t} threads, round {r + 1}, the {len(ops)} designs reading by one path: "
+                           f"{min(ops):.0f}-{max(ops):.0f} ops/s ({max(ops) / min(ops):.2f}x)")
+    return out if len(out) > 3 else []
 
 
 def main():
@@ -334,6 +365,7 @@ def main():
             steal = [r["host_steal"] for r, _ in rs if "host_steal" in r]
             cols.append(f"{statistics.median(steal):.1f}" if steal else "-")
             lines.append(f"| {d} | {t} | " + " | ".join(cols) + " |")
+    lines.extend(noise_floor(a, threads, cells))
     text = "\n".join(lines)
     print(text)
     if a.markdown:
