@@ -574,11 +574,14 @@ int RunPerfCommand(const SimCommandOptions& o) {
   std::printf("preemptions per operation: client %.2f, application threads %.2f, workers %.2f, nics %.2f\n",
               r.perf.client_preemptions, r.perf.app_preemptions, r.perf.worker_preemptions,
               r.perf.nic_preemptions);
-  std::printf("CPU per operation by input (virtual ns):\n");
+  std::printf("CPU per operation by input (virtual ns), in all and by role:\n");
+  std::printf("  %-18s %9s %8s %8s %8s %8s\n", "", "all", "client", "worker", "nic", "digest");
   for (size_t i = 0; i < runtime::kCostCount; ++i) {
     if (r.perf.cpu_per_op[i] <= 0) continue;
-    std::printf("  %-18s %9.0f\n", std::string(runtime::CostName(static_cast<runtime::Cost>(i))).c_str(),
+    std::printf("  %-18s %9.0f", std::string(runtime::CostName(static_cast<runtime::Cost>(i))).c_str(),
                 r.perf.cpu_per_op[i]);
+    for (const auto& role : r.perf.cpu_per_op_by_role) std::printf(" %8.0f", role[i]);
+    std::printf("\n");
   }
   // Over the whole run (the load and warm-up too): a GET that falls back
   // costs a worker a two-sided call on top of its READs.

@@ -107,6 +107,7 @@ struct CostMeter {
   const CostModel* model = nullptr;
   Nanos charged = 0;
   std::array<Nanos, kCostCount>* totals = nullptr;  // per input, for reports
+  std::array<Nanos, kCostCount>* own = nullptr;     // the same, the running executor's
 };
 
 namespace detail {
@@ -114,6 +115,7 @@ inline thread_local CostMeter* t_meter = nullptr;
 inline void Add(CostMeter& m, Cost c, Nanos n) {
   m.charged += n;
   if (m.totals != nullptr) (*m.totals)[static_cast<size_t>(c)] += n;
+  if (m.own != nullptr) (*m.own)[static_cast<size_t>(c)] += n;
 }
 }  // namespace detail
 

@@ -4,6 +4,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <array>
 #include <cinttypes>
 #include <cstdio>
 #include <deque>
@@ -109,6 +110,7 @@ class SimExecutor final : public Executor {
   Nanos spin_from = 0;                  // its spin since then is core time not yet counted busy
   Nanos switch_in_owed = 0;             // woken, or preempted spinning, since its last turn
   bool waits_locally = false;           // parks on no endpoint (PlaceOn's Wait::kLocal)
+  std::array<Nanos, kCostCount> charged{};  // its virtual CPU, by input
   Cost SwitchIn() const { return waits_locally ? Cost::kSwitchInLocal : Cost::kSwitchIn; }
 
  private:
@@ -274,6 +276,7 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
   x->core = static_cast<uint32_t>(core);
   x->woken = false;
   meter_.charged = 0;
+  meter_.own = &x->charged;
   metering_ = true;
   detail::t_meter = &meter_;
   // Woken, it pays its part of the wake-up, its switch-in, before it runs
@@ -294,6 +297,7 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     Dispatch(e);
   }
   detail::t_meter = nullptr;
+  meter_.own = nullptr;
   metering_ = false;
   const Nanos end = t + meter_.charged;
   if (preempted != nullptr && end == t) {
@@ -386,6 +390,9 @@ uint64_t SimRuntime::Parks(const Executor* exec) const { return static_cast<cons
 Nanos SimRuntime::CpuBy(const Executor* exec, Nanos t) const {
   const auto* x = static_cast<const SimExecutor*>(exec);
   return x->CpuTime() - std::max<Nanos>(0, x->busy_until - t);
+}
+const std::array<Nanos, kCostCount>& SimRuntime::CostsOf(const Executor* exec) const {
+  return static_cast<const SimExecutor*>(exec)->charged;
 }
 uint64_t SimRuntime::Preemptions(const Executor* exec) const {
   return static_cast<const SimExecutor*>(exec)->preemptions;

@@ -145,6 +145,8 @@ class SimRuntime : public Runtime {
   uint64_t Preemptions(const Executor* exec) const;
   // Virtual CPU time charged so far, per input (all executors).
   const std::array<Nanos, kCostCount>& CostTotals() const { return cost_totals_; }
+  // The same, one modelled executor's (credited whole when a turn runs).
+  const std::array<Nanos, kCostCount>& CostsOf(const Executor* exec) const;
   // A modelled executor's CPU time up to `t`: CpuTime() credits a turn
   // whole when it starts, this counts the part of its last turn before `t`
   // only (a window's share is then at most the window). REQUIRES: no turn

@@ -90,6 +90,11 @@ struct PerfResult {
   // Virtual CPU per operation, by input (ns), over the measured window
   // (chain designs: the load and the flushes and compactions it made due).
   std::array<double, runtime::kCostCount> cpu_per_op{};
+  // The same by role (performance runs of the cluster designs): the
+  // client with its application threads, workers, NICs, digests. Turns are
+  // credited whole to the window they start in.
+  enum Role : uint8_t { kClient, kWorker, kNic, kDigest, kRoles };
+  std::array<std::array<double, runtime::kCostCount>, kRoles> cpu_per_op_by_role{};
   // Busy share of each host's cores over the measured window.
   std::vector<double> host_busy;
   // Virtual CPU per operation by role (ns), summed over the nodes as

@@ -195,6 +195,18 @@ void World::RunPerf(ClusterSimResult& res) {
     }
     return r;
   };
+  // CPU by role and input, turns credited whole (CostsOf).
+  using ByInput = std::array<Nanos, runtime::kCostCount>;
+  auto inputs = [this, &placed] {
+    static constexpr size_t kCpuIndex[] = {0, 0, 1, 2, 3};
+    std::array<ByInput, PerfResult::kRoles> r{};
+    for (const auto& [x, role] : placed) {
+      const ByInput& c = rt_.CostsOf(x);
+      for (size_t i = 0; i < runtime::kCostCount; ++i) r[kCpuIndex[role]][i] += c[i];
+    }
+    return r;
+  };
+  std::array<ByInput, PerfResult::kRoles> inputs0{};
   std::array<uint64_t, 8> parks0{};
   std::array<Nanos, 4> roles0{};
   std::vector<Nanos> cpu0;
@@ -202,6 +214,7 @@ void World::RunPerf(ClusterSimResult& res) {
     totals0 = rt_.CostTotals();
     roles0 = roles(window_start_);
     parks0 = parks();
+    inputs0 = inputs();
     for (const auto& [x, role] : placed) cpu0.push_back(rt_.CpuBy(x, window_start_));
     for (uint32_t h = 0; h < rt_.host_count(); ++h) busy0.push_back(rt_.HostBusy(h));
   });
@@ -226,6 +239,10 @@ void World::RunPerf(ClusterSimResult& res) {
   r.worker_cpu = per_op(roles1[1] - roles0[1]);
   r.nic_cpu = per_op(roles1[2] - roles0[2]);
   r.digest_cpu = per_op(roles1[3] - roles0[3]);
+  const std::array<ByInput, PerfResult::kRoles> inputs1 = inputs();
+  for (size_t k = 0; k < PerfResult::kRoles; ++k) {
+    for (size_t i = 0; i < runtime::kCostCount; ++i) r.cpu_per_op_by_role[k][i] = per_op(inputs1[k][i] - inputs0[k][i]);
+  }
   const std::array<uint64_t, 8> parks1 = parks();
   r.client_parks = per_op(parks1[0] - parks0[0]);
   r.worker_parks = per_op(parks1[1] - parks0[1]);

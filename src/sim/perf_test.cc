@@ -105,6 +105,25 @@ TEST(PerfTest, EveryStepIsChargedWhereItHappens) {
   EXPECT_GT(Cpu(rowan, Cost::kFabricPost), 0);
   EXPECT_GT(Cpu(rowan, Cost::kFabricCompletion), 0);
   EXPECT_GT(Cpu(rpc, Cost::kClientOp), 0);
+  // By role, each step lands on whoever takes it, and the roles add up to
+  // the whole: the client encodes and is woken locally, the workers handle
+  // requests and store, rowan's digests digest.
+  for (const ClusterSimResult* r : {&rpc, &rowan, &rowan_sw}) {
+    const auto& by = r->perf.cpu_per_op_by_role;
+    for (size_t i = 0; i < runtime::kCostCount; ++i) {
+      double sum = 0;
+      for (const auto& role : by) sum += role[i];
+      EXPECT_NEAR(sum, r->perf.cpu_per_op[i], 1e-6 * (1 + r->perf.cpu_per_op[i])) << runtime::CostName(static_cast<Cost>(i));
+    }
+  }
+  auto role = [](const ClusterSimResult& r, PerfResult::Role k, Cost c) {
+    return r.perf.cpu_per_op_by_role[k][static_cast<size_t>(c)];
+  };
+  EXPECT_EQ(role(rpc, PerfResult::kClient, Cost::kClientOp), Cpu(rpc, Cost::kClientOp));
+  EXPECT_EQ(role(rpc, PerfResult::kClient, Cost::kSwitchInLocal), Cpu(rpc, Cost::kSwitchInLocal));
+  EXPECT_EQ(role(rpc, PerfResult::kWorker, Cost::kRequest), Cpu(rpc, Cost::kRequest));
+  EXPECT_EQ(role(rpc, PerfResult::kWorker, Cost::kStoreGet), Cpu(rpc, Cost::kStoreGet));
+  EXPECT_EQ(role(rowan, PerfResult::kDigest, Cost::kDigest), Cpu(rowan, Cost::kDigest));
 }
 
 // The RPC layer works on every message at both ends, also when the
