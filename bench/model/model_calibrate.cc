@@ -487,7 +487,11 @@ Crowded MeasureCrowdedHandOver(int hops) {
   const double wall = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
   const Nanos c1 = cpu();
   rt.Stop();
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  // The cores its threads may run on (an affinity mask may allow fewer
+  // than the machine has).
+  cpu_set_t allowed;
+  const int cores = ::sched_getaffinity(0, sizeof(allowed), &allowed) == 0 ? CPU_COUNT(&allowed) : 0;
+  if (cores <= 0) return {};
   return {static_cast<double>(c1 - c0) / hops, wall * cores / hops};
 }
 

@@ -183,20 +183,21 @@ def noise_floor(a, threads, cells):
     out = ["", "Real repeatability (throughput, max / min of runs that measure the same thing):", ""]
     for t in threads:
         ratios = []
+        threads_said = f"{t} thread" + ("s" if t != 1 else "")
         for d in a.designs.split(","):
             ops = [r[0] for r, _ in cells.get((d, t), []) if r[0]]
             if len(ops) > 1:
                 ratios.append(max(ops) / min(ops))
         if ratios:
-            out.append(f"- {t} threads, one design across {a.rounds} rounds: median {statistics.median(ratios):.2f}x, "
-                       f"worst {max(ratios):.2f}x")
+            out.append(f"- {threads_said}, one design across the rounds that measured it: median "
+                       f"{statistics.median(ratios):.2f}x, worst {max(ratios):.2f}x")
         if a.workload != "c":
             continue
         same = [d for d in SAME_READ_PATH if d in a.designs.split(",")]
         for r in range(a.rounds):
             ops = [cells[(d, t)][r][0][0] for d in same if (d, t) in cells and cells[(d, t)][r][0][0]]
             if len(ops) > 1:
-                out.append(f"- {t} threads, round {r + 1}, the {len(ops)} designs reading by one path: "
+                out.append(f"- {threads_said}, round {r + 1}, the {len(ops)} designs reading by one path: "
                            f"{min(ops):.0f}-{max(ops):.0f} ops/s ({max(ops) / min(ops):.2f}x)")
     return out if len(out) > 3 else []
 

@@ -164,10 +164,14 @@ void World::RunPerf(ClusterSimResult& res) {
   std::array<Nanos, runtime::kCostCount> totals0{};
   std::vector<Nanos> busy0;
   // Every placed executor with its role, once: CPU by role (client and
-  // application threads, workers, NICs, digests), parks by role (client,
-  // workers, NICs, application threads) and preemptions of those, and the
-  // busiest executor are read off this list.
+  // application threads, workers, NICs, digests), in all and by input,
+  // parks by role (client, workers, NICs, application threads) and
+  // preemptions of those, and the busiest executor are read off this list.
   enum Role : uint8_t { kClientRole, kAppRole, kWorkerRole, kNicRole, kDigestRole };
+  // The role whose CPU an executor's counts toward: application threads
+  // are the client's, as slip bench counts the client process.
+  static constexpr size_t kCpuRole[] = {PerfResult::kClient, PerfResult::kClient, PerfResult::kWorker,
+                                        PerfResult::kNic, PerfResult::kDigest};
   std::vector<std::pair<runtime::Executor*, Role>> placed;
   for (const Client& c : clients_) placed.emplace_back(c.exec, kClientRole);
   for (runtime::Executor* a : apps_) placed.emplace_back(a, kAppRole);
@@ -178,9 +182,8 @@ void World::RunPerf(ClusterSimResult& res) {
   }
   // CPU up to `t`: a turn running across the window's edge is split at it.
   auto roles = [this, &placed](Nanos t) {
-    static constexpr size_t kCpuIndex[] = {0, 0, 1, 2, 3};
-    std::array<Nanos, 4> r{};
-    for (const auto& [x, role] : placed) r[kCpuIndex[role]] += rt_.CpuBy(x, t);
+    std::array<Nanos, PerfResult::kRoles> r{};
+    for (const auto& [x, role] : placed) r[kCpuRole[role]] += rt_.CpuBy(x, t);
     return r;
   };
   // Parks by role (client, workers, NICs, application threads), then
@@ -198,17 +201,16 @@ void World::RunPerf(ClusterSimResult& res) {
   // CPU by role and input, turns credited whole (CostsOf).
   using ByInput = std::array<Nanos, runtime::kCostCount>;
   auto inputs = [this, &placed] {
-    static constexpr size_t kCpuIndex[] = {0, 0, 1, 2, 3};
     std::array<ByInput, PerfResult::kRoles> r{};
     for (const auto& [x, role] : placed) {
       const ByInput& c = rt_.CostsOf(x);
-      for (size_t i = 0; i < runtime::kCostCount; ++i) r[kCpuIndex[role]][i] += c[i];
+      for (size_t i = 0; i < runtime::kCostCount; ++i) r[kCpuRole[role]][i] += c[i];
     }
     return r;
   };
   std::array<ByInput, PerfResult::kRoles> inputs0{};
   std::array<uint64_t, 8> parks0{};
-  std::array<Nanos, 4> roles0{};
+  std::array<Nanos, PerfResult::kRoles> roles0{};
   std::vector<Nanos> cpu0;
   rt_.Schedule(window_start_, nullptr, kEventControl, "window", 0, [&] {
     totals0 = rt_.CostTotals();
@@ -233,12 +235,12 @@ void World::RunPerf(ClusterSimResult& res) {
   for (size_t i = 0; i < runtime::kCostCount; ++i) {
     r.cpu_per_op[i] = r.ops == 0 ? 0 : static_cast<double>(totals[i] - totals0[i]) / static_cast<double>(r.ops);
   }
-  const std::array<Nanos, 4> roles1 = roles(window_end_);
+  const std::array<Nanos, PerfResult::kRoles> roles1 = roles(window_end_);
   auto per_op = [&r](auto n) { return r.ops == 0 ? 0.0 : static_cast<double>(n) / static_cast<double>(r.ops); };
-  r.client_cpu = per_op(roles1[0] - roles0[0]);
-  r.worker_cpu = per_op(roles1[1] - roles0[1]);
-  r.nic_cpu = per_op(roles1[2] - roles0[2]);
-  r.digest_cpu = per_op(roles1[3] - roles0[3]);
+  r.client_cpu = per_op(roles1[PerfResult::kClient] - roles0[PerfResult::kClient]);
+  r.worker_cpu = per_op(roles1[PerfResult::kWorker] - roles0[PerfResult::kWorker]);
+  r.nic_cpu = per_op(roles1[PerfResult::kNic] - roles0[PerfResult::kNic]);
+  r.digest_cpu = per_op(roles1[PerfResult::kDigest] - roles0[PerfResult::kDigest]);
   const std::array<ByInput, PerfResult::kRoles> inputs1 = inputs();
   for (size_t k = 0; k < PerfResult::kRoles; ++k) {
     for (size_t i = 0; i < runtime::kCostCount; ++i) r.cpu_per_op_by_role[k][i] = per_op(inputs1[k][i] - inputs0[k][i]);

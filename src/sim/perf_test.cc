@@ -120,7 +120,10 @@ TEST(PerfTest, EveryStepIsChargedWhereItHappens) {
     return r.perf.cpu_per_op_by_role[k][static_cast<size_t>(c)];
   };
   EXPECT_EQ(role(rpc, PerfResult::kClient, Cost::kClientOp), Cpu(rpc, Cost::kClientOp));
+  EXPECT_GT(Cpu(rpc, Cost::kSwitchInLocal), 0);
   EXPECT_EQ(role(rpc, PerfResult::kClient, Cost::kSwitchInLocal), Cpu(rpc, Cost::kSwitchInLocal));
+  EXPECT_GT(Cpu(rowan_sw, Cost::kFabricTarget), 0);  // the backups' NIC threads place what primaries write
+  EXPECT_EQ(role(rowan_sw, PerfResult::kNic, Cost::kFabricTarget), Cpu(rowan_sw, Cost::kFabricTarget));
   EXPECT_EQ(role(rpc, PerfResult::kWorker, Cost::kRequest), Cpu(rpc, Cost::kRequest));
   EXPECT_EQ(role(rpc, PerfResult::kWorker, Cost::kStoreGet), Cpu(rpc, Cost::kStoreGet));
   EXPECT_EQ(role(rowan, PerfResult::kDigest, Cost::kDigest), Cpu(rowan, Cost::kDigest));
