@@ -145,12 +145,16 @@ int ReshardAddNode(const ClusterCommandOptions& o, cluster::ConfigStore& store, 
   }
   const auto t0 = Clock::now();
   // The node lists itself (cluster::AddMember) once it holds its lease.
+  // Listed down, it was declared failed while starting and boots again:
+  // moves are planned for up nodes only, so wait for it to be up.
   auto p = SpawnDetached(o.dir, NodeName(id), ServerArgs(o, id));
   if (!p.ok()) return Fail("cluster add-node", p.status());
   double listed_s = -1;
   while (listed_s < 0) {
     auto now = store.Load();
-    if (now.ok() && now->config.nodes.contains(id)) listed_s = Since(t0);
+    if (now.ok() && now->config.nodes.contains(id) && now->config.nodes.at(id).state == cluster::NodeState::kUp) {
+      listed_s = Since(t0);
+    }
     bool alive = false;
     for (const auto& proc : ListProcesses(o.dir)) alive |= proc.name == NodeName(id) && proc.alive;
     if (listed_s < 0 && !alive) {

@@ -353,6 +353,14 @@ Status Node::Boot() {
         });
   }
 
+  // A joining node holds its lease before it is listed. Listed first, it
+  // could be probed by a manager past its boot grace in the moment between
+  // listing and taking the lease, found dead, and declared failed before it
+  // served anything (it then boots again, but `cluster add-node` may have
+  // planned its moves meanwhile and given it nothing).
+  const std::string holder = "node-" + std::to_string(o_.id) + "-pid" + std::to_string(getpid());
+  if (joining) SLIP_RETURN_IF_ERROR(membership_->Acquire(cluster::NodeLeaseName(o_.id), holder));
+
   // Publish our address (and come back, if we were replaced) in a new term.
   SLIP_RETURN_IF_ERROR(membership_->Update([&](const ClusterConfig& c) -> Result<ClusterConfig> {
     ClusterConfig next = c;
@@ -394,8 +402,7 @@ Status Node::Boot() {
   }));
 
   // The lease: nobody else may think we are alive without it.
-  SLIP_RETURN_IF_ERROR(
-      membership_->Acquire(cluster::NodeLeaseName(o_.id), "node-" + std::to_string(o_.id) + "-pid" + std::to_string(getpid())));
+  if (!joining) SLIP_RETURN_IF_ERROR(membership_->Acquire(cluster::NodeLeaseName(o_.id), holder));
 
   SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig now, config_store_->Load());
   // The manager may have declared us failed between publishing the address

@@ -707,6 +707,46 @@ TEST_P(ReshardClusterTest, NodesJoinAndLeaveAndMovesSurviveAKillUnderLoadLosingN
   if (!HasFailure()) fs::remove_all(dir);
 }
 
+// A joining node holds its lease before it is listed. The manager, past its
+// boot grace, probes the lease of every listed node and declares one whose
+// lease is free failed; a node listed first could lose that race while it
+// started, and `cluster add-node` then planned no moves to it. Here the test
+// is that manager, probing the moment the new node first appears.
+TEST(ReshardJoinTest, ANewNodeHoldsItsLeaseBeforeItIsListed) {
+  const fs::path dir = fs::temp_directory_path() / ("slip_join_lease_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  const std::string d = dir.string();
+  const integration::TailLogsOnFailure logs(d);
+  ASSERT_EQ(Slip("cluster up --nodes 2 --rf 2 --shards 4 --design rpc-kv --dir " + d), 0) << "see " << d << "/logs";
+  auto store = cluster::OpenConfigStore(d, "");
+  ASSERT_TRUE(store.ok());
+  std::atomic<int> added{-1};
+  std::thread add([&] { added = Slip("cluster add-node --dir " + d); });
+  bool probed = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!probed && added == -1 && std::chrono::steady_clock::now() < deadline) {
+    auto vc = (*store)->Load();
+    if (!vc.ok() || !vc->config.nodes.contains(2)) continue;
+    probed = true;
+    auto probe = (*store)->AcquireLease(cluster::NodeLeaseName(2), "test-probe", runtime::kSecond, node::MachineNow());
+    if (probe.ok()) {
+      ADD_FAILURE() << "node 2 was listed before it held its lease";
+      (void)(*store)->ReleaseLease(*probe);
+    } else {
+      EXPECT_TRUE(probe.status().Is(Code::kBusy)) << probe.status().ToString();
+    }
+  }
+  add.join();
+  EXPECT_TRUE(probed) << "node 2 was never seen listed";
+  EXPECT_EQ(added, 0);
+  const cluster::ClusterConfig c = (*store)->Load()->config;
+  ASSERT_TRUE(c.nodes.contains(2));
+  EXPECT_EQ(c.nodes.at(2).state, cluster::NodeState::kUp);
+  EXPECT_GE(c.PrimaryCounts()[2], 1u) << "node 2 took its share";
+  EXPECT_EQ(Slip("cluster down --dir " + d), 0);
+  if (!HasFailure()) fs::remove_all(dir);
+}
+
 // The cluster secret (docs/security.md): `cluster up` makes one, owner-only;
 // a client without it, or with another cluster's, is refused and changes
 // nothing; `cluster rotate-secret` under a write load fails no operation,
