@@ -124,13 +124,26 @@ class ClusterTarget final : public KvTarget {
     s.round_trips = static_cast<double>(client_->RoundTrips());
     // CPU per role, summed over the nodes (each node's executors' thread
     // clocks; backup work inside the worker is timed by the node itself).
+    // RPC frames and messages, the client's and the nodes'. The first
+    // sample's own STATS calls fall inside the window: a few frames among
+    // thousands of operations.
+    const Client::Sent sent = client_->RpcSent();
     auto stats = client_->NodeStats();
     if (!stats.ok()) return s;
+    RpcSends sends{.client_frames = static_cast<double>(sent.frames),
+                   .client_messages = static_cast<double>(sent.messages)};
+    bool servers_count = true;
     double worker = 0, backup_worker = 0, nic = 0, control = 0, digest = 0, pool = 0, clean = 0;
     bool has_pool = false, has_clean = false;
     for (const std::string& text : *stats) {
       auto j = nlohmann::json::parse(text, nullptr, false);
       if (j.is_discarded() || !j.contains("cpu_ns")) return s;
+      if (j.contains("rpc")) {
+        sends.server_frames += j["rpc"].value("frames_sent", 0.0);
+        sends.server_messages += j["rpc"].value("messages_sent", 0.0);
+      } else {
+        servers_count = false;
+      }
       const auto& cpu = j["cpu_ns"];
       worker += cpu.value("worker", 0.0) / 1e3;
       backup_worker += cpu.value("backup_worker", 0.0) / 1e3;
@@ -153,6 +166,7 @@ class ClusterTarget final : public KvTarget {
     s.cpu_us.digest = digest;
     if (has_pool) s.cpu_us.pool = pool;
     if (has_clean) s.cpu_us.clean = clean;
+    if (servers_count) s.rpc_sends = sends;
     return s;
   }
 

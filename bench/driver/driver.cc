@@ -395,6 +395,13 @@ Result<RunReport> RunWorkload(KvTarget& target, const DriverOptions& o) {
   }
   r.fabric_bytes_per_op = PerOp(s0.fabric_bytes, s1.fabric_bytes, r.ops);
   r.pm_bytes_per_op = PerOp(s0.pm_bytes, s1.pm_bytes, r.ops);
+  if (s0.rpc_sends && s1.rpc_sends && r.ops) {
+    const double n = static_cast<double>(r.ops);
+    const RpcSends& a = *s0.rpc_sends;
+    const RpcSends& b = *s1.rpc_sends;
+    r.rpc_sends_per_op = RpcSends{(b.client_frames - a.client_frames) / n, (b.client_messages - a.client_messages) / n,
+                                  (b.server_frames - a.server_frames) / n, (b.server_messages - a.server_messages) / n};
+  }
   if (s0.media_bytes && s1.media_bytes && s0.media_requested && s1.media_requested &&
       *s1.media_requested > *s0.media_requested) {
     r.dlwa = (*s1.media_bytes - *s0.media_bytes) / (*s1.media_requested - *s0.media_requested);

@@ -80,6 +80,7 @@ struct RunReport {
   // it, the target's servers and strangers alike. nullopt: not measured.
   std::optional<HostCpuShare> host_cpu;
   std::optional<double> rtts_per_op, fabric_bytes_per_op, pm_bytes_per_op, dlwa;
+  std::optional<RpcSends> rpc_sends_per_op;
 
   double client_cpu_us_per_op() const { return ops ? client_cpu_us / static_cast<double>(ops) : 0; }
 };

@@ -70,6 +70,7 @@ class FakeSession final : public KvSession {
 class FakeTarget final : public KvTarget {
  public:
   FakeStore store;
+  bool counts_sends = false;  // RPC-like: per op served, 1 client frame in 1/2 message, 2 server frames in 1/4
   std::string name() const override { return "fake"; }
   std::string Describe() const override { return "in-memory map (test)"; }
   std::string Durability() const override { return "memory"; }
@@ -80,6 +81,10 @@ class FakeTarget final : public KvTarget {
     TargetSample s;
     std::lock_guard<std::mutex> g(store.mu);
     s.cpu_us.worker = static_cast<double>(store.ops);  // "1 us per op served"
+    if (counts_sends) {
+      const double n = static_cast<double>(store.ops);
+      s.rpc_sends = RpcSends{.client_frames = n, .client_messages = n / 2, .server_frames = 2 * n, .server_messages = n / 4};
+    }
     return s;
   }
 };
@@ -203,6 +208,26 @@ TEST(ReportTest, JsonHasExactlyTheReportedFields) {
   EXPECT_TRUE(j["cpu_us_per_op"]["nic"].is_null());  // the fake does not measure it
   EXPECT_TRUE(j["rtts_per_op"].is_null());
   EXPECT_TRUE(j["dlwa"].is_null());
+  EXPECT_TRUE(j["rpc_sends_per_op"].is_null());  // not counted by the fake
+}
+
+// RPC frames and messages are divided by the window's operations, the
+// client's and the servers' apart.
+TEST(DriverTest, RpcSendsAreCountedPerOperation) {
+  FakeTarget t;
+  t.counts_sends = true;
+  auto r = RunWorkload(t, Options("a", 0.4, 0.1));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->rpc_sends_per_op.has_value());
+  const RpcSends& s = *r->rpc_sends_per_op;
+  auto near = [](double got, double want) { return got > 0.8 * want && got < 1.25 * want; };
+  EXPECT_TRUE(near(s.client_frames, 1)) << s.client_frames;
+  EXPECT_TRUE(near(s.client_messages, 0.5)) << s.client_messages;
+  EXPECT_TRUE(near(s.server_frames, 2)) << s.server_frames;
+  EXPECT_TRUE(near(s.server_messages, 0.25)) << s.server_messages;
+  const nlohmann::json j = ReportJson(*r);
+  EXPECT_DOUBLE_EQ(j["rpc_sends_per_op"]["server_frames"].get<double>(), s.server_frames);
+  EXPECT_DOUBLE_EQ(j["rpc_sends_per_op"]["client_messages"].get<double>(), s.client_messages);
 }
 
 // A session whose calls take `latency` of "network" each, any number at

@@ -76,6 +76,13 @@ struct RoleCpu {
   std::optional<double> worker, backup_worker, nic, control, digest, clean, pool;
 };
 
+// RPC traffic of a target built on rpc::RpcChannel: frames (a request or an
+// answer each) sent by the client library and by the servers, and the
+// fabric messages that carried them (one turn's frames for one peer).
+struct RpcSends {
+  double client_frames = 0, client_messages = 0, server_frames = 0, server_messages = 0;
+};
+
 // Cumulative counters of a target at one instant. The driver reports
 // (end - start) / ops for each one that is set in both samples.
 struct TargetSample {
@@ -91,6 +98,7 @@ struct TargetSample {
   std::optional<double> pm_bytes;         // bytes written to PM (incl. cleaning)
   std::optional<double> media_bytes;      // device-level bytes (DLWA numerator)
   std::optional<double> media_requested;  // bytes requested of the device (DLWA denominator)
+  std::optional<RpcSends> rpc_sends;
 };
 
 // "memory" when `path` lies on a filesystem held in memory (tmpfs, ramfs:

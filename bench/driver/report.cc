@@ -52,7 +52,7 @@ std::string HostDescription() {
 const std::vector<const char*>& ReportFields() {
   static const std::vector<const char*> f = {
       "design", "durability", "workload", "parameters", "throughput_ops", "latency_us", "cpu_us_per_op",
-      "rtts_per_op", "fabric_bytes_per_op", "pm_bytes_per_op", "dlwa", "host_cpu"};
+      "rtts_per_op", "fabric_bytes_per_op", "pm_bytes_per_op", "dlwa", "rpc_sends_per_op", "host_cpu"};
   return f;
 }
 
@@ -102,6 +102,11 @@ json ReportJson(const RunReport& r) {
               {"fabric_bytes_per_op", Opt(r.fabric_bytes_per_op)},
               {"pm_bytes_per_op", Opt(r.pm_bytes_per_op)},
               {"dlwa", Opt(r.dlwa)},
+              {"rpc_sends_per_op", r.rpc_sends_per_op ? json{{"client_frames", r.rpc_sends_per_op->client_frames},
+                                                             {"client_messages", r.rpc_sends_per_op->client_messages},
+                                                             {"server_frames", r.rpc_sends_per_op->server_frames},
+                                                             {"server_messages", r.rpc_sends_per_op->server_messages}}
+                                                      : json(nullptr)},
               {"host_cpu", r.host_cpu ? json{{"busy", r.host_cpu->busy},
                                              {"softirq", r.host_cpu->softirq},
                                              {"idle", r.host_cpu->idle},
@@ -148,6 +153,10 @@ void PrintSummary(std::FILE* out, const RunReport& r) {
   std::fprintf(out, "  per op      rtts %s  fabric bytes %s  pm bytes %s  dlwa %s   (- = not measured)\n",
                Fmt(r.rtts_per_op).c_str(), Fmt(r.fabric_bytes_per_op, "%.1f").c_str(),
                Fmt(r.pm_bytes_per_op, "%.1f").c_str(), Fmt(r.dlwa).c_str());
+  if (const auto& s = r.rpc_sends_per_op) {
+    std::fprintf(out, "  rpc sends   client %.2f frames in %.2f messages  servers %.2f frames in %.2f messages  (per op)\n",
+                 s->client_frames, s->client_messages, s->server_frames, s->server_messages);
+  }
 }
 
 void PrintComparison(std::FILE* out, const std::vector<RunReport>& runs) {

@@ -7,7 +7,9 @@
 //   design, workload, parameters{...}, throughput_ops,
 //   latency_us{read,update,insert,scan,rmw: {p50,p90,p99,p999,max} | null},
 //   cpu_us_per_op{worker,backup_worker,nic,control,digest,clean,client},
-//   rtts_per_op, fabric_bytes_per_op, pm_bytes_per_op, dlwa
+//   rtts_per_op, fabric_bytes_per_op, pm_bytes_per_op, dlwa,
+//   rpc_sends_per_op{client_frames,client_messages,server_frames,server_messages} | null,
+//   host_cpu{busy,softirq,idle,steal} | null
 //
 // `parameters` records the inputs (threads, seconds, rate, records, sizes,
 // distribution, seed, ...) and the target's one-line description.

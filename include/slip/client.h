@@ -92,6 +92,15 @@ class Client {
   // one-sidedly (erda, erda-raw) one per dependent step — each READ, a WRITE
   // with its flush READ, each call. Routing-table refreshes are not counted.
   virtual uint64_t RoundTrips() = 0;
+
+  // RPC frames this client has sent so far (a request each, a retry
+  // again), and the fabric messages that carried them: a message carries
+  // every frame for one node from one turn of the client's thread. The
+  // one-sided steps of erda's clients are not messages. For benchmarks.
+  struct Sent {
+    uint64_t frames = 0, messages = 0;
+  };
+  virtual Sent RpcSent() = 0;
 };
 
 }  // namespace slip

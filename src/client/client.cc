@@ -150,6 +150,11 @@ class ClientImpl final : public Client {
     });
     return p.get_future().get();
   }
+  Sent RpcSent() override {
+    std::promise<Sent> p;
+    exec_->Post([&] { p.set_value(Sent{channel_->counters().frames_sent, channel_->counters().messages_sent}); });
+    return p.get_future().get();
+  }
   void DeleteAsync(std::string key, std::function<void(Status)> done) override {
     exec_->Post([this, key = std::move(key), done = std::move(done)]() mutable {
       core_->Delete(std::move(key), std::move(done));

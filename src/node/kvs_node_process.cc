@@ -218,6 +218,7 @@ void KvsNodeServer::Stats(rpc::RpcChannel::Reply reply) {
       {"node", o_.id},
       {"design", design_},
       {"auth", AuthJson(keys_)},
+      {"rpc", RpcJson({channel_->counters()})},
       {"cpu_ns",
        {{"worker", node_ex_->CpuTime()},
         {"backup_worker", 0},

@@ -623,8 +623,12 @@ void Node::Stats(rpc::RpcChannel::Reply reply) {
   // benchmark divides by operations. Backup work done by a worker is
   // counted by its NodeCore around the backup-role handlers.
   auto counters = std::make_shared<std::vector<server::NodeCore::Counters>>(workers_.size());
-  parts_->pool->ForEach([this, counters](size_t i) { (*counters)[i] = parts_->workers[i].core->counters(); },
-                 [this, counters, reply = std::move(reply)] {
+  auto rpc = std::make_shared<std::vector<rpc::RpcChannel::Counters>>(workers_.size());
+  parts_->pool->ForEach([this, counters, rpc](size_t i) {
+                   (*counters)[i] = parts_->workers[i].core->counters();
+                   (*rpc)[i] = (i == 0 ? channel_ : workers_[i].channel)->counters();
+                 },
+                 [this, counters, rpc, reply = std::move(reply)] {
                    server::NodeCore::Counters sum;
                    int64_t worker_cpu = 0;
                    for (size_t i = 0; i < workers_.size(); ++i) {
@@ -681,6 +685,7 @@ void Node::Stats(rpc::RpcChannel::Reply reply) {
                        {"term", views_.Get()->term},
                        {"lease_ms_left", (membership_->lease_expiry() - MachineNow()) / runtime::kMillisecond},
                        {"in_flight_writes", parts_->shared->writes.Total()},
+                       {"rpc", RpcJson(*rpc)},
                        {"errors",
                         {{"stale_term", sum.stale},
                          {"busy", sum.busy},
@@ -792,6 +797,20 @@ nlohmann::json AuthJson(const std::shared_ptr<auth::KeySource>& keys) {
   nlohmann::json ids = nlohmann::json::array();
   for (const auth::Key& k : ring->keys()) ids.push_back(k.id);
   return {{"on", true}, {"current", ring->current().id}, {"keys", ids}};
+}
+
+nlohmann::json RpcJson(const std::vector<rpc::RpcChannel::Counters>& channels) {
+  rpc::RpcChannel::Counters sum;
+  for (const auto& c : channels) {
+    sum.requests += c.requests;
+    sum.calls += c.calls;
+    sum.frames_sent += c.frames_sent;
+    sum.messages_sent += c.messages_sent;
+  }
+  return {{"requests", sum.requests},
+          {"calls", sum.calls},
+          {"frames_sent", sum.frames_sent},
+          {"messages_sent", sum.messages_sent}};
 }
 
 Status TakeProvider(const std::string& cluster_provider, std::string* provider) {

@@ -152,6 +152,11 @@ Result<std::shared_ptr<auth::KeySource>> OpenProcessKeys(const std::string& clus
 // What STATS says of it: {"on", "current", "keys"} (slip cluster rotate-secret
 // waits on it).
 nlohmann::json AuthJson(const std::shared_ptr<auth::KeySource>& keys);
+// What STATS says of the process's RPC traffic, summed over its channels
+// (each read on its own executor): {"requests", "calls", "frames_sent",
+// "messages_sent"}. A message carries one turn's frames for one peer, so
+// frames per message is how much the batching saves.
+nlohmann::json RpcJson(const std::vector<rpc::RpcChannel::Counters>& channels);
 
 // Nanoseconds on the machine-wide monotonic clock: what every process that
 // shares an embedded ConfigStore passes as `now`.

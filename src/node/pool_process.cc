@@ -51,6 +51,7 @@ class Pool final : public PoolProcess {
         {"node", "pool"},
         {"design", design_},
       {"auth", AuthJson(keys_)},
+      {"rpc", RpcJson({channel_->counters()})},
         {"chain_advances", chain_advances_},
         {"partitions", partitions_ ? partitions_->partitions() : 0},
         {"adopted_keys", partitions_ ? partitions_->adopted_keys() : 0},

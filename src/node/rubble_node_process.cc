@@ -189,6 +189,7 @@ void RubbleNode::Stats(rpc::RpcChannel::Reply reply) {
       {"node", o_.id},
       {"design", design_},
       {"auth", AuthJson(keys_)},
+      {"rpc", RpcJson({channel_->counters()})},
       {"cpu_ns",
        {{"worker", node_ex_->CpuTime() + cpu.writers_ns},
         {"backup_worker", cpu.apply_ns},

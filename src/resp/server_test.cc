@@ -96,6 +96,7 @@ class FakeClient final : public Client {
   Result<std::vector<std::string>> NodeStats() override { return std::vector<std::string>{}; }
   Result<std::vector<NodeAnswer>> NodeStatsEach() override { return std::vector<NodeAnswer>{}; }
   uint64_t RoundTrips() override { return 0; }
+  Sent RpcSent() override { return {}; }
 
  private:
   void Later(const std::string& key, std::function<void()> f) {

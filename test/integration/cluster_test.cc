@@ -150,7 +150,7 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
       const std::string k = "entry-" + std::to_string(i);
       m.Record(k, "v", (*again)->Put(k, "v"), false);
     }
-    uint64_t requests = 0, hopped = 0;
+    uint64_t requests = 0, hopped = 0, received = 0, frames = 0, messages = 0;
     auto stats = (*again)->NodeStats();
     ASSERT_TRUE(stats.ok()) << stats.status().ToString();
     for (const std::string& text : *stats) {
@@ -158,9 +158,22 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
       if (j.is_discarded() || !j.contains("requests_hopped")) continue;
       for (const char* f : {"puts", "gets", "dels", "backup_requests"}) requests += j[f].get<uint64_t>();
       hopped += j["requests_hopped"].get<uint64_t>();
+      received += j["rpc"]["requests"].get<uint64_t>();
+      frames += j["rpc"]["frames_sent"].get<uint64_t>();
+      messages += j["rpc"]["messages_sent"].get<uint64_t>();
     }
     EXPECT_GE(requests, 60u);
     EXPECT_LT(hopped * 4, requests) << hopped << " of " << requests << " requests hopped between workers";
+    // The RPC traffic is summed over every worker's channel: each request
+    // a worker served came in on one, and was answered by a frame.
+    EXPECT_GE(received, requests);
+    EXPECT_GE(frames, received);
+    EXPECT_GT(messages, 0u);
+    EXPECT_LE(messages, frames);
+    const Client::Sent sent = (*again)->RpcSent();
+    EXPECT_GE(sent.frames, 60u);
+    EXPECT_GT(sent.messages, 0u);
+    EXPECT_LE(sent.messages, sent.frames);
     m.Check(**again, "after the entries' writes");
   }
   std::printf("  %d operations, %d with unknown outcome, %zu keys checked\n", m.ops.load(), m.unknown.load(),
