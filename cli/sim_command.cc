@@ -540,19 +540,25 @@ int RunPerfCommand(const SimCommandOptions& o) {
     std::fprintf(stderr, "slip sim: %s\n", r.failure.c_str());
     return 1;
   }
+  // Fabric messages sent per operation, by role: a real run's "rpc sends".
+  auto messages = [&r](sim::PerfResult::Role k) {
+    return r.perf.steps_per_op_by_role[k][static_cast<size_t>(runtime::Cost::kMessageSend)];
+  };
   if (o.json) {
     std::printf("{\"design\":\"%s\",\"threads\":%u,\"ops_per_sec\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,"
                 "\"read_p50_us\":%.1f,\"write_p50_us\":%.1f,\"busy\":%.3f,"
                 "\"cpu_us\":{\"client\":%.2f,\"worker\":%.2f,\"nic\":%.2f,\"digest\":%.2f},"
                 "\"parks\":{\"client\":%.3f,\"app\":%.3f,\"worker\":%.3f,\"nic\":%.3f},"
-                "\"preemptions\":{\"client\":%.3f,\"app\":%.3f,\"worker\":%.3f,\"nic\":%.3f},\"log_full\":%s}\n",
+                "\"preemptions\":{\"client\":%.3f,\"app\":%.3f,\"worker\":%.3f,\"nic\":%.3f},"
+                "\"messages\":{\"client\":%.3f,\"worker\":%.3f,\"nic\":%.3f},\"log_full\":%s}\n",
                 o.design.c_str(), o.threads, r.perf.ops_per_sec, static_cast<double>(r.perf.p50) / 1e3,
                 static_cast<double>(r.perf.p99) / 1e3, static_cast<double>(r.perf.read_p50) / 1e3,
                 static_cast<double>(r.perf.write_p50) / 1e3, r.perf.host_busy.empty() ? 0.0 : r.perf.host_busy[0],
                 r.perf.client_cpu / 1e3, r.perf.worker_cpu / 1e3, r.perf.nic_cpu / 1e3, r.perf.digest_cpu / 1e3,
                 r.perf.client_parks, r.perf.app_parks, r.perf.worker_parks, r.perf.nic_parks,
                 r.perf.client_preemptions, r.perf.app_preemptions, r.perf.worker_preemptions,
-                r.perf.nic_preemptions, r.perf.log_full ? "true" : "false");
+                r.perf.nic_preemptions, messages(sim::PerfResult::kClient), messages(sim::PerfResult::kWorker),
+                messages(sim::PerfResult::kNic), r.perf.log_full ? "true" : "false");
     return 0;
   }
   std::printf("%s on this-machine (%u cores, %s model %s), YCSB-%s, %u records of %u B, %u threads: "
@@ -574,6 +580,8 @@ int RunPerfCommand(const SimCommandOptions& o) {
   std::printf("preemptions per operation: client %.2f, application threads %.2f, workers %.2f, nics %.2f\n",
               r.perf.client_preemptions, r.perf.app_preemptions, r.perf.worker_preemptions,
               r.perf.nic_preemptions);
+  std::printf("fabric messages sent per operation: client %.2f, workers %.2f, nics %.2f\n",
+              messages(sim::PerfResult::kClient), messages(sim::PerfResult::kWorker), messages(sim::PerfResult::kNic));
   std::printf("CPU per operation by input (virtual ns), in all and by role:\n");
   std::printf("  %-18s %9s %8s %8s %8s %8s\n", "", "all", "client", "worker", "nic", "digest");
   for (size_t i = 0; i < runtime::kCostCount; ++i) {

@@ -65,11 +65,16 @@ def real_runs(a, threads):
         if len(f) >= 6 and design_of(f[0]) in a.designs.split(","):
             got[design_of(f[0])] = (float(f[2]), float(f[4]))  # ops/s, p50 us
     # Each target's block: "D: workload ...", its latency lines, "cpu us/op   client X  worker Y ...",
-    # "host cpu ...", and last "per op ...".
-    design = None
+    # "host cpu ...", "per op ..." and, last, "rpc sends ...".
+    design = last = None
     for line in out[:out.index("comparison")].splitlines():
         if design_of(line.split(":")[0]) in got and ": workload" in line:
-            design = design_of(line.split(":")[0])
+            design = last = design_of(line.split(":")[0])
+        elif last and line.strip().startswith("rpc sends"):
+            # "rpc sends   client 1.00 frames in 0.54 messages  servers 1.00 frames in 0.37 messages  (per op)"
+            f = line.split()
+            cpu.setdefault(last, {})["msg_client"] = float(f[f.index("client") + 4])
+            cpu[last]["msg_server"] = float(f[f.index("servers") + 4])
         elif design and line.split()[:1] in (["read"], ["update"]):
             kinds.setdefault(design, {})[line.split()[0]] = float(line.split()[1])
         elif design and line.strip().startswith("host cpu"):
@@ -95,7 +100,10 @@ def predictions(a, model, threads):
                    str(threads), "--nodes", "3", "--shards", "24", "--records", str(a.records), "--value-size",
                    str(a.value_size), "--measure", "0.5", "--workload", a.workload, "--json"])
         j = json.loads(out.strip().splitlines()[-1])
-        got[d] = (j["ops_per_sec"], j["p50_us"], dict(j["cpu_us"], host_busy=100 * j["busy"]),
+        msgs = j.get("messages", {})
+        got[d] = (j["ops_per_sec"], j["p50_us"],
+                  dict(j["cpu_us"], host_busy=100 * j["busy"], msg_client=msgs.get("client"),
+                       msg_server=msgs.get("worker")),
                   {"read": j["read_p50_us"], "update": j["write_p50_us"]})
     return got
 
@@ -365,6 +373,17 @@ def main():
                 cols.append(f"{rv} / {mv:.1f}")
             steal = [r["host_steal"] for r, _ in rs if "host_steal" in r]
             cols.append(f"{statistics.median(steal):.1f}" if steal else "-")
+            lines.append(f"| {d} | {t} | " + " | ".join(cols) + " |")
+    # Real runs kept before slip bench counted RPC sends (2026-11-29) have none.
+    sent = [(d, t, rs) for t in threads for d in a.designs.split(",")
+            for rs in [[(r, m) for r, m in roles.get((d, t), []) if "msg_client" in r]] if rs]
+    if sent:
+        lines += ["", "Fabric messages sent per operation (real: slip bench's rpc sends, the RPC channels'; model: its "
+                  "message_send steps; one-sided posts are neither), medians:", "",
+                  "| design | threads | client real/model | servers real/model |", "|---|---:|---:|---:|"]
+        for d, t, rs in sent:
+            cols = [f"{statistics.median(r[k] for r, _ in rs):.2f} / {statistics.median(m[k] or 0 for _, m in rs):.2f}"
+                    for k in ("msg_client", "msg_server")]
             lines.append(f"| {d} | {t} | " + " | ".join(cols) + " |")
     lines.extend(noise_floor(a, threads, cells))
     text = "\n".join(lines)

@@ -108,6 +108,10 @@ struct CostMeter {
   Nanos charged = 0;
   std::array<Nanos, kCostCount>* totals = nullptr;  // per input, for reports
   std::array<Nanos, kCostCount>* own = nullptr;     // the same, the running executor's
+  // Whole steps charged by Charge() (not the parts ChargeBytes and
+  // ChargeNanos add), the running executor's: fabric messages sent are its
+  // kMessageSend steps.
+  std::array<uint64_t, kCostCount>* own_steps = nullptr;
 };
 
 namespace detail {
@@ -123,7 +127,10 @@ inline void Add(CostMeter& m, Cost c, Nanos n) {
 // outside a modelled simulation. Header-only, so any layer may charge
 // without linking the runtime.
 inline void Charge(Cost c, uint64_t bytes = 0) {
-  if (detail::t_meter != nullptr) detail::Add(*detail::t_meter, c, detail::t_meter->model->Of(c, bytes));
+  CostMeter* m = detail::t_meter;
+  if (m == nullptr) return;
+  detail::Add(*m, c, m->model->Of(c, bytes));
+  if (m->own_steps != nullptr) ++(*m->own_steps)[static_cast<size_t>(c)];
 }
 
 // Charges only the per-byte part of `c` (a message that rides in a frame

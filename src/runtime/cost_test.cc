@@ -80,6 +80,7 @@ TEST(CostTest, ChargedTimeAdvancesTheHandlersClockAndDelaysWhatItSends) {
   a->Post([&] {
     Charge(Cost::kRequest);
     Charge(Cost::kStorePut, 1000);  // 200 + 500
+    ChargeBytes(Cost::kStorePut, 0);  // a part: no step of its own
     inside = a->Now();
     rt.Schedule(rt.Now() + 100, b, kFirstDeviceKind, "msg", 0, [&] { arrived = b->Now(); });
   });
@@ -89,6 +90,9 @@ TEST(CostTest, ChargedTimeAdvancesTheHandlersClockAndDelaysWhatItSends) {
   EXPECT_EQ(a->CpuTime(), 1700);
   EXPECT_EQ(rt.CostTotals()[static_cast<size_t>(Cost::kStorePut)], 700);
   EXPECT_EQ(rt.HostBusy(host), 1700);
+  EXPECT_EQ(rt.StepsOf(a)[static_cast<size_t>(Cost::kStorePut)], 1u);
+  EXPECT_EQ(rt.StepsOf(a)[static_cast<size_t>(Cost::kRequest)], 1u);
+  EXPECT_EQ(rt.StepsOf(b)[static_cast<size_t>(Cost::kStorePut)], 0u);
 }
 
 // A turn is credited whole when it starts (CpuTime); CpuBy splits the last

@@ -111,6 +111,7 @@ class SimExecutor final : public Executor {
   Nanos switch_in_owed = 0;             // woken, or preempted spinning, since its last turn
   bool waits_locally = false;           // parks on no endpoint (PlaceOn's Wait::kLocal)
   std::array<Nanos, kCostCount> charged{};  // its virtual CPU, by input
+  std::array<uint64_t, kCostCount> steps{};  // whole steps charged, by input
   Cost SwitchIn() const { return waits_locally ? Cost::kSwitchInLocal : Cost::kSwitchIn; }
 
  private:
@@ -277,6 +278,7 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
   x->woken = false;
   meter_.charged = 0;
   meter_.own = &x->charged;
+  meter_.own_steps = &x->steps;
   metering_ = true;
   detail::t_meter = &meter_;
   // Woken, it pays its part of the wake-up, its switch-in, before it runs
@@ -298,6 +300,7 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
   }
   detail::t_meter = nullptr;
   meter_.own = nullptr;
+  meter_.own_steps = nullptr;
   metering_ = false;
   const Nanos end = t + meter_.charged;
   if (preempted != nullptr && end == t) {
@@ -393,6 +396,9 @@ Nanos SimRuntime::CpuBy(const Executor* exec, Nanos t) const {
 }
 const std::array<Nanos, kCostCount>& SimRuntime::CostsOf(const Executor* exec) const {
   return static_cast<const SimExecutor*>(exec)->charged;
+}
+const std::array<uint64_t, kCostCount>& SimRuntime::StepsOf(const Executor* exec) const {
+  return static_cast<const SimExecutor*>(exec)->steps;
 }
 uint64_t SimRuntime::Preemptions(const Executor* exec) const {
   return static_cast<const SimExecutor*>(exec)->preemptions;

@@ -147,6 +147,9 @@ class SimRuntime : public Runtime {
   const std::array<Nanos, kCostCount>& CostTotals() const { return cost_totals_; }
   // The same, one modelled executor's (credited whole when a turn runs).
   const std::array<Nanos, kCostCount>& CostsOf(const Executor* exec) const;
+  // Whole steps it was charged, per input (Charge(); its fabric messages
+  // sent are its kMessageSend steps).
+  const std::array<uint64_t, kCostCount>& StepsOf(const Executor* exec) const;
   // A modelled executor's CPU time up to `t`: CpuTime() credits a turn
   // whole when it starts, this counts the part of its last turn before `t`
   // only (a window's share is then at most the window). REQUIRES: no turn

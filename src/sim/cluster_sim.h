@@ -95,6 +95,10 @@ struct PerfResult {
   // credited whole to the window they start in.
   enum Role : uint8_t { kClient, kWorker, kNic, kDigest, kRoles };
   std::array<std::array<double, runtime::kCostCount>, kRoles> cpu_per_op_by_role{};
+  // Whole steps per operation by role and input (SimRuntime::StepsOf):
+  // kMessageSend's are the fabric messages each role sent, what slip bench
+  // reports as "rpc sends" of a real run.
+  std::array<std::array<double, runtime::kCostCount>, kRoles> steps_per_op_by_role{};
   // Busy share of each host's cores over the measured window.
   std::vector<double> host_busy;
   // Virtual CPU per operation by role (ns), summed over the nodes as

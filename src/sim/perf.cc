@@ -198,8 +198,10 @@ void World::RunPerf(ClusterSimResult& res) {
     }
     return r;
   };
-  // CPU by role and input, turns credited whole (CostsOf).
+  // CPU by role and input, turns credited whole (CostsOf), and whole steps
+  // (StepsOf).
   using ByInput = std::array<Nanos, runtime::kCostCount>;
+  using StepsByInput = std::array<uint64_t, runtime::kCostCount>;
   auto inputs = [this, &placed] {
     std::array<ByInput, PerfResult::kRoles> r{};
     for (const auto& [x, role] : placed) {
@@ -208,7 +210,16 @@ void World::RunPerf(ClusterSimResult& res) {
     }
     return r;
   };
+  auto steps = [this, &placed] {
+    std::array<StepsByInput, PerfResult::kRoles> r{};
+    for (const auto& [x, role] : placed) {
+      const StepsByInput& c = rt_.StepsOf(x);
+      for (size_t i = 0; i < runtime::kCostCount; ++i) r[kCpuRole[role]][i] += c[i];
+    }
+    return r;
+  };
   std::array<ByInput, PerfResult::kRoles> inputs0{};
+  std::array<StepsByInput, PerfResult::kRoles> steps0{};
   std::array<uint64_t, 8> parks0{};
   std::array<Nanos, PerfResult::kRoles> roles0{};
   std::vector<Nanos> cpu0;
@@ -217,6 +228,7 @@ void World::RunPerf(ClusterSimResult& res) {
     roles0 = roles(window_start_);
     parks0 = parks();
     inputs0 = inputs();
+    steps0 = steps();
     for (const auto& [x, role] : placed) cpu0.push_back(rt_.CpuBy(x, window_start_));
     for (uint32_t h = 0; h < rt_.host_count(); ++h) busy0.push_back(rt_.HostBusy(h));
   });
@@ -244,6 +256,10 @@ void World::RunPerf(ClusterSimResult& res) {
   const std::array<ByInput, PerfResult::kRoles> inputs1 = inputs();
   for (size_t k = 0; k < PerfResult::kRoles; ++k) {
     for (size_t i = 0; i < runtime::kCostCount; ++i) r.cpu_per_op_by_role[k][i] = per_op(inputs1[k][i] - inputs0[k][i]);
+  }
+  const std::array<StepsByInput, PerfResult::kRoles> steps1 = steps();
+  for (size_t k = 0; k < PerfResult::kRoles; ++k) {
+    for (size_t i = 0; i < runtime::kCostCount; ++i) r.steps_per_op_by_role[k][i] = per_op(steps1[k][i] - steps0[k][i]);
   }
   const std::array<uint64_t, 8> parks1 = parks();
   r.client_parks = per_op(parks1[0] - parks0[0]);

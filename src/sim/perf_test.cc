@@ -146,6 +146,17 @@ TEST(PerfTest, TheRpcLayerIsPaidPerMessageWhereFramesCarrySeveral) {
   EXPECT_NEAR(Cpu(rowan, Cost::kRpcCall) / 400 / 2, 2, 0.2);
   // Frames carried several: fewer transport sends than messages.
   EXPECT_LT(Cpu(rpc, Cost::kMessageSend) / 2000, 0.9 * rpc_messages);
+  // The fabric messages each role sent are its whole kMessageSend steps
+  // (a message riding in a frame already paid for adds bytes only).
+  const auto sent = [](const ClusterSimResult& r, PerfResult::Role k) {
+    return r.perf.steps_per_op_by_role[k][static_cast<size_t>(Cost::kMessageSend)];
+  };
+  double all = 0;
+  for (size_t k = 0; k < PerfResult::kRoles; ++k) all += sent(rpc, static_cast<PerfResult::Role>(k));
+  EXPECT_NEAR(all, Cpu(rpc, Cost::kMessageSend) / 2000, 0.02 * all);
+  EXPECT_GT(sent(rpc, PerfResult::kClient), 0.2);
+  EXPECT_GT(sent(rpc, PerfResult::kWorker), 0.2);
+  EXPECT_EQ(sent(rpc, PerfResult::kNic), 0);
 }
 
 TEST(PerfTest, AOneSidedWriteCostsTheTargetCpuOnlyWithoutOffload) {
