@@ -546,6 +546,8 @@ struct RoundTrip {
   double cpu_per_call = 0;         // both sides
   double client_cpu_per_call = 0;  // the calling side alone
   double p50 = 0;                  // wall
+  double wall_per_call = 0;        // elapsed over the measured calls (several in flight: the busier side's work)
+  double request_frames_per_message = 0, answer_frames_per_message = 0;  // over the whole run
   bool ok = false;
 };
 
@@ -554,9 +556,9 @@ struct RoundTrip {
 // is woken by every answer).
 enum class Spin { kBoth, kNone, kServer };
 
-// A ping-pong, one call in flight.
+// A ping-pong, `inflight` calls in flight (each answer sends the next).
 RoundTrip MeasureRpc(const std::string& provider, size_t payload, int calls, Spin spin = Spin::kNone,
-                     int idle_endpoints = 0) {
+                     int idle_endpoints = 0, int inflight = 1) {
   RoundTrip out;
   auto fab = OpenFabric(provider);
   if (!fab.ok()) {
@@ -604,13 +606,15 @@ RoundTrip MeasureRpc(const std::string& provider, size_t payload, int calls, Spi
   std::atomic<bool> failed{false};
   Nanos c0 = 0, client0 = 0;
   using Clock = std::chrono::steady_clock;
+  Clock::time_point w0, w1;
   const int warm = 500;
-  int issued = 0;
+  int issued = 0, chains_done = 0;
   std::function<void()> one = [&] {
     const int i = issued++;
     if (i == warm) {
       client0 = ex[1]->CpuTime();
       c0 = ex[0]->CpuTime() + client0;
+      w0 = Clock::now();
     }
     const auto t0 = Clock::now();
     ch[1]->Call(*server, 1, body, {}, [&, i, t0](Result<rpc::Response> r) {
@@ -618,12 +622,15 @@ RoundTrip MeasureRpc(const std::string& provider, size_t payload, int calls, Spi
       if (i >= warm) lat.Record(static_cast<uint64_t>((Clock::now() - t0).count()));
       if (issued < calls + warm && !failed) {
         one();
-      } else {
+      } else if (++chains_done == inflight) {
+        w1 = Clock::now();
         done = 1;
       }
     });
   };
-  ex[1]->Post([&] { one(); });
+  ex[1]->Post([&] {
+    for (int k = 0; k < inflight; ++k) one();
+  });
   while (!done && !failed) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   const Nanos client1 = ex[1]->CpuTime();
   const Nanos c1 = ex[0]->CpuTime() + client1;
@@ -632,6 +639,14 @@ RoundTrip MeasureRpc(const std::string& provider, size_t payload, int calls, Spi
   out.cpu_per_call = static_cast<double>(c1 - c0) / (issued - warm);
   out.client_cpu_per_call = static_cast<double>(client1 - client0) / (issued - warm);
   out.p50 = static_cast<double>(lat.Percentile(0.5));
+  out.wall_per_call = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(w1 - w0).count()) /
+                      (issued - warm);
+  // Stopped: the channels' counters are still.
+  auto per_message = [](const rpc::RpcChannel::Counters& c) {
+    return c.messages_sent ? static_cast<double>(c.frames_sent) / static_cast<double>(c.messages_sent) : 0.0;
+  };
+  out.request_frames_per_message = per_message(ch[1]->counters());
+  out.answer_frames_per_message = per_message(ch[0]->counters());
   out.ok = true;
   return out;
 }
@@ -1046,6 +1061,35 @@ int main(int argc, char** argv) {
   put(runtime::Cost::kSwitchIn,
       Input{woken, 0, "the same ping-pong with only the server spinning: the parking client's CPU per call beyond "
                       "its side of the spinning round trip"});
+  // For comparison, not an input: the transport batched. Sixteen calls of
+  // 1000 B in flight, both threads spinning, each on a core. Each side
+  // takes a message, answers every frame in it and sends the answers as
+  // one: the batches alternate like a ping-pong's single calls (16 frames
+  // per message both ways), so a call's wall time is both sides' work on
+  // it — their shares of a message each way (fixed part over the frames,
+  // bytes whole) and rpc_call per frame at each end — with no overlap.
+  const size_t piped_bytes = 1000;
+  RoundTrip piped;
+  piped.wall_per_call = 1e18;
+  for (int r = 0; r < runs; ++r) {
+    RoundTrip a = MeasureRpc(provider, piped_bytes, quick ? 5000 : 40000, Spin::kBoth, 0, 16);
+    if (a.ok && a.wall_per_call < piped.wall_per_call) piped = a;
+  }
+  double piped_model = 0;
+  if (piped.ok && piped.request_frames_per_message > 0 && piped.answer_frames_per_message > 0) {
+    const double req = static_cast<double>(piped_bytes), ans = 16;
+    // Each side receives one kind of message and sends the other.
+    const double server = transport / piped.request_frames_per_message + msg_per_byte / 2 * req +
+                          transport / piped.answer_frames_per_message + msg_per_byte / 2 * ans + 2 * rpc_call;
+    const double client = transport / piped.answer_frames_per_message + msg_per_byte / 2 * ans +
+                          transport / piped.request_frames_per_message + msg_per_byte / 2 * req + 2 * rpc_call;
+    piped_model = server + client;
+    std::printf("RPC with 16 calls of %zu B in flight, both spinning: %.0f ns per call (requests %.1f, answers %.1f "
+                "frames per message); the inputs give both sides' work %.0f ns per call (real %.2fx)\n",
+                piped_bytes, piped.wall_per_call, piped.request_frames_per_message, piped.answer_frames_per_message,
+                piped_model, piped.wall_per_call / piped_model);
+  }
+
   // For comparison, not an input (the model has no wait of a woken thread
   // for its core): parked, a call's wall time is the CPU on its path plus
   // two such waits. Each side's park runs beside the other's work, so this
@@ -1118,6 +1162,9 @@ int main(int argc, char** argv) {
                 crowded.cpu, crowded.core);
   }
   auto shown = [](bool ok, double v) { return ok ? nlohmann::json(std::llround(v)) : nlohmann::json(nullptr); };
+  auto hundredths = [&](double v) {
+    return piped_model > 0 ? nlohmann::json(std::round(v * 100) / 100) : nlohmann::json(nullptr);
+  };
   std::printf("parked RPC CPU per call: one process %.0f ns, two processes %s ns, server polling 2 idle endpoints "
               "more %s ns; hand-over to a parked thread %.0f ns; the same between two threads of one core %.0f ns\n",
               park.cpu_per_call, shown(cross.ok, cross.cpu_per_call).dump().c_str(),
@@ -1150,6 +1197,10 @@ int main(int argc, char** argv) {
                      {"hand_over_crowded_cpu_ns", shown(crowded.core < kFailed, crowded.cpu)},
                      {"hand_over_crowded_core_ns", shown(crowded.core < kFailed, crowded.core)},
                      {"rpc_client_cpu_per_call_server_spinning_ns_100B", std::round(asym.client_cpu_per_call)},
+                     {"rpc_ns_per_call_16_in_flight_1000B", shown(piped_model > 0, piped.wall_per_call)},
+                     {"rpc_ns_per_call_16_in_flight_1000B_by_the_inputs", shown(piped_model > 0, piped_model)},
+                     {"rpc_request_frames_per_message_16_in_flight", hundredths(piped.request_frames_per_message)},
+                     {"rpc_answer_frames_per_message_16_in_flight", hundredths(piped.answer_frames_per_message)},
                      {"wakeup_woken_thread_share", std::round(woken_share * 1000) / 1000},
                      {"write_round_trip_spinning_ns_100B", ws_small.p50},
                      {"write_cpu_parked_initiator_ns_100B", std::round(wp.initiator)},

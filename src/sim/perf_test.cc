@@ -113,7 +113,8 @@ TEST(PerfTest, EveryStepIsChargedWhereItHappens) {
     for (size_t i = 0; i < runtime::kCostCount; ++i) {
       double sum = 0;
       for (const auto& role : by) sum += role[i];
-      EXPECT_NEAR(sum, r->perf.cpu_per_op[i], 1e-6 * (1 + r->perf.cpu_per_op[i])) << runtime::CostName(static_cast<Cost>(i));
+      EXPECT_NEAR(sum, r->perf.cpu_per_op[i], 1e-6 * (1 + r->perf.cpu_per_op[i]))
+          << runtime::CostName(static_cast<Cost>(i));
     }
   }
   auto role = [](const ClusterSimResult& r, PerfResult::Role k, Cost c) {
