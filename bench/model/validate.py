@@ -3,7 +3,8 @@
 
 Each round, in one invocation, so the machine is the same for all three:
   1. measures the model's inputs   (build/bench/model/model_calibrate)
-  2. runs the real cluster          (slip bench ... compare, 3 processes over tcp)
+  2. runs the real cluster          (slip bench ... compare, 3 processes over tcp),
+                                     and the first design once more after the others
   3. predicts the same runs          (slip sim --perf this-machine --model <round's file>)
 and prints prediction vs measurement per design and thread count, with the
 error of every cell; with several rounds, the median of each.
@@ -91,6 +92,21 @@ def real_runs(a, threads):
         elif design and line.strip().startswith("per op"):
             design = None
     return got, cpu, kinds
+
+
+def run_again(a, threads):
+    """The first design once more, alone, after the compare: how far the
+    machine moved while the round measured (the same binary gave 44,030 and,
+    25 minutes later, 31,965 ops/s on 2026-11-29, on unchanged micro-benchmarks)."""
+    env = dict(os.environ, TMPDIR="/dev/shm")
+    first = a.designs.split(",")[0]
+    out = run([f"{a.build}/slip", "bench", "--workload", a.workload, "--value-size", str(a.value_size), "--records",
+               str(a.records), "--seconds", str(a.seconds), "--warmup", "1", "--threads", str(threads),
+               "--target", first + NOAUTH], env=env)
+    for line in out.splitlines():
+        if line.strip().startswith("throughput"):
+            return {"design": first, "ops": float(line.split()[1])}
+    sys.exit(f"validate: no throughput in the repeated run of {first}:\n{out[-2000:]}")
 
 
 def predictions(a, model, threads):
@@ -183,15 +199,22 @@ def migrated(model, tmp, r):
     return out
 
 
-def noise_floor(a, threads, cells):
+def noise_floor(a, threads, cells, again):
     """What ±25% means on this machine: how far the real runs of one
     configuration fall apart. Across rounds, each design's real throughput
-    (max / min); and on a workload of reads only, across the designs that
-    read by one path within a round."""
+    (max / min); within a round, the first design run again after the
+    others; and on a workload of reads only, across the designs that read
+    by one path within a round."""
     out = ["", "Real repeatability (throughput, max / min of runs that measure the same thing):", ""]
     for t in threads:
         ratios = []
         threads_said = f"{t} thread" + ("s" if t != 1 else "")
+        for r, x in enumerate(again.get(t, [])):
+            first = cells.get((x["design"], t), []) if x else []
+            if r < len(first) and first[r][0][0]:
+                ops0 = first[r][0][0]
+                out.append(f"- {threads_said}, round {r + 1}: {x['design']} {ops0:.0f} ops/s first, {x['ops']:.0f} "
+                           f"run again after the other designs ({max(ops0, x['ops']) / min(ops0, x['ops']):.2f}x)")
         for d in a.designs.split(","):
             ops = [r[0] for r, _ in cells.get((d, t), []) if r[0]]
             if len(ops) > 1:
@@ -252,6 +275,7 @@ def main():
     cells = {}  # (design, threads) -> list of ((ops/s, p50, read p50, update p50) real, the same model)
     roles = {}  # (design, threads) -> list of (real cpu by role, model cpu by role)
     stolen = {}  # (design, threads) -> per round, the real run's steal % (None: not measured)
+    again = {}  # threads -> per round, the first design run again after the others (None: not kept)
     tmp_dir = tempfile.TemporaryDirectory(prefix="slip-model-")
     tmp = tmp_dir.name
     for r in range(a.rounds):
@@ -273,11 +297,14 @@ def main():
                 if str(t) not in runs:
                     sys.exit(f"validate: {saved} has no runs at {t} threads")
                 real, real_cpu, real_kinds = ({d: tuple(v) if isinstance(v, list) else v for d, v in x.items()}
-                                              for x in runs[str(t)])
+                                              for x in runs[str(t)][:3])
+                # Rounds kept before the repeated run (2026-11-29) have none.
+                again.setdefault(t, []).append(runs[str(t)][3] if len(runs[str(t)]) > 3 else None)
             else:
                 print(f"round {r + 1}: real runs, {t} threads", flush=True)
                 real, real_cpu, real_kinds = real_runs(a, t)
-                runs[str(t)] = [real, real_cpu, real_kinds]
+                again.setdefault(t, []).append(run_again(a, t))
+                runs[str(t)] = [real, real_cpu, real_kinds, again[t][-1]]
                 with open(saved, "w") as f:
                     json.dump(runs, f)
             pred = predictions(a, model, t)
@@ -385,7 +412,7 @@ def main():
             cols = [f"{statistics.median(r[k] for r, _ in rs):.2f} / {statistics.median(m[k] or 0 for _, m in rs):.2f}"
                     for k in ("msg_client", "msg_server")]
             lines.append(f"| {d} | {t} | " + " | ".join(cols) + " |")
-    lines.extend(noise_floor(a, threads, cells))
+    lines.extend(noise_floor(a, threads, cells, again))
     text = "\n".join(lines)
     print(text)
     if a.markdown:
