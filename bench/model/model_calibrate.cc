@@ -546,7 +546,7 @@ struct RoundTrip {
   double cpu_per_call = 0;         // both sides
   double client_cpu_per_call = 0;  // the calling side alone
   double p50 = 0;                  // wall
-  double wall_per_call = 0;        // elapsed over the measured calls (several in flight: the busier side's work)
+  double wall_per_call = 0;        // elapsed over the measured calls, per call
   double request_frames_per_message = 0, answer_frames_per_message = 0;  // over the whole run
   bool ok = false;
 };

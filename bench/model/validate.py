@@ -409,7 +409,10 @@ def main():
                   "message_send steps; one-sided posts are neither), medians:", "",
                   "| design | threads | client real/model | servers real/model |", "|---|---:|---:|---:|"]
         for d, t, rs in sent:
-            cols = [f"{statistics.median(r[k] for r, _ in rs):.2f} / {statistics.median(m[k] or 0 for _, m in rs):.2f}"
+            # A model value is missing where the model's JSON predates the count.
+            model_k = lambda k: [m[k] for _, m in rs if m.get(k) is not None]
+            cols = [f"{statistics.median(r[k] for r, _ in rs):.2f} / " +
+                    (f"{statistics.median(model_k(k)):.2f}" if model_k(k) else "-")
                     for k in ("msg_client", "msg_server")]
             lines.append(f"| {d} | {t} | " + " | ".join(cols) + " |")
     lines.extend(noise_floor(a, threads, cells, again))

@@ -145,9 +145,11 @@ Status KvsNodeServer::Boot() {
   membership_ = std::make_unique<Membership>(config_store_.get(), control_ex_, o_.lease);
   const std::string address = rpc::RpcPeers::HexEncode(channel_->address());
   const std::string holder = "node-" + std::to_string(o_.id) + "-pid" + std::to_string(getpid());
-  // A joining node holds its lease before it is listed: the manager, which
-  // probes every listed node's lease, then never finds a new member dead.
-  if (joining) SLIP_RETURN_IF_ERROR(membership_->Acquire(cluster::NodeLeaseName(o_.id), holder));
+  // A node that lists itself up (joining, or back after it was declared
+  // failed) holds its lease first: the manager, which probes the lease of
+  // every node listed up, then never finds it dead in between.
+  const bool lease_first = joining || vc.config.nodes.at(o_.id).state == cluster::NodeState::kDown;
+  if (lease_first) SLIP_RETURN_IF_ERROR(membership_->Acquire(cluster::NodeLeaseName(o_.id), holder));
   SLIP_RETURN_IF_ERROR(membership_->Update([&](const ClusterConfig& c) -> Result<ClusterConfig> {
     if (!c.nodes.contains(o_.id)) {
       if (!joining) return Status::InvalidArgument("node " + std::to_string(o_.id) + " was removed while starting");
@@ -167,7 +169,8 @@ Status KvsNodeServer::Boot() {
     next.nodes[o_.id].workers.clear();  // one entry: the address (cluster::NodeInfo::workers)
     return next;
   }));
-  if (!joining) SLIP_RETURN_IF_ERROR(membership_->Acquire(cluster::NodeLeaseName(o_.id), holder));
+  // Held already, this renews it (it must last until KeepAlive's first renewal).
+  SLIP_RETURN_IF_ERROR(membership_->Acquire(cluster::NodeLeaseName(o_.id), holder));
   SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig now, config_store_->Load());
   if (!now.config.nodes.contains(o_.id)) return Status::Aborted("removed from the cluster while starting");
   if (now.config.nodes.at(o_.id).state == cluster::NodeState::kDown) return Status::Aborted(kReplacedWhileStarting);

@@ -124,6 +124,13 @@ Status RubbleNode::Boot() {
   });
 
   const std::string address = rpc::RpcPeers::HexEncode(channel_->address());
+  const std::string holder = "node-" + std::to_string(o_.id) + "-pid" + std::to_string(getpid());
+  // Back after it was declared failed, it holds its lease before it lists
+  // itself up: the manager, which probes the lease of every node listed
+  // up, then never finds it dead in between (as Node does).
+  if (me->second.state == cluster::NodeState::kDown) {
+    SLIP_RETURN_IF_ERROR(membership_->Acquire(cluster::NodeLeaseName(o_.id), holder));
+  }
   SLIP_RETURN_IF_ERROR(membership_->Update([&](const ClusterConfig& c) -> Result<ClusterConfig> {
     bool sole_copy_now = false;
     for (const auto& s : c.shards) sole_copy_now |= s.primary == o_.id;
@@ -144,8 +151,8 @@ Status RubbleNode::Boot() {
     next.nodes[o_.id].workers.clear();  // one entry: the address (cluster::NodeInfo::workers)
     return next;
   }));
-  SLIP_RETURN_IF_ERROR(membership_->Acquire(cluster::NodeLeaseName(o_.id),
-                                            "node-" + std::to_string(o_.id) + "-pid" + std::to_string(getpid())));
+  // Held already, this renews it (it must last until KeepAlive's first renewal).
+  SLIP_RETURN_IF_ERROR(membership_->Acquire(cluster::NodeLeaseName(o_.id), holder));
   SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig now, config_store_->Load());
   const auto listed = now.config.nodes.find(o_.id);
   if (listed == now.config.nodes.end()) {

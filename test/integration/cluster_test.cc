@@ -167,7 +167,8 @@ TEST_P(ClusterIntegrationTest, KillFailoverRejoinAndColdStartLoseNothingAcknowle
     // The RPC traffic is summed over every worker's channel: each request
     // a worker served came in on one, and was answered by a frame.
     EXPECT_GE(received, requests);
-    EXPECT_GE(frames, received);
+    // Each node counted the STATS request it was answering, not yet its answer.
+    EXPECT_GE(frames + stats->size(), received);
     EXPECT_GT(messages, 0u);
     EXPECT_LE(messages, frames);
     const Client::Sent sent = (*again)->RpcSent();
@@ -739,7 +740,12 @@ TEST(ReshardJoinTest, ANewNodeHoldsItsLeaseBeforeItIsListed) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (!probed && added == -1 && std::chrono::steady_clock::now() < deadline) {
     auto vc = (*store)->Load();
-    if (!vc.ok() || !vc->config.nodes.contains(2)) continue;
+    if (!vc.ok() || !vc->config.nodes.contains(2)) {
+      // The gap the old order left was a millisecond or so: look as often
+      // as the nodes, which share the cores, leave room to.
+      std::this_thread::yield();
+      continue;
+    }
     probed = true;
     auto probe = (*store)->AcquireLease(cluster::NodeLeaseName(2), "test-probe", runtime::kSecond, node::MachineNow());
     if (probe.ok()) {
@@ -752,10 +758,13 @@ TEST(ReshardJoinTest, ANewNodeHoldsItsLeaseBeforeItIsListed) {
   add.join();
   EXPECT_TRUE(probed) << "node 2 was never seen listed";
   EXPECT_EQ(added, 0);
-  const cluster::ClusterConfig c = (*store)->Load()->config;
-  ASSERT_TRUE(c.nodes.contains(2));
-  EXPECT_EQ(c.nodes.at(2).state, cluster::NodeState::kUp);
-  EXPECT_GE(c.PrimaryCounts()[2], 1u) << "node 2 took its share";
+  const auto after = (*store)->Load();
+  EXPECT_TRUE(after.ok());
+  if (after.ok()) {
+    const cluster::ClusterConfig& c = after->config;
+    EXPECT_TRUE(c.nodes.contains(2) && c.nodes.at(2).state == cluster::NodeState::kUp) << "node 2 is an up member";
+    EXPECT_GE(c.PrimaryCounts()[2], 1u) << "node 2 took its share";
+  }
   EXPECT_EQ(Slip("cluster down --dir " + d), 0);
   if (!HasFailure()) fs::remove_all(dir);
 }
