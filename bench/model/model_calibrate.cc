@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -651,6 +652,86 @@ RoundTrip MeasureRpc(const std::string& provider, size_t payload, int calls, Spi
   return out;
 }
 
+// --- `pairs` ping-pongs at once, one call in flight each, every thread
+// spinning 8 turns before it parks as slip server's do: the CPU per call of
+// one pair against many, the same calls on a crowded host (what 16
+// application threads and a cluster's threads on two cores are). ---
+struct PairsRun {
+  double cpu_per_call = kFailed;  // every executor's CPU over every call
+  double switches_per_call = 0;   // the process's context switches (getrusage), per call
+};
+PairsRun MeasureRpcPairs(const std::string& provider, int pairs, int calls_per_pair) {
+  auto fab = OpenFabric(provider);
+  if (!fab.ok()) return {};
+  runtime::ThreadRuntime rt(runtime::ThreadRuntimeOptions{1, 8, runtime::kMillisecond});
+  std::vector<runtime::Executor*> ex;
+  std::vector<std::unique_ptr<rpc::RpcChannel>> ch;
+  std::vector<rpc::RpcChannel::Peer> server;
+  for (int p = 0; p < pairs; ++p) {
+    for (const char* side : {"server", "client"}) {
+      ex.push_back(rt.CreateExecutor(side + std::to_string(p)));
+      auto c = OpenChannel(**fab, ex.back(), side + std::to_string(p));
+      if (!c.ok()) return {};
+      ch.push_back(std::move(*c));
+    }
+    ch[2 * p]->SetHandler(AnswerSmall);
+    auto peer = ch[2 * p + 1]->Connect(ch[2 * p]->address());
+    if (!peer.ok()) return {};
+    server.push_back(*peer);
+  }
+  if (!rt.Start().ok()) return {};
+  const std::string body(100, 'p');
+  const int warm = 200;
+  std::atomic<int> finished{0}, measuring{0};
+  std::atomic<bool> failed{false};
+  std::vector<std::atomic<int>> issued(static_cast<size_t>(pairs));  // each pair's calls so far
+  std::function<void(int)> one = [&](int p) {
+    const int i = issued[static_cast<size_t>(p)].fetch_add(1);
+    if (i == warm) measuring.fetch_add(1);
+    ch[static_cast<size_t>(2 * p + 1)]->Call(server[static_cast<size_t>(p)], 1, body, {},
+                                             [&, p](Result<rpc::Response> r) {
+                                               if (!r.ok()) failed = true;
+                                               if (issued[static_cast<size_t>(p)].load() < warm + calls_per_pair &&
+                                                   !failed) {
+                                                 one(p);
+                                               } else {
+                                                 finished.fetch_add(1);
+                                               }
+                                             });
+  };
+  auto cpu = [&ex] {
+    Nanos c = 0;
+    for (runtime::Executor* e : ex) c += e->CpuTime();
+    return c;
+  };
+  auto switches = [] {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_nvcsw + u.ru_nivcsw);
+  };
+  for (int p = 0; p < pairs; ++p) ex[static_cast<size_t>(2 * p + 1)]->Post([&one, p] { one(p); });
+  // Measured once every pair is past its warm-up; the calls counted are
+  // those made from then until the first pair is done (all still running).
+  while (measuring.load() < pairs && !failed) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  const Nanos c0 = cpu();
+  const double s0 = switches();
+  auto total = [&] {
+    long n = 0;
+    for (const auto& i : issued) n += i.load();
+    return n;
+  };
+  const long n0 = total();
+  while (finished.load() == 0 && !failed) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  const Nanos c1 = cpu();
+  const double s1 = switches();
+  const long n1 = total();
+  while (finished.load() < pairs && !failed) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  rt.Stop();
+  if (failed || n1 <= n0) return {};
+  const double calls = static_cast<double>(n1 - n0);
+  return {static_cast<double>(c1 - c0) / calls, (s1 - s0) / calls};
+}
+
 // --- the same ping-pong across two processes, as a cluster's calls are:
 // this program re-run as the server (`--rpc-server PROVIDER`), its
 // address and CPU over pipes. A wake-up across processes also switches
@@ -1079,11 +1160,11 @@ int main(int argc, char** argv) {
   if (piped.ok && piped.request_frames_per_message > 0 && piped.answer_frames_per_message > 0) {
     const double req = static_cast<double>(piped_bytes), ans = 16;
     // Each side receives one kind of message and sends the other.
-    const double server = transport / piped.request_frames_per_message + msg_per_byte / 2 * req +
-                          transport / piped.answer_frames_per_message + msg_per_byte / 2 * ans + 2 * rpc_call;
-    const double client = transport / piped.answer_frames_per_message + msg_per_byte / 2 * ans +
-                          transport / piped.request_frames_per_message + msg_per_byte / 2 * req + 2 * rpc_call;
-    piped_model = server + client;
+    const double server_side = transport / piped.request_frames_per_message + msg_per_byte / 2 * req +
+                               transport / piped.answer_frames_per_message + msg_per_byte / 2 * ans + 2 * rpc_call;
+    const double client_side = transport / piped.answer_frames_per_message + msg_per_byte / 2 * ans +
+                               transport / piped.request_frames_per_message + msg_per_byte / 2 * req + 2 * rpc_call;
+    piped_model = server_side + client_side;
     std::printf("RPC with 16 calls of %zu B in flight, both spinning: %.0f ns per call (requests %.1f, answers %.1f "
                 "frames per message); the inputs give both sides' work %.0f ns per call (real %.2fx)\n",
                 piped_bytes, piped.wall_per_call, piped.request_frames_per_message, piped.answer_frames_per_message,
@@ -1161,7 +1242,28 @@ int main(int argc, char** argv) {
     std::printf("hand-over among 16 executors passing 8 tasks: %.0f ns of the threads' CPU, %.0f ns of core time\n",
                 crowded.cpu, crowded.core);
   }
+  // The same calls alone and on a crowded host: eight ping-pongs at once
+  // (16 threads on the machine's cores), each thread spinning 8 turns
+  // before it parks, as slip server's do. Not an input: what crowding does
+  // to a call's CPU beyond the switches it adds.
+  PairsRun alone, crowd;
+  for (int r = 0; r < runs; ++r) {
+    const PairsRun a = MeasureRpcPairs(provider, 1, quick ? 2000 : 10000);
+    const PairsRun b = MeasureRpcPairs(provider, 8, quick ? 1000 : 4000);
+    if (a.cpu_per_call < alone.cpu_per_call) alone = a;
+    if (b.cpu_per_call < crowd.cpu_per_call) crowd = b;
+  }
+  const bool crowd_ok = alone.cpu_per_call < kFailed && crowd.cpu_per_call < kFailed;
+  if (crowd_ok) {
+    std::printf("RPC ping-pongs of 100 B, threads spinning 8 turns: one alone %.0f ns CPU per call (%.2f context "
+                "switches), eight at once %.0f ns (%.2f switches) -> %.2fx\n",
+                alone.cpu_per_call, alone.switches_per_call, crowd.cpu_per_call, crowd.switches_per_call,
+                crowd.cpu_per_call / alone.cpu_per_call);
+  }
   auto shown = [](bool ok, double v) { return ok ? nlohmann::json(std::llround(v)) : nlohmann::json(nullptr); };
+  auto crowd_hundredths = [&](double v) {
+    return crowd_ok ? nlohmann::json(std::round(v * 100) / 100) : nlohmann::json(nullptr);
+  };
   auto hundredths = [&](double v) {
     return piped_model > 0 ? nlohmann::json(std::round(v * 100) / 100) : nlohmann::json(nullptr);
   };
@@ -1198,6 +1300,10 @@ int main(int argc, char** argv) {
                      {"hand_over_crowded_core_ns", shown(crowded.core < kFailed, crowded.core)},
                      {"rpc_client_cpu_per_call_server_spinning_ns_100B", std::round(asym.client_cpu_per_call)},
                      {"rpc_ns_per_call_16_in_flight_1000B", shown(piped_model > 0, piped.wall_per_call)},
+                     {"rpc_cpu_per_call_spin8_alone_ns_100B", shown(crowd_ok, alone.cpu_per_call)},
+                     {"rpc_cpu_per_call_spin8_eight_pairs_ns_100B", shown(crowd_ok, crowd.cpu_per_call)},
+                     {"rpc_switches_per_call_spin8_alone", crowd_hundredths(alone.switches_per_call)},
+                     {"rpc_switches_per_call_spin8_eight_pairs", crowd_hundredths(crowd.switches_per_call)},
                      {"rpc_ns_per_call_16_in_flight_1000B_by_the_inputs", shown(piped_model > 0, piped_model)},
                      {"rpc_request_frames_per_message_16_in_flight", hundredths(piped.request_frames_per_message)},
                      {"rpc_answer_frames_per_message_16_in_flight", hundredths(piped.answer_frames_per_message)},
