@@ -149,8 +149,8 @@ Status KvsNodeServer::Boot() {
   // failed) holds its lease first: the manager, which probes the lease of
   // every node listed up, then never finds it dead in between.
   const bool lease_first = joining || vc.config.nodes.at(o_.id).state == cluster::NodeState::kDown;
-  if (lease_first) SLIP_RETURN_IF_ERROR(membership_->Acquire(cluster::NodeLeaseName(o_.id), holder));
-  SLIP_RETURN_IF_ERROR(membership_->Update([&](const ClusterConfig& c) -> Result<ClusterConfig> {
+  SLIP_RETURN_IF_ERROR(membership_->UpdateHoldingLease(cluster::NodeLeaseName(o_.id), holder, lease_first,
+                                                       [&](const ClusterConfig& c) -> Result<ClusterConfig> {
     if (!c.nodes.contains(o_.id)) {
       if (!joining) return Status::InvalidArgument("node " + std::to_string(o_.id) + " was removed while starting");
       return cluster::JoinOwner(c, o_.id, address);
@@ -169,8 +169,6 @@ Status KvsNodeServer::Boot() {
     next.nodes[o_.id].workers.clear();  // one entry: the address (cluster::NodeInfo::workers)
     return next;
   }));
-  // Held already, this renews it (it must last until KeepAlive's first renewal).
-  SLIP_RETURN_IF_ERROR(membership_->Acquire(cluster::NodeLeaseName(o_.id), holder));
   SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig now, config_store_->Load());
   if (!now.config.nodes.contains(o_.id)) return Status::Aborted("removed from the cluster while starting");
   if (now.config.nodes.at(o_.id).state == cluster::NodeState::kDown) return Status::Aborted(kReplacedWhileStarting);

@@ -33,6 +33,14 @@ Status Membership::Acquire(const std::string& name, const std::string& holder) {
   }
 }
 
+Status Membership::UpdateHoldingLease(
+    const std::string& name, const std::string& holder, bool lease_first,
+    const std::function<Result<cluster::ClusterConfig>(const cluster::ClusterConfig&)>& change) {
+  if (lease_first) SLIP_RETURN_IF_ERROR(Acquire(name, holder));
+  SLIP_RETURN_IF_ERROR(Update(change));
+  return Acquire(name, holder);
+}
+
 void Membership::KeepAlive(std::function<void(Status)> lost) {
   control_->After(ttl_ / 4, [this, lost = std::move(lost)]() mutable { Renew(std::move(lost)); });
 }

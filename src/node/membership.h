@@ -39,6 +39,15 @@ class Membership {
   // runs out or the manager probes it (about 10 s at most). Blocking.
   Status Acquire(const std::string& name, const std::string& holder);
 
+  // How a process lists itself in the configuration: Update(change) with
+  // its lease taken first when `lease_first` — it lists itself up where
+  // the manager probes every up node's lease (joining, or back after it
+  // was declared failed), and a free lease in between would get it
+  // declared failed before it served anything — and taken or renewed
+  // after, so that it lasts until KeepAlive's first renewal. Blocking.
+  Status UpdateHoldingLease(const std::string& name, const std::string& holder, bool lease_first,
+                            const std::function<Result<cluster::ClusterConfig>(const cluster::ClusterConfig&)>& change);
+
   // Renews the lease every ttl/4 on `control`; `lost` runs there, once, when
   // it could not be renewed in time.
   void KeepAlive(std::function<void(Status)> lost);

@@ -88,5 +88,34 @@ TEST(MembershipTest, UpdatesAcquiresRenewsWatchesAndNoticesALostLease) {
   rt.Stop();
 }
 
+// Listing itself, a process holds its lease during the update when it asks
+// to (a probe then finds it busy) and after it in either case; the lease
+// taken first is renewed, not taken again, by the same holder.
+TEST(MembershipTest, UpdateHoldingLeaseTakesTheLeaseFirstWhenAsked) {
+  for (const bool lease_first : {true, false}) {
+    auto store = cluster::OpenMemoryStore(cluster::NewMemoryStoreState());
+    ASSERT_TRUE(store->CompareAndSwap(cluster::kNoVersion, Config()).ok());
+    runtime::ThreadRuntime rt;
+    Membership m(store.get(), rt.CreateExecutor("control"), runtime::kSecond);
+    bool held_during = false;
+    ASSERT_TRUE(m.UpdateHoldingLease("node-7", "me", lease_first,
+                                     [&](const cluster::ClusterConfig& c) -> Result<cluster::ClusterConfig> {
+                                       auto probe = store->AcquireLease("node-7", "manager", runtime::kSecond,
+                                                                        MachineNow());
+                                       held_during = !probe.ok() && probe.status().Is(Code::kBusy);
+                                       if (probe.ok()) {
+                                         EXPECT_TRUE(store->ReleaseLease(*probe).ok());
+                                       }
+                                       cluster::ClusterConfig next = c;
+                                       ++next.term;
+                                       return next;
+                                     })
+                    .ok());
+    EXPECT_EQ(held_during, lease_first);
+    EXPECT_GT(m.lease_expiry(), MachineNow()) << "held after the update";
+    EXPECT_TRUE(store->AcquireLease("node-7", "manager", runtime::kSecond, MachineNow()).status().Is(Code::kBusy));
+  }
+}
+
 }  // namespace
 }  // namespace slip::node

@@ -353,19 +353,16 @@ Status Node::Boot() {
         });
   }
 
-  // A node that lists itself up (joining, or back after it was declared
-  // failed) holds its lease first. Listed first, it could be probed by a
-  // manager past its boot grace in the moment between listing and taking
-  // the lease, found dead, and declared failed before it served anything
-  // (it then boots again, but `cluster add-node` may have planned its
-  // moves meanwhile and given it nothing). The manager probes no node
-  // listed down, so taking the lease early changes nothing it sees.
+  // Publish our address (and come back, if we were replaced) in a new term,
+  // holding the lease: nobody else may think we are alive without it. A
+  // node that lists itself up (joining, or back after it was declared
+  // failed) takes it first: listed first, a manager past its boot grace
+  // could find it dead in between and declare it failed before it served
+  // anything (`cluster add-node` then gave it no shards).
   const std::string holder = "node-" + std::to_string(o_.id) + "-pid" + std::to_string(getpid());
   const bool lease_first = joining || me->second.state == cluster::NodeState::kDown;
-  if (lease_first) SLIP_RETURN_IF_ERROR(membership_->Acquire(cluster::NodeLeaseName(o_.id), holder));
-
-  // Publish our address (and come back, if we were replaced) in a new term.
-  SLIP_RETURN_IF_ERROR(membership_->Update([&](const ClusterConfig& c) -> Result<ClusterConfig> {
+  SLIP_RETURN_IF_ERROR(membership_->UpdateHoldingLease(cluster::NodeLeaseName(o_.id), holder, lease_first,
+                                                       [&](const ClusterConfig& c) -> Result<ClusterConfig> {
     ClusterConfig next = c;
     bool sole_copy_now = false;
     for (const auto& s : c.shards) sole_copy_now |= s.primary == o_.id;
@@ -403,10 +400,6 @@ Status Node::Boot() {
     }
     return next;
   }));
-
-  // The lease: nobody else may think we are alive without it. Held
-  // already, this renews it, so it lasts until KeepAlive's first renewal.
-  SLIP_RETURN_IF_ERROR(membership_->Acquire(cluster::NodeLeaseName(o_.id), holder));
 
   SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig now, config_store_->Load());
   // The manager may have declared us failed between publishing the address

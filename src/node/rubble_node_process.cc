@@ -128,10 +128,9 @@ Status RubbleNode::Boot() {
   // Back after it was declared failed, it holds its lease before it lists
   // itself up: the manager, which probes the lease of every node listed
   // up, then never finds it dead in between (as Node does).
-  if (me->second.state == cluster::NodeState::kDown) {
-    SLIP_RETURN_IF_ERROR(membership_->Acquire(cluster::NodeLeaseName(o_.id), holder));
-  }
-  SLIP_RETURN_IF_ERROR(membership_->Update([&](const ClusterConfig& c) -> Result<ClusterConfig> {
+  const bool lease_first = me->second.state == cluster::NodeState::kDown;
+  SLIP_RETURN_IF_ERROR(membership_->UpdateHoldingLease(cluster::NodeLeaseName(o_.id), holder, lease_first,
+                                                       [&](const ClusterConfig& c) -> Result<ClusterConfig> {
     bool sole_copy_now = false;
     for (const auto& s : c.shards) sole_copy_now |= s.primary == o_.id;
     const bool down = c.nodes.at(o_.id).state == cluster::NodeState::kDown;
@@ -151,8 +150,6 @@ Status RubbleNode::Boot() {
     next.nodes[o_.id].workers.clear();  // one entry: the address (cluster::NodeInfo::workers)
     return next;
   }));
-  // Held already, this renews it (it must last until KeepAlive's first renewal).
-  SLIP_RETURN_IF_ERROR(membership_->Acquire(cluster::NodeLeaseName(o_.id), holder));
   SLIP_ASSIGN_OR_RETURN(cluster::VersionedConfig now, config_store_->Load());
   const auto listed = now.config.nodes.find(o_.id);
   if (listed == now.config.nodes.end()) {

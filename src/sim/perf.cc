@@ -198,28 +198,21 @@ void World::RunPerf(ClusterSimResult& res) {
     }
     return r;
   };
-  // CPU by role and input, turns credited whole (CostsOf), and whole steps
-  // (StepsOf).
-  using ByInput = std::array<Nanos, runtime::kCostCount>;
-  using StepsByInput = std::array<uint64_t, runtime::kCostCount>;
-  auto inputs = [this, &placed] {
-    std::array<ByInput, PerfResult::kRoles> r{};
+  // By role and input, summed over the placed executors: `of` gives an
+  // executor's per-input array (CostsOf: CPU, turns credited whole;
+  // StepsOf: whole steps).
+  auto by_role = [&placed](const auto& of) {
+    std::array<std::decay_t<decltype(of(placed.front().first))>, PerfResult::kRoles> r{};
     for (const auto& [x, role] : placed) {
-      const ByInput& c = rt_.CostsOf(x);
+      const auto& c = of(x);
       for (size_t i = 0; i < runtime::kCostCount; ++i) r[kCpuRole[role]][i] += c[i];
     }
     return r;
   };
-  auto steps = [this, &placed] {
-    std::array<StepsByInput, PerfResult::kRoles> r{};
-    for (const auto& [x, role] : placed) {
-      const StepsByInput& c = rt_.StepsOf(x);
-      for (size_t i = 0; i < runtime::kCostCount; ++i) r[kCpuRole[role]][i] += c[i];
-    }
-    return r;
-  };
-  std::array<ByInput, PerfResult::kRoles> inputs0{};
-  std::array<StepsByInput, PerfResult::kRoles> steps0{};
+  auto inputs = [&] { return by_role([this](runtime::Executor* x) { return rt_.CostsOf(x); }); };
+  auto steps = [&] { return by_role([this](runtime::Executor* x) { return rt_.StepsOf(x); }); };
+  decltype(inputs()) inputs0{};
+  decltype(steps()) steps0{};
   std::array<uint64_t, 8> parks0{};
   std::array<Nanos, PerfResult::kRoles> roles0{};
   std::vector<Nanos> cpu0;
@@ -253,14 +246,16 @@ void World::RunPerf(ClusterSimResult& res) {
   r.worker_cpu = per_op(roles1[PerfResult::kWorker] - roles0[PerfResult::kWorker]);
   r.nic_cpu = per_op(roles1[PerfResult::kNic] - roles0[PerfResult::kNic]);
   r.digest_cpu = per_op(roles1[PerfResult::kDigest] - roles0[PerfResult::kDigest]);
-  const std::array<ByInput, PerfResult::kRoles> inputs1 = inputs();
-  for (size_t k = 0; k < PerfResult::kRoles; ++k) {
-    for (size_t i = 0; i < runtime::kCostCount; ++i) r.cpu_per_op_by_role[k][i] = per_op(inputs1[k][i] - inputs0[k][i]);
-  }
-  const std::array<StepsByInput, PerfResult::kRoles> steps1 = steps();
-  for (size_t k = 0; k < PerfResult::kRoles; ++k) {
-    for (size_t i = 0; i < runtime::kCostCount; ++i) r.steps_per_op_by_role[k][i] = per_op(steps1[k][i] - steps0[k][i]);
-  }
+  // (end - start) / ops of each role and input.
+  auto per_op_by_role = [&per_op](const auto& end, const auto& start) {
+    std::array<std::array<double, runtime::kCostCount>, PerfResult::kRoles> out{};
+    for (size_t k = 0; k < PerfResult::kRoles; ++k) {
+      for (size_t i = 0; i < runtime::kCostCount; ++i) out[k][i] = per_op(end[k][i] - start[k][i]);
+    }
+    return out;
+  };
+  r.cpu_per_op_by_role = per_op_by_role(inputs(), inputs0);
+  r.steps_per_op_by_role = per_op_by_role(steps(), steps0);
   const std::array<uint64_t, 8> parks1 = parks();
   r.client_parks = per_op(parks1[0] - parks0[0]);
   r.worker_parks = per_op(parks1[1] - parks0[1]);
