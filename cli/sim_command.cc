@@ -505,6 +505,10 @@ int RunPerfCommand(const SimCommandOptions& o) {
     std::fprintf(stderr, "slip sim: --shared-keys applies to DINOMO's designs, which this-machine does not run\n");
     return 2;
   }
+  if (o.depth == 0 || (o.depth > 1 && o.threads != 1)) {
+    std::fprintf(stderr, "slip sim: --depth N (N > 1) runs one asynchronous application: give --threads 1\n");
+    return 2;
+  }
   auto model = sim::LoadMachineModel(o.model);
   if (!model.ok()) {
     std::fprintf(stderr, "slip sim: %s (bench/model/model_calibrate writes one)\n", model.status().ToString().c_str());
@@ -520,7 +524,8 @@ int RunPerfCommand(const SimCommandOptions& o) {
   p.workload = *w;
   p.workload.records = o.records;
   p.workload.sizes.value_bytes = o.value_size;
-  p.threads_per_client = o.threads;
+  p.threads_per_client = o.depth > 1 ? o.depth : o.threads;
+  p.sync_clients = o.depth == 1;
   p.measure = static_cast<runtime::Nanos>(o.measure_s * 1e9);
   p.warmup = p.measure / 5;
   sim::ClusterSimOptions co;
@@ -540,31 +545,37 @@ int RunPerfCommand(const SimCommandOptions& o) {
     std::fprintf(stderr, "slip sim: %s\n", r.failure.c_str());
     return 1;
   }
+  // Spin before parks per operation, by role (us): part of the role's CPU.
+  auto spin = [&r](sim::PerfResult::Role k) { return r.perf.spin_per_op_by_role[k] / 1e3; };
   // Fabric messages sent per operation, by role: a real run's "rpc sends".
   auto messages = [&r](sim::PerfResult::Role k) {
     return r.perf.steps_per_op_by_role[k][static_cast<size_t>(runtime::Cost::kMessageSend)];
   };
   if (o.json) {
-    std::printf("{\"design\":\"%s\",\"threads\":%u,\"ops_per_sec\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,"
+    std::printf("{\"design\":\"%s\",\"threads\":%u,\"depth\":%u,\"ops_per_sec\":%.0f,\"p50_us\":%.1f,\"p99_us\":%.1f,"
                 "\"read_p50_us\":%.1f,\"write_p50_us\":%.1f,\"busy\":%.3f,"
                 "\"cpu_us\":{\"client\":%.2f,\"worker\":%.2f,\"nic\":%.2f,\"digest\":%.2f},"
+                "\"spin_us\":{\"client\":%.2f,\"worker\":%.2f,\"nic\":%.2f},"
                 "\"parks\":{\"client\":%.3f,\"app\":%.3f,\"worker\":%.3f,\"nic\":%.3f},"
                 "\"preemptions\":{\"client\":%.3f,\"app\":%.3f,\"worker\":%.3f,\"nic\":%.3f},"
                 "\"messages\":{\"client\":%.3f,\"worker\":%.3f,\"nic\":%.3f},\"log_full\":%s}\n",
-                o.design.c_str(), o.threads, r.perf.ops_per_sec, static_cast<double>(r.perf.p50) / 1e3,
+                o.design.c_str(), o.threads, o.depth, r.perf.ops_per_sec, static_cast<double>(r.perf.p50) / 1e3,
                 static_cast<double>(r.perf.p99) / 1e3, static_cast<double>(r.perf.read_p50) / 1e3,
                 static_cast<double>(r.perf.write_p50) / 1e3, r.perf.host_busy.empty() ? 0.0 : r.perf.host_busy[0],
                 r.perf.client_cpu / 1e3, r.perf.worker_cpu / 1e3, r.perf.nic_cpu / 1e3, r.perf.digest_cpu / 1e3,
+                spin(sim::PerfResult::kClient), spin(sim::PerfResult::kWorker), spin(sim::PerfResult::kNic),
                 r.perf.client_parks, r.perf.app_parks, r.perf.worker_parks, r.perf.nic_parks,
                 r.perf.client_preemptions, r.perf.app_preemptions, r.perf.worker_preemptions,
                 r.perf.nic_preemptions, messages(sim::PerfResult::kClient), messages(sim::PerfResult::kWorker),
                 messages(sim::PerfResult::kNic), r.perf.log_full ? "true" : "false");
     return 0;
   }
-  std::printf("%s on this-machine (%u cores, %s model %s), YCSB-%s, %u records of %u B, %u threads: "
+  std::printf("%s on this-machine (%u cores, %s model %s), YCSB-%s, %u records of %u B, %u threads%s: "
               "%.0f ops/s, p50 %.1f us, p99 %.1f us, host busy %.0f%% (%llu ops in %.2f virtual s; %.1f s to simulate)\n",
               o.design.c_str(), o.cores, model->provider.c_str(), o.model.c_str(), o.workload.c_str(), o.records,
-              o.value_size, o.threads, r.perf.ops_per_sec, static_cast<double>(r.perf.p50) / 1e3,
+              o.value_size, o.threads,
+              o.depth > 1 ? (" x " + std::to_string(o.depth) + " in flight (asynchronous)").c_str() : "",
+              r.perf.ops_per_sec, static_cast<double>(r.perf.p50) / 1e3,
               static_cast<double>(r.perf.p99) / 1e3, 100 * (r.perf.host_busy.empty() ? 0.0 : r.perf.host_busy[0]),
               static_cast<unsigned long long>(r.perf.ops), o.measure_s, secs);
   std::printf("p50 by kind: reads %.1f us, writes %.1f us\n", static_cast<double>(r.perf.read_p50) / 1e3,
@@ -573,8 +584,10 @@ int RunPerfCommand(const SimCommandOptions& o) {
     std::printf("warning: a node's log filled during the window (the simulated nodes run no cleaner): it measured "
                 "a stall; shorten --measure or load more --records\n");
   }
-  std::printf("CPU per operation by role (virtual us): client %.2f, worker %.2f, nic %.2f, digest %.2f\n",
-              r.perf.client_cpu / 1e3, r.perf.worker_cpu / 1e3, r.perf.nic_cpu / 1e3, r.perf.digest_cpu / 1e3);
+  std::printf("CPU per operation by role (virtual us): client %.2f, worker %.2f, nic %.2f, digest %.2f "
+              "(of it spinning before parks: client %.2f, worker %.2f, nic %.2f)\n",
+              r.perf.client_cpu / 1e3, r.perf.worker_cpu / 1e3, r.perf.nic_cpu / 1e3, r.perf.digest_cpu / 1e3,
+              spin(sim::PerfResult::kClient), spin(sim::PerfResult::kWorker), spin(sim::PerfResult::kNic));
   std::printf("parks per operation: client %.2f, application threads %.2f, workers %.2f, nics %.2f\n",
               r.perf.client_parks, r.perf.app_parks, r.perf.worker_parks, r.perf.nic_parks);
   std::printf("preemptions per operation: client %.2f, application threads %.2f, workers %.2f, nics %.2f\n",

@@ -64,6 +64,11 @@ struct SimCommandOptions {
   bool model_given = false, measure_given = false;
   std::vector<std::string> this_machine_options_given;
   uint32_t threads = 16;             // this-machine: client threads (one slip::Client)
+  // this-machine: > 1, an asynchronous application keeping `depth`
+  // operations in flight on the client's executor (with --threads 1; the
+  // nearest real run is `slip bench --threads 1 --depth N`, whose one
+  // driver thread the model does not have).
+  uint32_t depth = 1;
   uint32_t cores = 2;                // this-machine: the host's cores
   std::string workload = "a";
   uint32_t records = 10000, value_size = 1000;

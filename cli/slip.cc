@@ -213,6 +213,10 @@ int main(int argc, char** argv) {
                   "--perf: set one input of the model, NAME=NS or NAME=NS/NS_PER_BYTE (repeatable; a sensitivity "
                   "run, e.g. --input rpc_call=50)");
   sim->add_option("--threads", so.threads, "--perf: client threads")->capture_default_str();
+  sim->add_option("--depth", so.depth,
+                  "--perf this-machine: > 1, an asynchronous application on the client's executor keeping N "
+                  "operations in flight (with --threads 1)")
+      ->capture_default_str();
   sim->add_option("--cores", so.cores, "--perf this-machine: the host's cores")->capture_default_str();
   sim->add_option("--workload", so.workload, "--perf: YCSB workload a|b|c|d|f")->capture_default_str();
   sim->add_option("--records", so.records, "--perf: records loaded first")->capture_default_str();
@@ -502,7 +506,7 @@ int main(int argc, char** argv) {
     so.model_given = sim->get_option("--model")->count() > 0;
     so.measure_given = sim->get_option("--measure")->count() > 0;
     so.shared_keys_given = sim->get_option("--shared-keys")->count() > 0;
-    for (const char* name : {"--design", "--threads", "--cores", "--workload", "--records", "--value-size", "--nodes",
+    for (const char* name : {"--design", "--threads", "--depth", "--cores", "--workload", "--records", "--value-size", "--nodes",
                              "--replication", "--shards", "--workers", "--digest-executors", "--seeds"}) {
       if (sim->get_option(name)->count() > 0) so.this_machine_options_given.emplace_back(name);
     }

@@ -12,6 +12,8 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,6 +28,8 @@
 #include <ctime>
 #include <fstream>
 #include <functional>
+#include <future>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +40,7 @@
 #include "common/hash.h"
 #include "common/histogram.h"
 #include "common/random.h"
+#include "bench/workload/workload.h"
 #include "fabric/fabric.h"
 #include "fabric/ofi/ofi_fabric.h"
 #include "dinomo/adaptive_cache.h"
@@ -412,6 +417,86 @@ HandOver MeasureHandOver(int n) {
   return {static_cast<double>(posting) / n, static_cast<double>(woken) / n};
 }
 
+// --- the application's side of a synchronous slip::Client call, as
+// slip bench's threads make one: the operation and its key chosen (YCSB,
+// zipfian over 10,000 records), an update's value made and copied into the
+// call, the promise and the closure queued for the client's executor (the
+// queue's lock; no eventfd: at 16 threads the executor is rarely parked),
+// the answer taken from the future. Run on one thread, so the executor's
+// side (taking the closure, completing the promise: ~100 ns) is in it too,
+// and the block between is not.
+//
+// Cold: an application thread does this right after its block, its core
+// having run other threads (at 16 threads, other processes') meanwhile, so
+// each call here starts with the core's L2 cache evicted (twice its size
+// written first, not timed); the median call's wall time. Warm, a call
+// costs ~0.4 us here; cold ~1.1 us; a real one at 16 threads ~2.3 us
+// (bench/results/2026-11-29-spin-and-app.md). ---
+size_t L2Bytes() {
+  std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index2/size");
+  std::string text;
+  f >> text;
+  size_t n = 0;
+  if (std::sscanf(text.c_str(), "%zu", &n) == 1 && n > 0) {
+    return text.back() == 'M' ? n << 20 : text.back() == 'K' ? n << 10 : n;
+  }
+  return 2 << 20;
+}
+
+double MeasureAppOp(size_t value_bytes, bool update, int ops) {
+  ycsb::WorkloadSpec w;
+  w.name = update ? "updates" : "reads";
+  w.read = update ? 0 : 1;
+  w.update = update ? 1 : 0;
+  w.records = 10000;
+  w.sizes.value_bytes = static_cast<uint32_t>(value_bytes);
+  ycsb::InsertCounter inserts(w.records);
+  ycsb::OpGenerator gen(w, &inserts);
+  Random rng(7);
+  std::mutex mu;
+  std::vector<std::function<void()>> queue;
+  std::atomic<bool> has_tasks{false};
+  const std::string answer(update ? 0 : value_bytes, 'v');
+  std::vector<char> evict(2 * L2Bytes(), 1);
+  uint64_t version = 0, sink = 0;
+  std::vector<double> took;
+  took.reserve(static_cast<size_t>(ops));
+  for (int i = 0; i < ops; ++i) {
+    for (size_t k = 0; k < evict.size(); k += 64) evict[k] = static_cast<char>(evict[k] + 1);
+    const auto start = std::chrono::steady_clock::now();
+    const ycsb::Op op = gen.Next(rng);
+    std::string key = gen.Key(op.record);
+    std::promise<Result<std::string>> p;
+    auto future = p.get_future();
+    std::function<void()> call;
+    if (update) {
+      std::string value = gen.Value(op.record, ++version);
+      call = [&p, key = std::string(key), value = std::string(value)] { p.set_value(std::string()); };
+    } else {
+      call = [&p, key = std::string(key), &answer] { p.set_value(std::string(answer)); };
+    }
+    {
+      std::lock_guard lock(mu);
+      queue.push_back(std::move(call));
+      has_tasks.store(true, std::memory_order_release);
+    }
+    // The executor's side, here on the same thread.
+    std::vector<std::function<void()>> batch;
+    {
+      std::lock_guard lock(mu);
+      batch.swap(queue);
+      has_tasks.store(false, std::memory_order_relaxed);
+    }
+    for (auto& fn : batch) fn();
+    Result<std::string> r = future.get();
+    sink += r.ok() ? r->size() : 0;
+    took.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count());
+  }
+  if (sink == 1 || evict[0] == 0) std::fprintf(stderr, ".");
+  std::nth_element(took.begin(), took.begin() + static_cast<std::ptrdiff_t>(took.size() / 2), took.end());
+  return took[took.size() / 2];
+}
+
 // --- the same hand-over between two threads pinned to one core, back and
 // forth: no idle core to wake, each hop a switch from one thread to the
 // other on a busy core. ---
@@ -494,6 +579,96 @@ Crowded MeasureCrowdedHandOver(int hops) {
   const int cores = ::sched_getaffinity(0, sizeof(allowed), &allowed) == 0 ? CPU_COUNT(&allowed) : 0;
   if (cores <= 0) return {};
   return {static_cast<double>(c1 - c0) / hops, wall * cores / hops};
+}
+
+// --- the same ring across processes: 16 threads that block on eventfds
+// pass 8 tokens around a ring whose neighbours live in different
+// processes (`processes` of them, 16 / processes threads each), against
+// the same ring in one process. On a crowded host of several processes,
+// as a cluster on one machine is, a core's next thread is most often
+// another process's: its address space switched in and its caches cold.
+// The children's CPU per hop and the host's core time per hop. For
+// comparison, not an input. ---
+struct Ring {
+  double cpu = kFailed, core = kFailed;
+};
+
+Ring MeasureProcessRing(int processes, int hops) {
+  constexpr int kThreads = 16, kTokens = 8;
+  if (kThreads % processes != 0) return {};
+  std::vector<int> efd(kThreads, -1);
+  for (int& fd : efd) {
+    fd = ::eventfd(0, EFD_CLOEXEC);
+    if (fd < 0) {
+      for (int f : efd) if (f >= 0) ::close(f);
+      return {};
+    }
+  }
+  // Hops left, shared by the children.
+  void* shared = ::mmap(nullptr, 64, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) return {};
+  auto* left = new (shared) std::atomic<int64_t>(hops);
+  struct rusage before{};
+  ::getrusage(RUSAGE_CHILDREN, &before);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<pid_t> kids;
+  for (int p = 0; p < processes; ++p) {
+    const pid_t pid = ::fork();
+    if (pid < 0) break;
+    if (pid == 0) {
+      // Ring position r = t * processes + p: its neighbours are the next
+      // process's threads.
+      std::vector<std::thread> threads;
+      for (int t = 0; t < kThreads / processes; ++t) {
+        const int r = t * processes + p;
+        threads.emplace_back([&efd, left, r] {
+          const int next = efd[static_cast<size_t>((r + 1) % kThreads)];
+          for (;;) {
+            uint64_t n = 0;
+            if (::read(efd[static_cast<size_t>(r)], &n, sizeof(n)) != sizeof(n)) return;
+            const bool last = left->fetch_sub(static_cast<int64_t>(n)) <= static_cast<int64_t>(n);
+            if (last || left->load() <= 0) {
+              const uint64_t one = 1;
+              for (int fd : efd) [[maybe_unused]] ssize_t w = ::write(fd, &one, sizeof(one));  // everyone ends
+              return;
+            }
+            [[maybe_unused]] ssize_t w = ::write(next, &n, sizeof(n));
+          }
+        });
+      }
+      for (auto& th : threads) th.join();
+      ::_exit(0);
+    }
+    kids.push_back(pid);
+  }
+  if (static_cast<int>(kids.size()) == processes) {
+    for (int k = 0; k < kTokens; ++k) {
+      const uint64_t one = 1;
+      [[maybe_unused]] ssize_t w = ::write(efd[static_cast<size_t>(k * kThreads / kTokens)], &one, sizeof(one));
+    }
+  } else {
+    left->store(0);
+    const uint64_t one = 1;
+    for (int fd : efd) [[maybe_unused]] ssize_t w = ::write(fd, &one, sizeof(one));
+  }
+  bool ok = static_cast<int>(kids.size()) == processes;
+  for (pid_t pid : kids) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  const double wall = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  struct rusage after{};
+  ::getrusage(RUSAGE_CHILDREN, &after);
+  ::munmap(shared, 64);
+  for (int fd : efd) ::close(fd);
+  if (!ok) return {};
+  auto ns = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e9 + static_cast<double>(t.tv_usec) * 1e3; };
+  const double cpu = ns(after.ru_utime) + ns(after.ru_stime) - ns(before.ru_utime) - ns(before.ru_stime);
+  cpu_set_t allowed;
+  const int cores = ::sched_getaffinity(0, sizeof(allowed), &allowed) == 0 ? CPU_COUNT(&allowed) : 0;
+  if (cores <= 0) return {};
+  return {cpu / hops, wall * cores / hops};
 }
 
 // The fabric and RPC channels as every process of a cluster opens them
@@ -1058,6 +1233,22 @@ int main(int argc, char** argv) {
   }
   put(runtime::Cost::kClientOp,
       Input{client.per_op, client.per_byte, "proto: encode a KvRequest, decode a KvResponse"});
+  // An application thread's own work per synchronous call (a real one at
+  // 16 threads on C spent ~2 us per operation outside the kernel, which
+  // the model had not charged: bench/results/2026-11-29-spin-and-app.md).
+  // Per byte: an update's value, made and copied into the call.
+  const int app_ops = quick ? 1000 : 4000;  // each after an eviction of ~0.1 ms
+  const double app_read = Best(runs, [&] { return MeasureAppOp(small, false, app_ops); });
+  const double app_small = Best(runs, [&] { return MeasureAppOp(small, true, app_ops); });
+  const double app_large = Best(runs, [&] { return MeasureAppOp(large, true, app_ops); });
+  {
+    Input app = Line(app_small, small, app_large, large, "");
+    app.per_op = std::min(app_read, app.per_op);
+    app.source = "a synchronous call's application side as slip bench makes it (YCSB choice and key, the value, "
+                 "promise, closure and queue, future), each after the core's L2 was evicted (cold: it follows a "
+                 "block), median; reads, and updates of 100 B and 4000 B";
+    put(runtime::Cost::kAppOp, app);
+  }
   put(runtime::Cost::kWakeupLocal,
       Input{best_hand_over.waker, 0,
             "a task Posted every 200 us to an executor of the same process parked by then: the poster's CPU"});
@@ -1242,6 +1433,21 @@ int main(int argc, char** argv) {
     std::printf("hand-over among 16 executors passing 8 tasks: %.0f ns of the threads' CPU, %.0f ns of core time\n",
                 crowded.cpu, crowded.core);
   }
+  // Whether a crowded host of several processes pays more per switch than
+  // one process does: no, on the Xeon VM of 2026-11-29 (0.7-2.1 us of CPU
+  // per hop either way, as noisy within each as between them); what a
+  // cluster's threads pay more is their larger working sets gone cold.
+  Ring ring_one, ring_four;
+  for (int r = 0; r < runs; ++r) {
+    const Ring a = MeasureProcessRing(1, quick ? 10000 : 40000), b = MeasureProcessRing(4, quick ? 10000 : 40000);
+    if (a.cpu < ring_one.cpu) ring_one = a;
+    if (b.cpu < ring_four.cpu) ring_four = b;
+  }
+  const bool ring_ok = ring_one.cpu < kFailed && ring_four.cpu < kFailed;
+  if (ring_ok) {
+    std::printf("a ring of 16 threads passing 8 tokens by eventfd: in one process %.0f ns CPU per hop, across four "
+                "(neighbours in different processes) %.0f ns\n", ring_one.cpu, ring_four.cpu);
+  }
   // The same calls alone and on a crowded host: eight ping-pongs at once
   // (16 threads on the machine's cores), each thread spinning 8 turns
   // before it parks, as slip server's do. Not an input: what crowding does
@@ -1298,6 +1504,8 @@ int main(int argc, char** argv) {
                      {"hand_over_waker_share", std::round(best_hand_over.waker / hand_over * 1000) / 1000},
                      {"hand_over_crowded_cpu_ns", shown(crowded.core < kFailed, crowded.cpu)},
                      {"hand_over_crowded_core_ns", shown(crowded.core < kFailed, crowded.core)},
+                     {"ring_hop_cpu_one_process_ns", shown(ring_ok, ring_one.cpu)},
+                     {"ring_hop_cpu_four_processes_ns", shown(ring_ok, ring_four.cpu)},
                      {"rpc_client_cpu_per_call_server_spinning_ns_100B", std::round(asym.client_cpu_per_call)},
                      {"rpc_ns_per_call_16_in_flight_1000B", shown(piped_model > 0, piped.wall_per_call)},
                      {"rpc_cpu_per_call_spin8_alone_ns_100B", shown(crowd_ok, alone.cpu_per_call)},

@@ -133,12 +133,19 @@ HAND_OVER_WAKER_SHARE = 0.41
 # on 2026-11-27: 377-385 ns per round trip, a quarter of it).
 RPC_CALL_2026_11_27 = 95.0
 
+# An application thread's side of a synchronous call, cold (model_calibrate
+# on 2026-11-29, when the input was added): ns, and ns per byte an update
+# writes.
+APP_OP_2026_11_29 = (1098.0, 2.137)
+
 
 def migrated(model, tmp, r):
     """A kept calibration from before wakeup_busy, switch_in or rpc_call were
     inputs (2026-11-27), DINOMO's and RubbleDB's steps (2026-11-28), or
     wakeup_local and switch_in_local (2026-11-29: its hand-over taken out of
-    client_op and split HAND_OVER_WAKER_SHARE to the waker), with
+    client_op and split HAND_OVER_WAKER_SHARE to the waker), or app_op
+    (2026-11-29: the application thread's side of a call, as measured that
+    day), with
     them derived: the first two from what it
     recorded (the hand-over between two threads of one core, and the woken
     thread's share of a wake-up: 0.4, the middle of 37-44% measured, if it
@@ -148,7 +155,7 @@ def migrated(model, tmp, r):
         doc = json.load(f)
     inputs, seen = doc["inputs"], doc.get("observed", {})
     later = ("cache_lookup", "merge", "lsm_write", "lsm_get", "flush", "compaction")
-    missing = [k for k in ("wakeup_busy", "switch_in", "rpc_call", "wakeup_local", "switch_in_local") + later
+    missing = [k for k in ("wakeup_busy", "switch_in", "rpc_call", "wakeup_local", "switch_in_local", "app_op") + later
                if k not in inputs]
     if not missing:
         return model
@@ -166,6 +173,9 @@ def migrated(model, tmp, r):
             inputs[k]["per_op_ns"] = max(0.0, inputs[k]["per_op_ns"] - RPC_CALL_2026_11_27)
         inputs["rpc_call"] = {"per_op_ns": RPC_CALL_2026_11_27, "per_byte_ns": 0.0,
                               "source": "derived: the RPC layer's cost measured 2026-11-27"}
+    if "app_op" not in inputs:
+        inputs["app_op"] = {"per_op_ns": APP_OP_2026_11_29[0], "per_byte_ns": APP_OP_2026_11_29[1],
+                            "source": "derived: the application thread's side of a call measured 2026-11-29"}
     if "wakeup_busy" not in inputs:
         hand_over = seen.get("hand_over_one_core_ns")
         if hand_over is None:

@@ -17,6 +17,7 @@ std::string_view CostName(Cost c) {
     case Cost::kFabricTarget: return "fabric_target";
     case Cost::kRequest: return "request";
     case Cost::kClientOp: return "client_op";
+    case Cost::kAppOp: return "app_op";
     case Cost::kStorePut: return "store_put";
     case Cost::kStoreGet: return "store_get";
     case Cost::kDigest: return "digest";

@@ -62,6 +62,11 @@ enum class Cost : uint8_t {
   // Node and client code.
   kRequest,     // node: decode a client request, check the view, encode the reply
   kClientOp,    // client library: route, encode a request, decode its reply
+  // An application thread's own side of a synchronous call (choosing the
+  // operation and key, the call's promise, closure and queue, the answer
+  // from its future; + per byte of a value it writes). Charged to the
+  // application threads of synchronous clients only.
+  kAppOp,
   kStorePut,    // store: encode an entry, append it, update the index (+ per byte)
   kStoreGet,    // store: index lookup and entry read (+ per byte)
   kDigest,      // backup: digest one replicated entry into its store (+ per byte)

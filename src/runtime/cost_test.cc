@@ -205,6 +205,9 @@ TEST(CostTest, WakingAParkedExecutorCostsTheWakerOnce) {
     EXPECT_EQ(again_cost, 0);
     EXPECT_EQ(x->CpuTime(), 1000);  // the woken executor pays nothing for it
     EXPECT_EQ(rt.Parks(x), park_after < 0 ? 0u : 1u) << park_after;
+    // Its spin 1000..6000, counted at its next turn (a thread on a
+    // dedicated core spins for nothing the host could use).
+    EXPECT_EQ(rt.SpunBy(x), park_after < 0 ? 0 : 5000) << park_after;
   }
 }
 
@@ -247,6 +250,11 @@ TEST(CostTest, ASpinningExecutorTakesItsWorkAtOnceAndYieldsItsCoreToOthers) {
   EXPECT_EQ(rt.Parks(y), 0u);
   EXPECT_EQ(rt.Preemptions(x), 1u);  // at 2000 (y's turn at 4500 takes no time: x keeps its core)
   EXPECT_EQ(rt.Preemptions(y), 1u);  // at 3500
+  // Spun so far: x 1000..1500 and 1500..2000 (then preempted; the rest of
+  // that spin runs beside others' turns, and its spin after 4500 has not
+  // ended); y 3000..3500.
+  EXPECT_EQ(rt.SpunBy(x), 1000);
+  EXPECT_EQ(rt.SpunBy(y), 500);
 }
 
 TEST(CostTest, WorkTakesAnIdleCoreBeforeASpinnersAndAThreadThatBlocksAtOnceIsWoken) {

@@ -108,6 +108,7 @@ class SimExecutor final : public Executor {
   Nanos park_after = -1;                // its spin after a turn (PlaceOn: the host's or its own)
   Nanos parks_at = 0;                   // when it parks: its spin after the last turn ends
   Nanos spin_from = 0;                  // its spin since then is core time not yet counted busy
+  Nanos spun = 0;                       // spin counted busy so far (SpunBy)
   Nanos switch_in_owed = 0;             // woken, or preempted spinning, since its last turn
   bool waits_locally = false;           // parks on no endpoint (PlaceOn's Wait::kLocal)
   std::array<Nanos, kCostCount> charged{};  // its virtual CPU, by input
@@ -267,7 +268,9 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
   // The spin since its last turn held a core (a preempted spin was counted
   // when it was cut). A turn after the spin ran out began with a wake-up.
   if (x->ran && spins) {
-    h.busy += std::max<Nanos>(0, std::min(t, x->parks_at) - x->spin_from);
+    const Nanos spun = std::max<Nanos>(0, std::min(t, x->parks_at) - x->spin_from);
+    h.busy += spun;
+    x->spun += spun;
     if (t >= x->parks_at) ++x->parks;
   }
   if (!spinning) {
@@ -312,7 +315,9 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     // time; the rest runs beside this executor's own and is not counted.
     ++preempted->preemptions;
     preempted->switch_in_owed += model_->Of(preempted->SwitchIn(), 0);
-    h.busy += std::max<Nanos>(0, t - preempted->spin_from);
+    const Nanos spun = std::max<Nanos>(0, t - preempted->spin_from);
+    h.busy += spun;
+    preempted->spun += spun;
     preempted->spin_from = INT64_MAX;
     preempted->parks_at = end + (preempted->parks_at - t);
   }
@@ -394,6 +399,7 @@ Nanos SimRuntime::CpuBy(const Executor* exec, Nanos t) const {
   const auto* x = static_cast<const SimExecutor*>(exec);
   return x->CpuTime() - std::max<Nanos>(0, x->busy_until - t);
 }
+Nanos SimRuntime::SpunBy(const Executor* exec) const { return static_cast<const SimExecutor*>(exec)->spun; }
 const std::array<Nanos, kCostCount>& SimRuntime::CostsOf(const Executor* exec) const {
   return static_cast<const SimExecutor*>(exec)->charged;
 }

@@ -155,6 +155,10 @@ class SimRuntime : public Runtime {
   // only (a window's share is then at most the window). REQUIRES: no turn
   // of it started after `t` (call it at `t`, or once the run reached `t`).
   Nanos CpuBy(const Executor* exec, Nanos t) const;
+  // Core time it spent spinning so far (counted as HostBusy is): a real
+  // thread's clock counts its empty turns before a park, CpuTime() and the
+  // inputs do not.
+  Nanos SpunBy(const Executor* exec) const;
   // Core time a host's handlers used so far, and its executors' spinning
   // between them (counted when the spin ends: at the executor's next turn).
   Nanos HostBusy(uint32_t host) const { return hosts_.at(host).busy; }

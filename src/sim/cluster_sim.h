@@ -105,7 +105,11 @@ struct PerfResult {
   // `slip bench` reports real ones: the client, the nodes' request workers
   // (chain designs: each node's executor, its requests and chain calls),
   // NIC and digest executors.
+  // Each includes its threads' spin before they park (SimRuntime::SpunBy),
+  // as a real thread's clock does; the inputs above do not.
   double client_cpu = 0, worker_cpu = 0, nic_cpu = 0, digest_cpu = 0;
+  // Of those, the spin per operation, by role (cluster designs).
+  std::array<double, kRoles> spin_per_op_by_role{};
   // Parks per operation by role: turns that began after the executor's
   // spin had run out (handed work or a timer came due), as a real thread's
   // voluntary context switches count them.

@@ -63,18 +63,23 @@ void World::LoadLoop(uint32_t c) {
 }
 
 // One closed-loop client thread: an operation, and the next when it ends.
-void World::PerfLoop(uint32_t c, runtime::Executor* app, Nanos issued) {
+void World::PerfLoop(uint32_t c, runtime::Executor* app, Nanos issued, std::optional<ycsb::Op> chosen) {
   if (stop_) return;
-  if (app != nullptr && !clients_[c].exec->IsCurrent()) {
-    // An application thread hands its call to the client's executor (its
-    // eventfd: a wake-up if the executor parked meanwhile); the latency
-    // counts from here, as slip bench's does.
-    const Nanos now = app->Now();
-    rt_.ChargeWake(clients_[c].exec, runtime::SimRuntime::Wake::kLocal);
-    return clients_[c].exec->Post([this, c, app, now] { PerfLoop(c, app, now); });
-  }
   Client& cl = clients_[c];
-  const ycsb::Op op = cl.gen->Next(cl.exec->Rng());
+  if (app != nullptr && !cl.exec->IsCurrent()) {
+    // An application thread chooses its operation (and makes an update's
+    // value) and hands the call to the client's executor (its eventfd: a
+    // wake-up if the executor parked meanwhile); the latency counts from
+    // here, as slip bench's does.
+    const Nanos now = app->Now();
+    const ycsb::Op op = cl.gen->Next(cl.exec->Rng());
+    const bool writes = op.type == ycsb::OpType::kUpdate || op.type == ycsb::OpType::kInsert ||
+                        op.type == ycsb::OpType::kReadModifyWrite;
+    runtime::Charge(runtime::Cost::kAppOp, writes ? cl.gen->Value(op.record, 0).size() : 0);
+    rt_.ChargeWake(cl.exec, runtime::SimRuntime::Wake::kLocal);
+    return cl.exec->Post([this, c, app, now, op] { PerfLoop(c, app, now, op); });
+  }
+  const ycsb::Op op = chosen ? *chosen : cl.gen->Next(cl.exec->Rng());
   const Nanos start = issued >= 0 ? issued : cl.exec->Now();
   const bool read = op.type == ycsb::OpType::kRead;
   auto finish = [this, c, app, start, read](bool ok) {
@@ -183,7 +188,12 @@ void World::RunPerf(ClusterSimResult& res) {
   // CPU up to `t`: a turn running across the window's edge is split at it.
   auto roles = [this, &placed](Nanos t) {
     std::array<Nanos, PerfResult::kRoles> r{};
-    for (const auto& [x, role] : placed) r[kCpuRole[role]] += rt_.CpuBy(x, t);
+    for (const auto& [x, role] : placed) r[kCpuRole[role]] += rt_.CpuBy(x, t) + rt_.SpunBy(x);
+    return r;
+  };
+  auto spun = [this, &placed] {
+    std::array<Nanos, PerfResult::kRoles> r{};
+    for (const auto& [x, role] : placed) r[kCpuRole[role]] += rt_.SpunBy(x);
     return r;
   };
   // Parks by role (client, workers, NICs, application threads), then
@@ -214,11 +224,12 @@ void World::RunPerf(ClusterSimResult& res) {
   decltype(inputs()) inputs0{};
   decltype(steps()) steps0{};
   std::array<uint64_t, 8> parks0{};
-  std::array<Nanos, PerfResult::kRoles> roles0{};
+  std::array<Nanos, PerfResult::kRoles> roles0{}, spun0{};
   std::vector<Nanos> cpu0;
   rt_.Schedule(window_start_, nullptr, kEventControl, "window", 0, [&] {
     totals0 = rt_.CostTotals();
     roles0 = roles(window_start_);
+    spun0 = spun();
     parks0 = parks();
     inputs0 = inputs();
     steps0 = steps();
@@ -246,6 +257,8 @@ void World::RunPerf(ClusterSimResult& res) {
   r.worker_cpu = per_op(roles1[PerfResult::kWorker] - roles0[PerfResult::kWorker]);
   r.nic_cpu = per_op(roles1[PerfResult::kNic] - roles0[PerfResult::kNic]);
   r.digest_cpu = per_op(roles1[PerfResult::kDigest] - roles0[PerfResult::kDigest]);
+  const std::array<Nanos, PerfResult::kRoles> spun1 = spun();
+  for (size_t k = 0; k < PerfResult::kRoles; ++k) r.spin_per_op_by_role[k] = per_op(spun1[k] - spun0[k]);
   // (end - start) / ops of each role and input.
   auto per_op_by_role = [&per_op](const auto& end, const auto& start) {
     std::array<std::array<double, runtime::kCostCount>, PerfResult::kRoles> out{};

@@ -275,6 +275,44 @@ TEST(PerfTest, SynchronousApplicationThreadsParkAndAreWokenByEveryAnswer) {
   EXPECT_GT(s.perf.p50, a.perf.p50);
 }
 
+// An application thread's own side of each synchronous call (choosing the
+// operation, its promise and closure) is its CPU, once per operation, plus
+// per byte of the value an update writes (YCSB-A: half the operations); an
+// asynchronous application pays none.
+TEST(PerfTest, SynchronousApplicationThreadsPayTheirSideOfEachCall) {
+  PerfOptions sync = SmallModel(), async = SmallModel();
+  sync.costs[Cost::kAppOp] = async.costs[Cost::kAppOp] = {700, 2.0};
+  async.sync_clients = false;
+  auto s = RunClusterSim(Cluster(replication::Protocol::kRpc, 1, sync));
+  auto a = RunClusterSim(Cluster(replication::Protocol::kRpc, 1, async));
+  ASSERT_TRUE(s.ok && a.ok) << s.failure << a.failure;
+  const double value = sync.workload.sizes.value_bytes;
+  EXPECT_NEAR(Cpu(s, Cost::kAppOp), 700 + 0.5 * 2.0 * value, 0.1 * 2.0 * value);
+  EXPECT_EQ(s.perf.cpu_per_op_by_role[PerfResult::kClient][static_cast<size_t>(Cost::kAppOp)], Cpu(s, Cost::kAppOp));
+  EXPECT_EQ(Cpu(a, Cost::kAppOp), 0);
+}
+
+// A real thread's clock counts its spin before it parks; the role's CPU
+// does too (SimRuntime::SpunBy), beside the inputs, which do not. Spinning
+// longer moves the role's CPU and leaves the inputs' sum below it.
+TEST(PerfTest, CpuByRoleCountsTheSpinBeforeEachPark) {
+  PerfOptions brief = SmallModel(), longer = SmallModel();
+  brief.park_after = 2 * runtime::kMicrosecond;
+  longer.park_after = 40 * runtime::kMicrosecond;
+  auto b = RunClusterSim(Cluster(replication::Protocol::kRpc, 1, brief));
+  auto l = RunClusterSim(Cluster(replication::Protocol::kRpc, 1, longer));
+  ASSERT_TRUE(b.ok && l.ok) << b.failure << l.failure;
+  for (const ClusterSimResult* r : {&b, &l}) {
+    double inputs = 0;
+    for (double c : r->perf.cpu_per_op_by_role[PerfResult::kWorker]) inputs += c;
+    const double spin = r->perf.spin_per_op_by_role[PerfResult::kWorker];
+    EXPECT_GT(spin, 0);
+    // Turns across the window's edges are split differently: within 2%.
+    EXPECT_NEAR(r->perf.worker_cpu, inputs + spin, 0.02 * r->perf.worker_cpu);
+  }
+  EXPECT_GT(l.perf.spin_per_op_by_role[PerfResult::kWorker], 2 * b.perf.spin_per_op_by_role[PerfResult::kWorker]);
+}
+
 // The call's hand-over to the client's executor wakes it when it parked
 // meanwhile (at once, here): a local wake-up, the executor's return
 // through its endpoints' wait. Spinning long enough, it needs none.

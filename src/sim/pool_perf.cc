@@ -393,7 +393,7 @@ ClusterSimResult PoolCluster::Run() {
   for (const Client& c : clients_) placed.push_back(c.exec);
   for (const Thread& t : threads_) placed.push_back(t.exec);
   placed.insert(placed.end(), pool_threads_.begin(), pool_threads_.end());
-  std::vector<Nanos> cpu0(placed.size());
+  std::vector<Nanos> cpu0(placed.size()), spun0(placed.size());
   std::array<Nanos, runtime::kCostCount> totals0{};
   std::vector<Nanos> busy0;
   uint64_t round_trips0 = 0;
@@ -403,7 +403,10 @@ ClusterSimResult PoolCluster::Run() {
     return n;
   };
   rt_.Schedule(window_start_, nullptr, kEventMessage + 1, "window", 0, [&] {
-    for (size_t i = 0; i < placed.size(); ++i) cpu0[i] = rt_.CpuBy(placed[i], window_start_);
+    for (size_t i = 0; i < placed.size(); ++i) {
+      cpu0[i] = rt_.CpuBy(placed[i], window_start_);
+      spun0[i] = rt_.SpunBy(placed[i]);
+    }
     totals0 = rt_.CostTotals();
     for (uint32_t h = 0; h < rt_.host_count(); ++h) busy0.push_back(rt_.HostBusy(h));
     round_trips0 = round_trips();
@@ -424,7 +427,9 @@ ClusterSimResult PoolCluster::Run() {
   Nanos clients = 0, workers = 0, pool = 0;
   for (size_t i = 0; i < placed.size(); ++i) {
     const Nanos used = rt_.CpuBy(placed[i], window_end_) - cpu0[i];  // a turn across an edge split at it
-    (i < clients_.size() ? clients : i < clients_.size() + threads_.size() ? workers : pool) += used;
+    // By role with the spin, as a real thread's clock counts it.
+    (i < clients_.size() ? clients : i < clients_.size() + threads_.size() ? workers : pool) +=
+        used + rt_.SpunBy(placed[i]) - spun0[i];
     const double share = static_cast<double>(used) / static_cast<double>(p_.measure);
     if (share > r.busiest_share) {
       r.busiest_share = share;

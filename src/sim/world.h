@@ -12,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <string>
@@ -210,7 +211,7 @@ class World {
   // One closed-loop chain of operations: on `app` (a synchronous
   // application thread) or, null, on the client's executor. `issued`: when
   // the application thread made the call.
-  void PerfLoop(uint32_t c, runtime::Executor* app, Nanos issued = -1);
+  void PerfLoop(uint32_t c, runtime::Executor* app, Nanos issued = -1, std::optional<ycsb::Op> chosen = std::nullopt);
   // Sends a message from `from` to `to`, run as `fn` there `flight` after
   // the send is done (network.cc: its CPU, and frames in performance runs).
   void Send(runtime::Executor* from, runtime::Executor* to, size_t bytes, Nanos flight, const char* label,
