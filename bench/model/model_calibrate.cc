@@ -386,12 +386,29 @@ double MeasureCrc(size_t bytes, int ops) {
   return v;
 }
 
+// The core's L2 cache, in bytes (2 MiB if the system does not say).
+// Cold measurements write twice that before each operation: what a thread
+// finds after its core ran other threads' work meanwhile.
+size_t L2Bytes() {
+  std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index2/size");
+  std::string text;
+  f >> text;
+  size_t n = 0;
+  if (std::sscanf(text.c_str(), "%zu", &n) == 1 && n > 0) {
+    return text.back() == 'M' ? n << 20 : text.back() == 'K' ? n << 10 : n;
+  }
+  return 2 << 20;
+}
+
 // --- a hand-over to a parked thread of the same process: an executor that
 // parks at once is handed a task every 200 us by another thread (its
 // eventfd; slip::Client's synchronous calls hand each operation to the
 // client's executor so, and its answer back through a futex). Each side's
-// CPU per hand-over: the Post (the waker's), and the woken loop's turn and
-// park. ---
+// CPU per hand-over, the median: the Post (the waker's), and the woken
+// loop's turn and park. Cold, as app_op: the L2 evicted before each Post.
+// Warm, this machine measured 4.1-4.4 us both sides together at some
+// times and 9.5 at others; evicted, 8.5-9.3 at both; a real 16-thread
+// cluster pays ~10 per wake-up (bench/results/2026-11-29-spin-and-app.md). ---
 struct HandOver {
   double waker = kFailed, woken = kFailed;
   double total() const { return waker + woken; }
@@ -402,19 +419,27 @@ HandOver MeasureHandOver(int n) {
   runtime::Executor* x = rt.CreateExecutor("parked");
   if (!rt.Start().ok()) return {};
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::vector<char> evict(2 * L2Bytes(), 1);
   std::atomic<int> ran{0};
-  Nanos posting = 0;
-  const Nanos c0 = x->CpuTime();
+  std::vector<double> posting, woken;
   for (int i = 0; i < n; ++i) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));  // x is parked by then
+    for (size_t k = 0; k < evict.size(); k += 64) evict[k] = static_cast<char>(evict[k] + 1);
+    const Nanos c0 = x->CpuTime();
     const Nanos t0 = ThreadCpu();
     x->Post([&ran] { ran.fetch_add(1); });
-    posting += ThreadCpu() - t0;
+    posting.push_back(static_cast<double>(ThreadCpu() - t0));
+    while (ran.load() <= i) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    std::this_thread::sleep_for(std::chrono::microseconds(100));  // its turn and park are over
+    woken.push_back(static_cast<double>(x->CpuTime() - c0));
   }
-  while (ran.load() < n) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  const Nanos woken = x->CpuTime() - c0;
   rt.Stop();
-  return {static_cast<double>(posting) / n, static_cast<double>(woken) / n};
+  if (evict[0] == 0) std::fprintf(stderr, ".");
+  auto median = [](std::vector<double>& v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  return {median(posting), median(woken)};
 }
 
 // --- the application's side of a synchronous slip::Client call, as
@@ -432,17 +457,6 @@ HandOver MeasureHandOver(int n) {
 // written first, not timed); the median call's wall time. Warm, a call
 // costs ~0.4 us here; cold ~1.1 us; a real one at 16 threads ~2.3 us
 // (bench/results/2026-11-29-spin-and-app.md). ---
-size_t L2Bytes() {
-  std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index2/size");
-  std::string text;
-  f >> text;
-  size_t n = 0;
-  if (std::sscanf(text.c_str(), "%zu", &n) == 1 && n > 0) {
-    return text.back() == 'M' ? n << 20 : text.back() == 'K' ? n << 10 : n;
-  }
-  return 2 << 20;
-}
-
 double MeasureAppOp(size_t value_bytes, bool update, int ops) {
   ycsb::WorkloadSpec w;
   w.name = update ? "updates" : "reads";
@@ -1251,9 +1265,10 @@ int main(int argc, char** argv) {
   }
   put(runtime::Cost::kWakeupLocal,
       Input{best_hand_over.waker, 0,
-            "a task Posted every 200 us to an executor of the same process parked by then: the poster's CPU"});
+            "a task Posted every 200 us to an executor of the same process parked by then, the L2 evicted before "
+            "each (cold, as in a crowded cluster): the poster's CPU, median"});
   put(runtime::Cost::kSwitchInLocal,
-      Input{best_hand_over.woken, 0, "the same: the woken executor's CPU (its return, the turn, its park)"});
+      Input{best_hand_over.woken, 0, "the same: the woken executor's CPU (its return, the turn, its park), median"});
 
   // The transport, from two regimes of the same ping-pong. Spinning (the
   // threads never park, each on a core of its own): a round trip's wall
