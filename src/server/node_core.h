@@ -299,7 +299,8 @@ struct NodeCoreOptions {
   // Empty: always valid (single-node tests).
   std::function<runtime::Nanos()> lease_left;
   // The calling thread's CPU clock (ns), to account the CPU this node spends
-  // as a backup (REPLICATE, REPL_OPEN, REPL_CLOSE): Counters::backup_cpu_ns.
+  // as a backup (REPLICATE, REPL_OPEN, REPL_CLOSE): Counters::backup_cpu_ns
+  // (REPLICATEs sampled, one in 16).
   std::function<int64_t()> cpu_clock;
   // A monotonic clock (ns) to time client requests by, from arrival to
   // reply (Counters::latency_ns). Empty: not timed.
@@ -366,7 +367,7 @@ class NodeCore {
     uint64_t stale = 0, busy = 0, malformed = 0, replication_failures = 0;
     uint64_t backup_requests = 0;  // REPLICATE + REPL_OPEN + REPL_CLOSE served
     uint64_t commit_records = 0;   // CommitVer records written as primary
-    int64_t backup_cpu_ns = 0;     // their CPU time (with a cpu clock)
+    int64_t backup_cpu_ns = 0;     // their CPU time (with a cpu clock; REPLICATEs' sampled)
     uint64_t group_commits = 0;    // deferred flushes that found work
     uint64_t group_committed = 0;  // replies they released
     uint64_t erda_commits = 0;     // PUTs whose entry a client wrote one-sidedly
@@ -462,6 +463,10 @@ class NodeCore {
   std::function<runtime::Nanos()> lease_left_;
   replication::BackupLog* const backup_;
   std::function<int64_t()> cpu_clock_;
+  // REPLICATEs whose CPU is sampled: one in kReplicateSample, counted for
+  // all (the clock is a system call); replicates_ counts them.
+  static constexpr int64_t kReplicateSample = 16;
+  uint64_t replicates_ = 0;
   std::function<runtime::Nanos()> clock_;
   // `reply`, recording the request's latency when it runs.
   Reply Timed(Counters::Op op, Reply reply);
