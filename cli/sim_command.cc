@@ -505,7 +505,11 @@ int RunPerfCommand(const SimCommandOptions& o) {
     std::fprintf(stderr, "slip sim: --shared-keys applies to DINOMO's designs, which this-machine does not run\n");
     return 2;
   }
-  if (o.depth == 0 || (o.depth > 1 && o.threads != 1)) {
+  if (o.depth == 0) {
+    std::fprintf(stderr, "slip sim: --depth must be at least 1\n");
+    return 2;
+  }
+  if (o.depth > 1 && o.threads != 1) {
     std::fprintf(stderr, "slip sim: --depth N (N > 1) runs one asynchronous application: give --threads 1\n");
     return 2;
   }

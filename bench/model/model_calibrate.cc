@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <future>
@@ -64,11 +65,12 @@ using runtime::Nanos;
 
 namespace {
 
-Nanos ThreadCpu() {
+Nanos ClockNs(clockid_t clock) {
   timespec ts{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  ::clock_gettime(clock, &ts);
   return Nanos{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
+Nanos ThreadCpu() { return ClockNs(CLOCK_THREAD_CPUTIME_ID); }
 
 // Best of `runs` of fn(), each returning CPU ns per operation.
 // What a measurement that could not run returns: never the best of a few.
@@ -386,13 +388,17 @@ double MeasureCrc(size_t bytes, int ops) {
   return v;
 }
 
+// Keeps an eviction's writes from being optimised away.
+volatile uint64_t sink_ = 0;
+
 // The core's L2 cache, in bytes (2 MiB if the system does not say).
 // Cold measurements write twice that before each operation: what a thread
 // finds after its core ran other threads' work meanwhile.
 size_t L2Bytes() {
-  std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index2/size");
-  std::string text;
-  f >> text;
+  std::string level, text;
+  std::ifstream("/sys/devices/system/cpu/cpu0/cache/index2/level") >> level;
+  if (level != "2") return 2 << 20;
+  std::ifstream("/sys/devices/system/cpu/cpu0/cache/index2/size") >> text;
   size_t n = 0;
   if (std::sscanf(text.c_str(), "%zu", &n) == 1 && n > 0) {
     return text.back() == 'M' ? n << 20 : text.back() == 'K' ? n << 10 : n;
@@ -405,7 +411,9 @@ size_t L2Bytes() {
 // eventfd; slip::Client's synchronous calls hand each operation to the
 // client's executor so, and its answer back through a futex). Each side's
 // CPU per hand-over, the median: the Post (the waker's), and the woken
-// loop's turn and park. Cold, as app_op: the L2 evicted before each Post.
+// loop's turn and park. Cold, as app_op: the poster's core's L2 evicted
+// before each Post (the woken thread is most often woken onto that core,
+// the poster going to sleep; not always).
 // Warm, this machine measured 4.1-4.4 us both sides together at some
 // times and 9.5 at others; evicted, 8.5-9.3 at both; a real 16-thread
 // cluster pays ~10 per wake-up (bench/results/2026-11-29-spin-and-app.md). ---
@@ -434,7 +442,7 @@ HandOver MeasureHandOver(int n) {
     woken.push_back(static_cast<double>(x->CpuTime() - c0));
   }
   rt.Stop();
-  if (evict[0] == 0) std::fprintf(stderr, ".");
+  sink_ = sink_ + static_cast<uint64_t>(evict[0]);
   auto median = [](std::vector<double>& v) {
     std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
     return v[v.size() / 2];
@@ -467,12 +475,15 @@ double MeasureAppOp(size_t value_bytes, bool update, int ops) {
   ycsb::InsertCounter inserts(w.records);
   ycsb::OpGenerator gen(w, &inserts);
   Random rng(7);
+  // The executor's task queue as ThreadExecutor::Post fills it (has_tasks
+  // is its loop's flag, written as Post writes it).
   std::mutex mu;
   std::vector<std::function<void()>> queue;
   std::atomic<bool> has_tasks{false};
   const std::string answer(update ? 0 : value_bytes, 'v');
   std::vector<char> evict(2 * L2Bytes(), 1);
-  uint64_t version = 0, sink = 0;
+  uint64_t version = 0;
+  volatile uint64_t sink = 0;  // the answers and the eviction are used
   std::vector<double> took;
   took.reserve(static_cast<size_t>(ops));
   for (int i = 0; i < ops; ++i) {
@@ -503,10 +514,10 @@ double MeasureAppOp(size_t value_bytes, bool update, int ops) {
     }
     for (auto& fn : batch) fn();
     Result<std::string> r = future.get();
-    sink += r.ok() ? r->size() : 0;
+    sink = sink + (r.ok() ? r->size() : 0);
     took.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count());
   }
-  if (sink == 1 || evict[0] == 0) std::fprintf(stderr, ".");
+  sink = sink + static_cast<uint64_t>(evict[0]);
   std::nth_element(took.begin(), took.begin() + static_cast<std::ptrdiff_t>(took.size() / 2), took.end());
   return took[took.size() / 2];
 }
@@ -600,89 +611,114 @@ Crowded MeasureCrowdedHandOver(int hops) {
 // processes (`processes` of them, 16 / processes threads each), against
 // the same ring in one process. On a crowded host of several processes,
 // as a cluster on one machine is, a core's next thread is most often
-// another process's: its address space switched in and its caches cold.
-// The children's CPU per hop and the host's core time per hop. For
-// comparison, not an input. ---
-struct Ring {
-  double cpu = kFailed, core = kFailed;
-};
-
-Ring MeasureProcessRing(int processes, int hops) {
+// another process's: its address space switched in. The ring threads'
+// CPU per hop (each child's process CPU clock from when its threads run
+// to when they end: not the fork, nor the exit). For comparison, not an
+// input. ---
+double MeasureProcessRing(int processes, int hops) {
   constexpr int kThreads = 16, kTokens = 8;
-  if (kThreads % processes != 0) return {};
-  std::vector<int> efd(kThreads, -1);
-  for (int& fd : efd) {
-    fd = ::eventfd(0, EFD_CLOEXEC);
-    if (fd < 0) {
-      for (int f : efd) if (f >= 0) ::close(f);
-      return {};
-    }
+  if (processes <= 0 || kThreads % processes != 0) return kFailed;
+  // fork() copies only the calling thread: a thread left running by an
+  // earlier measurement (a provider's) would leave locks held in the child.
+  if (std::distance(std::filesystem::directory_iterator("/proc/self/task"), {}) != 1) return kFailed;
+  // Semaphore eventfds: each read takes one token, so tokens never merge.
+  std::vector<int> efd;
+  for (int i = 0; i < kThreads; ++i) {
+    const int fd = ::eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+    if (fd >= 0) efd.push_back(fd);
   }
-  // Hops left, shared by the children.
-  void* shared = ::mmap(nullptr, 64, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (shared == MAP_FAILED) return {};
-  auto* left = new (shared) std::atomic<int64_t>(hops);
-  struct rusage before{};
-  ::getrusage(RUSAGE_CHILDREN, &before);
-  const auto t0 = std::chrono::steady_clock::now();
+  struct Shared {
+    std::atomic<int64_t> left;
+    std::atomic<int64_t> cpu[kThreads];  // per child, ns
+  };
+  void* mem = efd.size() == kThreads ? ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE,
+                                              MAP_SHARED | MAP_ANONYMOUS, -1, 0)
+                                     : MAP_FAILED;
+  if (mem == MAP_FAILED) {
+    for (int fd : efd) ::close(fd);
+    return kFailed;
+  }
+  auto* shared = new (mem) Shared{};
+  shared->left.store(hops);
+  // Wakes every thread of the ring to end (each reads one and leaves).
+  auto stop_all = [&] {
+    shared->left.store(0);
+    const uint64_t n = kThreads;
+    for (int fd : efd) [[maybe_unused]] ssize_t w = ::write(fd, &n, sizeof(n));
+  };
   std::vector<pid_t> kids;
   for (int p = 0; p < processes; ++p) {
     const pid_t pid = ::fork();
     if (pid < 0) break;
     if (pid == 0) {
-      // Ring position r = t * processes + p: its neighbours are the next
-      // process's threads.
-      std::vector<std::thread> threads;
-      for (int t = 0; t < kThreads / processes; ++t) {
-        const int r = t * processes + p;
-        threads.emplace_back([&efd, left, r] {
-          const int next = efd[static_cast<size_t>((r + 1) % kThreads)];
-          for (;;) {
-            uint64_t n = 0;
-            if (::read(efd[static_cast<size_t>(r)], &n, sizeof(n)) != sizeof(n)) return;
-            const bool last = left->fetch_sub(static_cast<int64_t>(n)) <= static_cast<int64_t>(n);
-            if (last || left->load() <= 0) {
-              const uint64_t one = 1;
-              for (int fd : efd) [[maybe_unused]] ssize_t w = ::write(fd, &one, sizeof(one));  // everyone ends
-              return;
+      try {
+        // Ring position r = t * processes + p: its neighbours are the next
+        // process's threads.
+        std::vector<std::thread> threads;
+        for (int t = 0; t < kThreads / processes; ++t) {
+          const int r = t * processes + p;
+          threads.emplace_back([&efd, &stop_all, shared, r] {
+            const int next = efd[static_cast<size_t>((r + 1) % kThreads)];
+            for (;;) {
+              uint64_t one = 0;
+              if (::read(efd[static_cast<size_t>(r)], &one, sizeof(one)) != sizeof(one)) return;
+              if (shared->left.fetch_sub(1) <= 1) {
+                stop_all();
+                return;
+              }
+              [[maybe_unused]] ssize_t w = ::write(next, &one, sizeof(one));
             }
-            [[maybe_unused]] ssize_t w = ::write(next, &n, sizeof(n));
-          }
-        });
+          });
+        }
+        const int64_t c0 = ClockNs(CLOCK_PROCESS_CPUTIME_ID);
+        for (auto& th : threads) th.join();
+        shared->cpu[p].store(ClockNs(CLOCK_PROCESS_CPUTIME_ID) - c0);
+        ::_exit(0);
+      } catch (...) {
+        ::_exit(1);
       }
-      for (auto& th : threads) th.join();
-      ::_exit(0);
     }
     kids.push_back(pid);
   }
-  if (static_cast<int>(kids.size()) == processes) {
+  bool ok = static_cast<int>(kids.size()) == processes;
+  if (ok) {
     for (int k = 0; k < kTokens; ++k) {
       const uint64_t one = 1;
       [[maybe_unused]] ssize_t w = ::write(efd[static_cast<size_t>(k * kThreads / kTokens)], &one, sizeof(one));
     }
   } else {
-    left->store(0);
-    const uint64_t one = 1;
-    for (int fd : efd) [[maybe_unused]] ssize_t w = ::write(fd, &one, sizeof(one));
+    stop_all();
   }
-  bool ok = static_cast<int>(kids.size()) == processes;
-  for (pid_t pid : kids) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  // A child that fails leaves its ring positions dead and the others
+  // blocked: stop the ring, and end whatever still runs after 30 s.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  size_t reaped = 0;
+  std::vector<bool> done(kids.size(), false);
+  while (reaped < kids.size()) {
+    for (size_t i = 0; i < kids.size(); ++i) {
+      int status = 0;
+      if (done[i] || ::waitpid(kids[i], &status, WNOHANG) != kids[i]) continue;
+      done[i] = true;
+      ++reaped;
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        ok = false;
+        stop_all();
+      }
+    }
+    if (reaped < kids.size() && std::chrono::steady_clock::now() > deadline) {
+      ok = false;
+      for (size_t i = 0; i < kids.size(); ++i) {
+        if (!done[i]) ::kill(kids[i], SIGKILL);
+      }
+    }
+    if (reaped < kids.size()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  const double wall = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
-  struct rusage after{};
-  ::getrusage(RUSAGE_CHILDREN, &after);
-  ::munmap(shared, 64);
+  int64_t cpu = 0;
+  for (int p = 0; p < processes; ++p) cpu += shared->cpu[p].load();
+  ::munmap(mem, sizeof(Shared));
   for (int fd : efd) ::close(fd);
-  if (!ok) return {};
-  auto ns = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e9 + static_cast<double>(t.tv_usec) * 1e3; };
-  const double cpu = ns(after.ru_utime) + ns(after.ru_stime) - ns(before.ru_utime) - ns(before.ru_stime);
-  cpu_set_t allowed;
-  const int cores = ::sched_getaffinity(0, sizeof(allowed), &allowed) == 0 ? CPU_COUNT(&allowed) : 0;
-  if (cores <= 0) return {};
-  return {cpu / hops, wall * cores / hops};
+  if (!ok || cpu <= 0) return kFailed;
+  return static_cast<double>(cpu) / hops;
 }
 
 // The fabric and RPC channels as every process of a cluster opens them
@@ -1256,6 +1292,9 @@ int main(int argc, char** argv) {
   const double app_small = Best(runs, [&] { return MeasureAppOp(small, true, app_ops); });
   const double app_large = Best(runs, [&] { return MeasureAppOp(large, true, app_ops); });
   {
+    // Per byte from the updates' line (the value made and copied); per
+    // call a read's, which makes none: the line's intercept also holds
+    // the update's own copies, and is not below it.
     Input app = Line(app_small, small, app_large, large, "");
     app.per_op = std::min(app_read, app.per_op);
     app.source = "a synchronous call's application side as slip bench makes it (YCSB choice and key, the value, "
@@ -1265,8 +1304,8 @@ int main(int argc, char** argv) {
   }
   put(runtime::Cost::kWakeupLocal,
       Input{best_hand_over.waker, 0,
-            "a task Posted every 200 us to an executor of the same process parked by then, the L2 evicted before "
-            "each (cold, as in a crowded cluster): the poster's CPU, median"});
+            "a task Posted every 200 us to an executor of the same process parked by then, the poster's core's L2 "
+            "evicted before each (cold, as in a crowded cluster): the poster's CPU, median"});
   put(runtime::Cost::kSwitchInLocal,
       Input{best_hand_over.woken, 0, "the same: the woken executor's CPU (its return, the turn, its park), median"});
 
@@ -1449,19 +1488,18 @@ int main(int argc, char** argv) {
                 crowded.cpu, crowded.core);
   }
   // Whether a crowded host of several processes pays more per switch than
-  // one process does: no, on the Xeon VM of 2026-11-29 (0.7-2.1 us of CPU
-  // per hop either way, as noisy within each as between them); what a
+  // one process does: no, on the Xeon VM of 2026-11-29 (2.2-4.8 us of CPU
+  // per hop in one, 2.6-5.0 in four, either the dearer in turn); what a
   // cluster's threads pay more is their larger working sets gone cold.
-  Ring ring_one, ring_four;
+  double ring_one = kFailed, ring_four = kFailed;
   for (int r = 0; r < runs; ++r) {
-    const Ring a = MeasureProcessRing(1, quick ? 10000 : 40000), b = MeasureProcessRing(4, quick ? 10000 : 40000);
-    if (a.cpu < ring_one.cpu) ring_one = a;
-    if (b.cpu < ring_four.cpu) ring_four = b;
+    ring_one = std::min(ring_one, MeasureProcessRing(1, quick ? 10000 : 40000));
+    ring_four = std::min(ring_four, MeasureProcessRing(4, quick ? 10000 : 40000));
   }
-  const bool ring_ok = ring_one.cpu < kFailed && ring_four.cpu < kFailed;
+  const bool ring_ok = ring_one < kFailed && ring_four < kFailed;
   if (ring_ok) {
     std::printf("a ring of 16 threads passing 8 tokens by eventfd: in one process %.0f ns CPU per hop, across four "
-                "(neighbours in different processes) %.0f ns\n", ring_one.cpu, ring_four.cpu);
+                "(neighbours in different processes) %.0f ns\n", ring_one, ring_four);
   }
   // The same calls alone and on a crowded host: eight ping-pongs at once
   // (16 threads on the machine's cores), each thread spinning 8 turns
@@ -1519,8 +1557,8 @@ int main(int argc, char** argv) {
                      {"hand_over_waker_share", std::round(best_hand_over.waker / hand_over * 1000) / 1000},
                      {"hand_over_crowded_cpu_ns", shown(crowded.core < kFailed, crowded.cpu)},
                      {"hand_over_crowded_core_ns", shown(crowded.core < kFailed, crowded.core)},
-                     {"ring_hop_cpu_one_process_ns", shown(ring_ok, ring_one.cpu)},
-                     {"ring_hop_cpu_four_processes_ns", shown(ring_ok, ring_four.cpu)},
+                     {"ring_hop_cpu_one_process_ns", shown(ring_ok, ring_one)},
+                     {"ring_hop_cpu_four_processes_ns", shown(ring_ok, ring_four)},
                      {"rpc_client_cpu_per_call_server_spinning_ns_100B", std::round(asym.client_cpu_per_call)},
                      {"rpc_ns_per_call_16_in_flight_1000B", shown(piped_model > 0, piped.wall_per_call)},
                      {"rpc_cpu_per_call_spin8_alone_ns_100B", shown(crowd_ok, alone.cpu_per_call)},

@@ -155,9 +155,12 @@ class SimRuntime : public Runtime {
   // only (a window's share is then at most the window). REQUIRES: no turn
   // of it started after `t` (call it at `t`, or once the run reached `t`).
   Nanos CpuBy(const Executor* exec, Nanos t) const;
-  // Core time it spent spinning so far (counted as HostBusy is): a real
+  // Core time it spent spinning so far, as HostBusy counts it: a real
   // thread's clock counts its empty turns before a park, CpuTime() and the
-  // inputs do not.
+  // inputs do not. A spin is counted when it ends (at the executor's next
+  // turn, or when another executor takes its core), so a window's edge
+  // puts a spin in the window where it ended; an executor on a dedicated
+  // core (park_after < 0) counts none, its polling costing others nothing.
   Nanos SpunBy(const Executor* exec) const;
   // Core time a host's handlers used so far, and its executors' spinning
   // between them (counted when the spin ends: at the executor's next turn).

@@ -99,7 +99,8 @@ void NodeCore::Handle(uint16_t method, std::span<const std::byte> payload, Reply
       // are timed one in kReplicateSample and that one counted for all of
       // them; the rarer control calls (a REPL_PERSIST's msync) every time.
       const bool replicate = method == static_cast<uint16_t>(proto::Method::kReplicate);
-      const int64_t weight = !replicate ? 1 : ++replicates_ % kReplicateSample == 0 ? kReplicateSample : 0;
+      int64_t weight = 1;
+      if (replicate) weight = ++replicates_ % kReplicateSample == 0 ? kReplicateSample : 0;
       const int64_t t0 = cpu_clock_ && weight > 0 ? cpu_clock_() : 0;
       if (replicate) {
         HandleReplicate(payload, std::move(reply));

@@ -299,8 +299,8 @@ struct NodeCoreOptions {
   // Empty: always valid (single-node tests).
   std::function<runtime::Nanos()> lease_left;
   // The calling thread's CPU clock (ns), to account the CPU this node spends
-  // as a backup (REPLICATE, REPL_OPEN, REPL_CLOSE): Counters::backup_cpu_ns
-  // (REPLICATEs sampled, one in 16).
+  // as a backup (REPLICATE, REPL_OPEN, REPL_CLOSE, REPL_PERSIST):
+  // Counters::backup_cpu_ns (REPLICATEs sampled, one in 17).
   std::function<int64_t()> cpu_clock;
   // A monotonic clock (ns) to time client requests by, from arrival to
   // reply (Counters::latency_ns). Empty: not timed.
@@ -365,7 +365,7 @@ class NodeCore {
     uint64_t puts = 0, dels = 0, gets = 0, replicated_in = 0;
     uint64_t gets_elsewhere = 0;  // GETs served here of a shard another worker owns
     uint64_t stale = 0, busy = 0, malformed = 0, replication_failures = 0;
-    uint64_t backup_requests = 0;  // REPLICATE + REPL_OPEN + REPL_CLOSE served
+    uint64_t backup_requests = 0;  // REPLICATE + REPL_OPEN + REPL_CLOSE + REPL_PERSIST served
     uint64_t commit_records = 0;   // CommitVer records written as primary
     int64_t backup_cpu_ns = 0;     // their CPU time (with a cpu clock; REPLICATEs' sampled)
     uint64_t group_commits = 0;    // deferred flushes that found work
@@ -464,8 +464,9 @@ class NodeCore {
   replication::BackupLog* const backup_;
   std::function<int64_t()> cpu_clock_;
   // REPLICATEs whose CPU is sampled: one in kReplicateSample, counted for
-  // all (the clock is a system call); replicates_ counts them.
-  static constexpr int64_t kReplicateSample = 16;
+  // all (the clock is a system call); replicates_ counts them. A prime, so
+  // the sample does not lock onto a batch of 16 (threads, frames, depth).
+  static constexpr int64_t kReplicateSample = 17;
   uint64_t replicates_ = 0;
   std::function<runtime::Nanos()> clock_;
   // `reply`, recording the request's latency when it runs.

@@ -290,10 +290,10 @@ TEST_F(NodeCoreTest, GroupCommitAcknowledgesATurnsWritesAfterItsFlush) {
 }
 
 // A backup's CPU for REPLICATEs is sampled (the thread's CPU clock is a
-// system call where a REPLICATE takes a few microseconds): one in 16 is
-// timed and counted for 16, so a steady cost adds up as if each were
-// timed, with an eighth of the clock reads.
-TEST_F(NodeCoreTest, BackupCpuTimesOneReplicateInSixteenAndCountsItForAll) {
+// system call where a REPLICATE takes a few microseconds): one in 17 is
+// timed and counted for 17, so a steady cost adds up as if each were
+// timed, with two clock reads per 17 REPLICATEs instead of 34.
+TEST_F(NodeCoreTest, BackupCpuTimesOneReplicateInSeventeenAndCountsItForAll) {
   int64_t reads[4] = {0, 0, 0, 0};
   for (NodeId n = 0; n < 4; ++n) {
     NodeCoreOptions o;
@@ -301,11 +301,11 @@ TEST_F(NodeCoreTest, BackupCpuTimesOneReplicateInSixteenAndCountsItForAll) {
     nodes[n].core = std::make_unique<NodeCore>(n, nodes[n].store.get(), 0, &replicator, &views, nullptr, o);
     rep.nodes[n] = nodes[n].core.get();
   }
-  const std::vector<std::string> keys = KeysOfShard(0, 32);  // shard 0: primary 0, backups 1 and 2
+  const std::vector<std::string> keys = KeysOfShard(0, 34);  // shard 0: primary 0, backups 1 and 2
   for (const std::string& k : keys) ASSERT_EQ(Put(k, "v")->code, Code::kOk);
   for (NodeId b : {NodeId{1}, NodeId{2}}) {
-    EXPECT_EQ(nodes[b].core->counters().backup_requests, 32u);
-    EXPECT_EQ(nodes[b].core->counters().backup_cpu_ns, 32 * 1000);
+    EXPECT_EQ(nodes[b].core->counters().backup_requests, 34u);
+    EXPECT_EQ(nodes[b].core->counters().backup_cpu_ns, 34 * 1000);
     EXPECT_EQ(reads[b], 4);  // two timed REPLICATEs, two reads each
   }
   EXPECT_EQ(nodes[0].core->counters().backup_cpu_ns, 0);

@@ -105,8 +105,9 @@ struct PerfResult {
   // `slip bench` reports real ones: the client, the nodes' request workers
   // (chain designs: each node's executor, its requests and chain calls),
   // NIC and digest executors.
-  // Each includes its threads' spin before they park (SimRuntime::SpunBy),
-  // as a real thread's clock does; the inputs above do not.
+  // Cluster and pool designs: each includes its threads' spin before they
+  // park (SimRuntime::SpunBy), as a real thread's clock does; the inputs
+  // above do not. Chain designs: the inputs only.
   double client_cpu = 0, worker_cpu = 0, nic_cpu = 0, digest_cpu = 0;
   // Of those, the spin per operation, by role (cluster designs).
   std::array<double, kRoles> spin_per_op_by_role{};
@@ -121,7 +122,7 @@ struct PerfResult {
   // Pool designs: the pool's threads' CPU per operation (calls, merges),
   // and one-sided operations the KVS nodes posted to the pool per
   // operation (READs, batch WRITEs with their flush READs, swaps).
-  double pool_cpu = 0, pool_round_trips = 0;
+  double pool_cpu = 0, pool_round_trips = 0;  // pool_cpu with its threads' spin, as the roles'
   // The executor that was busy longest over the measured window, and its
   // busy share of the window: what caps a saturated run.
   std::string busiest;

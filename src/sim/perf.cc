@@ -72,9 +72,12 @@ void World::PerfLoop(uint32_t c, runtime::Executor* app, Nanos issued, std::opti
     // wake-up if the executor parked meanwhile); the latency counts from
     // here, as slip bench's does.
     const Nanos now = app->Now();
+    // The client's one generator and its stream, as before application
+    // threads chose operations: a run's operations stay those of its seed.
     const ycsb::Op op = cl.gen->Next(cl.exec->Rng());
     const bool writes = op.type == ycsb::OpType::kUpdate || op.type == ycsb::OpType::kInsert ||
                         op.type == ycsb::OpType::kReadModifyWrite;
+    // The value's size, not its content (a named size distribution sizes each record its own way).
     runtime::Charge(runtime::Cost::kAppOp, writes ? cl.gen->Value(op.record, 0).size() : 0);
     rt_.ChargeWake(cl.exec, runtime::SimRuntime::Wake::kLocal);
     return cl.exec->Post([this, c, app, now, op] { PerfLoop(c, app, now, op); });
@@ -185,7 +188,8 @@ void World::RunPerf(ClusterSimResult& res) {
     if (n->nic != nullptr) placed.emplace_back(n->nic, kNicRole);
     for (runtime::Executor* d : n->digests) placed.emplace_back(d, kDigestRole);
   }
-  // CPU up to `t`: a turn running across the window's edge is split at it.
+  // CPU up to `t`: a turn running across the window's edge is split at it;
+  // with the spin counted so far (SpunBy: a spin is counted when it ends).
   auto roles = [this, &placed](Nanos t) {
     std::array<Nanos, PerfResult::kRoles> r{};
     for (const auto& [x, role] : placed) r[kCpuRole[role]] += rt_.CpuBy(x, t) + rt_.SpunBy(x);

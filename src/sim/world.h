@@ -211,6 +211,10 @@ class World {
   // One closed-loop chain of operations: on `app` (a synchronous
   // application thread) or, null, on the client's executor. `issued`: when
   // the application thread made the call.
+  // `app`: the application thread (null: an asynchronous application on
+  // the client's executor); `issued`: when the application thread made the
+  // call, and `chosen` the operation it chose (on the executor's side of a
+  // hand-over).
   void PerfLoop(uint32_t c, runtime::Executor* app, Nanos issued = -1, std::optional<ycsb::Op> chosen = std::nullopt);
   // Sends a message from `from` to `to`, run as `fn` there `flight` after
   // the send is done (network.cc: its CPU, and frames in performance runs).
