@@ -37,7 +37,18 @@ Status Membership::UpdateHoldingLease(
     const std::string& name, const std::string& holder, bool lease_first,
     const std::function<Result<cluster::ClusterConfig>(const cluster::ClusterConfig&)>& change) {
   if (lease_first) SLIP_RETURN_IF_ERROR(Acquire(name, holder));
-  SLIP_RETURN_IF_ERROR(Update(change));
+  if (Status s = Update(change); !s.ok()) {
+    // The process will not serve: a lease left to run out would keep a
+    // restarted process (another holder) waiting, and the manager seeing a
+    // live node, for a whole ttl. Best effort: a lease already lost is fine.
+    if (lease_first) {
+      if (Status r = store_->ReleaseLease(lease_); !r.ok()) {
+        logging::Warn("{}", "could not release the lease " + name + ": " + r.ToString());
+      }
+      expiry_ = 0;
+    }
+    return s;
+  }
   return Acquire(name, holder);
 }
 

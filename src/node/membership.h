@@ -44,7 +44,8 @@ class Membership {
   // the manager probes every up node's lease (joining, or back after it
   // was declared failed), and a free lease in between would get it
   // declared failed before it served anything — and taken or renewed
-  // after, so that it lasts until KeepAlive's first renewal. Blocking.
+  // after, so that it lasts until KeepAlive's first renewal. If the update
+  // fails, a lease taken first is released. Blocking.
   Status UpdateHoldingLease(const std::string& name, const std::string& holder, bool lease_first,
                             const std::function<Result<cluster::ClusterConfig>(const cluster::ClusterConfig&)>& change);
 

@@ -117,5 +117,26 @@ TEST(MembershipTest, UpdateHoldingLeaseTakesTheLeaseFirstWhenAsked) {
   }
 }
 
+// A process whose listing fails does not serve: the lease it took first is
+// given back at once, not left to run out, so a restarted process (another
+// holder) takes it without waiting and the manager sees the node gone.
+TEST(MembershipTest, UpdateHoldingLeaseReleasesTheLeaseItTookWhenTheUpdateFails) {
+  auto store = cluster::OpenMemoryStore(cluster::NewMemoryStoreState());
+  ASSERT_TRUE(store->CompareAndSwap(cluster::kNoVersion, Config()).ok());
+  runtime::ThreadRuntime rt;
+  Membership m(store.get(), rt.CreateExecutor("control"), 30 * runtime::kSecond);
+  Status s = m.UpdateHoldingLease("node-7", "me", true,
+                                  [](const cluster::ClusterConfig&) -> Result<cluster::ClusterConfig> {
+                                    return Status::Aborted("replaced while starting");
+                                  });
+  EXPECT_TRUE(s.Is(Code::kAborted)) << s.ToString();
+  EXPECT_EQ(m.lease_expiry(), 0);
+  auto next = store->AcquireLease("node-7", "me-again", runtime::kSecond, MachineNow());
+  EXPECT_TRUE(next.ok()) << "the lease was left held: " << next.status().ToString();
+  auto v = store->Load();
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->config.term, Config().term) << "the failed update changed nothing";
+}
+
 }  // namespace
 }  // namespace slip::node
