@@ -49,7 +49,7 @@ class LoopExecutor final : public runtime::Executor {
   }
   void RemovePoller(runtime::PollerId id) override { pollers_[id - 1] = [] { return false; }; }
   void Wake() override {}
-  void AddWaitFd(int, std::function<bool()>) override {}
+  void AddWaitFd(int, std::function<bool()>, bool) override {}
   Random& Rng() override { return rng_; }
   runtime::Nanos CpuTime() const override { return 0; }
   bool IsCurrent() const override { return true; }

@@ -817,7 +817,7 @@ RoundTrip MeasureRpc(const std::string& provider, size_t payload, int calls, Spi
     auto ep = (*fab)->CreateEndpoint(fabric::EndpointOptions{.name = "idle" + std::to_string(i)});
     if (!ep.ok()) return out;
     fabric::Endpoint* raw = ep->get();
-    if (raw->wait_fd() >= 0) ex[0]->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
+    if (raw->wait_fd() >= 0) ex[0]->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); }, raw->wait_fd_sees_all());
     ex[0]->AddPoller([raw] {
       fabric::Completion c[8];
       return raw->Poll(c) > 0;
@@ -1166,7 +1166,7 @@ OneSided MeasureWrite(const std::string& provider, size_t bytes, int ops, bool s
     return n > 0;
   });
   for (auto [x, ep] : {std::pair{tx, ea.get()}, std::pair{rx, eb.get()}}) {
-    if (int fd = ep->wait_fd(); fd >= 0) x->AddWaitFd(fd, [ep] { return ep->CanBlock(); });
+    if (int fd = ep->wait_fd(); fd >= 0) x->AddWaitFd(fd, [ep] { return ep->CanBlock(); }, ep->wait_fd_sees_all());
   }
   if (!rt.Start().ok()) return out;
   tx->Post(post);

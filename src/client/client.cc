@@ -70,7 +70,7 @@ class ClientImpl final : public Client {
     chan.recv_buffer_bytes = 1 << 20;
     chan.keys = keys_;
     SLIP_ASSIGN_OR_RETURN(channel_, rpc::RpcChannel::Open(exec_, std::move(ep), chan));
-    if (raw->wait_fd() >= 0) exec_->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
+    if (raw->wait_fd() >= 0) exec_->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); }, raw->wait_fd_sees_all());
     peers_ = std::make_unique<rpc::RpcPeers>(channel_.get(), exec_,
                                               rpc::RpcChannel::CallOptions{.timeout = runtime::kSecond});
     routing_ = std::make_unique<StoreRouting>(store_.get(), exec_, peers_.get());
@@ -85,7 +85,7 @@ class ClientImpl final : public Client {
       erda_ = std::make_unique<client::ErdaPath>(peers_.get(), d, exec_, client::ErdaPathOptions{.limits = co.limits});
       core_->set_direct_path(erda_.get());
       exec_->AddPoller([p = erda_.get()] { return p->Poll(); });
-      if (d->wait_fd() >= 0) exec_->AddWaitFd(d->wait_fd(), [d] { return d->CanBlock(); });
+      if (d->wait_fd() >= 0) exec_->AddWaitFd(d->wait_fd(), [d] { return d->CanBlock(); }, d->wait_fd_sees_all());
     }
     return rt_.Start();
   }

@@ -183,6 +183,10 @@ class Endpoint {
   // pending (fi_trywait's contract) and the executor must poll instead.
   virtual int wait_fd() const { return -1; }
   virtual bool CanBlock() { return false; }
+  // False when wait_fd() signals only some events (shm's doorbell: peers'
+  // posts, not this endpoint's own completions): an executor parked on it
+  // must still poll now and then (Executor::AddWaitFd's `sees_all`).
+  virtual bool wait_fd_sees_all() const { return true; }
 };
 
 struct FabricOptions {

@@ -90,7 +90,9 @@ Status KvsNodeServer::Boot() {
   SLIP_ASSIGN_OR_RETURN(channel_, OpenServingChannel(node_ex_, std::move(ep), keys_));
   SLIP_ASSIGN_OR_RETURN(data_ep_, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = name + "/data"}));
   fabric::Endpoint* data = data_ep_.get();
-  if (data->wait_fd() >= 0) node_ex_->AddWaitFd(data->wait_fd(), [data] { return data->CanBlock(); });
+  if (data->wait_fd() >= 0) {
+    node_ex_->AddWaitFd(data->wait_fd(), [data] { return data->CanBlock(); }, data->wait_fd_sees_all());
+  }
   peers_ =
       std::make_unique<rpc::RpcPeers>(channel_.get(), node_ex_, rpc::RpcChannel::CallOptions{.timeout = o_.lease / 2});
   design_ = vc.config.design;

@@ -493,7 +493,9 @@ Status Node::StartOneSided() {
   nic_ex_->AddPoller([this] { return backup_->Poll(nic_ex_->Now()); });
   // CanBlock through the backup log: it polls the provider, which the
   // control path's registrations must not meet on another thread.
-  if (in->wait_fd() >= 0) nic_ex_->AddWaitFd(in->wait_fd(), [b = backup_.get()] { return b->CanBlock(); });
+  if (in->wait_fd() >= 0) {
+    nic_ex_->AddWaitFd(in->wait_fd(), [b = backup_.get()] { return b->CanBlock(); }, in->wait_fd_sees_all());
+  }
   logging::Info("{}", std::string("design ") + replication::DesignName(protocol_) + ": replication endpoint " +
                  rpc::RpcPeers::HexEncode(backup_->address()));
   return Status::Ok();
@@ -530,7 +532,7 @@ Status Node::StartWorkers(const log::Limits& limits) {
     if (replication::IsOneSided(protocol_)) {
       SLIP_ASSIGN_OR_RETURN(w.out, fabric_->CreateEndpoint(fabric::EndpointOptions{.name = wname + "/out"}));
       fabric::Endpoint* out = w.out.get();
-      if (out->wait_fd() >= 0) w.ex->AddWaitFd(out->wait_fd(), [out] { return out->CanBlock(); });
+      if (out->wait_fd() >= 0) w.ex->AddWaitFd(out->wait_fd(), [out] { return out->CanBlock(); }, out->wait_fd_sees_all());
     }
     // The replicator runs on the worker's executor: it polls `out` there and calls back there.
     env.workers.push_back({.exec = w.ex, .peers = w.peers, .out = w.out.get()});
@@ -771,7 +773,7 @@ Result<std::unique_ptr<rpc::RpcChannel>> OpenServingChannel(runtime::Executor* e
   co.recv_buffer_bytes = 1 << 20;
   SLIP_ASSIGN_OR_RETURN(auto channel, rpc::RpcChannel::Open(ex, std::move(ep), co));
   // Park on the provider's wait object when idle instead of sleeping (tcp).
-  if (raw->wait_fd() >= 0) ex->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); });
+  if (raw->wait_fd() >= 0) ex->AddWaitFd(raw->wait_fd(), [raw] { return raw->CanBlock(); }, raw->wait_fd_sees_all());
   return channel;
 }
 

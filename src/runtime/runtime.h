@@ -79,8 +79,11 @@ class Executor {
   // FI_WAIT_FD completion queue). `can_block`, if set, is asked just before
   // parking and must return false when events may already be pending
   // (fi_trywait's contract); then the executor takes another turn instead.
-  // The simulator never parks and ignores this.
-  virtual void AddWaitFd(int fd, std::function<bool()> can_block) = 0;
+  // `sees_all`: the fd signals every event of its poller's source; false
+  // (shm's doorbell, fabric::Endpoint::wait_fd_sees_all) keeps the park
+  // bounded as for a poller without one. The simulator never parks and
+  // ignores this.
+  virtual void AddWaitFd(int fd, std::function<bool()> can_block, bool sees_all) = 0;
 
   // Seeded from the runtime's seed and id(): the only randomness handlers
   // may use. Only this executor's handlers may draw from it.

@@ -75,7 +75,7 @@ class SimExecutor final : public Executor {
     rt_->Push(rt_->Now(), this, kEventWake, "wake", 0, 0, [this] { wake_pending_ = false; });
   }
 
-  void AddWaitFd(int, std::function<bool()>) override {}  // never parks
+  void AddWaitFd(int, std::function<bool()>, bool) override {}  // never parks
 
   // Runs pollers until none reports work, bounded by max_poll_rounds.
   void RunPollers(int max_rounds) {

@@ -137,9 +137,9 @@ class ThreadExecutor final : public Executor {
     }
   }
 
-  void AddWaitFd(int fd, std::function<bool()> can_block) override {
-    RunHereOrPost([this, fd, can_block = std::move(can_block)]() mutable {
-      wait_fds_.push_back({fd, std::move(can_block)});
+  void AddWaitFd(int fd, std::function<bool()> can_block, bool sees_all) override {
+    RunHereOrPost([this, fd, can_block = std::move(can_block), sees_all]() mutable {
+      wait_fds_.push_back({fd, std::move(can_block), sees_all});
     });
   }
 
@@ -164,6 +164,7 @@ class ThreadExecutor final : public Executor {
   struct WaitFd {
     int fd;
     std::function<bool()> can_block;
+    bool sees_all;
   };
 
   // Poller and wait-fd lists belong to the loop thread once it runs.
@@ -265,9 +266,10 @@ class ThreadExecutor final : public Executor {
   // poller may have no wait fd to wake it — max_park.
   // Returns true when woken by an event rather than by the time bound.
   bool Park() {
-    size_t live_pollers = 0;
+    size_t live_pollers = 0, full_fds = 0;
     for (const auto& p : pollers_) live_pollers += p->removed ? 0 : 1;
-    Nanos timeout = live_pollers > wait_fds_.size() ? options_.max_park : kIdlePark;
+    for (const auto& w : wait_fds_) full_fds += w.sees_all ? 1 : 0;
+    Nanos timeout = live_pollers > full_fds ? options_.max_park : kIdlePark;
     {
       std::lock_guard lock(mu_);
       if (!tasks_.empty()) return true;

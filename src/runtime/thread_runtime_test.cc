@@ -134,7 +134,7 @@ TEST(ThreadRuntimeTest, PollersCoveredByWaitFdsParkUntilAnEvent) {
     if (::read(efd, &v, sizeof(v)) == sizeof(v)) got = true;
     return false;
   });
-  e->AddWaitFd(efd, nullptr);
+  e->AddWaitFd(efd, nullptr, true);
   ASSERT_TRUE(rt.Start().ok());
   ASSERT_TRUE(WaitFor([&] { return polls.load() >= 1; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -148,6 +148,32 @@ TEST(ThreadRuntimeTest, PollersCoveredByWaitFdsParkUntilAnEvent) {
   std::atomic<bool> fired{false};
   e->After(5 * kMillisecond, [&] { fired = true; });
   EXPECT_TRUE(WaitFor([&] { return fired.load(); }, std::chrono::seconds(5)));
+  rt.Stop();
+  ::close(efd);
+}
+
+// A wait fd that signals only some of its source's events (shm's doorbell)
+// ends a park when it fires, yet leaves the park bounded: the poller still
+// runs every max_park for what it does not signal.
+TEST(ThreadRuntimeTest, AWaitFdThatSeesNotAllKeepsTheParkBounded) {
+  ThreadRuntime rt(ThreadRuntimeOptions{.seed = 1, .spin_turns = 0, .max_park = kMillisecond});
+  Executor* e = rt.CreateExecutor("shm");
+  std::atomic<int> polls{0};
+  const int efd = ::eventfd(0, EFD_NONBLOCK);
+  ASSERT_GE(efd, 0);
+  std::atomic<bool> got{false};
+  e->AddPoller([&] {
+    ++polls;
+    uint64_t v;
+    if (::read(efd, &v, sizeof(v)) == sizeof(v)) got = true;
+    return false;
+  });
+  e->AddWaitFd(efd, nullptr, false);
+  ASSERT_TRUE(rt.Start().ok());
+  EXPECT_TRUE(WaitFor([&] { return polls.load() >= 20; })) << "parked past max_park with a partial wait fd";
+  const uint64_t one = 1;
+  ASSERT_EQ(::write(efd, &one, sizeof(one)), static_cast<ssize_t>(sizeof(one)));
+  EXPECT_TRUE(WaitFor([&] { return got.load(); }, std::chrono::seconds(5)));
   rt.Stop();
   ::close(efd);
 }
@@ -171,7 +197,7 @@ TEST(ThreadRuntimeTest, WakeAndWaitFdsEndAPark) {
     if (::read(efd, &v, sizeof(v)) == sizeof(v)) fd_ready = true;
     return false;
   });
-  e->AddWaitFd(efd, [&] { return !flag.load(); });
+  e->AddWaitFd(efd, [&] { return !flag.load(); }, true);
   ASSERT_TRUE(rt.Start().ok());
   ASSERT_TRUE(WaitFor([&] { return polls.load() >= 1; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let it park

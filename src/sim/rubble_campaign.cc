@@ -50,7 +50,9 @@ class ProcessExecutor final : public runtime::Executor {
   }
   void RemovePoller(runtime::PollerId id) override { inner_->RemovePoller(id); }
   void Wake() override { inner_->Wake(); }
-  void AddWaitFd(int fd, std::function<bool()> can_block) override { inner_->AddWaitFd(fd, std::move(can_block)); }
+  void AddWaitFd(int fd, std::function<bool()> can_block, bool sees_all) override {
+    inner_->AddWaitFd(fd, std::move(can_block), sees_all);
+  }
   Random& Rng() override { return inner_->Rng(); }
   Nanos CpuTime() const override { return inner_->CpuTime(); }
   bool IsCurrent() const override { return inner_->IsCurrent(); }

@@ -87,6 +87,14 @@ Status OfiEndpoint::Init() {
   ret = fi_getname(&ep_->fid, name.data(), &name_len);
   if (ret) return FiStatus("fi_getname", ret);
   address_.assign(name.data(), name_len);
+  if (wait_fd_ < 0 && core_->provider == "shm") {
+    // Without one, this endpoint runs as before: its executor polls it
+    // every max_park.
+    if (auto bell = Doorbell::Create(address_); bell.ok()) {
+      bell_ = std::move(*bell);
+      wait_fd_ = bell_->fd();
+    }
+  }
 
   ops_cap_ = std::max<size_t>(options_.cq_depth, 64);
   ops_ = std::make_unique<OpState[]>(ops_cap_);
@@ -125,6 +133,7 @@ OfiEndpoint::~OfiEndpoint() {
   if (mr_endpoint_) close_mrs();
   for (Peer& p : peers_) {
     if (p.tx) fi_close(&p.tx->fid);
+    if (p.bell >= 0) ::close(p.bell);
   }
   if (ep_) fi_close(&ep_->fid);
   close_mrs();
@@ -214,6 +223,7 @@ Result<PeerId> OfiEndpoint::AddPeer(std::string_view address) {
   if (tx_per_peer_) {
     SLIP_ASSIGN_OR_RETURN(peer.tx, OpenTxEndpoint());
   }
+  if (core_->provider == "shm") peer.bell = OpenDoorbell(address);
   peers_.push_back(peer);
   return static_cast<PeerId>(peers_.size() - 1);
 }

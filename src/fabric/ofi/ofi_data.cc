@@ -106,6 +106,14 @@ void OfiEndpoint::FailUnposted(OpState* st, Code status) {
 }
 
 ssize_t OfiEndpoint::PostNow(OpState* st) {
+  const ssize_t ret = PostOnce(st);
+  if (st->op != Op::kRecv && (ret == 0 || ret == -FI_EAGAIN)) {
+    if (const int bell = peers_[st->peer].bell; bell >= 0) Ring(bell);
+  }
+  return ret;
+}
+
+ssize_t OfiEndpoint::PostOnce(OpState* st) {
   void* ctx = &st->fi_ctx;
   fid_ep* ep = TxEp(st);
   switch (st->op) {
@@ -636,7 +644,7 @@ void OfiEndpoint::Wait(std::chrono::nanoseconds timeout) {
     if (!pending_.empty()) return;
   } while (Clock::now() < spin_end);
 
-  if (wait_fd_ >= 0) {
+  if (wait_fd_ >= 0 && !bell_) {
     fid* fids[1] = {&cq_->fid};
     for (;;) {
       const auto now = Clock::now();
@@ -659,7 +667,9 @@ void OfiEndpoint::Wait(std::chrono::nanoseconds timeout) {
 
   // No wait object (shm): fi_cq_sread with a timeout does not return in
   // libfabric 1.17 (DESIGN.md), so sleep in growing steps and progress in
-  // between. Incoming one-sided operations wait at most kMaxSleep.
+  // between — on the doorbell if there is one, which peers' posts end
+  // early. The completions of our own operations ring nothing: they wait
+  // at most kMaxSleep.
   auto step = std::chrono::duration_cast<std::chrono::nanoseconds>(kFirstSleep);
   for (;;) {
     const auto now = Clock::now();
@@ -668,7 +678,15 @@ void OfiEndpoint::Wait(std::chrono::nanoseconds timeout) {
     const auto nap = std::min(step, left);
     timespec ts{static_cast<time_t>(nap.count() / 1000000000),
                 static_cast<long>(nap.count() % 1000000000)};
-    nanosleep(&ts, nullptr);
+    if (bell_) {
+      bell_->Drain();
+      ProgressToPending();
+      if (!pending_.empty()) return;
+      pollfd pfd{bell_->fd(), POLLIN, 0};
+      ppoll(&pfd, 1, &ts, nullptr);
+    } else {
+      nanosleep(&ts, nullptr);
+    }
     ProgressToPending();
     if (!pending_.empty()) return;
     step = std::min<std::chrono::nanoseconds>(step * 2, kMaxSleep);

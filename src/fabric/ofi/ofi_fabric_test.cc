@@ -4,6 +4,8 @@
 // operations instead of hanging them).
 #include "fabric/ofi/ofi_fabric.h"
 
+#include <poll.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -644,6 +646,59 @@ TEST_P(OfiFabricTest, WaitReturnsOnTimeoutAndOnCompletion) {
   ASSERT_EQ(got, 1u);
   EXPECT_EQ(out[0].context, 1u);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 4s) << "Wait must return on arrival";
+}
+
+// A peer's post makes an endpoint's wait fd readable, so an executor
+// parked on it wakes: tcp's is its completion queue's, which sees every
+// event; shm (no wait object) has a doorbell its peers ring after each
+// post, which sees only those (an executor still polls every max_park).
+TEST_P(OfiFabricTest, APeersPostMakesTheWaitFdReadable) {
+  const bool shm = GetParam() == "shm";
+  auto a = NewEndpoint();
+  auto b = NewEndpoint();
+  ASSERT_GE(b->wait_fd(), 0);
+  EXPECT_EQ(b->wait_fd_sees_all(), !shm);
+  const PeerId to_b = Connect(a.get(), b.get());
+  AlignedBuf buf(64 * 1024);
+  ASSERT_TRUE(b->PostMultiRecv(buf.p, buf.len, nullptr, 1).ok());
+  std::vector<std::byte> msg(64);
+  auto readable = [&] {
+    pollfd p{b->wait_fd(), POLLIN, 0};
+    return ::poll(&p, 1, 0) == 1;
+  };
+  // Delivers message `ctx`, a progressing as b would only when woken.
+  auto deliver = [&](uint64_t ctx) {
+    ASSERT_TRUE(a->Send(to_b, msg.data(), msg.size(), nullptr, ctx).ok());
+    if (shm) {
+      EXPECT_TRUE(readable()) << "the send did not ring b's doorbell";
+    }
+    std::array<Completion, 4> out;
+    const auto start = std::chrono::steady_clock::now();
+    bool received = false;
+    // b as a parked executor runs it: asks CanBlock, blocks on the fd
+    // (here up to 10 ms, a's progress in between), looks when woken.
+    while (!received && std::chrono::steady_clock::now() - start < kGenerous) {
+      (void)a->Poll(out);
+      if (b->CanBlock()) {
+        pollfd p{b->wait_fd(), POLLIN, 0};
+        if (::poll(&p, 1, 10) != 1) continue;
+      }
+      const size_t n = b->Poll(out);
+      for (size_t i = 0; i < n; ++i) received |= out[i].op == Op::kRecv && out[i].status == Code::kOk;
+    }
+    EXPECT_TRUE(received) << "message " << ctx << " never woke b";
+    MustTake(a.get(), ctx);
+  };
+  deliver(2);  // the first: shm maps the names
+  // Idle again: nothing to wake b, and it may block.
+  std::this_thread::sleep_for(20ms);
+  std::array<Completion, 4> out;
+  (void)b->Poll(out);
+  EXPECT_TRUE(b->CanBlock());
+  if (shm) {
+    EXPECT_FALSE(readable()) << "rung with nothing posted";
+  }
+  deliver(3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, OfiFabricTest, ::testing::Values("shm", "tcp"),

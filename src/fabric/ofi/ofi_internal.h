@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "common/intrusive_list.h"
+#include "fabric/ofi/doorbell.h"
 #include "fabric/ofi/shm_regions.h"
 
 namespace slip::fabric::ofi_internal {
@@ -259,8 +260,15 @@ class OfiEndpoint final : public Endpoint {
   size_t Poll(std::span<Completion> out) override;
   void Wait(std::chrono::nanoseconds timeout) override;
   int wait_fd() const override { return wait_fd_; }
+  bool wait_fd_sees_all() const override { return bell_ == nullptr; }
   bool CanBlock() override {
     if (wait_fd_ < 0) return false;
+    if (bell_) {
+      // Drained first: a ring after the look below wakes the park.
+      bell_->Drain();
+      ProgressToPending();
+      return pending_.empty();
+    }
     ProgressToPending();
     if (!pending_.empty()) return false;
     fid* fids[1] = {&cq_->fid};
@@ -309,6 +317,7 @@ class OfiEndpoint final : public Endpoint {
   struct Peer {
     fi_addr_t addr = FI_ADDR_UNSPEC;
     fid_ep* tx = nullptr;       // its own transmit endpoint (shm), else ep_
+    int bell = -1;              // its doorbell (shm, doorbell.h), rung after each post to it
     uint32_t deferred = 0;     // operations to it in the backlog
     uint64_t blocked_pass = 0;  // DrainBacklog pass in which it hit FI_EAGAIN
     // kSilent (fabric.h): a silent op's failure must be reported before any
@@ -349,8 +358,11 @@ class OfiEndpoint final : public Endpoint {
   bool MustHold(const OpState* st) const;
   void Hold(PeerId peer, uint64_t seq, const Completion& c);
 
-  // Posts the operation described by `st` once.
+  // Posts the operation described by `st` once, and rings its peer's
+  // doorbell (shm): the peer's progress serves the post, or after
+  // FI_EAGAIN first maps this endpoint's name.
   ssize_t PostNow(OpState* st);
+  ssize_t PostOnce(OpState* st);
   // Posts `st`, or defers it to the backlog when the provider keeps saying
   // FI_EAGAIN or earlier operations of its channel (its peer; or receives)
   // are deferred. On a hard failure the op is released.
@@ -386,7 +398,9 @@ class OfiEndpoint final : public Endpoint {
   fid_cq* cq_ = nullptr;
   fid_av* av_ = nullptr;
   fid_ep* ep_ = nullptr;
-  int wait_fd_ = -1;  // CQ's FI_WAIT_FD, -1 when the provider has none
+  int wait_fd_ = -1;  // CQ's FI_WAIT_FD, or bell_'s; -1 when neither
+  // shm (no wait object): peers ring it after posting here (doorbell.h).
+  std::unique_ptr<Doorbell> bell_;
 
   bool local_mr_ = false;     // FI_MR_LOCAL: local buffers need a descriptor
   bool virt_addr_ = false;    // FI_MR_VIRT_ADDR: remote addresses are virtual

@@ -1,6 +1,7 @@
 #include "fabric/ofi/shm_regions.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/wait.h>
@@ -13,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fabric/ofi/doorbell.h"
 #include "fabric/ofi/ofi_fabric.h"
 #include "fabric/ofi/ofi_test_util.h"
 
@@ -63,6 +65,64 @@ TEST_F(ShmRegionsTest, SweepRemovesOnlyUnheldClaims) {
   EXPECT_EQ(SweepOrphanShmRegions(dir_.string()), 2u);
   EXPECT_EQ(Files(), (std::set<std::string>{"slip-shm.13.9:0:0", "4242:0:0", "slip-shm.11.77:0:0"}));
   EXPECT_EQ(SweepOrphanShmRegions((dir_ / "absent").string()), 0u);
+}
+
+bool Readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+// Only addresses of our own shm endpoints have doorbells, and no address
+// can name a file outside the directory.
+TEST_F(ShmRegionsTest, DoorbellPathsAreOnlyOurEndpointsInTheDirectory) {
+  auto p = DoorbellPath("fi_shm://slip-shm.5.6:0:2", "/d");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(*p, "/d/slip-shm.5.6:0:2.bell");
+  auto nul = DoorbellPath(std::string_view("slip-shm.5.6:0:2\0", 17), "/d");
+  ASSERT_TRUE(nul.ok());
+  EXPECT_EQ(*nul, "/d/slip-shm.5.6:0:2.bell");
+  for (std::string_view bad : {"", "fi_shm://", "4242:0:0", "slip-shm./../../etc/passwd", "slip-shm.1 2",
+                               "xslip-shm.1.2:0:0"}) {
+    EXPECT_FALSE(DoorbellPath(bad, "/d").ok()) << bad;
+    EXPECT_EQ(OpenDoorbell(bad, dir_.string()), -1) << bad;
+  }
+}
+
+// Rung, its fd is readable until drained; it is gone with its endpoint, and
+// ringing it then (or many times at once) blocks nothing and raises nothing.
+TEST_F(ShmRegionsTest, ADoorbellIsRungDrainedAndRemoved) {
+  const std::string address = "fi_shm://slip-shm.31.4:0:1";
+  Touch("slip-shm.31.4:0:1.bell");  // a dead endpoint's leftover, not a socket
+  EXPECT_EQ(OpenDoorbell(address, dir_.string()), -1) << "rang a file nobody listens on";
+  auto bell = Doorbell::Create(address, dir_.string());
+  ASSERT_TRUE(bell.ok()) << bell.status().ToString();
+  const int rope = OpenDoorbell(address, dir_.string());
+  ASSERT_GE(rope, 0);
+  EXPECT_FALSE(Readable((*bell)->fd()));
+  Ring(rope);
+  EXPECT_TRUE(Readable((*bell)->fd()));
+  (*bell)->Drain();
+  EXPECT_FALSE(Readable((*bell)->fd()));
+  for (int i = 0; i < 100000; ++i) Ring(rope);  // far past the queue's length: never blocks
+  EXPECT_TRUE(Readable((*bell)->fd()));
+  (*bell)->Drain();
+  EXPECT_FALSE(Readable((*bell)->fd()));
+  bell->reset();
+  EXPECT_FALSE(fs::exists(dir_ / "slip-shm.31.4:0:1.bell"));
+  Ring(rope);  // its endpoint is gone: refused, quietly
+  ::close(rope);
+  EXPECT_EQ(OpenDoorbell(address, dir_.string()), -1);
+}
+
+// A killed process leaves its doorbells with its regions; the sweep takes
+// them with the regions.
+TEST_F(ShmRegionsTest, SweepRemovesADeadEndpointsDoorbell) {
+  Touch("slip-shm.41.5.lock");
+  Touch("slip-shm.41.5:0:0");
+  auto bell = Doorbell::Create("slip-shm.41.5:0:0", dir_.string());
+  ASSERT_TRUE(bell.ok()) << bell.status().ToString();
+  EXPECT_EQ(SweepOrphanShmRegions(dir_.string()), 3u);
+  EXPECT_EQ(Files(), std::set<std::string>{});
 }
 
 TEST_F(ShmRegionsTest, ClaimIsHeldForTheProcessAndSweepsFirst) {

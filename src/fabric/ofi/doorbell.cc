@@ -1,0 +1,87 @@
+#include "fabric/ofi/doorbell.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace slip::fabric::ofi_internal {
+namespace {
+
+Result<sockaddr_un> SocketAddress(const std::string& path) {
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(sa.sun_path)) return Status::InvalidArgument("shm doorbell path too long: " + path);
+  std::memcpy(sa.sun_path, path.data(), path.size());
+  return sa;
+}
+
+}  // namespace
+
+Result<std::string> DoorbellPath(std::string_view address, const std::string& dir) {
+  while (!address.empty() && address.back() == '\0') address.remove_suffix(1);
+  for (std::string_view scheme : {"fi_shm://", "fi_ns://"}) {
+    if (address.starts_with(scheme)) address.remove_prefix(scheme.size());
+  }
+  if (!address.starts_with("slip-shm.") ||
+      address.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") !=
+          std::string_view::npos) {
+    return Status::InvalidArgument("not an shm endpoint of ours: no doorbell");
+  }
+  return dir + "/" + std::string(address) + ".bell";
+}
+
+Result<std::unique_ptr<Doorbell>> Doorbell::Create(std::string_view address, const std::string& dir) {
+  SLIP_ASSIGN_OR_RETURN(std::string path, DoorbellPath(address, dir));
+  SLIP_ASSIGN_OR_RETURN(sockaddr_un sa, SocketAddress(path));
+  // A file of that name is a dead endpoint's: the address, and so the
+  // name, belongs to this endpoint now.
+  ::unlink(path.c_str());
+  const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::IoError(std::string("shm doorbell: socket: ") + std::strerror(errno));
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof(sa)) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Status::IoError("shm doorbell: bind " + path + ": " + std::strerror(err));
+  }
+  return std::unique_ptr<Doorbell>(new Doorbell(std::move(path), fd));
+}
+
+Doorbell::~Doorbell() {
+  ::close(fd_);
+  ::unlink(path_.c_str());
+}
+
+void Doorbell::Drain() {
+  char buf[16];
+  while (::recv(fd_, buf, sizeof(buf), MSG_DONTWAIT) >= 0) {
+  }
+}
+
+int OpenDoorbell(std::string_view address, const std::string& dir) {
+  auto path = DoorbellPath(address, dir);
+  if (!path.ok()) return -1;
+  auto sa = SocketAddress(*path);
+  if (!sa.ok()) return -1;
+  // Connected once: a ring is then one send. Connecting to a path that is
+  // no socket, or one nobody has bound (a dead endpoint's leftover), fails.
+  const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&*sa), sizeof(*sa)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+void Ring(int bell) {
+  const char one = 1;
+  // EAGAIN: its queue is full, so it is rung already. ECONNREFUSED: its
+  // endpoint is gone. Neither matters; MSG_NOSIGNAL: no SIGPIPE either.
+  [[maybe_unused]] ssize_t n = ::send(bell, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+}  // namespace slip::fabric::ofi_internal
