@@ -171,10 +171,27 @@ TEST(ThreadRuntimeTest, AWaitFdThatSeesNotAllKeepsTheParkBounded) {
   e->AddWaitFd(efd, nullptr, false);
   ASSERT_TRUE(rt.Start().ok());
   EXPECT_TRUE(WaitFor([&] { return polls.load() >= 20; })) << "parked past max_park with a partial wait fd";
+  rt.Stop();
+
+  // And it does end a park: with a park bound far beyond the test's
+  // patience, only the fd can explain a prompt poller run.
+  ThreadRuntime slow(ThreadRuntimeOptions{.seed = 1, .spin_turns = 0, .max_park = 60 * kSecond});
+  Executor* s = slow.CreateExecutor("shm");
+  std::atomic<int> slow_polls{0};
+  s->AddPoller([&] {
+    ++slow_polls;
+    uint64_t v;
+    if (::read(efd, &v, sizeof(v)) == sizeof(v)) got = true;
+    return false;
+  });
+  s->AddWaitFd(efd, nullptr, false);
+  ASSERT_TRUE(slow.Start().ok());
+  ASSERT_TRUE(WaitFor([&] { return slow_polls.load() >= 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let it park
   const uint64_t one = 1;
   ASSERT_EQ(::write(efd, &one, sizeof(one)), static_cast<ssize_t>(sizeof(one)));
   EXPECT_TRUE(WaitFor([&] { return got.load(); }, std::chrono::seconds(5)));
-  rt.Stop();
+  slow.Stop();
   ::close(efd);
 }
 

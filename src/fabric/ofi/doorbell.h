@@ -16,8 +16,10 @@
 // do not cover everything: the completions of this endpoint's own
 // operations come back through its response queue when the *peer* makes
 // progress, and the peer cannot ring (shm's per-peer transmit endpoints hide
-// the sender's address). So an executor parked on a doorbell still polls
-// every max_park (Endpoint::wait_fd_sees_all() is false).
+// the sender's address); nor does a protocol step shm takes without a new
+// post (the later pieces of a message segmented when cross-memory attach is
+// unavailable). So an executor parked on a doorbell still polls every
+// max_park (Endpoint::wait_fd_sees_all() is false).
 //
 // The socket's name starts with the endpoint's region name, so the sweep of a
 // killed process's regions (shm_regions.h) removes it too.

@@ -3,6 +3,8 @@
 // OpenOfiFabric.
 #include "fabric/ofi/ofi_internal.h"
 
+#include "common/log.h"
+
 #include <sys/random.h>
 
 #include <algorithm>
@@ -93,6 +95,9 @@ Status OfiEndpoint::Init() {
     if (auto bell = Doorbell::Create(address_); bell.ok()) {
       bell_ = std::move(*bell);
       wait_fd_ = bell_->fd();
+    } else {
+      logging::Warn("{}", "shm endpoint without a doorbell (its executor wakes every max_park): " +
+                              bell.status().ToString());
     }
   }
 

@@ -95,13 +95,22 @@ Result<std::string> ClaimShmName(const std::string& dir) {
     return Status::IoError("shm: cannot claim " + stem + " in " + dir + ": " + std::strerror(err));
   }
   // A clean exit leaves nothing: by then the provider has unlinked the
-  // regions (it does when an endpoint closes, and at exit).
+  // regions (it does when an endpoint closes, and at exit); the doorbells
+  // (doorbell.h) of endpoints still open go here, before the lock that
+  // would let a sweep find them.
   if (claims.owner == 0) {
     claims.owner = ::getpid();
     std::atexit([] {
       const Claims& c = TheClaims();
       if (c.owner != ::getpid()) return;
-      for (const auto& [d, s] : c.by_dir) ::unlink((d + "/" + s + std::string(kLockSuffix)).c_str());
+      for (const auto& [d, s] : c.by_dir) {
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(d, ec)) {
+          const std::string name = e.path().filename().string();
+          if (name.starts_with(s + ":") && name.ends_with(".bell")) ::unlink(e.path().c_str());
+        }
+        ::unlink((d + "/" + s + std::string(kLockSuffix)).c_str());
+      }
     });
   }
   claims.by_dir[dir] = stem;

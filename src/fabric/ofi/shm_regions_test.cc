@@ -26,8 +26,10 @@ namespace fs = std::filesystem;
 class ShmRegionsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("shm_regions_test." + std::to_string(::getpid()) + "." +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    // Short: a doorbell's socket path (the directory and an endpoint's name)
+    // must fit 108 bytes.
+    static int n = 0;
+    dir_ = fs::temp_directory_path() / ("shmrt." + std::to_string(::getpid()) + "." + std::to_string(n++));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
