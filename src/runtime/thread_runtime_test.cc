@@ -119,80 +119,77 @@ TEST(ThreadRuntimeTest, IdlePollersStillRunWithinTheParkBound) {
   EXPECT_TRUE(WaitFor([&] { return polls.load() >= 20; }));
 }
 
+// A poller's source with a wait fd: an eventfd the poller reads, counting
+// its runs and noting when it found the fd signalled.
+struct EventfdSource {
+  EventfdSource() : efd(::eventfd(0, EFD_NONBLOCK)) {}
+  ~EventfdSource() { ::close(efd); }
+  void Attach(Executor* e, bool sees_all) {
+    e->AddPoller([this] {
+      ++polls;
+      uint64_t v;
+      if (::read(efd, &v, sizeof(v)) == sizeof(v)) got = true;
+      return false;
+    });
+    e->AddWaitFd(efd, nullptr, sees_all);
+  }
+  bool Signal() const {
+    const uint64_t one = 1;
+    return ::write(efd, &one, sizeof(one)) == static_cast<ssize_t>(sizeof(one));
+  }
+  const int efd;
+  std::atomic<int> polls{0};
+  std::atomic<bool> got{false};
+};
+
 // An executor whose every poller has a wait fd to wake it does not come
 // back every max_park: an idle node costs no CPU.
 TEST(ThreadRuntimeTest, PollersCoveredByWaitFdsParkUntilAnEvent) {
+  EventfdSource src;  // outlives the runtime, which polls it
+  ASSERT_GE(src.efd, 0);
   ThreadRuntime rt(ThreadRuntimeOptions{.seed = 1, .spin_turns = 0, .max_park = kMillisecond});
   Executor* e = rt.CreateExecutor("node");
-  std::atomic<int> polls{0};
-  const int efd = ::eventfd(0, EFD_NONBLOCK);
-  ASSERT_GE(efd, 0);
-  std::atomic<bool> got{false};
-  e->AddPoller([&] {
-    ++polls;
-    uint64_t v;
-    if (::read(efd, &v, sizeof(v)) == sizeof(v)) got = true;
-    return false;
-  });
-  e->AddWaitFd(efd, nullptr, true);
+  src.Attach(e, true);
   ASSERT_TRUE(rt.Start().ok());
-  ASSERT_TRUE(WaitFor([&] { return polls.load() >= 1; }));
+  ASSERT_TRUE(WaitFor([&] { return src.polls.load() >= 1; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  const int before = polls.load();
+  const int before = src.polls.load();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  EXPECT_LT(polls.load() - before, 20) << "woke about every max_park (1 ms) with nothing to do";
-  const uint64_t one = 1;
-  ASSERT_EQ(::write(efd, &one, sizeof(one)), static_cast<ssize_t>(sizeof(one)));
-  EXPECT_TRUE(WaitFor([&] { return got.load(); }, std::chrono::seconds(5)));
+  EXPECT_LT(src.polls.load() - before, 20) << "woke about every max_park (1 ms) with nothing to do";
+  ASSERT_TRUE(src.Signal());
+  EXPECT_TRUE(WaitFor([&] { return src.got.load(); }, std::chrono::seconds(5)));
   // Timers still end the park on time.
   std::atomic<bool> fired{false};
   e->After(5 * kMillisecond, [&] { fired = true; });
   EXPECT_TRUE(WaitFor([&] { return fired.load(); }, std::chrono::seconds(5)));
   rt.Stop();
-  ::close(efd);
 }
 
 // A wait fd that signals only some of its source's events (shm's doorbell)
 // ends a park when it fires, yet leaves the park bounded: the poller still
 // runs every max_park for what it does not signal.
 TEST(ThreadRuntimeTest, AWaitFdThatSeesNotAllKeepsTheParkBounded) {
-  ThreadRuntime rt(ThreadRuntimeOptions{.seed = 1, .spin_turns = 0, .max_park = kMillisecond});
-  Executor* e = rt.CreateExecutor("shm");
-  std::atomic<int> polls{0};
-  const int efd = ::eventfd(0, EFD_NONBLOCK);
-  ASSERT_GE(efd, 0);
-  std::atomic<bool> got{false};
-  e->AddPoller([&] {
-    ++polls;
-    uint64_t v;
-    if (::read(efd, &v, sizeof(v)) == sizeof(v)) got = true;
-    return false;
-  });
-  e->AddWaitFd(efd, nullptr, false);
-  ASSERT_TRUE(rt.Start().ok());
-  EXPECT_TRUE(WaitFor([&] { return polls.load() >= 20; })) << "parked past max_park with a partial wait fd";
-  rt.Stop();
-
+  {
+    EventfdSource src;
+    ASSERT_GE(src.efd, 0);
+    ThreadRuntime rt(ThreadRuntimeOptions{.seed = 1, .spin_turns = 0, .max_park = kMillisecond});
+    src.Attach(rt.CreateExecutor("shm"), false);
+    ASSERT_TRUE(rt.Start().ok());
+    EXPECT_TRUE(WaitFor([&] { return src.polls.load() >= 20; })) << "parked past max_park with a partial wait fd";
+    rt.Stop();
+  }
   // And it does end a park: with a park bound far beyond the test's
   // patience, only the fd can explain a prompt poller run.
+  EventfdSource src;
+  ASSERT_GE(src.efd, 0);
   ThreadRuntime slow(ThreadRuntimeOptions{.seed = 1, .spin_turns = 0, .max_park = 60 * kSecond});
-  Executor* s = slow.CreateExecutor("shm");
-  std::atomic<int> slow_polls{0};
-  s->AddPoller([&] {
-    ++slow_polls;
-    uint64_t v;
-    if (::read(efd, &v, sizeof(v)) == sizeof(v)) got = true;
-    return false;
-  });
-  s->AddWaitFd(efd, nullptr, false);
+  src.Attach(slow.CreateExecutor("shm"), false);
   ASSERT_TRUE(slow.Start().ok());
-  ASSERT_TRUE(WaitFor([&] { return slow_polls.load() >= 1; }));
+  ASSERT_TRUE(WaitFor([&] { return src.polls.load() >= 1; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let it park
-  const uint64_t one = 1;
-  ASSERT_EQ(::write(efd, &one, sizeof(one)), static_cast<ssize_t>(sizeof(one)));
-  EXPECT_TRUE(WaitFor([&] { return got.load(); }, std::chrono::seconds(5)));
+  ASSERT_TRUE(src.Signal());
+  EXPECT_TRUE(WaitFor([&] { return src.got.load(); }, std::chrono::seconds(5)));
   slow.Stop();
-  ::close(efd);
 }
 
 TEST(ThreadRuntimeTest, WakeAndWaitFdsEndAPark) {

@@ -2,7 +2,6 @@
 
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 

@@ -679,9 +679,7 @@ void OfiEndpoint::Wait(std::chrono::nanoseconds timeout) {
     timespec ts{static_cast<time_t>(nap.count() / 1000000000),
                 static_cast<long>(nap.count() % 1000000000)};
     if (bell_) {
-      bell_->Drain();
-      ProgressToPending();
-      if (!pending_.empty()) return;
+      if (!LookBeforeRingableBlock()) return;
       pollfd pfd{bell_->fd(), POLLIN, 0};
       ppoll(&pfd, 1, &ts, nullptr);
     } else {

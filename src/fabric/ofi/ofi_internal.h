@@ -263,12 +263,7 @@ class OfiEndpoint final : public Endpoint {
   bool wait_fd_sees_all() const override { return bell_ == nullptr; }
   bool CanBlock() override {
     if (wait_fd_ < 0) return false;
-    if (bell_) {
-      // Drained first: a ring after the look below wakes the park.
-      bell_->Drain();
-      ProgressToPending();
-      return pending_.empty();
-    }
+    if (bell_) return LookBeforeRingableBlock();
     ProgressToPending();
     if (!pending_.empty()) return false;
     fid* fids[1] = {&cq_->fid};
@@ -363,6 +358,14 @@ class OfiEndpoint final : public Endpoint {
   // FI_EAGAIN first maps this endpoint's name.
   ssize_t PostNow(OpState* st);
   ssize_t PostOnce(OpState* st);
+  // With a doorbell: drains it, then progresses once more; true if nothing
+  // is pending, so a block on the doorbell misses no ring (a ring after the
+  // look wakes it).
+  bool LookBeforeRingableBlock() {
+    bell_->Drain();
+    ProgressToPending();
+    return pending_.empty();
+  }
   // Posts `st`, or defers it to the backlog when the provider keeps saying
   // FI_EAGAIN or earlier operations of its channel (its peer; or receives)
   // are deferred. On a hard failure the op is released.
