@@ -406,6 +406,25 @@ size_t L2Bytes() {
   return 2 << 20;
 }
 
+// --- the kernel's migration cost: how long a thread off a core stays
+// cache-hot, left in its core's run queue by load balancing (the model's
+// per-core queues, SimRuntime::AddHost). Read, not measured: the sysctl
+// where a kernel shows it (debugfs since Linux 6.6, /proc before), else
+// Linux's default. ---
+struct Migration {
+  double ns = 500000;
+  std::string source = "Linux's default sched_migration_cost (kernel/sched/fair.c); this kernel does not show its own";
+};
+
+Migration KernelMigrationCost() {
+  for (const char* path : {"/sys/kernel/debug/sched/migration_cost_ns", "/proc/sys/kernel/sched_migration_cost_ns"}) {
+    std::ifstream in(path);
+    double ns = -1;
+    if (in >> ns && ns >= 0) return {ns, std::string("the kernel's ") + path};
+  }
+  return {};
+}
+
 // Writes a buffer of twice the L2 through the cache: what the core held
 // is gone to L3.
 void Evict(std::vector<char>& buf) {
@@ -1574,9 +1593,14 @@ int main(int argc, char** argv) {
   const double spin = 8 * turn;
   std::printf("idle loop turn polling an RpcChannel: %.0f ns -> spin before parking (8 turns) %.0f ns\n", turn, spin);
 
+  const Migration migration = KernelMigrationCost();
+  std::printf("scheduler migration cost: %.0f ns (%s)\n", migration.ns, migration.source.c_str());
+
   nlohmann::json doc;
   doc["runtime"] = {{"park_after_ns", std::round(spin)},
-                    {"source", "8 idle ThreadRuntime turns polling an RpcChannel over ofi " + provider}};
+                    {"source", "8 idle ThreadRuntime turns polling an RpcChannel over ofi " + provider},
+                    {"migration_cost_ns", migration.ns},
+                    {"migration_cost_source", migration.source}};
   doc["what"] = "cost model inputs measured on this machine (bench/model/model_calibrate)";
   doc["provider"] = provider;
   doc["cores"] = std::thread::hardware_concurrency();

@@ -138,9 +138,14 @@ RPC_CALL_2026_11_27 = 95.0
 # writes.
 APP_OP_2026_11_29 = (1098.0, 2.137)
 
+# Linux's sched_migration_cost default, ns (kernel/sched/fair.c): how long
+# a thread off a core stays cache-hot, not moved by load balancing.
+LINUX_MIGRATION_COST_NS = 500000
+
 
 def migrated(model, tmp, r):
-    """A kept calibration from before wakeup_busy, switch_in or rpc_call were
+    """A kept calibration from before runtime.migration_cost_ns (2026-11-29:
+    Linux's default then), or from before wakeup_busy, switch_in or rpc_call were
     inputs (2026-11-27), DINOMO's and RubbleDB's steps (2026-11-28), or
     wakeup_local and switch_in_local (2026-11-29: its hand-over taken out of
     client_op and split HAND_OVER_WAKER_SHARE to the waker), or app_op
@@ -157,6 +162,15 @@ def migrated(model, tmp, r):
     later = ("cache_lookup", "merge", "lsm_write", "lsm_get", "flush", "compaction")
     missing = [k for k in ("wakeup_busy", "switch_in", "rpc_call", "wakeup_local", "switch_in_local", "app_op") + later
                if k not in inputs]
+    runtime = doc.setdefault("runtime", {})
+    if "migration_cost_ns" not in runtime:
+        # Before 2026-11-29 the model's hosts had one shared run queue; a
+        # calibration since records the kernel's migration cost, which puts
+        # them on Linux's per-core queues: Linux's default, as this VM's
+        # kernel (which does not show its own) has it.
+        runtime["migration_cost_ns"] = LINUX_MIGRATION_COST_NS
+        runtime["migration_cost_source"] = "derived: Linux's default sched_migration_cost"
+        missing.append("runtime.migration_cost_ns")
     if not missing:
         return model
     # DINOMO's and RubbleDB's steps (inputs since 2026-11-28): no validated
@@ -204,7 +218,8 @@ def migrated(model, tmp, r):
     out = os.path.join(tmp, f"migrated-{r}.json")
     with open(out, "w") as f:
         json.dump(doc, f)
-    used = ", ".join(f"{k} {inputs[k]['per_op_ns']:.0f} ns" for k in missing)
+    used = ", ".join(f"{k} {inputs[k]['per_op_ns']:.0f} ns" if k in inputs else f"{k} {runtime['migration_cost_ns']} ns"
+                     for k in missing)
     print(f"round {r + 1}: {model} predates {', '.join(missing)}: using {used}", flush=True)
     return out
 

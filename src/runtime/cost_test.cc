@@ -307,6 +307,77 @@ CostModel BusyModel() {
   return m;
 }
 
+// With per-core run queues (a migration cost), a thread woken by a turn
+// while every core is busy preempts that turn at once, as Linux's wake-up
+// preemption does; the waker's turn ends later by the wakee's turn, its
+// spin and a switch back. With one shared queue the wakee waits.
+TEST(CostTest, WithPerCoreQueuesAWokenThreadPreemptsItsWakersTurn) {
+  for (const Nanos migration : {Nanos{0}, Nanos{500000}}) {
+    SimRuntime rt;
+    rt.SetCostModel(BusyModel());
+    const uint32_t host = rt.AddHost(1, 5000, migration);
+    Executor* x = Placed(rt, host, "x");
+    Executor* y = Placed(rt, host, "y");
+    y->Post([] { Charge(Cost::kRequest); });  // 0..1000, spins until 6000, parks
+    Nanos y_ran = -1, x_next = -1;
+    rt.Schedule(10000, x, kFirstDeviceKind, "turn", 0, [&] {
+      Charge(Cost::kRequest);
+      Charge(Cost::kRequest);
+      rt.ChargeWake(y);  // at 12000, a hand-over: 400
+      rt.Schedule(x->Now(), y, kFirstDeviceKind, "work", 0, [&] {
+        y_ran = y->Now();
+        Charge(Cost::kRequest);
+      });
+      for (int i = 0; i < 3; ++i) Charge(Cost::kRequest);  // ends at 15400
+    });
+    rt.Schedule(16000, x, kFirstDeviceKind, "next", 0, [&] { x_next = x->Now(); });
+    rt.RunUntilIdle();
+    SCOPED_TRACE(migration);
+    if (migration == 0) {
+      EXPECT_EQ(y_ran, 15400 + 700);  // after x's turn, its switch-in first,
+      EXPECT_EQ(rt.Preemptions(x), 1u);  // taking the core x then spins on
+      EXPECT_EQ(x_next, 15400 + 1700 + 700);
+    } else {
+      EXPECT_EQ(y_ran, 12400 + 700);  // at once, on x's core
+      EXPECT_EQ(rt.Preemptions(x), 1u);
+      // y's turn (700 + 1000), its spin (5000), x's switch back (400).
+      EXPECT_EQ(x_next, 15400 + 1700 + 5000 + 400);
+      EXPECT_EQ(x->CpuTime(), 5400 + 400);
+    }
+  }
+}
+
+// With per-core run queues, a thread that found no core waits in one
+// core's queue: another core coming free does not take it until it has
+// been off a core for the migration cost (cache-cold), as Linux's load
+// balancing leaves a cache-hot thread where it is.
+TEST(CostTest, WithPerCoreQueuesAQueuedThreadMovesCoresOnlyOnceCacheCold) {
+  for (const Nanos migration : {Nanos{0}, Nanos{500000}}) {
+    SimRuntime rt;
+    rt.SetCostModel(BusyModel());
+    const uint32_t host = rt.AddHost(2, 0, migration);  // threads park at once
+    Executor* y = Placed(rt, host, "y");
+    Executor* long_turn = Placed(rt, host, "long");
+    Executor* short_turn = Placed(rt, host, "short");
+    y->Post([] { Charge(Cost::kRequest); });  // core 0, 0..1000, then parks
+    auto turn = [](int requests) {
+      return [requests] {
+        for (int i = 0; i < requests; ++i) Charge(Cost::kRequest);
+      };
+    };
+    rt.Schedule(10000, long_turn, kFirstDeviceKind, "long", 0, turn(2000));   // core 0 until 2,010,000
+    rt.Schedule(10000, short_turn, kFirstDeviceKind, "short", 0, turn(300));  // core 1 until 310,000
+    Nanos y_ran = -1;
+    rt.Schedule(20000, y, kFirstDeviceKind, "work", 0, [&] { y_ran = y->Now(); });
+    rt.RunUntilIdle();
+    SCOPED_TRACE(migration);
+    // One shared queue: the first core to come free. Per-core queues: y
+    // waits in its previous core's, and moves to core 1 once cold, at its
+    // last turn's end plus the migration cost.
+    EXPECT_EQ(y_ran, migration == 0 ? 310000 : 1000 + 500000);
+  }
+}
+
 Nanos Total(const SimRuntime& rt, Cost c) { return rt.CostTotals()[static_cast<size_t>(c)]; }
 
 TEST(CostTest, AWakeUpSplitsBetweenWakerAndWokenOrIsAHandOverWithNoIdleCore) {

@@ -111,6 +111,10 @@ class SimExecutor final : public Executor {
   Nanos spun = 0;                       // spin counted busy so far (SpunBy)
   Nanos switch_in_owed = 0;             // woken, or preempted spinning, since its last turn
   bool waits_locally = false;           // parks on no endpoint (PlaceOn's Wait::kLocal)
+  // Per-core run queues (a host with a migration cost):
+  int32_t queued_on = -1;        // the core whose queue it waits in (-1: none)
+  int32_t wake_core = -1;        // its waker's core, on its host (wake-affine placement)
+  SimExecutor* waker = nullptr;  // woken with every core busy: it preempts its waker's turn
   std::array<Nanos, kCostCount> charged{};  // its virtual CPU, by input
   std::array<uint64_t, kCostCount> steps{};  // whole steps charged, by input
   Cost SwitchIn() const { return waits_locally ? Cost::kSwitchInLocal : Cost::kSwitchIn; }
@@ -217,6 +221,26 @@ bool SimRuntime::StepBefore(Nanos limit) {
   }
 }
 
+// The queue a thread joins when it finds no core: woken, the one of its
+// waker's core and its previous core with fewer threads on it (Linux's
+// wake_affine_weight, loads as queue lengths; a tie to the waker's: its
+// caches hold what the waker just handed over); else its previous core's.
+size_t SimRuntime::QueueFor(const SimExecutor* x, bool woken) const {
+  if (!woken || x->wake_core < 0) return x->core;
+  const auto waker = static_cast<size_t>(x->wake_core);
+  const size_t prev = x->core;
+  if (waker == prev) return waker;
+  const Host& h = hosts_[static_cast<size_t>(x->host)];
+  auto load = [&](size_t k) {
+    int n = h.core_free[k] > now_ ? 1 : 0;
+    for (const auto& e : executors_) {
+      if (e->host == x->host && e.get() != x && e->queued_on == static_cast<int32_t>(k)) ++n;
+    }
+    return n;
+  };
+  return load(prev) < load(waker) ? prev : waker;
+}
+
 bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
   if (x->ready.empty()) return false;
   Host& h = hosts_[static_cast<size_t>(x->host)];
@@ -227,7 +251,16 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
   size_t core = x->core;
   Nanos start = std::max(t, x->busy_until);
   SimExecutor* preempted = nullptr;  // a spinner whose core this turn takes
-  if (!spinning) {
+  // Wake-up preemption: woken by a turn still running, with every core
+  // busy, it runs at once on its waker's core; the waker's turn resumes
+  // after it.
+  SimExecutor* interrupted = nullptr;
+  if (SimExecutor* w = std::exchange(x->waker, nullptr);
+      w != nullptr && !spinning && x->busy_until <= t && h.holder[w->core] == w && w->busy_until > t) {
+    interrupted = w;
+    core = w->core;
+  }
+  if (!spinning && interrupted == nullptr) {
     // A core free now: one nobody spins on first (the scheduler's idle
     // core), else one whose thread only spins, which it preempts; a core
     // whose thread has work waiting is that thread's. Else it waits for
@@ -235,16 +268,28 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     size_t best = h.core_free.size();
     bool best_spun = true;
     Nanos next = INT64_MAX;
+    // Per-core run queues (a migration cost): a thread waits for the core
+    // whose queue it is in. Woken from a park it takes any idle core
+    // (Linux's select_idle_sibling), else joins a queue (QueueFor); once
+    // cache-cold, off a core for the migration cost, load balancing may
+    // move it to any core (can_migrate_task's task_hot).
+    const bool queues = h.migration_cost > 0 && x->ran && spins;
+    const bool woken = x->queued_on < 0 && t >= x->parks_at;
+    const size_t home = x->queued_on >= 0 ? static_cast<size_t>(x->queued_on) : QueueFor(x, woken);
+    const Nanos cold_at = x->busy_until + h.migration_cost;
     for (size_t k = 0; k < h.core_free.size(); ++k) {
       SimExecutor* y = h.holder[k];
       const bool other = y != nullptr && y != x;
       Nanos free_at = h.core_free[k];
       if (other && !y->ready.empty()) free_at = std::max(free_at, t + 1);  // its turn comes first
+      const bool spun = other && y->park_after >= 0 && t < y->parks_at;
+      if (queues && k != home && !(woken && free_at <= t && !spun)) {
+        free_at = std::max(free_at, cold_at);
+      }
       if (free_at > t) {
         next = std::min(next, free_at);
         continue;
       }
-      const bool spun = other && y->park_after >= 0 && t < y->parks_at;
       if (best == h.core_free.size() || (best_spun && !spun)) {
         best = k;
         best_spun = spun;
@@ -258,6 +303,9 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     }
   }
   if (start > t) {
+    if (h.migration_cost > 0 && x->ran && spins && x->queued_on < 0) {
+      x->queued_on = static_cast<int32_t>(QueueFor(x, t >= x->parks_at));
+    }
     if (!x->resume_pending) {
       x->resume_pending = true;
       Push(start, x, kEventResume, "resume", 0, 0, {});
@@ -273,11 +321,15 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     x->spun += spun;
     if (t >= x->parks_at) ++x->parks;
   }
-  if (!spinning) {
+  if (!spinning && interrupted == nullptr) {
     if (x->ran && h.holder[x->core] == x) h.holder[x->core] = nullptr;
     h.holder[core] = x;
+  } else if (interrupted != nullptr && x->ran && h.holder[x->core] == x) {
+    h.holder[x->core] = nullptr;
   }
   x->core = static_cast<uint32_t>(core);
+  x->queued_on = -1;
+  x->wake_core = -1;
   x->woken = false;
   meter_.charged = 0;
   meter_.own = &x->charged;
@@ -321,6 +373,32 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     preempted->spin_from = INT64_MAX;
     preempted->parks_at = end + (preempted->parks_at - t);
   }
+  if (interrupted != nullptr) {
+    // The waker's turn resumes after this one and its spin (a runnable
+    // waker does not end the spin: nothing wakes the spinner), plus the
+    // waker's switch back in on that core, priced as a same-core
+    // hand-over (kWakeupBusy). The messages the waker's turn sent after
+    // the wake-up keep their times: the model delays its core, not them.
+    const Nanos spin = spins ? x->park_after : 0;
+    const Nanos back = model_->Of(Cost::kWakeupBusy, 0);
+    const Nanos d = meter_.charged + spin + back;
+    h.core_free[core] += d;
+    interrupted->busy_until += d;
+    interrupted->parks_at += d;
+    interrupted->spin_from += d;
+    ++interrupted->preemptions;
+    interrupted->charged[static_cast<size_t>(Cost::kWakeupBusy)] += back;
+    cost_totals_[static_cast<size_t>(Cost::kWakeupBusy)] += back;
+    interrupted->AddCpu(back);
+    x->parks_at = end + spin;
+    x->spin_from = x->parks_at;  // counted here: it spins off the waker's turn
+    x->spun += spin;
+    h.busy += meter_.charged + spin + back;
+    x->busy_until = end;
+    x->ran = true;
+    x->AddCpu(meter_.charged);
+    return true;
+  }
   // Then it spins for park_after before it parks, on that core, unless
   // work for another executor takes the core (above).
   h.core_free[core] = end;
@@ -351,6 +429,7 @@ void SimRuntime::ChargeWake(Executor* target, Wake how) {
   if (model_ == nullptr || x == nullptr || x->host < 0 || x == current_ || x->woken || !x->ran) return;
   if (x->park_after < 0 || Now() < x->parks_at) return;  // spinning or runnable: no wake-up
   x->woken = true;
+  x->wake_core = current_ != nullptr && current_->host == x->host ? static_cast<int32_t>(current_->core) : -1;
   if (HasIdleCore(static_cast<size_t>(x->host), x)) {
     // The waker's part of a whole wake-up; the woken thread's part is its
     // switch-in. (Until 2026-11-28 the waker paid it all, and the woken
@@ -371,6 +450,10 @@ void SimRuntime::ChargeWake(Executor* target, Wake how) {
   } else {
     Charge(Cost::kWakeupBusy);
     x->switch_in_owed += model_->Of(x->SwitchIn(), 0);
+    if (hosts_[static_cast<size_t>(x->host)].migration_cost > 0 && current_ != nullptr &&
+        current_->host == x->host) {
+      x->waker = current_;  // Linux's wake-up preemption (RunReady)
+    }
   }
 }
 
@@ -416,9 +499,10 @@ void SimRuntime::SetCostModel(const CostModel& model) {
   meter_.totals = &cost_totals_;
 }
 
-uint32_t SimRuntime::AddHost(uint32_t cores, Nanos park_after) {
+uint32_t SimRuntime::AddHost(uint32_t cores, Nanos park_after, Nanos migration_cost) {
   const uint32_t n = std::max<uint32_t>(cores, 1);
-  hosts_.push_back(Host{std::vector<Nanos>(n, 0), std::vector<SimExecutor*>(n, nullptr), park_after, 0});
+  hosts_.push_back(Host{std::vector<Nanos>(n, 0), std::vector<SimExecutor*>(n, nullptr), park_after, 0,
+                        std::max<Nanos>(migration_cost, 0)});
   return static_cast<uint32_t>(hosts_.size() - 1);
 }
 

@@ -107,7 +107,18 @@ class SimRuntime : public Runtime {
   // preempted, nor is a thread with work waiting. Negative park_after:
   // threads on dedicated cores that never park, and whose spinning costs
   // the others nothing.
-  uint32_t AddHost(uint32_t cores, Nanos park_after);
+  //
+  // `migration_cost` 0: the cores share one run queue, and a turn is never
+  // cut. Positive: Linux's scheduler as threads on a small machine meet it
+  // (docs/model.md, "The scheduler"): each core has its own queue; a woken
+  // thread takes an idle core if there is one, else joins its waker's or
+  // its previous core's queue, whichever is shorter, and there preempts its
+  // waker's turn at once (wake-up preemption: the waker's turn resumes
+  // after the wakee's turn and spin, plus a switch back, kWakeupBusy); a
+  // thread waiting in a queue moves to another core only once it has been
+  // off a core for `migration_cost` (cache-cold; Linux's
+  // sched_migration_cost).
+  uint32_t AddHost(uint32_t cores, Nanos park_after, Nanos migration_cost = 0);
   // What a parked executor waits on: its endpoints (a transport's wait; its
   // return is Cost::kSwitchIn), or only an eventfd or futex of its process
   // (an application thread blocked in a call: Cost::kSwitchInLocal).
@@ -141,7 +152,8 @@ class SimRuntime : public Runtime {
   uint64_t Parks(const Executor* exec) const;
   // Times another executor took its core while it spun (an involuntary
   // switch: it needs a core, not a wake-up, if work comes before its spin
-  // would have ended).
+  // would have ended), or, with per-core queues, a thread it woke
+  // preempted its turn.
   uint64_t Preemptions(const Executor* exec) const;
   // Virtual CPU time charged so far, per input (all executors).
   const std::array<Nanos, kCostCount>& CostTotals() const { return cost_totals_; }
@@ -208,6 +220,7 @@ class SimRuntime : public Runtime {
     std::vector<SimExecutor*> holder;  // who ran on it last (and may spin on it)
     Nanos park_after = -1;
     Nanos busy = 0;
+    Nanos migration_cost = 0;  // 0: one shared run queue (AddHost)
   };
 
   void Push(Nanos at, SimExecutor* exec, uint16_t kind, const char* label, uint64_t tag,
@@ -220,6 +233,8 @@ class SimRuntime : public Runtime {
   // its host are free then; otherwise make sure a resume event is pending.
   bool RunReady(SimExecutor* x, Nanos t);
   bool HasIdleCore(size_t host, const SimExecutor* x) const;
+  // Per-core queues: the core whose queue x joins when it finds none free.
+  size_t QueueFor(const SimExecutor* x, bool woken) const;
   void Dispatch(Event& e);
   void Fold(const Event& e);
 

@@ -174,7 +174,7 @@ Status ChainCluster::Build() {
   nodes_.resize(o_.nodes);
   for (uint32_t n = 0; n < o_.nodes; ++n) {
     Node& node = nodes_[n];
-    const uint32_t host = rt_.AddHost(p_.node_cores, p_.park_after);
+    const uint32_t host = rt_.AddHost(p_.node_cores, p_.park_after, p_.migration_cost);
     node.exec = rt_.CreateExecutor("node" + std::to_string(n));
     node.jobs = rt_.CreateExecutor("node" + std::to_string(n) + "/jobs");
     rt_.PlaceOn(node.exec, host);

@@ -56,6 +56,10 @@ struct PerfOptions {
   // a busy host kWakeupBusy and kSwitchIn (runtime::SimRuntime::ChargeWake);
   // negative: they spin (dedicated polling cores).
   runtime::Nanos park_after = -1;
+  // The hosts' scheduler (runtime::SimRuntime::AddHost): 0, one run queue
+  // shared by a host's cores; positive, Linux's per-core queues with
+  // wake-up preemption, threads moving between cores once off one this long.
+  runtime::Nanos migration_cost = 0;
   // The network under messages and the replication fabric.
   runtime::Nanos one_way = 1000;  // propagation + switch, per message
   double bandwidth = 12.5;        // bytes per ns (12.5 = 100 Gb/s)

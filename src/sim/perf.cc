@@ -20,7 +20,7 @@ void World::PlaceExecutors() {
     return xs;
   };
   if (p.shared_host) {
-    const uint32_t h = rt_.AddHost(p.host_cores, p.park_after);
+    const uint32_t h = rt_.AddHost(p.host_cores, p.park_after, p.migration_cost);
     for (const auto& n : nodes_) {
       for (runtime::Executor* x : node_execs(*n)) rt_.PlaceOn(x, h);
     }
@@ -31,7 +31,7 @@ void World::PlaceExecutors() {
     return;
   }
   for (const auto& n : nodes_) {
-    const uint32_t h = rt_.AddHost(p.node_cores, p.park_after);
+    const uint32_t h = rt_.AddHost(p.node_cores, p.park_after, p.migration_cost);
     for (runtime::Executor* x : node_execs(*n)) rt_.PlaceOn(x, h);
   }
   const std::vector<uint32_t> client_hosts = detail::AddClientHosts(rt_, p);

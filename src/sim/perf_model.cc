@@ -101,6 +101,13 @@ Result<MachineModel> ParseMachineModel(const std::string& json_text) {
       m.constants.push_back("runtime.park_after_ns");
       m.sources["runtime.park_after_ns"] = r.value("source", "");
     }
+    if (r.contains("migration_cost_ns")) {
+      const double v = number(r, "migration_cost_ns", -1);
+      if (v < 0) return Status::InvalidArgument("model: runtime.migration_cost_ns must be a number, 0 or more");
+      m.migration_cost = static_cast<runtime::Nanos>(v);
+      m.constants.push_back("runtime.migration_cost_ns");
+      m.sources["runtime.migration_cost_ns"] = r.value("migration_cost_source", "");
+    }
   }
   m.provider = doc.value("provider", "");
   return m;
@@ -165,6 +172,7 @@ PerfOptions FromModel(const MachineModel& m) {
   p.one_way = m.one_way;
   p.bandwidth = m.bandwidth;
   p.software_nic = m.software_nic;
+  p.migration_cost = m.migration_cost;
   return p;
 }
 

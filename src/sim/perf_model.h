@@ -32,6 +32,9 @@ struct MachineModel {
   // "runtime.park_after_ns", not measured (ThisMachine then assumes a few
   // microseconds).
   runtime::Nanos park_after = -1;
+  // "runtime.migration_cost_ns": the hosts' scheduler (PerfOptions); 0 when
+  // the file does not give it.
+  runtime::Nanos migration_cost = 0;
   // A testbed's machines (0: not given): cores per storage node and per
   // client machine, and how many client machines.
   uint32_t node_cores = 0, client_cores = 0, client_hosts = 0;

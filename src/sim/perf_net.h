@@ -22,7 +22,7 @@ namespace slip::sim::detail {
 inline std::vector<uint32_t> AddClientHosts(runtime::SimRuntime& rt, const PerfOptions& p) {
   std::vector<uint32_t> hosts;
   for (uint32_t h = 0; h < std::max<uint32_t>(p.client_hosts, 1); ++h) {
-    hosts.push_back(rt.AddHost(p.client_cores, p.park_after));
+    hosts.push_back(rt.AddHost(p.client_cores, p.park_after, p.migration_cost));
   }
   return hosts;
 }

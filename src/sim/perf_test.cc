@@ -409,5 +409,29 @@ TEST(PerfModelTest, ParsesAModelAndRejectsBadOnes) {
   EXPECT_FALSE(LoadMachineModel("/nonexistent/model.json").ok());
 }
 
+TEST(PerfModelTest, TheMigrationCostSelectsTheHostsSchedulerAndIsChecked) {
+  std::string doc = R"({"inputs":{)";
+  for (size_t i = 0; i < runtime::kCostCount; ++i) {
+    doc += std::string(i ? "," : "") + "\"" + std::string(runtime::CostName(static_cast<Cost>(i))) +
+           R"(":{"per_op_ns":100,"per_byte_ns":0})";
+  }
+  doc += "}";
+  auto with = [&doc](const std::string& runtime) { return doc + R"(,"runtime":)" + runtime + "}"; };
+  auto none = ParseMachineModel(doc + "}");
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(FromModel(*none).migration_cost, 0);  // one shared run queue
+  EXPECT_FALSE(none->Gives("runtime.migration_cost_ns"));
+  auto linux = ParseMachineModel(with(R"({"migration_cost_ns":500000,"migration_cost_source":"sysctl"})"));
+  ASSERT_TRUE(linux.ok()) << linux.status().ToString();
+  EXPECT_EQ(FromModel(*linux).migration_cost, 500000);
+  EXPECT_EQ(ThisMachine(*linux, 2).migration_cost, 500000);
+  EXPECT_EQ(linux->sources.at("runtime.migration_cost_ns"), "sysctl");
+  for (const char* bad : {R"({"migration_cost_ns":-1})", R"({"migration_cost_ns":"500us"})"}) {
+    auto m = ParseMachineModel(with(bad));
+    ASSERT_FALSE(m.ok()) << bad;
+    EXPECT_NE(m.status().message().find("migration_cost_ns"), std::string::npos) << m.status().ToString();
+  }
+}
+
 }  // namespace
 }  // namespace slip::sim

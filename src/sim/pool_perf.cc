@@ -187,7 +187,7 @@ Status PoolCluster::Build() {
   fo.software_target = p_.software_nic;
   pool_ = std::make_unique<dinomo::testing::SimPool>(rt_, region, po, fo);
 
-  const uint32_t pool_host = rt_.AddHost(p_.pool_cores, p_.park_after);
+  const uint32_t pool_host = rt_.AddHost(p_.pool_cores, p_.park_after, p_.migration_cost);
   pool_threads_.push_back(pool_->pool_exec());
   for (uint32_t i = 1; i < p_.pool_cores; ++i) pool_threads_.push_back(rt_.CreateExecutor("pool/t" + std::to_string(i)));
   for (Executor* x : pool_threads_) rt_.PlaceOn(x, pool_host);
@@ -199,7 +199,7 @@ Status PoolCluster::Build() {
   const uint64_t cache = static_cast<uint64_t>(static_cast<double>(data) * kCacheShare / o_.workers);
   int started = 0, failed = 0;
   for (uint32_t n = 0; n < o_.nodes; ++n) {
-    const uint32_t host = rt_.AddHost(p_.node_cores, p_.park_after);
+    const uint32_t host = rt_.AddHost(p_.node_cores, p_.park_after, p_.migration_cost);
     for (uint32_t t = 0; t < o_.workers; ++t) {
       Thread& th = threads_.emplace_back();
       const uint32_t id = n * o_.workers + t + 1;  // the pool's node id, and the fabric address
