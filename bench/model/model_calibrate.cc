@@ -408,12 +408,13 @@ size_t L2Bytes() {
 
 // --- the kernel's migration cost: how long a thread off a core stays
 // cache-hot, left in its core's run queue by load balancing (the model's
-// per-core queues, SimRuntime::AddHost). Read, not measured: the sysctl
-// where a kernel shows it (debugfs since Linux 6.6, /proc before), else
-// Linux's default. ---
+// per-core queues, SimRuntime::AddHost). Read, not measured: the setting
+// where a kernel shows it (debugfs since Linux 5.13, root only; /proc
+// before), else Linux's default. ---
 struct Migration {
   double ns = 500000;
-  std::string source = "Linux's default sched_migration_cost (kernel/sched/fair.c); this kernel does not show its own";
+  std::string source =
+      "Linux's default sched_migration_cost (kernel/sched/fair.c): this kernel's own could not be read (debugfs, /proc)";
 };
 
 Migration KernelMigrationCost() {

@@ -16,8 +16,8 @@ with its node number dropped: `node`, `client`, `slip` the application
 threads), switches per operation (S: it blocked, R: preempted), its CPU per
 switch and per operation, and its wait for a core after a wake-up; each
 core's share by role; and, for every involuntary switch, who ran next and
-whether the thread it preempted had just woken it (within 30 us) — Linux's
-wake-up preemption.
+whether the very thread it preempted had just woken it (within 30 us) —
+Linux's wake-up preemption.
 """
 import collections
 import re
@@ -41,8 +41,8 @@ def main():
     by_role = collections.defaultdict(collections.Counter)
     by_core = collections.Counter()
     after_preemption = collections.Counter()
-    last_wake = {}  # wakee task -> (time, waker role)
-    preempted_on = {}  # core -> (role preempted, time)
+    last_wake = {}  # wakee task -> (time, waker task)
+    preempted_on = {}  # core -> (task preempted, time)
     first = last = None
     for line in out.splitlines():
         f = line.split()
@@ -52,7 +52,7 @@ def main():
         first = t if first is None else first
         last = t
         if "awakened:" in line:
-            last_wake[line.split("awakened:")[1].strip()] = (t, role(task))
+            last_wake[line.split("awakened:")[1].strip()] = (t, task)
             continue
         if len(f) < 7:
             continue
@@ -68,11 +68,12 @@ def main():
             who, at = preempted_on.pop(core)
             woke = last_wake.get(task)
             if woke and 0 <= at - woke[0] < WOKEN_WITHIN:
-                after_preemption[f"{who} -> {r}, woken by {woke[1]}"] += 1
+                by = "the thread it preempted" if woke[1] == who else role(woke[1])
+                after_preemption[f"{role(who)} -> {r}, woken by {by}"] += 1
             else:
-                after_preemption[f"{who} -> {r}, not just woken"] += 1
+                after_preemption[f"{role(who)} -> {r}, not just woken"] += 1
         if state.startswith("R"):
-            preempted_on[core] = (r, t)
+            preempted_on[core] = (task, t)
     if first is None:
         sys.exit(f"sched-summary: no switches in {data}")
     n = ops * (last - first)
@@ -91,7 +92,9 @@ def main():
         print(f"core {core}: {shares}")
     print()
     total = sum(after_preemption.values())
-    print(f"after each of {total} involuntary switches, who ran next:")
+    own = sum(k for what, k in after_preemption.items() if what.endswith("the thread it preempted"))
+    print(f"after each of {total} involuntary switches, who ran next "
+          f"({100 * own / total:.1f}% a thread woken by the one it preempted):")
     for what, k in after_preemption.most_common(10):
         print(f"  {100 * k / total:5.1f}%  {what}")
 

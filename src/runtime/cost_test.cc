@@ -340,10 +340,50 @@ TEST(CostTest, WithPerCoreQueuesAWokenThreadPreemptsItsWakersTurn) {
     } else {
       EXPECT_EQ(y_ran, 12400 + 700);  // at once, on x's core
       EXPECT_EQ(rt.Preemptions(x), 1u);
-      // y's turn (700 + 1000), its spin (5000), x's switch back (400).
-      EXPECT_EQ(x_next, 15400 + 1700 + 5000 + 400);
+      // y's turn (700 + 1000), then x's switch back (400); y parks at once.
+      EXPECT_EQ(x_next, 15400 + 1700 + 400);
       EXPECT_EQ(x->CpuTime(), 5400 + 400);
+      // The one core was busy for y's first turn and spin, its second
+      // turn, x's switch back and x's turn (x's spins end no later turn).
+      EXPECT_EQ(rt.HostBusy(host), 1000 + 5000 + 1700 + 400 + 5400);
     }
+  }
+}
+
+// With per-core run queues, a woken thread that finds no core joins the
+// shorter of its waker's queue and its previous core's (Linux's
+// wake_affine_weight), a tie going to the waker's.
+TEST(CostTest, WithPerCoreQueuesAWokenThreadJoinsTheShorterOfTwoQueues) {
+  for (const bool crowd_waker : {false, true}) {
+    SimRuntime rt;
+    rt.SetCostModel(BusyModel());
+    const uint32_t host = rt.AddHost(2, 0, 500000);  // threads park at once
+    Executor* y = Placed(rt, host, "y");
+    Executor* other = Placed(rt, host, "other");  // core 1's long turn
+    Executor* waker = Placed(rt, host, "waker");
+    Executor* crowd = Placed(rt, host, "crowd");
+    y->Post([] {  // core 0, 0..3000: y's previous core
+      for (int i = 0; i < 3; ++i) Charge(Cost::kRequest);
+    });
+    waker->Post([] { Charge(Cost::kRequest); });  // core 1, 0..1000
+    rt.Schedule(1500, crowd, kFirstDeviceKind, "first", 0, [] {});  // core 1 too
+    rt.Schedule(5000, other, kFirstDeviceKind, "long", 0, [] {  // core 0 until 405,000
+      for (int i = 0; i < 400; ++i) Charge(Cost::kRequest);
+    });
+    rt.Schedule(5000, waker, kFirstDeviceKind, "long", 0, [&] {  // core 1 until 205,000 (+ wakes)
+      // crowd, woken with both cores busy, waits in its previous core's queue
+      if (crowd_waker) rt.Schedule(waker->Now(), crowd, kFirstDeviceKind, "crowd", 0, [] {});
+      for (int i = 0; i < 100; ++i) Charge(Cost::kRequest);
+      rt.ChargeWake(y);  // at 105,000: no idle core
+      rt.Schedule(waker->Now(), y, kFirstDeviceKind, "work", 0, [&] {});
+      for (int i = 0; i < 100; ++i) Charge(Cost::kRequest);
+    });
+    rt.RunUntilIdle();
+    SCOPED_TRACE(crowd_waker);
+    // Alone, the queues tie (each core busy, nobody waiting): y goes to its
+    // waker's core and preempts the waker's turn. With a thread already
+    // waiting for the waker's core, y joins its previous core's queue.
+    EXPECT_EQ(rt.Preemptions(waker), crowd_waker ? 0u : 1u);
   }
 }
 

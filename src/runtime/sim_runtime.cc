@@ -114,7 +114,8 @@ class SimExecutor final : public Executor {
   // Per-core run queues (a host with a migration cost):
   int32_t queued_on = -1;        // the core whose queue it waits in (-1: none)
   int32_t wake_core = -1;        // its waker's core, on its host (wake-affine placement)
-  SimExecutor* waker = nullptr;  // woken with every core busy: it preempts its waker's turn
+  bool preempts = false;         // woken by a turn with every core busy: may preempt a turn
+  Nanos wake_at = 0;             // when
   std::array<Nanos, kCostCount> charged{};  // its virtual CPU, by input
   std::array<uint64_t, kCostCount> steps{};  // whole steps charged, by input
   Cost SwitchIn() const { return waits_locally ? Cost::kSwitchInLocal : Cost::kSwitchIn; }
@@ -231,13 +232,7 @@ size_t SimRuntime::QueueFor(const SimExecutor* x, bool woken) const {
   const size_t prev = x->core;
   if (waker == prev) return waker;
   const Host& h = hosts_[static_cast<size_t>(x->host)];
-  auto load = [&](size_t k) {
-    int n = h.core_free[k] > now_ ? 1 : 0;
-    for (const auto& e : executors_) {
-      if (e->host == x->host && e.get() != x && e->queued_on == static_cast<int32_t>(k)) ++n;
-    }
-    return n;
-  };
+  auto load = [&](size_t k) { return h.queued[k] + (h.core_free[k] > now_ ? 1 : 0); };
   return load(prev) < load(waker) ? prev : waker;
 }
 
@@ -250,17 +245,9 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
   const bool spinning = x->ran && spins && h.holder[x->core] == x && t < x->parks_at;
   size_t core = x->core;
   Nanos start = std::max(t, x->busy_until);
-  SimExecutor* preempted = nullptr;  // a spinner whose core this turn takes
-  // Wake-up preemption: woken by a turn still running, with every core
-  // busy, it runs at once on its waker's core; the waker's turn resumes
-  // after it.
-  SimExecutor* interrupted = nullptr;
-  if (SimExecutor* w = std::exchange(x->waker, nullptr);
-      w != nullptr && !spinning && x->busy_until <= t && h.holder[w->core] == w && w->busy_until > t) {
-    interrupted = w;
-    core = w->core;
-  }
-  if (!spinning && interrupted == nullptr) {
+  SimExecutor* preempted = nullptr;    // a spinner whose core this turn takes
+  SimExecutor* interrupted = nullptr;  // a thread whose turn this one preempts
+  if (!spinning) {
     // A core free now: one nobody spins on first (the scheduler's idle
     // core), else one whose thread only spins, which it preempts; a core
     // whose thread has work waiting is that thread's. Else it waits for
@@ -275,7 +262,7 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     // move it to any core (can_migrate_task's task_hot).
     const bool queues = h.migration_cost > 0 && x->ran && spins;
     const bool woken = x->queued_on < 0 && t >= x->parks_at;
-    const size_t home = x->queued_on >= 0 ? static_cast<size_t>(x->queued_on) : QueueFor(x, woken);
+    const size_t home = !queues ? x->core : x->queued_on >= 0 ? static_cast<size_t>(x->queued_on) : QueueFor(x, woken);
     const Nanos cold_at = x->busy_until + h.migration_cost;
     for (size_t k = 0; k < h.core_free.size(); ++k) {
       SimExecutor* y = h.holder[k];
@@ -301,10 +288,25 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     } else {
       core = best;
     }
+    // Wake-up preemption: woken with every core busy, it preempts the
+    // turn running on the core whose queue it joins (most often its
+    // waker's), one wakee at a time; that turn resumes after it (below).
+    // Only as it is woken: the first look after the wake-up decides.
+    if (x->preempts && t >= x->wake_at) {
+      x->preempts = false;
+      SimExecutor* y = h.holder[home];
+      if (start > t && y != nullptr && y != x && x->busy_until <= t && y->busy_until > t &&
+          h.preempted_until[home] <= t) {
+        interrupted = y;
+        core = home;
+        start = t;
+      }
+    }
   }
   if (start > t) {
     if (h.migration_cost > 0 && x->ran && spins && x->queued_on < 0) {
       x->queued_on = static_cast<int32_t>(QueueFor(x, t >= x->parks_at));
+      ++h.queued[static_cast<size_t>(x->queued_on)];
     }
     if (!x->resume_pending) {
       x->resume_pending = true;
@@ -328,8 +330,10 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     h.holder[x->core] = nullptr;
   }
   x->core = static_cast<uint32_t>(core);
+  if (x->queued_on >= 0) --h.queued[static_cast<size_t>(x->queued_on)];
   x->queued_on = -1;
   x->wake_core = -1;
+  x->preempts = false;
   x->woken = false;
   meter_.charged = 0;
   meter_.own = &x->charged;
@@ -374,26 +378,26 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     preempted->parks_at = end + (preempted->parks_at - t);
   }
   if (interrupted != nullptr) {
-    // The waker's turn resumes after this one and its spin (a runnable
-    // waker does not end the spin: nothing wakes the spinner), plus the
-    // waker's switch back in on that core, priced as a same-core
-    // hand-over (kWakeupBusy). The messages the waker's turn sent after
-    // the wake-up keep their times: the model delays its core, not them.
-    const Nanos spin = spins ? x->park_after : 0;
+    // The preempted turn resumes after this one, plus its thread's switch
+    // back in on that core, priced as a same-core hand-over (kWakeupBusy).
+    // The wakee parks at once: on that core its spin would hold up the
+    // preempted turn, or run beside it. What the preempted turn sent after
+    // this one began keeps its time: the model delays its core, not its
+    // messages.
     const Nanos back = model_->Of(Cost::kWakeupBusy, 0);
-    const Nanos d = meter_.charged + spin + back;
+    const Nanos d = meter_.charged + back;
     h.core_free[core] += d;
+    h.preempted_until[core] = end;
     interrupted->busy_until += d;
-    interrupted->parks_at += d;
+    if (interrupted->park_after >= 0) interrupted->parks_at += d;
     interrupted->spin_from += d;
     ++interrupted->preemptions;
     interrupted->charged[static_cast<size_t>(Cost::kWakeupBusy)] += back;
     cost_totals_[static_cast<size_t>(Cost::kWakeupBusy)] += back;
     interrupted->AddCpu(back);
-    x->parks_at = end + spin;
-    x->spin_from = x->parks_at;  // counted here: it spins off the waker's turn
-    x->spun += spin;
-    h.busy += meter_.charged + spin + back;
+    x->parks_at = end;
+    x->spin_from = end;
+    h.busy += d;
     x->busy_until = end;
     x->ran = true;
     x->AddCpu(meter_.charged);
@@ -429,7 +433,9 @@ void SimRuntime::ChargeWake(Executor* target, Wake how) {
   if (model_ == nullptr || x == nullptr || x->host < 0 || x == current_ || x->woken || !x->ran) return;
   if (x->park_after < 0 || Now() < x->parks_at) return;  // spinning or runnable: no wake-up
   x->woken = true;
-  x->wake_core = current_ != nullptr && current_->host == x->host ? static_cast<int32_t>(current_->core) : -1;
+  const bool queues = hosts_[static_cast<size_t>(x->host)].migration_cost > 0;
+  const bool local_waker = current_ != nullptr && current_->host == x->host;
+  x->wake_core = queues && local_waker ? static_cast<int32_t>(current_->core) : -1;
   if (HasIdleCore(static_cast<size_t>(x->host), x)) {
     // The waker's part of a whole wake-up; the woken thread's part is its
     // switch-in. (Until 2026-11-28 the waker paid it all, and the woken
@@ -450,9 +456,9 @@ void SimRuntime::ChargeWake(Executor* target, Wake how) {
   } else {
     Charge(Cost::kWakeupBusy);
     x->switch_in_owed += model_->Of(x->SwitchIn(), 0);
-    if (hosts_[static_cast<size_t>(x->host)].migration_cost > 0 && current_ != nullptr &&
-        current_->host == x->host) {
-      x->waker = current_;  // Linux's wake-up preemption (RunReady)
+    if (queues && local_waker && x->ready.empty()) {  // parked, not waiting for a core
+      x->preempts = true;  // Linux's wake-up preemption (RunReady)
+      x->wake_at = Now();
     }
   }
 }
@@ -502,7 +508,8 @@ void SimRuntime::SetCostModel(const CostModel& model) {
 uint32_t SimRuntime::AddHost(uint32_t cores, Nanos park_after, Nanos migration_cost) {
   const uint32_t n = std::max<uint32_t>(cores, 1);
   hosts_.push_back(Host{std::vector<Nanos>(n, 0), std::vector<SimExecutor*>(n, nullptr), park_after, 0,
-                        std::max<Nanos>(migration_cost, 0)});
+                        std::max<Nanos>(migration_cost, 0), std::vector<uint32_t>(n, 0),
+                        std::vector<Nanos>(n, 0)});
   return static_cast<uint32_t>(hosts_.size() - 1);
 }
 

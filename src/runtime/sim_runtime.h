@@ -112,9 +112,9 @@ class SimRuntime : public Runtime {
   // cut. Positive: Linux's scheduler as threads on a small machine meet it
   // (docs/model.md, "The scheduler"): each core has its own queue; a woken
   // thread takes an idle core if there is one, else joins its waker's or
-  // its previous core's queue, whichever is shorter, and there preempts its
-  // waker's turn at once (wake-up preemption: the waker's turn resumes
-  // after the wakee's turn and spin, plus a switch back, kWakeupBusy); a
+  // its previous core's queue, whichever is shorter, and preempts the turn
+  // running there at once (wake-up preemption: that turn resumes after the
+  // wakee's, plus a switch back, kWakeupBusy; the wakee parks at once); a
   // thread waiting in a queue moves to another core only once it has been
   // off a core for `migration_cost` (cache-cold; Linux's
   // sched_migration_cost).
@@ -152,8 +152,8 @@ class SimRuntime : public Runtime {
   uint64_t Parks(const Executor* exec) const;
   // Times another executor took its core while it spun (an involuntary
   // switch: it needs a core, not a wake-up, if work comes before its spin
-  // would have ended), or, with per-core queues, a thread it woke
-  // preempted its turn.
+  // would have ended), or, with per-core queues, a thread woken onto its
+  // core preempted its turn.
   uint64_t Preemptions(const Executor* exec) const;
   // Virtual CPU time charged so far, per input (all executors).
   const std::array<Nanos, kCostCount>& CostTotals() const { return cost_totals_; }
@@ -221,6 +221,8 @@ class SimRuntime : public Runtime {
     Nanos park_after = -1;
     Nanos busy = 0;
     Nanos migration_cost = 0;  // 0: one shared run queue (AddHost)
+    std::vector<uint32_t> queued;         // per core: threads waiting in its queue
+    std::vector<Nanos> preempted_until;   // per core: a wakee's preempting turn ends
   };
 
   void Push(Nanos at, SimExecutor* exec, uint16_t kind, const char* label, uint64_t tag,

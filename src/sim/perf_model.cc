@@ -103,7 +103,9 @@ Result<MachineModel> ParseMachineModel(const std::string& json_text) {
     }
     if (r.contains("migration_cost_ns")) {
       const double v = number(r, "migration_cost_ns", -1);
-      if (v < 0) return Status::InvalidArgument("model: runtime.migration_cost_ns must be a number, 0 or more");
+      if (v < 0 || v != std::floor(v)) {
+        return Status::InvalidArgument("model: runtime.migration_cost_ns must be whole nanoseconds, 0 or more");
+      }
       m.migration_cost = static_cast<runtime::Nanos>(v);
       m.constants.push_back("runtime.migration_cost_ns");
       m.sources["runtime.migration_cost_ns"] = r.value("migration_cost_source", "");

@@ -377,6 +377,25 @@ TEST(PerfModelTest, AnInputCanBeOverridden) {
   EXPECT_EQ(m.costs[Cost::kRpcCall].per_op, 50);
 }
 
+// A migration cost puts the shared host on Linux's scheduler: with 16
+// synchronous threads on 2 cores the client's executor is preempted by
+// the application threads it wakes (one queue: only while it spins), and
+// the run stays deterministic.
+TEST(PerfTest, AMigrationCostPreemptsTurnsWithTheThreadsTheyWake) {
+  PerfOptions p = SmallModel();
+  p.threads_per_client = 16;
+  p.sync_clients = true;
+  auto one = Cluster(replication::Protocol::kRpc, 1, p);
+  p.migration_cost = 500 * runtime::kMicrosecond;
+  auto linux = Cluster(replication::Protocol::kRpc, 1, p);
+  auto a = RunClusterSim(one), b = RunClusterSim(linux), c = RunClusterSim(linux);
+  ASSERT_TRUE(a.ok && b.ok && c.ok) << a.failure << b.failure << c.failure;
+  EXPECT_GT(b.perf.client_preemptions, a.perf.client_preemptions + 0.1)
+      << a.perf.client_preemptions << " " << b.perf.client_preemptions;
+  EXPECT_EQ(b.trace_hash, c.trace_hash);
+  EXPECT_NE(a.trace_hash, b.trace_hash);
+}
+
 TEST(PerfModelTest, ParsesAModelAndRejectsBadOnes) {
   std::string good = R"({"provider":"tcp","network":{"one_way_ns":1500,"software_nic":true},"inputs":{)";
   for (size_t i = 0; i < runtime::kCostCount; ++i) {
@@ -426,7 +445,8 @@ TEST(PerfModelTest, TheMigrationCostSelectsTheHostsSchedulerAndIsChecked) {
   EXPECT_EQ(FromModel(*linux).migration_cost, 500000);
   EXPECT_EQ(ThisMachine(*linux, 2).migration_cost, 500000);
   EXPECT_EQ(linux->sources.at("runtime.migration_cost_ns"), "sysctl");
-  for (const char* bad : {R"({"migration_cost_ns":-1})", R"({"migration_cost_ns":"500us"})"}) {
+  for (const char* bad : {R"({"migration_cost_ns":-1})", R"({"migration_cost_ns":"500us"})",
+                          R"({"migration_cost_ns":0.5})"}) {
     auto m = ParseMachineModel(with(bad));
     ASSERT_FALSE(m.ok()) << bad;
     EXPECT_NE(m.status().message().find("migration_cost_ns"), std::string::npos) << m.status().ToString();
