@@ -247,6 +247,14 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
   Nanos start = std::max(t, x->busy_until);
   SimExecutor* preempted = nullptr;    // a spinner whose core this turn takes
   SimExecutor* interrupted = nullptr;  // a thread whose turn this one preempts
+  // Per-core run queues (a migration cost): a thread waits for the core
+  // whose queue it is in. Woken from a park it takes any idle core
+  // (Linux's select_idle_sibling), else joins a queue (QueueFor); once
+  // cache-cold, off a core for the migration cost, load balancing may
+  // move it to any core (can_migrate_task's task_hot).
+  const bool queues = !spinning && h.migration_cost > 0 && x->ran && spins;
+  const bool woken = x->queued_on < 0 && t >= x->parks_at;
+  const size_t home = !queues ? x->core : x->queued_on >= 0 ? static_cast<size_t>(x->queued_on) : QueueFor(x, woken);
   if (!spinning) {
     // A core free now: one nobody spins on first (the scheduler's idle
     // core), else one whose thread only spins, which it preempts; a core
@@ -255,14 +263,6 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     size_t best = h.core_free.size();
     bool best_spun = true;
     Nanos next = INT64_MAX;
-    // Per-core run queues (a migration cost): a thread waits for the core
-    // whose queue it is in. Woken from a park it takes any idle core
-    // (Linux's select_idle_sibling), else joins a queue (QueueFor); once
-    // cache-cold, off a core for the migration cost, load balancing may
-    // move it to any core (can_migrate_task's task_hot).
-    const bool queues = h.migration_cost > 0 && x->ran && spins;
-    const bool woken = x->queued_on < 0 && t >= x->parks_at;
-    const size_t home = !queues ? x->core : x->queued_on >= 0 ? static_cast<size_t>(x->queued_on) : QueueFor(x, woken);
     const Nanos cold_at = x->busy_until + h.migration_cost;
     for (size_t k = 0; k < h.core_free.size(); ++k) {
       SimExecutor* y = h.holder[k];
@@ -304,9 +304,9 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     }
   }
   if (start > t) {
-    if (h.migration_cost > 0 && x->ran && spins && x->queued_on < 0) {
-      x->queued_on = static_cast<int32_t>(QueueFor(x, t >= x->parks_at));
-      ++h.queued[static_cast<size_t>(x->queued_on)];
+    if (queues && x->queued_on < 0) {  // it waits in home's queue
+      x->queued_on = static_cast<int32_t>(home);
+      ++h.queued[home];
     }
     if (!x->resume_pending) {
       x->resume_pending = true;
@@ -388,6 +388,7 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     const Nanos d = meter_.charged + back;
     h.core_free[core] += d;
     h.preempted_until[core] = end;
+    h.busy += back;
     interrupted->busy_until += d;
     if (interrupted->park_after >= 0) interrupted->parks_at += d;
     interrupted->spin_from += d;
@@ -395,18 +396,12 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     interrupted->charged[static_cast<size_t>(Cost::kWakeupBusy)] += back;
     cost_totals_[static_cast<size_t>(Cost::kWakeupBusy)] += back;
     interrupted->AddCpu(back);
-    x->parks_at = end;
-    x->spin_from = end;
-    h.busy += d;
-    x->busy_until = end;
-    x->ran = true;
-    x->AddCpu(meter_.charged);
-    return true;
+  } else {
+    // Then it spins for park_after before it parks, on that core, unless
+    // work for another executor takes the core (above).
+    h.core_free[core] = end;
   }
-  // Then it spins for park_after before it parks, on that core, unless
-  // work for another executor takes the core (above).
-  h.core_free[core] = end;
-  x->parks_at = spins ? end + x->park_after : INT64_MAX;
+  x->parks_at = !spins ? INT64_MAX : interrupted != nullptr ? end : end + x->park_after;
   x->spin_from = end;
   h.busy += meter_.charged;
   x->busy_until = end;
