@@ -68,9 +68,6 @@ struct RxConn {
   std::map<uint64_t, Packet> pending;  // arrived, waiting for their turn
   bool busy = false;                   // a packet is in the NIC pipeline
   Nanos persist_horizon = 0;           // all placements so far persist by then
-  // Software NIC (cost model): the target turn that last took a wire
-  // message from this initiator (+1: 0 is never a turn).
-  uint64_t wire_in_turn = 0;
 };
 
 // Initiator side of one connection.
@@ -79,7 +76,6 @@ struct TxConn {
   uint64_t next_seq = 0;
   std::vector<uint64_t> outstanding;  // op ids in posting order
   Nanos response_floor = 0;           // keeps completions FIFO per connection
-  uint64_t wire_turn = 0;             // software NIC: the poster's turn that last sent (+1)
   bool chain_open = false;  // the last post said kMore: the next rides its doorbell
 };
 
@@ -254,9 +250,10 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
     op.silent = (post & kSilent) != 0;
     TxConn& qp = Ep(op.src)->tx[op.dst];
     if (options_.software_target) {
-      // A software provider sends what one turn posted to a peer in one
-      // wire message (one system call): the first pays the post.
-      ChargePerTurn(qp.wire_turn, runtime::Cost::kFabricPost, op.len);
+      // A software provider sends each operation in a system call of its
+      // own: rowan's Send and the Read behind it to one backup are a
+      // sendmsg and a sendto (strace of a node, 2026-11-30).
+      runtime::Charge(runtime::Cost::kFabricPost, op.len);
       rt_.ChargeWake(Ep(op.dst)->driver);  // the target's progress thread, if parked
     } else if (qp.chain_open) {
       // Chained behind a kMore post to the same peer: one doorbell.
@@ -370,9 +367,14 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
     if (options_.software_target && dst.driver != nullptr) {
       // The target's CPU does the NIC's work: when its driver is free.
       At(free, dst.driver, kPlace, "place", p.op, [this, p, dst_id, src] {
-        // One wire message per initiator and turn (it answers in one too).
+        // The target answers each operation with a send of its own (an
+        // ack, a Read's data): an operation's first packet pays in full.
         if (EpState* d = Ep(dst_id); d != nullptr && d->alive) {
-          ChargePerTurn(d->rx[src].wire_in_turn, runtime::Cost::kFabricTarget, p.len);
+          if (p.offset == 0) {
+            runtime::Charge(runtime::Cost::kFabricTarget, p.len);
+          } else {
+            runtime::ChargeBytes(runtime::Cost::kFabricTarget, p.len);
+          }
         }
         Place(p, dst_id, src);
       });

@@ -42,11 +42,12 @@
 //     a kMore one rides its doorbell (its bytes only), and a silent
 //     operation that succeeds is never polled. With `software_target` the target's
 //     driver pays Cost::kFabricTarget (+ per byte) for placing packets, and
-//     costs follow a software provider's wire messages: what one turn posts
-//     to a peer leaves in one (the first post pays kFabricPost in full, the
-//     rest their bytes), a target turn takes each initiator's in one (the
-//     first packet pays kFabricTarget in full) and a turn's completions
-//     arrive together (the first pays kFabricCompletion).
+//     costs follow a software provider's system calls (libfabric tcp, as
+//     strace shows it): every post is a send of its own and pays kFabricPost
+//     in full; the target answers every operation with a send of its own (an
+//     ack, a Read's data) and pays kFabricTarget once per operation (its
+//     first packet); the initiator takes a turn's answers in with one receive
+//     (the first completion pays kFabricCompletion).
 //
 // Faults (all decisions drawn from the runtime's seeded Rng):
 //   drop / delay / jitter per directed link or by default, partition (set of
