@@ -436,8 +436,10 @@ void Evict(std::vector<char>& buf) {
 // --- the same steps cold: a node's worker takes each after its core ran
 // other threads (a cluster's ~25 threads share the host's cores), so each
 // operation here starts with the core's L2 evicted (twice its size
-// written, not timed); the median operation's wall time. Warm, a 100 B
-// Put costs ~0.3 us here; the inputs are the cold ones, as app_op's. ---
+// written, not timed); the median operation's wall time (the warm
+// inputs are thread CPU over a loop). Warm, a 100 B Put costs ~0.3 us
+// here, cold ~1-2 us. Observed, not inputs: as inputs they traded A
+// against C on the kept validation sets. ---
 template <typename Op>
 double ColdMedian(int ops, Op op) {
   std::vector<char> evict(2 * L2Bytes(), 1);

@@ -367,14 +367,11 @@ class SimFabric::Impl : public std::enable_shared_from_this<SimFabric::Impl> {
     if (options_.software_target && dst.driver != nullptr) {
       // The target's CPU does the NIC's work: when its driver is free.
       At(free, dst.driver, kPlace, "place", p.op, [this, p, dst_id, src] {
-        // The target answers each operation with a send of its own (an
-        // ack, a Read's data): an operation's first packet pays in full.
+        // Each packet is placed in a turn of its own (an initiator's come
+        // one at a time) and pays in full: a receive, and the answer the
+        // provider sends for each operation (an ack, a Read's data).
         if (EpState* d = Ep(dst_id); d != nullptr && d->alive) {
-          if (p.offset == 0) {
-            runtime::Charge(runtime::Cost::kFabricTarget, p.len);
-          } else {
-            runtime::ChargeBytes(runtime::Cost::kFabricTarget, p.len);
-          }
+          runtime::Charge(runtime::Cost::kFabricTarget, p.len);
         }
         Place(p, dst_id, src);
       });

@@ -44,10 +44,11 @@
 //     driver pays Cost::kFabricTarget (+ per byte) for placing packets, and
 //     costs follow a software provider's system calls (libfabric tcp, as
 //     strace shows it): every post is a send of its own and pays kFabricPost
-//     in full; the target answers every operation with a send of its own (an
-//     ack, a Read's data) and pays kFabricTarget once per operation (its
-//     first packet); the initiator takes a turn's answers in with one receive
-//     (the first completion pays kFabricCompletion).
+//     in full; the target pays kFabricTarget for every packet it places (an
+//     initiator's packets are placed one at a time; the provider answers each
+//     operation with a send of its own, an ack or a Read's data); the
+//     initiator takes a turn's answers in with one receive (the first
+//     completion pays kFabricCompletion).
 //
 // Faults (all decisions drawn from the runtime's seeded Rng):
 //   drop / delay / jitter per directed link or by default, partition (set of

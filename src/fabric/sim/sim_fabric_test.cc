@@ -141,9 +141,10 @@ std::array<Nanos, runtime::kCostCount> WriteCosts(bool software, bool one_turn) 
 
 TEST(SimFabricTest, CostsFollowASoftwareProvidersSystemCalls) {
   auto at = [](const auto& t, runtime::Cost c) { return t[static_cast<size_t>(c)]; };
-  // Software provider (libfabric tcp): every post is a send of its own and
-  // the target answers every operation with one, in one turn or apart. (The
-  // answers here come back one at a time, each a receive of its own.)
+  // Software provider (libfabric tcp): every post is a send of its own, in
+  // one turn or apart (until 2026-11-30 one turn's posts to a peer paid the
+  // fixed part once: `together` 1000 + 30). The target places each packet,
+  // and the answers here come back one at a time, each a receive of its own.
   auto together = WriteCosts(true, true), apart = WriteCosts(true, false);
   EXPECT_EQ(at(together, runtime::Cost::kFabricPost), 3 * 1000 + 30);
   EXPECT_EQ(at(apart, runtime::Cost::kFabricPost), 3 * 1000 + 30);
