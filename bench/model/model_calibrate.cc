@@ -433,13 +433,9 @@ void Evict(std::vector<char>& buf) {
   sink_ = sink_ + static_cast<uint64_t>(buf.empty() ? 0 : buf[0]);
 }
 
-// --- the same steps cold: a node's worker takes each after its core ran
-// other threads (a cluster's ~25 threads share the host's cores), so each
-// operation here starts with the core's L2 evicted (twice its size
-// written, not timed); the median operation's wall time (the warm
-// inputs are thread CPU over a loop). Warm, a 100 B Put costs ~0.3 us
-// here, cold ~1-2 us. Observed, not inputs: as inputs they traded A
-// against C on the kept validation sets. ---
+// The median wall time of `op(i)` for i < ops, each call after the core's
+// L2 was evicted (twice its size written, not timed): a step as a thread
+// takes it after its core ran other threads.
 template <typename Op>
 double ColdMedian(int ops, Op op) {
   std::vector<char> evict(2 * L2Bytes(), 1);
@@ -455,6 +451,11 @@ double ColdMedian(int ops, Op op) {
   return took[took.size() / 2];
 }
 
+// --- the store's and the codec's steps cold: a node's worker takes each
+// after its core ran other threads (a cluster's ~25 threads share the
+// host's cores); ColdMedian, where the warm inputs are thread CPU over a
+// loop. Warm, a 100 B Put costs ~0.3 us here, cold ~1-2 us. Observed, not
+// inputs: as inputs they traded A against C on the kept validation sets. ---
 StoreCosts MeasureStoreCold(size_t value_bytes, int ops) {
   const size_t region = static_cast<size_t>(ops) * (value_bytes + 128) * 2 + (64 << 20);
   auto r = pm::PmRegion::Anonymous(region, pm::RegionOptions{});
@@ -575,14 +576,9 @@ double MeasureAppOp(size_t value_bytes, bool update, int ops) {
   std::vector<std::function<void()>> queue;
   std::atomic<bool> has_tasks{false};
   const std::string answer(update ? 0 : value_bytes, 'v');
-  std::vector<char> evict(2 * L2Bytes(), 1);
   uint64_t version = 0;
   volatile uint64_t sink = 0;  // the answers are used
-  std::vector<double> took;
-  took.reserve(static_cast<size_t>(ops));
-  for (int i = 0; i < ops; ++i) {
-    Evict(evict);
-    const auto start = std::chrono::steady_clock::now();
+  return ColdMedian(ops, [&](int) {
     const ycsb::Op op = gen.Next(rng);
     std::string key = gen.Key(op.record);
     std::promise<Result<std::string>> p;
@@ -609,10 +605,7 @@ double MeasureAppOp(size_t value_bytes, bool update, int ops) {
     for (auto& fn : batch) fn();
     Result<std::string> r = future.get();
     sink = sink + (r.ok() ? r->size() : 0);
-    took.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::nth_element(took.begin(), took.begin() + static_cast<std::ptrdiff_t>(took.size() / 2), took.end());
-  return took[took.size() / 2];
+  });
 }
 
 // --- the same hand-over between two threads pinned to one core, back and
