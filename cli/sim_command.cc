@@ -7,6 +7,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -597,6 +600,26 @@ int RunPerfCommand(const SimCommandOptions& o) {
   std::printf("preemptions per operation: client %.2f, application threads %.2f, workers %.2f, nics %.2f\n",
               r.perf.client_preemptions, r.perf.app_preemptions, r.perf.worker_preemptions,
               r.perf.nic_preemptions);
+  {
+    // The same by the thread that took the core, most first: what
+    // bench/model/sched-summary.py lists for a real run.
+    static constexpr const char* kThreadNames[] = {"client", "application thread", "worker", "nic", "digest"};
+    std::vector<std::pair<double, std::string>> pairs;
+    for (size_t a = 0; a < sim::PerfResult::kThreads; ++a) {
+      for (size_t b = 0; b < sim::PerfResult::kThreads; ++b) {
+        const double v = r.perf.preemptions_by[a][b];
+        if (v >= 0.005) pairs.emplace_back(v, std::string(kThreadNames[a]) + " by " + kThreadNames[b]);
+      }
+    }
+    std::sort(pairs.begin(), pairs.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+    std::string line;
+    for (const auto& [v, who] : pairs) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%s%s %.2f", line.empty() ? "" : ", ", who.c_str(), v);
+      line += buf;
+    }
+    std::printf("preempted by (per operation): %s\n", line.empty() ? "none" : line.c_str());
+  }
   std::printf("fabric messages sent per operation: client %.2f, workers %.2f, nics %.2f\n",
               messages(sim::PerfResult::kClient), messages(sim::PerfResult::kWorker), messages(sim::PerfResult::kNic));
   std::printf("CPU per operation by input (virtual ns), in all and by role:\n");

@@ -250,6 +250,9 @@ TEST(CostTest, ASpinningExecutorTakesItsWorkAtOnceAndYieldsItsCoreToOthers) {
   EXPECT_EQ(rt.Parks(y), 0u);
   EXPECT_EQ(rt.Preemptions(x), 1u);  // at 2000 (y's turn at 4500 takes no time: x keeps its core)
   EXPECT_EQ(rt.Preemptions(y), 1u);  // at 3500
+  EXPECT_EQ(rt.PreemptionsBy(x, y), 1u);  // each by the other
+  EXPECT_EQ(rt.PreemptionsBy(y, x), 1u);
+  EXPECT_EQ(rt.PreemptionsBy(x, x), 0u);
   // Spun so far: x 1000..1500 and 1500..2000 (then preempted; the rest of
   // that spin runs beside others' turns, and its spin after 4500 has not
   // ended); y 3000..3500.
@@ -384,6 +387,8 @@ TEST(CostTest, WithPerCoreQueuesAWokenThreadJoinsTheShorterOfTwoQueues) {
     // waker's core and preempts the waker's turn. With a thread already
     // waiting for the waker's core, y joins its previous core's queue.
     EXPECT_EQ(rt.Preemptions(waker), crowd_waker ? 0u : 1u);
+    EXPECT_EQ(rt.PreemptionsBy(waker, y), crowd_waker ? 0u : 1u);  // the wakee took its turn's core
+    EXPECT_EQ(rt.PreemptionsBy(waker, crowd), 0u);
   }
 }
 

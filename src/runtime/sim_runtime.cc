@@ -8,6 +8,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <deque>
+#include <map>
 #include <utility>
 
 namespace slip::runtime {
@@ -105,6 +106,7 @@ class SimExecutor final : public Executor {
   bool resume_pending = false;          // a kEventResume is queued
   uint64_t parks = 0;                   // turns that began after it had parked
   uint64_t preemptions = 0;             // spins cut short by another executor taking the core
+  std::map<uint32_t, uint64_t> preempted_by;  // those by the id of the executor that took the core
   Nanos park_after = -1;                // its spin after a turn (PlaceOn: the host's or its own)
   Nanos parks_at = 0;                   // when it parks: its spin after the last turn ends
   Nanos spin_from = 0;                  // its spin since then is core time not yet counted busy
@@ -370,6 +372,7 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     // after this turn) unless work comes first. Its spin so far was core
     // time; the rest runs beside this executor's own and is not counted.
     ++preempted->preemptions;
+    ++preempted->preempted_by[x->id()];
     preempted->switch_in_owed += model_->Of(preempted->SwitchIn(), 0);
     const Nanos spun = std::max<Nanos>(0, t - preempted->spin_from);
     h.busy += spun;
@@ -393,6 +396,7 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     if (interrupted->park_after >= 0) interrupted->parks_at += d;
     interrupted->spin_from += d;
     ++interrupted->preemptions;
+    ++interrupted->preempted_by[x->id()];
     interrupted->charged[static_cast<size_t>(Cost::kWakeupBusy)] += back;
     cost_totals_[static_cast<size_t>(Cost::kWakeupBusy)] += back;
     interrupted->AddCpu(back);
@@ -492,6 +496,11 @@ const std::array<uint64_t, kCostCount>& SimRuntime::StepsOf(const Executor* exec
 }
 uint64_t SimRuntime::Preemptions(const Executor* exec) const {
   return static_cast<const SimExecutor*>(exec)->preemptions;
+}
+uint64_t SimRuntime::PreemptionsBy(const Executor* exec, const Executor* by) const {
+  const auto& m = static_cast<const SimExecutor*>(exec)->preempted_by;
+  const auto it = m.find(by->id());
+  return it == m.end() ? 0 : it->second;
 }
 
 void SimRuntime::SetCostModel(const CostModel& model) {

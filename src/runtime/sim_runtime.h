@@ -155,6 +155,9 @@ class SimRuntime : public Runtime {
   // would have ended), or, with per-core queues, a thread woken onto its
   // core preempted its turn.
   uint64_t Preemptions(const Executor* exec) const;
+  // Of those, the ones `by` preempted (what `perf sched` shows as the
+  // thread that ran next).
+  uint64_t PreemptionsBy(const Executor* exec, const Executor* by) const;
   // Virtual CPU time charged so far, per input (all executors).
   const std::array<Nanos, kCostCount>& CostTotals() const { return cost_totals_; }
   // The same, one modelled executor's (credited whole when a turn runs).

@@ -175,7 +175,10 @@ void World::RunPerf(ClusterSimResult& res) {
   // application threads, workers, NICs, digests), in all and by input,
   // parks by role (client, workers, NICs, application threads) and
   // preemptions of those, and the busiest executor are read off this list.
-  enum Role : uint8_t { kClientRole, kAppRole, kWorkerRole, kNicRole, kDigestRole };
+  using Role = PerfResult::Thread;
+  constexpr Role kClientRole = PerfResult::kClientThread, kAppRole = PerfResult::kAppThread,
+                 kWorkerRole = PerfResult::kWorkerThread, kNicRole = PerfResult::kNicThread,
+                 kDigestRole = PerfResult::kDigestThread;
   // The role whose CPU an executor's counts toward: application threads
   // are the client's, as slip bench counts the client process.
   static constexpr size_t kCpuRole[] = {PerfResult::kClient, PerfResult::kClient, PerfResult::kWorker,
@@ -212,6 +215,15 @@ void World::RunPerf(ClusterSimResult& res) {
     }
     return r;
   };
+  // Preemptions by the preempted thread's role and the taker's.
+  using ByTaker = std::array<std::array<uint64_t, PerfResult::kThreads>, PerfResult::kThreads>;
+  auto preempted_by = [this, &placed] {
+    ByTaker r{};
+    for (const auto& [x, role] : placed) {
+      for (const auto& [y, taker] : placed) r[role][taker] += rt_.PreemptionsBy(x, y);
+    }
+    return r;
+  };
   // By role and input, summed over the placed executors: `of` gives an
   // executor's per-input array (CostsOf: CPU, turns credited whole;
   // StepsOf: whole steps).
@@ -228,6 +240,7 @@ void World::RunPerf(ClusterSimResult& res) {
   decltype(inputs()) inputs0{};
   decltype(steps()) steps0{};
   std::array<uint64_t, 8> parks0{};
+  ByTaker preempted_by0{};
   std::array<Nanos, PerfResult::kRoles> roles0{}, spun0{};
   std::vector<Nanos> cpu0;
   rt_.Schedule(window_start_, nullptr, kEventControl, "window", 0, [&] {
@@ -235,6 +248,7 @@ void World::RunPerf(ClusterSimResult& res) {
     roles0 = roles(window_start_);
     spun0 = spun();
     parks0 = parks();
+    preempted_by0 = preempted_by();
     inputs0 = inputs();
     steps0 = steps();
     for (const auto& [x, role] : placed) cpu0.push_back(rt_.CpuBy(x, window_start_));
@@ -282,6 +296,12 @@ void World::RunPerf(ClusterSimResult& res) {
   r.worker_preemptions = per_op(parks1[5] - parks0[5]);
   r.nic_preemptions = per_op(parks1[6] - parks0[6]);
   r.app_preemptions = per_op(parks1[7] - parks0[7]);
+  const ByTaker preempted_by1 = preempted_by();
+  for (size_t a = 0; a < PerfResult::kThreads; ++a) {
+    for (size_t b = 0; b < PerfResult::kThreads; ++b) {
+      r.preemptions_by[a][b] = per_op(preempted_by1[a][b] - preempted_by0[a][b]);
+    }
+  }
   for (size_t i = 0; i < cpu0.size(); ++i) {
     const double share =
         static_cast<double>(rt_.CpuBy(placed[i].first, window_end_) - cpu0[i]) / static_cast<double>(p.measure);

@@ -209,6 +209,19 @@ TEST(PerfTest, AWakeUpIsWholeOnlyWhenACoreIsIdle) {
   EXPECT_GT(busy_wakes, whole_wakes);
   EXPECT_GE(Cpu(c, Cost::kSwitchIn) / crowded.costs.Of(Cost::kSwitchIn, 0), (busy_wakes + whole_wakes) * 0.99);
   EXPECT_GT(c.perf.preemptions(), 0);
+  // Every preemption has a taker among the placed threads: each role's
+  // row of preemptions_by sums to its preemptions. The client has one
+  // executor, which cannot take its own core.
+  auto row = [&c](PerfResult::Thread t) {
+    double sum = 0;
+    for (double v : c.perf.preemptions_by[t]) sum += v;
+    return sum;
+  };
+  EXPECT_NEAR(row(PerfResult::kClientThread), c.perf.client_preemptions, 1e-9);
+  EXPECT_NEAR(row(PerfResult::kAppThread), c.perf.app_preemptions, 1e-9);
+  EXPECT_NEAR(row(PerfResult::kWorkerThread), c.perf.worker_preemptions, 1e-9);
+  EXPECT_NEAR(row(PerfResult::kNicThread), c.perf.nic_preemptions, 1e-9);
+  EXPECT_EQ(c.perf.preemptions_by[PerfResult::kClientThread][PerfResult::kClientThread], 0);
   // With a core to spare for every thread, every wake-up is whole: one
   // switch-in for each, none for a preemption.
   EXPECT_EQ(Cpu(r, Cost::kWakeupBusy), 0);
