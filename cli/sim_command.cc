@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -601,9 +602,11 @@ int RunPerfCommand(const SimCommandOptions& o) {
               r.perf.client_preemptions, r.perf.app_preemptions, r.perf.worker_preemptions,
               r.perf.nic_preemptions);
   {
-    // The same by the thread that took the core, most first: what
-    // bench/model/sched-summary.py lists for a real run.
+    // The same by the thread that took the core, most first. For a real
+    // run bench/model/sched-summary.py lists these as shares of its
+    // involuntary switches: times its switches per operation to compare.
     static constexpr const char* kThreadNames[] = {"client", "application thread", "worker", "nic", "digest"};
+    static_assert(std::size(kThreadNames) == sim::PerfResult::kThreads);
     std::vector<std::pair<double, std::string>> pairs;
     for (size_t a = 0; a < sim::PerfResult::kThreads; ++a) {
       for (size_t b = 0; b < sim::PerfResult::kThreads; ++b) {
@@ -611,7 +614,9 @@ int RunPerfCommand(const SimCommandOptions& o) {
         if (v >= 0.005) pairs.emplace_back(v, std::string(kThreadNames[a]) + " by " + kThreadNames[b]);
       }
     }
-    std::sort(pairs.begin(), pairs.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+    std::sort(pairs.begin(), pairs.end(), [](const auto& x, const auto& y) {
+      return x.first != y.first ? x.first > y.first : x.second < y.second;
+    });
     std::string line;
     for (const auto& [v, who] : pairs) {
       char buf[96];

@@ -123,10 +123,11 @@ struct PerfResult {
   // thread's involuntary context switches), and in all.
   double client_preemptions = 0, worker_preemptions = 0, nic_preemptions = 0, app_preemptions = 0;
   double preemptions() const { return client_preemptions + worker_preemptions + nic_preemptions + app_preemptions; }
-  // The same by the thread that took the core, per operation:
+  // Preemptions by the thread that took the core, per operation:
   // preemptions_by[preempted][taker], each a Thread (the application
   // threads apart from the client's executor, as a real run's `perf sched`
-  // tells them apart; bench/model/sched-summary.py).
+  // tells them apart; bench/model/sched-summary.py). Its rows sum to the
+  // counts above, and it has the digests' too, which those leave out.
   enum Thread : uint8_t { kClientThread, kAppThread, kWorkerThread, kNicThread, kDigestThread, kThreads };
   std::array<std::array<double, kThreads>, kThreads> preemptions_by{};
   // Pool designs: the pool's threads' CPU per operation (calls, merges),

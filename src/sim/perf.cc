@@ -175,6 +175,8 @@ void World::RunPerf(ClusterSimResult& res) {
   // application threads, workers, NICs, digests), in all and by input,
   // parks by role (client, workers, NICs, application threads) and
   // preemptions of those, and the busiest executor are read off this list.
+  // A thread's role; PerfResult::Role is the CPU's, which counts the
+  // application threads as the client's (kCpuRole, below).
   using Role = PerfResult::Thread;
   constexpr Role kClientRole = PerfResult::kClientThread, kAppRole = PerfResult::kAppThread,
                  kWorkerRole = PerfResult::kWorkerThread, kNicRole = PerfResult::kNicThread,
