@@ -105,8 +105,9 @@ class SimExecutor final : public Executor {
   std::deque<SimRuntime::Event> ready;  // FIFO of events waiting to run
   bool resume_pending = false;          // a kEventResume is queued
   uint64_t parks = 0;                   // turns that began after it had parked
-  uint64_t preemptions = 0;             // spins cut short by another executor taking the core
-  std::map<uint32_t, uint64_t> preempted_by;  // those by the id of the executor that took the core
+  // Spins cut short, or turns cut (wake-up preemption), by another
+  // executor taking the core: counts by that executor's id.
+  std::map<uint32_t, uint64_t> preempted_by;
   Nanos park_after = -1;                // its spin after a turn (PlaceOn: the host's or its own)
   Nanos parks_at = 0;                   // when it parks: its spin after the last turn ends
   Nanos spin_from = 0;                  // its spin since then is core time not yet counted busy
@@ -371,7 +372,6 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     // the rest of it later (when the scheduler next gives it a core; here:
     // after this turn) unless work comes first. Its spin so far was core
     // time; the rest runs beside this executor's own and is not counted.
-    ++preempted->preemptions;
     ++preempted->preempted_by[x->id()];
     preempted->switch_in_owed += model_->Of(preempted->SwitchIn(), 0);
     const Nanos spun = std::max<Nanos>(0, t - preempted->spin_from);
@@ -395,7 +395,6 @@ bool SimRuntime::RunReady(SimExecutor* x, Nanos t) {
     interrupted->busy_until += d;
     if (interrupted->park_after >= 0) interrupted->parks_at += d;
     interrupted->spin_from += d;
-    ++interrupted->preemptions;
     ++interrupted->preempted_by[x->id()];
     interrupted->charged[static_cast<size_t>(Cost::kWakeupBusy)] += back;
     cost_totals_[static_cast<size_t>(Cost::kWakeupBusy)] += back;
@@ -495,7 +494,9 @@ const std::array<uint64_t, kCostCount>& SimRuntime::StepsOf(const Executor* exec
   return static_cast<const SimExecutor*>(exec)->steps;
 }
 uint64_t SimRuntime::Preemptions(const Executor* exec) const {
-  return static_cast<const SimExecutor*>(exec)->preemptions;
+  uint64_t n = 0;
+  for (const auto& [by, count] : static_cast<const SimExecutor*>(exec)->preempted_by) n += count;
+  return n;
 }
 uint64_t SimRuntime::PreemptionsBy(const Executor* exec, const Executor* by) const {
   const auto& m = static_cast<const SimExecutor*>(exec)->preempted_by;
