@@ -15,6 +15,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <thread>
 #include <tuple>
 
@@ -34,6 +35,7 @@
 #include "node/pool_process.h"
 #include "slip/client.h"
 #include "common/hash.h"
+#include "common/log.h"
 #include "rpc/rpc_peers.h"
 
 namespace slip::cli {
@@ -98,6 +100,39 @@ int ServeUntilStopped(const char* what, Result<std::unique_ptr<P>> p) {
 
 }  // namespace
 
+namespace {
+// Until the configuration lists node `id` down or not at all (the manager
+// has replaced it), or a signal. A fenced node boots again only then, on
+// the path of a node restarted after a crash: listed down, it rejoins as a
+// replica to be brought up to date. Booted while still listed up, it would
+// come back with a new address as an in-sync replica, though it may have
+// missed replication sent while it stalled.
+void AwaitReplaced(const ClusterCommandOptions& o) {
+  auto store = cluster::OpenConfigStore(o.dir, o.zookeeper);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto next_note = t0 + std::chrono::seconds(10);
+  while (!g_stop) {
+    if (store.ok()) {
+      auto c = (*store)->Load();
+      if (c.ok()) {
+        const auto self = c->config.nodes.find(o.node);
+        if (self == c->config.nodes.end() || self->second.state == cluster::NodeState::kDown) return;
+      }
+    } else {
+      store = cluster::OpenConfigStore(o.dir, o.zookeeper);
+    }
+    if (std::chrono::steady_clock::now() >= next_note) {
+      logging::Warn("{}", "still listed up " +
+                              std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
+                                                 std::chrono::steady_clock::now() - t0).count()) +
+                              " s after it was fenced: waiting for the manager to replace it before rejoining");
+      next_note += std::chrono::seconds(10);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+}  // namespace
+
 int RunServer(const ClusterCommandOptions& o) {
   node::NodeOptions no;
   no.id = o.node;
@@ -111,21 +146,56 @@ int RunServer(const ClusterCommandOptions& o) {
   no.commit_interval = static_cast<runtime::Nanos>(o.commit_interval_ms) * runtime::kMillisecond;
   no.workers = o.workers;
   no.digest_threads = o.digest_threads;
-  auto node = node::NodeProcess::Start(no);
-  if (!node.ok()) return Fail("server", node.status());
-  node::NodeProcess* n = node->get();
-  auto doors = FrontDoors::Start(o, n);
-  if (!doors.ok()) {
-    n->Stop();
-    (void)n->Wait();
-    return Fail("server", doors.status());
+  // A signal stops whichever incarnation is serving; between two it ends
+  // the wait in AwaitReplaced (g_stop).
+  std::mutex mu;
+  node::NodeProcess* serving = nullptr;
+  std::thread watcher = StopOnSignal([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    if (serving != nullptr) serving->Stop();
+  });
+  Status s;
+  // A fenced node (a stall longer than its lease; the manager declared it
+  // failed) boots again and rejoins, as a supervisor restarting it would:
+  // its store is intact, and only a fresh incarnation may serve again.
+  for (uint64_t incarnation = 0;; ++incarnation) {
+    if (incarnation > 0) {
+      AwaitReplaced(o);
+      if (g_stop) {
+        s = Status::Ok();  // stopped, as asked, between two incarnations
+        break;
+      }
+      logging::Warn("{}", "booting again to rejoin (incarnation " + std::to_string(incarnation + 1) + ")");
+    }
+    auto node = node::NodeProcess::Start(no);
+    if (!node.ok()) {
+      s = node.status();
+      break;
+    }
+    auto doors = FrontDoors::Start(o, node->get());
+    if (!doors.ok()) {
+      (*node)->Stop();
+      (void)(*node)->Wait();
+      s = doors.status();
+      break;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      serving = node->get();
+    }
+    if (g_stop) (*node)->Stop();  // a signal before it was listed above
+    s = (*node)->Wait();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      serving = nullptr;
+    }
+    doors->reset();  // before the node they ask
+    node->reset();
+    if (g_stop || !node::Fenced(s)) break;
+    logging::Warn("{}", "fenced (" + s.message() + "): this incarnation stopped serving");
   }
-  std::thread watcher = StopOnSignal([n] { n->Stop(); });
-  Status s = n->Wait();
   RequestStop();
   watcher.join();
-  doors->reset();  // before the node they ask
-  node->reset();
   return s.ok() ? 0 : Fail("server", s);
 }
 

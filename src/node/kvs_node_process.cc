@@ -176,7 +176,7 @@ Status KvsNodeServer::Boot() {
   if (now.config.nodes.at(o_.id).state == cluster::NodeState::kDown) return Status::Aborted(kReplacedWhileStarting);
   SLIP_RETURN_IF_ERROR(rt_.Start());
   node_ex_->Post([this, c = now.config] { server_->Adopt(c); });
-  membership_->KeepAlive([this](Status s) { Finish(std::move(s)); });
+  membership_->KeepAlive([this](Status) { Finish(Status::Aborted(kLostLease)); });
   membership_->Watch(now.version, [this](const cluster::VersionedConfig& newer) {
     const auto self = newer.config.nodes.find(o_.id);
     if (self == newer.config.nodes.end()) {
@@ -186,7 +186,7 @@ Status KvsNodeServer::Boot() {
     }
     if (self->second.state == cluster::NodeState::kDown) {
       logging::Warn("{}", "declared failed in term " + std::to_string(newer.config.term) + ": stopping");
-      return Finish(Status::Aborted("declared failed by the manager"));
+      return Finish(Status::Aborted(kDeclaredFailed));
     }
     node_ex_->Post([this, c = newer.config] { server_->Adopt(c); });
   });

@@ -419,7 +419,7 @@ Status Node::Boot() {
     replication_term_ = c.term;
     parts_->agent->ColdStart(server::ViewFromConfig(c));
   });
-  membership_->KeepAlive([this](Status) { Finish(Status::Aborted("lost the node lease")); });
+  membership_->KeepAlive([this](Status) { Finish(Status::Aborted(kLostLease)); });
   for (size_t i = 0; i < digest_exs_.size(); ++i) digest_exs_[i]->Post([this, i] { DigestLoop(i); });
   if (o_.commit_interval > 0) {
     for (size_t i = 0; i < workers_.size(); ++i) {
@@ -430,9 +430,14 @@ Status Node::Boot() {
     // Listed down: the manager took our lease and replaced us (renewing
     // would fail next). Stop serving now rather than at the next renewal.
     const auto self = newer.config.nodes.find(o_.id);
-    if (self == newer.config.nodes.end() || self->second.state == cluster::NodeState::kDown) {
+    if (self == newer.config.nodes.end()) {
+      // `slip cluster remove-node` moved everything away and dropped us.
+      logging::Info("{}", "removed from the cluster in term " + std::to_string(newer.config.term) + ": stopping");
+      return Finish(Status::Ok());
+    }
+    if (self->second.state == cluster::NodeState::kDown) {
       logging::Warn("{}", "declared failed in term " + std::to_string(newer.config.term) + ": stopping");
-      return Finish(Status::Aborted("declared failed by the manager"));
+      return Finish(Status::Aborted(kDeclaredFailed));
     }
     node_ex_->Post([this, cfg = newer.config] { AdoptOnNode(cfg); });
   });

@@ -85,6 +85,16 @@ class NodeProcess {
 inline constexpr const char* kReplacedWhileStarting =
     "declared failed while starting, with data that may be stale by now";
 
+// Why a node stopped serving when the cluster fenced it: its lease ran out
+// (the process stalled for longer than a lease, or could not reach the
+// configuration store), or the manager declared it failed. Nothing is wrong
+// with its store: `slip server` boots it again to rejoin (Fenced).
+inline constexpr const char* kLostLease = "lost the node lease";
+inline constexpr const char* kDeclaredFailed = "declared failed by the manager";
+inline bool Fenced(const Status& s) {
+  return s.Is(Code::kAborted) && (s.message() == kLostLease || s.message() == kDeclaredFailed);
+}
+
 // Boots a `P` (a NodeProcess with Boot()), and boots a fresh one again —
 // up to 5 times — while Boot gives up because the manager declared the
 // node failed while it was starting: nothing was served yet, and a fresh

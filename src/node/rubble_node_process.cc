@@ -158,12 +158,17 @@ Status RubbleNode::Boot() {
   if (listed->second.state == cluster::NodeState::kDown) return Status::Aborted(kReplacedWhileStarting);
   SLIP_RETURN_IF_ERROR(rt_.Start());
   node_ex_->Post([this, c = now.config] { server_->Adopt(c); });
-  membership_->KeepAlive([this](Status) { Finish(Status::Aborted("lost the node lease")); });
+  membership_->KeepAlive([this](Status) { Finish(Status::Aborted(kLostLease)); });
   membership_->Watch(now.version, [this](const cluster::VersionedConfig& newer) {
     const auto self = newer.config.nodes.find(o_.id);
-    if (self == newer.config.nodes.end() || self->second.state == cluster::NodeState::kDown) {
+    if (self == newer.config.nodes.end()) {
+      // `slip cluster remove-node` moved everything away and dropped us.
+      logging::Info("{}", "removed from the cluster in term " + std::to_string(newer.config.term) + ": stopping");
+      return Finish(Status::Ok());
+    }
+    if (self->second.state == cluster::NodeState::kDown) {
       logging::Warn("{}", "declared failed in term " + std::to_string(newer.config.term) + ": stopping");
-      return Finish(Status::Aborted("declared failed by the manager"));
+      return Finish(Status::Aborted(kDeclaredFailed));
     }
     node_ex_->Post([this, c = newer.config] { server_->Adopt(c); });
   });

@@ -262,6 +262,57 @@ TEST(ClusterStartTest, ANodeDeclaredFailedWhileStartingRejoinsItsShards) {
   if (!HasFailure()) fs::remove_all(dir);
 }
 
+// A node that stalls for longer than its lease (SIGSTOP here; a loaded
+// machine, a long page-in in production) is fenced: its lease runs out and
+// the manager replaces it. The process itself boots again once it is
+// listed down and rejoins as a replica — no operator, no supervisor — and
+// loses nothing the cluster acknowledged meanwhile.
+TEST(ClusterStallTest, ANodeStalledPastItsLeaseRejoinsByItself) {
+  const fs::path dir = fs::temp_directory_path() / ("slip_cluster_" + std::to_string(getpid()) + "_stall");
+  fs::remove_all(dir);
+  const std::string d = dir.string();
+  const integration::TailLogsOnFailure logs(d);
+  ASSERT_EQ(Slip("cluster up --lease-ms 1000 --nodes 3 --rf 3 --shards 12 --design rowan-kv --dir " + d), 0);
+  ASSERT_EQ(integration::WaitFullyReplicated(d), "") << "see " << d << "/logs";
+  auto client = Client::Open(ClientOptions{.dir = d, .zookeeper = "", .provider = "",
+                                           .deadline = std::chrono::seconds(20), .bind_address = "", .secret_file = ""});
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  pid_t node1 = 0;
+  for (const auto& p : cli::ListProcesses(d)) {
+    if (p.name == "node-1") node1 = p.pid;
+  }
+  ASSERT_GT(node1, 0);
+  AckedWrites m;
+  // Stalled for four leases while two threads write: the manager declares
+  // it failed and the others take its shards.
+  integration::RunLoadWithFault(**client, m, 200, 400, [&] {
+    ASSERT_EQ(kill(node1, SIGSTOP), 0);
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    ASSERT_EQ(kill(node1, SIGCONT), 0);
+  });
+  // The same process comes back as a full replica of its shards again.
+  ASSERT_EQ(integration::WaitFullyReplicated(d), "") << "node 1 never rejoined; see " << d << "/logs";
+  bool alive = false;
+  for (const auto& p : cli::ListProcesses(d)) alive |= p.name == "node-1" && p.pid == node1 && p.alive;
+  EXPECT_TRUE(alive) << "node 1's process is gone";
+  {
+    std::ifstream f(d + "/logs/node-1.log");
+    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("fenced ("), std::string::npos);
+    EXPECT_NE(text.find("booting again to rejoin"), std::string::npos);
+  }
+  m.Check(**client, "after the stalled node rejoined");
+  // Its replicas are complete: with the other two killed one after the
+  // other, node 1 alone serves every acknowledged write.
+  ASSERT_EQ(Slip("cluster kill --node 0 --dir " + d), 0);
+  m.Check(**client, "after node 0 was killed");
+  ASSERT_EQ(Slip("cluster kill --node 2 --dir " + d), 0);
+  m.Check(**client, "after nodes 0 and 2 were killed");
+  client->reset();
+  ASSERT_EQ(Slip("cluster down --dir " + d), 0);
+  if (!HasFailure()) fs::remove_all(dir);
+}
+
 // DINOMO (docs/papers/dinomo.md, "In the cluster"): KVS nodes over a
 // `slip pool` process. A KVS node is killed under a write load — its shards
 // go to the others, which merge its log before they serve them — and comes

@@ -63,10 +63,18 @@ class RespFrontDoorTest : public ::testing::Test {
     dir_ = password_ = nullptr;
   }
 
-  // redis-cli against node i's port, authenticated.
+  // redis-cli against node i's port, authenticated. A refused connection is
+  // tried again for up to a minute: on a loaded machine a node can stall
+  // past its lease, and its port is closed until it has rejoined.
   static std::string Cli(int node, const std::string& args) {
-    return Shell("redis-cli -p " + std::to_string(base_ + node) + " --no-auth-warning -a " + *password_ + " " + args +
-               " 2>&1");
+    std::string out;
+    for (int attempt = 0; attempt < 600; ++attempt) {
+      out = Shell("redis-cli -p " + std::to_string(base_ + node) + " --no-auth-warning -a " + *password_ + " " + args +
+                  " 2>&1");
+      if (out.rfind("Could not connect to Redis", 0) != 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return out;
   }
 
   static std::string* dir_;
