@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "fabric/ofi/shm_regions.h"
+
 namespace slip::fabric::ofi_internal {
 namespace {
 
@@ -22,16 +24,9 @@ Result<sockaddr_un> SocketAddress(const std::string& path) {
 }  // namespace
 
 Result<std::string> DoorbellPath(std::string_view address, const std::string& dir) {
-  while (!address.empty() && address.back() == '\0') address.remove_suffix(1);
-  for (std::string_view scheme : {"fi_shm://", "fi_ns://"}) {
-    if (address.starts_with(scheme)) address.remove_prefix(scheme.size());
-  }
-  if (!address.starts_with("slip-shm.") ||
-      address.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") !=
-          std::string_view::npos) {
-    return Status::InvalidArgument("not an shm endpoint of ours: no doorbell");
-  }
-  return dir + "/" + std::string(address) + ".bell";
+  auto name = OurRegionName(address);
+  if (!name.ok()) return Status::InvalidArgument(name.status().message() + ": no doorbell");
+  return dir + "/" + *name + ".bell";
 }
 
 Result<std::unique_ptr<Doorbell>> Doorbell::Create(std::string_view address, const std::string& dir) {

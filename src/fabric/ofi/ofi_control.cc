@@ -228,8 +228,11 @@ Result<PeerId> OfiEndpoint::AddPeer(std::string_view address) {
   if (tx_per_peer_) {
     SLIP_ASSIGN_OR_RETURN(peer.tx, OpenTxEndpoint());
   }
-  if (core_->provider == "shm") peer.bell = OpenDoorbell(address);
-  peers_.push_back(peer);
+  if (core_->provider == "shm") {
+    peer.bell = OpenDoorbell(address);
+    peer.region_lock = RegionLockWatch::Open(address);
+  }
+  peers_.push_back(std::move(peer));
   return static_cast<PeerId>(peers_.size() - 1);
 }
 

@@ -106,6 +106,12 @@ void OfiEndpoint::FailUnposted(OpState* st, Code status) {
 }
 
 ssize_t OfiEndpoint::PostNow(OpState* st) {
+  // The peer's region is locked: libfabric would spin on it until the
+  // holder lets go, and for ever if the holder was killed (region_lock.h).
+  // Try again later, from Poll(); the op's deadline still runs.
+  if (st->op != Op::kRecv) {
+    if (const auto& lock = peers_[st->peer].region_lock; lock != nullptr && lock->Held()) return -FI_EAGAIN;
+  }
   const ssize_t ret = PostOnce(st);
   if (st->op != Op::kRecv && (ret == 0 || ret == -FI_EAGAIN)) {
     if (const int bell = peers_[st->peer].bell; bell >= 0) Ring(bell);

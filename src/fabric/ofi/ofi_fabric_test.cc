@@ -4,7 +4,10 @@
 // operations instead of hanging them).
 #include "fabric/ofi/ofi_fabric.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -14,11 +17,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
 
 #include "fabric/ofi/ofi_test_util.h"
+#include "fabric/ofi/region_lock.h"
+#include "fabric/ofi/shm_regions.h"
 
 namespace slip::fabric {
 namespace {
@@ -83,6 +89,28 @@ class OfiFabricTest : public ::testing::TestWithParam<std::string> {
     auto c = pump_.Take(ep, ctx);
     EXPECT_TRUE(c.has_value()) << "no completion for context " << ctx;
     return c.value_or(Completion{.context = ctx, .status = Code::kAborted});
+  }
+
+  // A child target and an endpoint with `op_timeout` connected to it by
+  // one Write that went through (tcp's connection, shm's mapping made).
+  struct ChildPeer {
+    std::optional<ChildTarget> child;
+    std::unique_ptr<Endpoint> a;
+    PeerId peer = 0;
+    RemoteMemory rm;
+  };
+  void ConnectChild(std::chrono::nanoseconds op_timeout, ChildPeer* out) {
+    auto child = ChildTarget::Spawn(GetParam());
+    ASSERT_TRUE(child.ok()) << child.status().ToString();
+    out->child.emplace(std::move(*child));
+    out->a = NewEndpoint(nullptr, op_timeout);
+    auto p = out->a->AddPeer(out->child->address());
+    ASSERT_TRUE(p.ok());
+    out->peer = *p;
+    out->rm = out->child->remote();
+    std::vector<std::byte> buf(256);
+    ASSERT_TRUE(out->a->Write(out->peer, buf.data(), buf.size(), nullptr, out->rm, 0, 1).ok());
+    ASSERT_EQ(MustTake(out->a.get(), 1).status, Code::kOk);
   }
 
   std::unique_ptr<Fabric> fabric_;
@@ -569,26 +597,61 @@ TEST_P(OfiFabricTest, OneSidedOpsNeedOnlyThePollingTarget) {
   EXPECT_EQ(old, 7u) << "failed compare leaves the word";
 }
 
-TEST_P(OfiFabricTest, DeadPeerFailsWithinOpTimeout) {
-  auto child = ChildTarget::Spawn(GetParam());
-  ASSERT_TRUE(child.ok()) << child.status().ToString();
+// shm (1.17) posts under a spinlock in the target's region (region_lock.h).
+// A target killed while it held that lock — here: the lock word set held
+// through a mapping of the region, then the target killed — would leave
+// every later post spinning in libfabric for ever. The endpoint sees the
+// lock held and does not post: the operations fail within op_timeout.
+TEST_P(OfiFabricTest, APeerKilledHoldingItsRegionLockFailsOpsInsteadOfHangingThem) {
+  if (GetParam() != "shm") GTEST_SKIP() << "shm's region locks only";
   constexpr auto kOpTimeout = 500ms;
-  auto a = NewEndpoint(nullptr, kOpTimeout);
-  auto p = a->AddPeer(child->address());
-  ASSERT_TRUE(p.ok());
-  const RemoteMemory rm = child->remote();
+  ChildPeer cp;
+  ASSERT_NO_FATAL_FAILURE(ConnectChild(kOpTimeout, &cp));
   std::vector<std::byte> buf(256);
-  ASSERT_TRUE(a->Write(*p, buf.data(), buf.size(), nullptr, rm, 0, 1).ok());
-  ASSERT_EQ(MustTake(a.get(), 1).status, Code::kOk);
+  ASSERT_NE(ofi_internal::RegionLockWatch::Open(cp.child->address()), nullptr)
+      << "the installed libfabric's shm region header is not the layout region_lock.h knows: posts are unguarded";
 
-  child->Kill();
+  // The child's region, mapped here before it dies (its file is swept then).
+  auto name = ofi_internal::OurRegionName(cp.child->address());
+  ASSERT_TRUE(name.ok());
+  const int fd = ::open(("/dev/shm/" + *name).c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  void* header = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  ASSERT_NE(header, MAP_FAILED);
+  cp.child->Kill();
+  auto* lock = reinterpret_cast<int*>(static_cast<char*>(header) + ofi_internal::kShmRegionLockOffset);
+  // Held (glibc x86: 1 is free), by a process that is gone — if the child
+  // did not die holding it already.
+  __atomic_store_n(lock, 0, __ATOMIC_RELEASE);
+
   const auto start = std::chrono::steady_clock::now();
-  ASSERT_TRUE(a->Write(*p, buf.data(), buf.size(), nullptr, rm, 0, 2).ok());
-  ASSERT_TRUE(a->Read(*p, buf.data(), buf.size(), nullptr, rm, 0, 3).ok());
+  ASSERT_TRUE(cp.a->Write(cp.peer, buf.data(), buf.size(), nullptr, cp.rm, 0, 2).ok());
+  ASSERT_TRUE(cp.a->Send(cp.peer, buf.data(), 64, nullptr, 3).ok());
+  for (uint64_t ctx : {2, 3}) {
+    auto c = pump_.Take(cp.a.get(), ctx, kOpTimeout + 5s);
+    ASSERT_TRUE(c.has_value()) << "operation " << ctx << " hung on a dead peer's region lock";
+    EXPECT_TRUE(c->status == Code::kUnavailable || c->status == Code::kTimeout) << CodeName(c->status);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, kOpTimeout + 2s);
+  EXPECT_EQ(__atomic_load_n(lock, __ATOMIC_ACQUIRE), 0) << "nobody took the lock";
+  ::munmap(header, 4096);
+}
+
+TEST_P(OfiFabricTest, DeadPeerFailsWithinOpTimeout) {
+  constexpr auto kOpTimeout = 500ms;
+  ChildPeer cp;
+  ASSERT_NO_FATAL_FAILURE(ConnectChild(kOpTimeout, &cp));
+  std::vector<std::byte> buf(256);
+
+  cp.child->Kill();
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(cp.a->Write(cp.peer, buf.data(), buf.size(), nullptr, cp.rm, 0, 2).ok());
+  ASSERT_TRUE(cp.a->Read(cp.peer, buf.data(), buf.size(), nullptr, cp.rm, 0, 3).ok());
   uint64_t old = 0;
-  ASSERT_TRUE(a->FetchAdd(*p, rm, 0, 1, &old, 4).ok());
+  ASSERT_TRUE(cp.a->FetchAdd(cp.peer, cp.rm, 0, 1, &old, 4).ok());
   for (uint64_t ctx : {2, 3, 4}) {
-    auto c = pump_.Take(a.get(), ctx, kOpTimeout + 5s);
+    auto c = pump_.Take(cp.a.get(), ctx, kOpTimeout + 5s);
     ASSERT_TRUE(c.has_value()) << "operation " << ctx << " hung on a dead peer";
     EXPECT_TRUE(c->status == Code::kUnavailable || c->status == Code::kTimeout)
         << "ctx " << ctx << ": " << CodeName(c->status);
@@ -603,8 +666,8 @@ TEST_P(OfiFabricTest, DeadPeerFailsWithinOpTimeout) {
   // A send to the dead peer fails too (shm: nobody acknowledges delivery;
   // tcp: connection refused/reset), and so does every later attempt.
   for (uint64_t ctx : {5, 6}) {
-    ASSERT_TRUE(a->Send(*p, buf.data(), 64, nullptr, ctx).ok());
-    auto s = pump_.Take(a.get(), ctx, kOpTimeout + 5s);
+    ASSERT_TRUE(cp.a->Send(cp.peer, buf.data(), 64, nullptr, ctx).ok());
+    auto s = pump_.Take(cp.a.get(), ctx, kOpTimeout + 5s);
     ASSERT_TRUE(s.has_value());
     EXPECT_TRUE(s->status == Code::kUnavailable || s->status == Code::kTimeout)
         << CodeName(s->status);

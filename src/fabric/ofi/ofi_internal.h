@@ -31,6 +31,7 @@
 
 #include "common/intrusive_list.h"
 #include "fabric/ofi/doorbell.h"
+#include "fabric/ofi/region_lock.h"
 #include "fabric/ofi/shm_regions.h"
 
 namespace slip::fabric::ofi_internal {
@@ -313,6 +314,8 @@ class OfiEndpoint final : public Endpoint {
     fi_addr_t addr = FI_ADDR_UNSPEC;
     fid_ep* tx = nullptr;       // its own transmit endpoint (shm), else ep_
     int bell = -1;              // its doorbell (shm, doorbell.h), rung after each post to it
+    // Its region's lock (shm, region_lock.h): no post while it is held.
+    std::unique_ptr<RegionLockWatch> region_lock;
     uint32_t deferred = 0;     // operations to it in the backlog
     uint64_t blocked_pass = 0;  // DrainBacklog pass in which it hit FI_EAGAIN
     // kSilent (fabric.h): a silent op's failure must be reported before any

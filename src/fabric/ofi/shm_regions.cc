@@ -61,6 +61,19 @@ size_t RemoveIfOrphan(const fs::path& dir, const std::string& stem) {
 
 }  // namespace
 
+Result<std::string> OurRegionName(std::string_view address) {
+  while (!address.empty() && address.back() == '\0') address.remove_suffix(1);
+  for (std::string_view scheme : {"fi_shm://", "fi_ns://"}) {
+    if (address.starts_with(scheme)) address.remove_prefix(scheme.size());
+  }
+  if (!address.starts_with(kPrefix) ||
+      address.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") !=
+          std::string_view::npos) {
+    return Status::InvalidArgument("not an shm endpoint of ours");
+  }
+  return std::string(address);
+}
+
 size_t SweepOrphanShmRegions(const std::string& dir) {
   std::error_code ec;
   std::vector<std::string> stems;

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 
@@ -29,6 +30,12 @@ namespace slip::fabric::ofi_internal {
 // opened either). A process killed between creating its lock file (as
 // "<name>.claim") and locking it leaves that empty file: never swept.
 Result<std::string> ClaimShmName(const std::string& dir = "/dev/shm");
+
+// The region file name of the shm endpoint `address` (as fi_getname gives
+// it, with "fi_shm://" or not): InvalidArgument unless the name is one of
+// ours (claimed by ClaimShmName: "slip-shm.") and holds no character that
+// could leave a directory.
+Result<std::string> OurRegionName(std::string_view address);
 
 // Removes, in `dir`, the region files and the lock file of every claimed
 // name whose lock nobody holds. Returns how many files it removed.

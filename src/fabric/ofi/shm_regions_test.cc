@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -17,6 +18,7 @@
 #include "fabric/ofi/doorbell.h"
 #include "fabric/ofi/ofi_fabric.h"
 #include "fabric/ofi/ofi_test_util.h"
+#include "fabric/ofi/region_lock.h"
 
 namespace slip::fabric::ofi_internal {
 namespace {
@@ -88,6 +90,50 @@ TEST_F(ShmRegionsTest, DoorbellPathsAreOnlyOurEndpointsInTheDirectory) {
     EXPECT_FALSE(DoorbellPath(bad, "/d").ok()) << bad;
     EXPECT_EQ(OpenDoorbell(bad, dir_.string()), -1) << bad;
   }
+}
+
+// A region's header as libfabric 1.17 writes it (region_lock.h): watched
+// only when it reads that way, and its lock word read as it changes.
+TEST_F(ShmRegionsTest, ARegionLockIsWatchedOnlyInTheKnownLayout) {
+  const std::string name = "slip-shm.5.6:0:2";
+  auto write_header = [&](uint8_t version, int32_t pid, uint64_t total, int32_t lock, size_t file_bytes) {
+    std::string bytes(file_bytes, '\0');
+    if (file_bytes >= 0x30) {
+      bytes[0] = static_cast<char>(version);
+      std::memcpy(&bytes[4], &pid, 4);
+      std::memcpy(&bytes[kShmRegionLockOffset], &lock, 4);
+      std::memcpy(&bytes[0x28], &total, 8);
+    }
+    std::ofstream(dir_ / name, std::ios::binary | std::ios::trunc) << bytes;
+  };
+  const std::string address = "fi_shm://" + name;
+  EXPECT_EQ(RegionLockWatch::Open(address, dir_.string()), nullptr) << "no region file";
+  write_header(4, 77, 8192, 1, 8192);
+  auto watch = RegionLockWatch::Open(address, dir_.string());
+  ASSERT_NE(watch, nullptr);
+  EXPECT_FALSE(watch->Held());
+  {
+    // Another process taking it: the same page, seen through the watch.
+    const int fd = ::open((dir_ / name).c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    const int32_t held = 0;
+    ASSERT_EQ(::pwrite(fd, &held, 4, kShmRegionLockOffset), 4);
+    EXPECT_TRUE(watch->Held());
+    const int32_t spun = -1;  // a waiter's decrement
+    ASSERT_EQ(::pwrite(fd, &spun, 4, kShmRegionLockOffset), 4);
+    EXPECT_TRUE(watch->Held());
+    ::close(fd);
+  }
+  write_header(5, 77, 8192, 1, 8192);
+  EXPECT_EQ(RegionLockWatch::Open(address, dir_.string()), nullptr) << "another region version";
+  write_header(4, 0, 8192, 1, 8192);
+  EXPECT_EQ(RegionLockWatch::Open(address, dir_.string()), nullptr) << "no owner";
+  write_header(4, 77, 4096, 1, 8192);
+  EXPECT_EQ(RegionLockWatch::Open(address, dir_.string()), nullptr) << "a size that is not the file's";
+  write_header(4, 77, 100, 1, 100);
+  EXPECT_EQ(RegionLockWatch::Open(address, dir_.string()), nullptr) << "shorter than a header page";
+  write_header(4, 77, 8192, 1, 8192);
+  EXPECT_EQ(RegionLockWatch::Open("fi_shm://someone-else:0:2", dir_.string()), nullptr) << "not ours";
 }
 
 // Rung, its fd is readable until drained; it is gone with its endpoint, and
