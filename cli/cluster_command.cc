@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -101,36 +102,56 @@ int ServeUntilStopped(const char* what, Result<std::unique_ptr<P>> p) {
 }  // namespace
 
 namespace {
-// Until the configuration lists node `id` down or not at all (the manager
-// has replaced it), or a signal. A fenced node boots again only then, on
-// the path of a node restarted after a crash: listed down, it rejoins as a
-// replica to be brought up to date. Booted while still listed up, it would
-// come back with a new address as an in-sync replica, though it may have
-// missed replication sent while it stalled.
-void AwaitReplaced(const ClusterCommandOptions& o) {
-  auto store = cluster::OpenConfigStore(o.dir, o.zookeeper);
+enum class AfterFence { kRejoin, kRemoved, kStopped };
+
+// Waits, after a fence, until the configuration lists node `o.node` down
+// (the manager has replaced it: rejoin), drops it (`slip cluster
+// remove-node` finished: stop, never rejoin), or a signal. A fenced node
+// boots again only once it is listed down, on the path of a node restarted
+// after a crash: it rejoins as a replica to be brought up to date. Booted
+// while still listed up, it would come back with a new address as an
+// in-sync replica, though it may have missed replication sent while it
+// stalled. The configuration unreadable for a minute (its directory gone,
+// the store down) is an error: nothing could bring the node back.
+Result<AfterFence> AwaitReplaced(const ClusterCommandOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
+  auto last_read = t0;
   auto next_note = t0 + std::chrono::seconds(10);
+  Status why;
+  auto store = cluster::OpenConfigStore(o.dir, o.zookeeper);
   while (!g_stop) {
-    if (store.ok()) {
-      auto c = (*store)->Load();
-      if (c.ok()) {
-        const auto self = c->config.nodes.find(o.node);
-        if (self == c->config.nodes.end() || self->second.state == cluster::NodeState::kDown) return;
-      }
-    } else {
+    const auto now = std::chrono::steady_clock::now();
+    if (!store.ok()) {
+      why = store.status();
       store = cluster::OpenConfigStore(o.dir, o.zookeeper);
+    } else if (auto c = (*store)->Load(); !c.ok()) {
+      why = c.status();
+    } else {
+      last_read = now;
+      const auto self = c->config.nodes.find(o.node);
+      if (self == c->config.nodes.end()) return AfterFence::kRemoved;
+      if (self->second.state == cluster::NodeState::kDown) return AfterFence::kRejoin;
     }
-    if (std::chrono::steady_clock::now() >= next_note) {
-      logging::Warn("{}", "still listed up " +
-                              std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
-                                                 std::chrono::steady_clock::now() - t0).count()) +
-                              " s after it was fenced: waiting for the manager to replace it before rejoining");
+    if (now - last_read > std::chrono::minutes(1)) {
+      return Status(why.code(), "fenced, and the cluster's configuration unreadable for a minute: " + why.message());
+    }
+    if (now >= next_note) {
+      const auto secs = std::chrono::duration_cast<std::chrono::seconds>(now - t0).count();
+      logging::Warn("{}", last_read == now ? "still listed up " + std::to_string(secs) +
+                                                 " s after it was fenced: waiting for the manager to replace it"
+                                           : "fenced " + std::to_string(secs) +
+                                                 " s ago; the configuration cannot be read: " + why.ToString());
       next_note += std::chrono::seconds(10);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  return AfterFence::kStopped;
 }
+
+// Fenced this often within kFenceWindow, a node stops trying: its lease is
+// too short for the machine (each rejoin re-seeds it from its peers).
+constexpr int kMaxFences = 5;
+constexpr auto kFenceWindow = std::chrono::minutes(5);
 }  // namespace
 
 int RunServer(const ClusterCommandOptions& o) {
@@ -155,16 +176,19 @@ int RunServer(const ClusterCommandOptions& o) {
     if (serving != nullptr) serving->Stop();
   });
   Status s;
+  std::deque<std::chrono::steady_clock::time_point> fences;
   // A fenced node (a stall longer than its lease; the manager declared it
   // failed) boots again and rejoins, as a supervisor restarting it would:
   // its store is intact, and only a fresh incarnation may serve again.
   for (uint64_t incarnation = 0;; ++incarnation) {
     if (incarnation > 0) {
-      AwaitReplaced(o);
-      if (g_stop) {
-        s = Status::Ok();  // stopped, as asked, between two incarnations
+      auto next = AwaitReplaced(o);
+      if (!next.ok()) {
+        s = next.status();
         break;
       }
+      if (*next == AfterFence::kRemoved) logging::Info("{}", "removed from the cluster while fenced: stopping");
+      if (*next != AfterFence::kRejoin) break;  // s: the fence; a stop or removal is no failure (below)
       logging::Warn("{}", "booting again to rejoin (incarnation " + std::to_string(incarnation + 1) + ")");
     }
     auto node = node::NodeProcess::Start(no);
@@ -193,9 +217,20 @@ int RunServer(const ClusterCommandOptions& o) {
     node->reset();
     if (g_stop || !node::Fenced(s)) break;
     logging::Warn("{}", "fenced (" + s.message() + "): this incarnation stopped serving");
+    const auto now = std::chrono::steady_clock::now();
+    fences.push_back(now);
+    while (now - fences.front() > kFenceWindow) fences.pop_front();
+    if (fences.size() >= kMaxFences) {
+      s = Status::Aborted("fenced " + std::to_string(fences.size()) + " times in 5 minutes: the lease (" +
+                          std::to_string(o.lease_ms) + " ms) is too short for this machine");
+      break;
+    }
   }
   RequestStop();
   watcher.join();
+  // Stopped by a signal, or removed from the cluster: no failure, whatever
+  // the last incarnation ended with.
+  if (g_stop || node::Fenced(s)) return 0;
   return s.ok() ? 0 : Fail("server", s);
 }
 

@@ -19,8 +19,8 @@
 // store and rejoins empty (cluster::Rejoin).
 //
 // Losing the lease (it could not be renewed in time), or finding itself
-// listed down, stops the process: the manager may already have promoted a
-// replacement. The manager declares a node failed only while holding its
+// listed down, stops the node (Fenced below): the manager may already have
+// promoted a replacement. `slip server` then boots a fresh one to rejoin. The manager declares a node failed only while holding its
 // lease, so a node that reads the configuration after taking its lease
 // knows whether it was declared failed while it booted (then it boots again,
 // as a replaced node).

@@ -299,7 +299,7 @@ TEST(ClusterStallTest, ANodeStalledPastItsLeaseRejoinsByItself) {
     std::ifstream f(d + "/logs/node-1.log");
     const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
     EXPECT_NE(text.find("fenced ("), std::string::npos);
-    EXPECT_NE(text.find("booting again to rejoin"), std::string::npos);
+    EXPECT_NE(text.find("booting again to rejoin (incarnation"), std::string::npos);
   }
   m.Check(**client, "after the stalled node rejoined");
   // Its replicas are complete: with the other two killed one after the

@@ -108,9 +108,14 @@ void OfiEndpoint::FailUnposted(OpState* st, Code status) {
 ssize_t OfiEndpoint::PostNow(OpState* st) {
   // The peer's region is locked: libfabric would spin on it until the
   // holder lets go, and for ever if the holder was killed (region_lock.h).
-  // Try again later, from Poll(); the op's deadline still runs.
+  // A live holder lets go within microseconds (one pass over its queue),
+  // so wait that long here; past it, try again later, from Poll(), while
+  // the op's deadline runs.
   if (st->op != Op::kRecv) {
-    if (const auto& lock = peers_[st->peer].region_lock; lock != nullptr && lock->Held()) return -FI_EAGAIN;
+    if (const auto& lock = peers_[st->peer].region_lock; lock != nullptr && lock->Held()) {
+      for (int spin = 0; spin < kRegionLockSpins && lock->Held(); ++spin) __builtin_ia32_pause();
+      if (lock->Held()) return -FI_EAGAIN;
+    }
   }
   const ssize_t ret = PostOnce(st);
   if (st->op != Op::kRecv && (ret == 0 || ret == -FI_EAGAIN)) {

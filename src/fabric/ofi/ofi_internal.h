@@ -48,6 +48,9 @@ constexpr size_t kCqBatch = 64;
 // manual progress) and retry this many times, then defer the operation to the
 // endpoint's backlog (see OfiEndpoint::Submit).
 constexpr int kPostRetries = 8;
+// Pauses (~40-140 cycles each) a post waits for a peer's region lock
+// (region_lock.h) before it is put off: a few microseconds.
+constexpr int kRegionLockSpins = 128;
 // Wait(): how long to keep polling before parking.
 constexpr auto kWaitSpin = std::chrono::microseconds(20);
 // shm has no wait object (see Wait()); sleep steps grow from the first to the

@@ -1,6 +1,8 @@
 #include "fabric/ofi/region_lock.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <rdma/fabric.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -25,9 +27,31 @@ T Field(const void* page, size_t offset) {
   return v;
 }
 
+// Whether what this file assumes holds in this process: libfabric 1.17
+// (1.18 keeps the header, but its completion path also spins on a peer's
+// lock, which no look before a post can guard), and glibc's spinlock word
+// reading 1 free and 0 or less held.
+bool Applies() {
+  static const bool applies = [] {
+    const uint32_t v = fi_version();
+    if (FI_MAJOR(v) != 1 || FI_MINOR(v) != 17) return false;
+    pthread_spinlock_t lock;
+    if (pthread_spin_init(&lock, PTHREAD_PROCESS_SHARED) != 0) return false;
+    static_assert(sizeof(pthread_spinlock_t) == sizeof(int));  // glibc: a volatile int
+    const bool free_is_one = lock == 1;
+    pthread_spin_lock(&lock);
+    const bool held_is_not_positive = lock <= 0;
+    pthread_spin_unlock(&lock);
+    pthread_spin_destroy(&lock);
+    return free_is_one && held_is_not_positive;
+  }();
+  return applies;
+}
+
 }  // namespace
 
 std::unique_ptr<RegionLockWatch> RegionLockWatch::Open(std::string_view address, const std::string& dir) {
+  if (!Applies()) return nullptr;
   auto name = OurRegionName(address);
   if (!name.ok()) return nullptr;
   const std::string path = dir + "/" + *name;

@@ -22,8 +22,11 @@
 //
 // The header's layout is libfabric's, not an API: region version 4 (1.17),
 // the owner's pid at 4, the spinlock at 0x18 (glibc on x86: 1 free, 0 or
-// less held), the region's total size at 0x28. A region whose header does
-// not read that way is not watched.
+// less held), the region's total size at 0x28. Nothing is watched unless
+// the running libfabric is 1.17 (1.18 keeps this header but also spins on
+// a peer's lock in its completion path, which no look before a post can
+// guard) and a spinlock of this process reads as above; nor is a region
+// whose header does not read that way.
 #pragma once
 
 #include <cstddef>
@@ -38,9 +41,9 @@ inline constexpr size_t kShmRegionLockOffset = 0x18;
 class RegionLockWatch {
  public:
   // Maps the header of the region of the shm endpoint `address` (one of
-  // ours, shm_regions.h) in `dir`. Null when there is nothing to watch: the
-  // address is not ours, the region file is gone (its owner died and was
-  // swept), or its header is not the layout above.
+  // ours, shm_regions.h) in `dir`. Null when there is nothing to watch: not
+  // libfabric 1.17, the address is not ours, the region file is gone (its
+  // owner died and was swept), or its header is not the layout above.
   static std::unique_ptr<RegionLockWatch> Open(std::string_view address, const std::string& dir = "/dev/shm");
   ~RegionLockWatch();
   RegionLockWatch(const RegionLockWatch&) = delete;
