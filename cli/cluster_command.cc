@@ -226,11 +226,12 @@ int RunServer(const ClusterCommandOptions& o) {
       break;
     }
   }
+  const bool stopped = g_stop;  // by a signal: RequestStop sets it too
   RequestStop();
   watcher.join();
   // Stopped by a signal, or removed from the cluster: no failure, whatever
   // the last incarnation ended with.
-  if (g_stop || node::Fenced(s)) return 0;
+  if (stopped || node::Fenced(s)) return 0;
   return s.ok() ? 0 : Fail("server", s);
 }
 
