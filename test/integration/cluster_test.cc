@@ -565,6 +565,21 @@ TEST(DinomoClusterTest, HotKeysSharedKilledAndUnsharedUnderLoadLoseNothing) {
 // `slip put` takes a value from stdin or a file, `slip get` gives its bytes
 // back unchanged, and a value over the store's limit is refused at once
 // with the reason (not after a deadline of retries).
+// A server that cannot start says why and exits non-zero (its loop of
+// incarnations must not turn a failure into a clean exit).
+TEST(CommandLine, AServerThatCannotStartExitsWithTheReason) {
+  const fs::path dir = fs::temp_directory_path() / ("slip_nostart_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  ASSERT_EQ(Slip("cluster init --nodes 1 --rf 1 --dir " + dir.string()), 0);
+  int status = 0;
+  const std::string out = integration::Shell(std::string(SLIP_BINARY) + " server --dir " + dir.string() +
+                                                 " --node 0 --provider bogus --lease-ms 1000 2>&1",
+                                             &status);
+  EXPECT_NE(status, 0) << out;
+  EXPECT_NE(out.find("runs over provider tcp, not bogus"), std::string::npos) << out;
+  fs::remove_all(dir);
+}
+
 TEST(CommandLine, ValuesTravelUnchangedAndOversizeFailsFast) {
   const fs::path dir = fs::temp_directory_path() / ("slip_cli_" + std::to_string(getpid()));
   fs::remove_all(dir);
