@@ -429,16 +429,7 @@ Status Node::Boot() {
   membership_->Watch(now.version, [this](const cluster::VersionedConfig& newer) {
     // Listed down: the manager took our lease and replaced us (renewing
     // would fail next). Stop serving now rather than at the next renewal.
-    const auto self = newer.config.nodes.find(o_.id);
-    if (self == newer.config.nodes.end()) {
-      // `slip cluster remove-node` moved everything away and dropped us.
-      logging::Info("{}", "removed from the cluster in term " + std::to_string(newer.config.term) + ": stopping");
-      return Finish(Status::Ok());
-    }
-    if (self->second.state == cluster::NodeState::kDown) {
-      logging::Warn("{}", "declared failed in term " + std::to_string(newer.config.term) + ": stopping");
-      return Finish(Status::Aborted(kDeclaredFailed));
-    }
+    if (auto end = EndedBy(newer.config, o_.id)) return Finish(*end);
     node_ex_->Post([this, cfg = newer.config] { AdoptOnNode(cfg); });
   });
   logging::Info("{}", "serving at " + rpc::RpcPeers::HexEncode(address) + " (" + o_.provider + "), term " + std::to_string(now.config.term));
@@ -815,6 +806,17 @@ nlohmann::json RpcJson(const std::vector<rpc::RpcChannel::Counters>& channels) {
           {"calls", sum.calls},
           {"frames_sent", sum.frames_sent},
           {"messages_sent", sum.messages_sent}};
+}
+
+std::optional<Status> EndedBy(const cluster::ClusterConfig& c, uint32_t id) {
+  const auto self = c.nodes.find(id);
+  if (self == c.nodes.end()) {
+    logging::Info("{}", "removed from the cluster in term " + std::to_string(c.term) + ": stopping");
+    return Status::Ok();
+  }
+  if (self->second.state != cluster::NodeState::kDown) return std::nullopt;
+  logging::Warn("{}", "declared failed in term " + std::to_string(c.term) + ": stopping");
+  return Status::Aborted(kDeclaredFailed);
 }
 
 Status TakeProvider(const std::string& cluster_provider, std::string* provider) {

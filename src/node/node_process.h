@@ -20,8 +20,9 @@
 //
 // Losing the lease (it could not be renewed in time), or finding itself
 // listed down, stops the node (Fenced below): the manager may already have
-// promoted a replacement. `slip server` then boots a fresh one to rejoin. The manager declares a node failed only while holding its
-// lease, so a node that reads the configuration after taking its lease
+// promoted a replacement. `slip server` then boots a fresh one to rejoin.
+// The manager declares a node failed only while holding its lease, so a
+// node that reads the configuration after taking its lease
 // knows whether it was declared failed while it booted (then it boots again,
 // as a replaced node).
 #pragma once
@@ -29,6 +30,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/log.h"
@@ -36,6 +38,7 @@
 #include <nlohmann/json.hpp>
 
 #include "auth/key_source.h"
+#include "cluster/cluster_config.h"
 #include "fabric/fabric.h"
 #include "pm/region.h"
 #include "rpc/channel.h"
@@ -94,6 +97,11 @@ inline constexpr const char* kDeclaredFailed = "declared failed by the manager";
 inline bool Fenced(const Status& s) {
   return s.Is(Code::kAborted) && (s.message() == kLostLease || s.message() == kDeclaredFailed);
 }
+
+// How a newer configuration `c` ends node `id`, logged: dropped from it
+// (`slip cluster remove-node` finished: OK) or listed down (the manager
+// replaced it: kDeclaredFailed). Nothing while it is listed up.
+std::optional<Status> EndedBy(const cluster::ClusterConfig& c, uint32_t id);
 
 // Boots a `P` (a NodeProcess with Boot()), and boots a fresh one again —
 // up to 5 times — while Boot gives up because the manager declared the

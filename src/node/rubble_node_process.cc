@@ -160,16 +160,7 @@ Status RubbleNode::Boot() {
   node_ex_->Post([this, c = now.config] { server_->Adopt(c); });
   membership_->KeepAlive([this](Status) { Finish(Status::Aborted(kLostLease)); });
   membership_->Watch(now.version, [this](const cluster::VersionedConfig& newer) {
-    const auto self = newer.config.nodes.find(o_.id);
-    if (self == newer.config.nodes.end()) {
-      // `slip cluster remove-node` moved everything away and dropped us.
-      logging::Info("{}", "removed from the cluster in term " + std::to_string(newer.config.term) + ": stopping");
-      return Finish(Status::Ok());
-    }
-    if (self->second.state == cluster::NodeState::kDown) {
-      logging::Warn("{}", "declared failed in term " + std::to_string(newer.config.term) + ": stopping");
-      return Finish(Status::Aborted(kDeclaredFailed));
-    }
+    if (auto end = EndedBy(newer.config, o_.id)) return Finish(*end);
     node_ex_->Post([this, c = newer.config] { server_->Adopt(c); });
   });
   logging::Info("{}", "rubble node serving at " + address + " (" + o_.provider + "), term " +

@@ -562,9 +562,6 @@ TEST(DinomoClusterTest, HotKeysSharedKilledAndUnsharedUnderLoadLoseNothing) {
   if (!HasFailure()) fs::remove_all(dir);
 }
 
-// `slip put` takes a value from stdin or a file, `slip get` gives its bytes
-// back unchanged, and a value over the store's limit is refused at once
-// with the reason (not after a deadline of retries).
 // A server that cannot start says why and exits non-zero (its loop of
 // incarnations must not turn a failure into a clean exit).
 TEST(CommandLine, AServerThatCannotStartExitsWithTheReason) {
@@ -580,6 +577,9 @@ TEST(CommandLine, AServerThatCannotStartExitsWithTheReason) {
   fs::remove_all(dir);
 }
 
+// `slip put` takes a value from stdin or a file, `slip get` gives its bytes
+// back unchanged, and a value over the store's limit is refused at once
+// with the reason (not after a deadline of retries).
 TEST(CommandLine, ValuesTravelUnchangedAndOversizeFailsFast) {
   const fs::path dir = fs::temp_directory_path() / ("slip_cli_" + std::to_string(getpid()));
   fs::remove_all(dir);

@@ -111,10 +111,10 @@ ssize_t OfiEndpoint::PostNow(OpState* st) {
   // A live holder lets go within microseconds (one pass over its queue),
   // so wait that long here; past it, try again later, from Poll(), while
   // the op's deadline runs.
-  if (st->op != Op::kRecv) {
-    if (const auto& lock = peers_[st->peer].region_lock; lock != nullptr && lock->Held()) {
-      for (int spin = 0; spin < kRegionLockSpins && lock->Held(); ++spin) __builtin_ia32_pause();
-      if (lock->Held()) return -FI_EAGAIN;
+  if (const RegionLockWatch* lock = st->op == Op::kRecv ? nullptr : peers_[st->peer].region_lock.get()) {
+    for (int spin = 0; lock->Held(); ++spin) {
+      if (spin == kRegionLockSpins) return -FI_EAGAIN;
+      __builtin_ia32_pause();
     }
   }
   const ssize_t ret = PostOnce(st);

@@ -598,8 +598,8 @@ TEST_P(OfiFabricTest, OneSidedOpsNeedOnlyThePollingTarget) {
 }
 
 // shm (1.17) posts under a spinlock in the target's region (region_lock.h).
-// A target killed while it held that lock — here: the lock word set held
-// through a mapping of the region, then the target killed — would leave
+// A target killed while it held that lock — here: the target killed, then
+// its lock word set held through a mapping of its region — would leave
 // every later post spinning in libfabric for ever. The endpoint sees the
 // lock held and does not post: the operations fail within op_timeout.
 TEST_P(OfiFabricTest, APeerKilledHoldingItsRegionLockFailsOpsInsteadOfHangingThem) {

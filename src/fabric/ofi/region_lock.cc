@@ -64,7 +64,7 @@ std::unique_ptr<RegionLockWatch> RegionLockWatch::Open(std::string_view address,
   }
   ::close(fd);
   if (page == MAP_FAILED) return nullptr;
-  std::unique_ptr<RegionLockWatch> watch(new RegionLockWatch(page, kHeaderBytes));
+  std::unique_ptr<RegionLockWatch> watch(new RegionLockWatch(page));
   const bool known = Field<uint8_t>(page, 0) == kRegionVersion && Field<int32_t>(page, kPidOffset) > 0 &&
                      Field<uint64_t>(page, kTotalSizeOffset) == static_cast<uint64_t>(st.st_size) &&
                      Field<int32_t>(page, kShmRegionLockOffset) <= 1;
@@ -72,6 +72,6 @@ std::unique_ptr<RegionLockWatch> RegionLockWatch::Open(std::string_view address,
   return watch;
 }
 
-RegionLockWatch::~RegionLockWatch() { ::munmap(page_, len_); }
+RegionLockWatch::~RegionLockWatch() { ::munmap(page_, kHeaderBytes); }
 
 }  // namespace slip::fabric::ofi_internal

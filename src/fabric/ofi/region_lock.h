@@ -53,10 +53,9 @@ class RegionLockWatch {
   bool Held() const { return __atomic_load_n(lock_, __ATOMIC_ACQUIRE) <= 0; }
 
  private:
-  RegionLockWatch(void* page, size_t len)
-      : page_(page), len_(len), lock_(reinterpret_cast<const int*>(static_cast<const char*>(page) + kShmRegionLockOffset)) {}
-  void* page_;
-  size_t len_;
+  explicit RegionLockWatch(void* page)
+      : page_(page), lock_(reinterpret_cast<const int*>(static_cast<const char*>(page) + kShmRegionLockOffset)) {}
+  void* page_;  // the header page, mapped read-only
   const int* lock_;
 };
 
